@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The millisecond clock (HZ = 1000). Real time is CLOCK_MONOTONIC; unit
+ * tests swap in a fake source so timing logic runs deterministically.
+ */
+#include <stdatomic.h>
+#include <time.h>
+#include "wbcfs/clock.h"
+
+static uint64_t (*_Atomic fake_clock)(void);
+
+uint64_t clock_now_ms(void)
+{
+	uint64_t (*fn)(void) = atomic_load(&fake_clock);
+	struct timespec ts;
+
+	if (fn)
+		return fn();
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void clock_set_fake(uint64_t (*fn)(void))
+{
+	atomic_store(&fake_clock, fn);
+}

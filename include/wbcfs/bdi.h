@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Backing device (bdi) and its flusher workers, after fs/fs-writeback.c and
+ * ALGORITHMS.md §3: dirty inode lists (b_dirty, b_io, b_more_io), work items
+ * (sync, background, periodic/kupdate, reclaim), chunk sizing, TOWRITE
+ * tagging for sync, and write bandwidth estimation. The flusher walks dirty
+ * pages of an inode in index order, asks the owner (bdi_ops) to map them to
+ * device blocks (delayed allocation happens there), merges physically
+ * adjacent pages into large writes and submits them through an io engine.
+ * The metadata inode (the device's own mapping) is written only after all
+ * data writes of the round have completed: ordered mode.
+ */
+#ifndef WBCFS_BDI_H
+#define WBCFS_BDI_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "list.h"
+#include "mapping.h"
+#include "engine.h"
+#include "cache.h"
+
+/* wb_inode.state bits */
+#define I_DIRTY_PAGES	0x1	/* has dirty pages */
+#define I_DIRTY_INODE	0x2	/* size/times changed: owner's write_inode needed */
+#define I_SYNC		0x4	/* a flusher is writing this inode */
+#define I_FREEING	0x8	/* being evicted: never queue again */
+
+/* map_pages result for a page that must not be written (beyond EOF). */
+#define BDI_PBLK_SKIP UINT64_MAX
+
+enum wb_sync_mode { WB_SYNC_NONE, WB_SYNC_ALL };
+
+struct bdi;
+
+/* Embedded in the owner's inode; mapping->host points here. */
+struct wb_inode {
+	struct list_head io_list;	/* bdi->list_lock: on b_dirty/b_io/b_more_io or empty */
+	uint64_t dirtied_when;		/* bdi->list_lock: ms, first dirtying */
+	unsigned state;			/* bdi->list_lock: I_* bits */
+	struct mapping *mapping;	/* constant */
+	struct bdi *bdi;		/* constant */
+	bool is_meta;			/* constant: device mapping, index == block */
+};
+
+struct bdi_ops {
+	/*
+	 * Map @n dirty pages of @wi (indices ascending, @index[]) to device
+	 * blocks in @pblk[] (block = page = 4 KiB), allocating delayed blocks,
+	 * or BDI_PBLK_SKIP. Returns 0 or -errno (-ENOSPC, -EIO): then no page
+	 * of the batch is written and the error is recorded on the mapping.
+	 * Context: flusher thread; may take the owner's locks.
+	 */
+	int (*map_pages)(struct bdi *b, struct wb_inode *wi, const uint64_t *index,
+			 unsigned n, uint64_t *pblk);
+	/* Write @wi's size/times into the metadata cache. Returns 0 or -errno. */
+	int (*write_inode)(struct bdi *b, struct wb_inode *wi, enum wb_sync_mode mode);
+	/* Put filesystem-wide metadata (superblock, bitmaps) into the
+	 * metadata cache before the metadata pass of a sync. */
+	int (*sync_fs)(struct bdi *b);
+};
+
+struct bdi_config {
+	int fd;				/* device, opened O_RDWR|O_DIRECT */
+	const char *name;		/* "MAJ:MIN" or the image path */
+	enum io_engine_type engine;
+	unsigned queue_depth;		/* per flusher, >= 1 */
+	unsigned max_io_kb;		/* largest merged write, >= 4 */
+	unsigned nr_flushers;		/* >= 1 */
+	struct cache *cache;
+	const struct bdi_ops *ops;
+	void *owner;
+};
+
+struct bdi_stats {
+	_Atomic long reclaimable;	/* dirty pages of this bdi */
+	_Atomic long writeback;		/* pages under writeback */
+	_Atomic long dirtied;		/* cumulative */
+	_Atomic long written;		/* cumulative */
+	_Atomic long write_bw;		/* pages/s, estimate */
+	_Atomic long avg_write_bw;	/* pages/s, smoothed */
+	_Atomic long write_errors;	/* cumulative failed page writes */
+};
+
+struct bdi;	/* private layout in flusher/bdi_i.h */
+
+/* mapping_ops that account dirtying to the bdi of the wb_inode in m->host. */
+extern const struct mapping_ops bdi_mapping_ops;
+
+/** Create the bdi and start its flushers. Returns 0 or -errno. */
+int bdi_create(struct bdi **out, const struct bdi_config *cfg);
+/** Stop the flushers (after the caller's final bdi_sync) and free. */
+void bdi_destroy(struct bdi *b);
+
+/** Init a wb_inode for @m; set m->host = wi before any page is dirtied. */
+void bdi_inode_init(struct bdi *b, struct wb_inode *wi, struct mapping *m, bool is_meta);
+/** Register the device's own mapping (metadata). */
+void bdi_set_meta(struct bdi *b, struct wb_inode *meta);
+/**
+ * Mark @wi dirty (I_DIRTY_PAGES and/or I_DIRTY_INODE): first dirtying stamps
+ * dirtied_when and queues it on b_dirty; schedules periodic writeback.
+ */
+void bdi_mark_inode_dirty(struct bdi *b, struct wb_inode *wi, unsigned flags);
+/** Evict: wait for I_SYNC to clear, set I_FREEING, unlink from the lists. */
+void bdi_inode_remove(struct bdi *b, struct wb_inode *wi);
+
+/** Ask for writeback without waiting (cache_ops.wakeup_flusher lands here). */
+void bdi_wakeup(struct bdi *b, long nr_pages, enum wb_reason why);
+
+/**
+ * fsync data part: write every dirty page of @wi in [start, end] (page
+ * indices) with WB_SYNC_ALL and wait, then its write_inode unless
+ * @datasync and only times changed. Returns 0 or the first -errno recorded
+ * on the mapping since the last check.
+ */
+int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
+		   bool datasync);
+/** Write every dirty metadata page and wait (data must be written first). */
+int bdi_sync_meta(struct bdi *b);
+/** Flush the device's volatile cache (fdatasync). */
+int bdi_flush_device(struct bdi *b);
+/**
+ * sync(2)/syncfs/umount: all data inodes with WB_SYNC_ALL, their
+ * write_inode, ops->sync_fs, the metadata, then the device cache.
+ */
+int bdi_sync(struct bdi *b, enum wb_reason why);
+
+/** Synchronous read through the bdi's fd (for read misses). Returns bytes or -errno. */
+long bdi_read(struct bdi *b, const struct iovec *iov, int iovcnt, uint64_t off);
+
+const struct bdi_stats *bdi_get_stats(const struct bdi *b);
+/** Inode counts on the lists, for /.wbcfs/bdi. */
+void bdi_list_counts(struct bdi *b, long *b_dirty, long *b_io, long *b_more_io);
+void *bdi_owner(const struct bdi *b);
+int bdi_fd(const struct bdi *b);
+
+#endif

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The cache: one arena of cache_size bytes in 4 KiB pages, split into zones,
+ * with global counters (the daemon's /proc/vmstat), the dirty tunables and
+ * the reclaim thread. The cache never does I/O: when it needs dirty pages
+ * cleaned it asks its owner through cache_ops, as the kernel's reclaim asks
+ * the flusher.
+ */
+#ifndef WBCFS_CACHE_H
+#define WBCFS_CACHE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "page.h"
+#include "zone.h"
+#include "dirty.h"
+
+enum wb_reason {
+	WB_REASON_BACKGROUND,
+	WB_REASON_VMSCAN,
+	WB_REASON_SYNC,
+	WB_REASON_PERIODIC,
+	WB_REASON_FSYNC,
+	WB_REASON_UMOUNT,
+};
+
+struct cache_ops {
+	/* Ask for writeback of about @nr_pages (0 = background rules).
+	 * Context: any thread, must not sleep. */
+	void (*wakeup_flusher)(void *owner, long nr_pages, enum wb_reason why);
+};
+
+/* Global counters, named as in /proc/vmstat. All atomic. */
+struct cache_stats {
+	_Atomic long nr_file_pages;	/* pages in some mapping */
+	_Atomic long nr_dirty;
+	_Atomic long nr_writeback;
+	_Atomic long nr_dirtied;	/* cumulative */
+	_Atomic long nr_written;	/* cumulative */
+	_Atomic long pgalloc;
+	_Atomic long pgscan;
+	_Atomic long pgsteal;
+	_Atomic long pgactivate;
+	_Atomic long nr_vmscan_immediate_reclaim;
+	_Atomic long nr_vmscan_write;
+	_Atomic long allocstall;	/* allocations that did direct reclaim */
+	_Atomic long kswapd_wakeups;
+};
+
+struct cache_config {
+	size_t size_bytes;		/* arena size, rounded down to pages */
+	unsigned nr_zones;		/* >= 1 */
+	const size_t *zone_bytes;	/* optional per-zone sizes (sum = size) */
+	struct dirty_tunables tunables;	/* initial values */
+	const struct cache_ops *ops;
+	void *owner;
+	bool start_kswapd;		/* false in unit tests: reclaim only direct */
+};
+
+struct cache {
+	void *arena;			/* constant: 4 KiB aligned */
+	size_t nr_pages;		/* constant */
+	struct page *pages;		/* constant: descriptor array */
+	unsigned nr_zones;		/* constant */
+	struct zone *zones;		/* constant array */
+	struct cache_stats stats;
+	struct dirty_tunables tun;	/* atomics, changed live */
+	const struct cache_ops *ops;	/* constant */
+	void *owner;			/* constant */
+
+	pthread_mutex_t wait_lock;	/* protects: the two conds below' predicates */
+	pthread_cond_t free_wait;	/* signalled when pages are freed */
+	pthread_cond_t dirty_wait;	/* signalled when dirty+writeback drops */
+	pthread_cond_t kswapd_wait;	/* kswapd sleeps here */
+	bool kswapd_wake;		/* wait_lock */
+	bool stopping;			/* wait_lock */
+	bool have_kswapd;		/* constant after create */
+	pthread_t kswapd;
+};
+
+/** Create the cache. Returns 0 or -errno (-ENOMEM, -EINVAL for bad sizes). */
+int cache_create(struct cache **out, const struct cache_config *cfg);
+/** Stop kswapd and free the arena. All mappings must be empty. */
+void cache_destroy(struct cache *c);
+
+/**
+ * Allocate a page (refcount 1, not on any list, contents undefined).
+ * ALLOC_WRITE: the page will be dirtied (zone dirty limits, later issue).
+ * When no page is free: direct reclaim, then ask the flusher and wait for
+ * writeback to free some. Returns NULL only with ALLOC_NOWAIT or when the
+ * cache is being destroyed. Context: may sleep unless ALLOC_NOWAIT.
+ */
+struct page *cache_alloc_page(struct cache *c, unsigned alloc_flags);
+
+/** Put a freshly inserted page of a mapping on its zone's inactive LRU. */
+void cache_lru_add(struct page *p);
+
+/** Free pages now (sum over zones). */
+long cache_free_pages(const struct cache *c);
+
+/** Wake waiters of free pages / dirty drops (called by page.c and zone.c). */
+void cache_wake_free(struct cache *c);
+void cache_wake_dirty(struct cache *c);
+
+/**
+ * Reclaim up to @nr clean pages from inactive LRU tails (active lists are
+ * aged into inactive as needed). Dirty or writeback pages met are marked
+ * PG_reclaim, counted in nr_vmscan_immediate_reclaim and the flusher is
+ * asked to write them. Never writes, never sleeps on a page.
+ * Returns the number of pages freed.
+ */
+long cache_shrink(struct cache *c, long nr);
+
+#endif

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * I/O engines: one small interface, one source file per engine (io_uring,
+ * libaio, psync). An engine instance belongs to one thread; requests are
+ * queued, submitted in batches, and completed through their callback from
+ * engine_reap() on that thread.
+ */
+#ifndef WBCFS_ENGINE_H
+#define WBCFS_ENGINE_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+enum io_engine_type {
+	IO_ENGINE_URING,
+	IO_ENGINE_AIO,
+	IO_ENGINE_PSYNC,
+};
+
+enum io_op {
+	IO_READ,
+	IO_WRITE,
+	IO_FSYNC,	/* fdatasync of the whole fd; off/iov ignored */
+};
+
+struct io_req {
+	enum io_op op;
+	int fd;
+	uint64_t off;			/* bytes */
+	struct iovec *iov;
+	int iovcnt;
+	void (*done)(struct io_req *req, int res);	/* res: bytes or -errno */
+	void *priv;
+};
+
+struct io_engine;
+
+struct io_engine_ops {
+	const char *name;
+	int (*init)(struct io_engine *e, unsigned queue_depth);
+	void (*exit)(struct io_engine *e);
+	/* queue one request; may submit when the queue is full */
+	int (*queue)(struct io_engine *e, struct io_req *req);
+	/* submit everything queued; returns 0 or -errno */
+	int (*submit)(struct io_engine *e);
+	/* reap completions, waiting for at least @min; returns number reaped */
+	int (*reap)(struct io_engine *e, unsigned min);
+};
+
+struct io_engine {
+	const struct io_engine_ops *ops;
+	unsigned queue_depth;
+	unsigned inflight;		/* queued or submitted, not yet completed */
+	void *priv;			/* engine's own state */
+};
+
+extern const struct io_engine_ops io_engine_uring_ops;
+extern const struct io_engine_ops io_engine_aio_ops;
+extern const struct io_engine_ops io_engine_psync_ops;
+
+/** Returns 0 or -errno (-ENOSYS when the engine is unavailable). */
+int io_engine_init(struct io_engine *e, enum io_engine_type type, unsigned queue_depth);
+void io_engine_exit(struct io_engine *e);
+/** Queue; if the engine is at queue_depth, reaps until there is room. */
+int io_engine_queue(struct io_engine *e, struct io_req *req);
+int io_engine_submit(struct io_engine *e);
+int io_engine_reap(struct io_engine *e, unsigned min);
+/** Submit and reap until nothing is in flight. */
+int io_engine_drain(struct io_engine *e);
+/** Parse "uring" / "aio" / "psync". Returns 0 or -EINVAL. */
+int io_engine_parse(const char *s, enum io_engine_type *out);
+const char *io_engine_name(enum io_engine_type t);
+
+#endif

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Mount options: parsing and validation of `-o` strings into one struct,
+ * named after /proc/sys/vm and the kernel's knobs. Options wbcfs does not
+ * own are passed on to libfuse; fstab-only words (defaults, noauto, nofail,
+ * _netdev, user, relatime, ...) are dropped. Bad values are refused with a
+ * message naming the option.
+ */
+#ifndef WBCFS_OPTIONS_H
+#define WBCFS_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+#include "dirty.h"
+#include "engine.h"
+
+#define OPTIONS_FUSE_MAX 1024
+
+struct wbcfs_options {
+	uint64_t cache_size;		/* bytes; 0 = a quarter of RAM */
+	struct dirty_tunables dirty;	/* dirty_* tunables */
+	unsigned flushers;		/* flusher workers per bdi, 1-16; default 1 */
+	enum io_engine_type io_engine;	/* default IO_ENGINE_URING */
+	unsigned queue_depth;		/* 1-4096; default 64 */
+	unsigned max_io_kb;		/* 4-4096, multiple of 4; default 1024 */
+	unsigned readahead_kb;		/* 0-65536, multiple of 4; default 128 */
+	bool ro;
+	bool fsck;			/* run e2fsck -p before mounting */
+	bool allow_other;
+	bool debug;			/* -d */
+	bool foreground;		/* -f */
+	char fuse_opts[OPTIONS_FUSE_MAX];	/* comma list for libfuse */
+};
+
+/** Defaults for every field. */
+void options_default(struct wbcfs_options *o);
+
+/**
+ * Parse one comma-separated -o string (may be called repeatedly, later
+ * values win). Returns 0, or -EINVAL with a message in @err such as
+ * "dirty_ratio: value 150 out of range 0-100".
+ */
+int options_parse(struct wbcfs_options *o, const char *optstr, char *err, size_t errlen);
+
+/** Parse a size: digits with optional k/K, m/M, g/G, t/T suffix (binary). */
+int options_parse_size(const char *s, uint64_t *out);
+
+/** Print every option with its default (for --help). */
+void options_usage(FILE *out);
+
+#endif
