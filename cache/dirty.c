@@ -1,3 +1,168 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* placeholder: being written */
-typedef int wbcfs_placeholder_t;
+/*
+ * Dirty tunables (the /proc/sys/vm names and rules), dirtyable memory and
+ * the global thresholds of ALGORITHMS.md §1, and the simple throttle: a
+ * writer over the limit kicks the flusher and waits for writeback. The
+ * IO-less controller of a later issue replaces dirty_balance_simple().
+ */
+#include <errno.h>
+#include <time.h>
+
+#include "wbcfs/cache.h"
+#include "wbcfs/dirty.h"
+
+#define DIRTY_BYTES_MIN (2 * PAGE_SIZE)
+#define CENTISECS_MAX (100U * 3600 * 24 * 100)	/* 100 days */
+
+static const char *const tunable_names[NR_DIRTY_TUNABLES] = {
+	[DT_DIRTY_RATIO] = "dirty_ratio",
+	[DT_DIRTY_BACKGROUND_RATIO] = "dirty_background_ratio",
+	[DT_DIRTY_BYTES] = "dirty_bytes",
+	[DT_DIRTY_BACKGROUND_BYTES] = "dirty_background_bytes",
+	[DT_DIRTY_EXPIRE_CENTISECS] = "dirty_expire_centisecs",
+	[DT_DIRTY_WRITEBACK_CENTISECS] = "dirty_writeback_centisecs",
+};
+
+void dirty_tunables_default(struct dirty_tunables *t)
+{
+	atomic_store(&t->dirty_ratio, 20);
+	atomic_store(&t->dirty_background_ratio, 10);
+	atomic_store(&t->dirty_bytes, 0);
+	atomic_store(&t->dirty_background_bytes, 0);
+	atomic_store(&t->dirty_expire_centisecs, 3000);
+	atomic_store(&t->dirty_writeback_centisecs, 500);
+}
+
+const char *dirty_tunable_name(enum dirty_tunable which)
+{
+	return which < NR_DIRTY_TUNABLES ? tunable_names[which] : NULL;
+}
+
+uint64_t dirty_tunable_get(const struct dirty_tunables *t, enum dirty_tunable which)
+{
+	struct dirty_tunables *m = (struct dirty_tunables *)t;
+
+	switch (which) {
+	case DT_DIRTY_RATIO: return atomic_load(&m->dirty_ratio);
+	case DT_DIRTY_BACKGROUND_RATIO: return atomic_load(&m->dirty_background_ratio);
+	case DT_DIRTY_BYTES: return atomic_load(&m->dirty_bytes);
+	case DT_DIRTY_BACKGROUND_BYTES: return atomic_load(&m->dirty_background_bytes);
+	case DT_DIRTY_EXPIRE_CENTISECS: return atomic_load(&m->dirty_expire_centisecs);
+	case DT_DIRTY_WRITEBACK_CENTISECS: return atomic_load(&m->dirty_writeback_centisecs);
+	default: return 0;
+	}
+}
+
+/* Kernel rule: writing a ratio zeroes the bytes twin and the other way round. */
+int dirty_tunable_set(struct dirty_tunables *t, enum dirty_tunable which, uint64_t v)
+{
+	switch (which) {
+	case DT_DIRTY_RATIO:
+	case DT_DIRTY_BACKGROUND_RATIO:
+		if (v > 100)
+			return -EINVAL;
+		if (which == DT_DIRTY_RATIO) {
+			atomic_store(&t->dirty_ratio, (unsigned)v);
+			atomic_store(&t->dirty_bytes, 0);
+		} else {
+			atomic_store(&t->dirty_background_ratio, (unsigned)v);
+			atomic_store(&t->dirty_background_bytes, 0);
+		}
+		return 0;
+	case DT_DIRTY_BYTES:
+		if (v && v < DIRTY_BYTES_MIN)
+			return -EINVAL;
+		atomic_store(&t->dirty_bytes, v);
+		if (v)
+			atomic_store(&t->dirty_ratio, 0);
+		return 0;
+	case DT_DIRTY_BACKGROUND_BYTES:
+		atomic_store(&t->dirty_background_bytes, v);
+		if (v)
+			atomic_store(&t->dirty_background_ratio, 0);
+		return 0;
+	case DT_DIRTY_EXPIRE_CENTISECS:
+	case DT_DIRTY_WRITEBACK_CENTISECS:
+		if (v > CENTISECS_MAX)
+			return -EINVAL;
+		atomic_store(which == DT_DIRTY_EXPIRE_CENTISECS ? &t->dirty_expire_centisecs
+							       : &t->dirty_writeback_centisecs,
+			     (unsigned)v);
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+/* free + file pages - reserves (high watermarks) + 1, as global_dirtyable_memory(). */
+unsigned long dirty_dirtyable_pages(struct cache *c)
+{
+	long reserve = 0, free = cache_free_pages(c);
+	long file = atomic_load(&c->stats.nr_file_pages);
+	unsigned i;
+
+	for (i = 0; i < c->nr_zones; i++)
+		reserve += c->zones[i].wmark_high;
+	free -= free < reserve ? free : reserve;
+	return (unsigned long)(free + file) + 1;
+}
+
+static unsigned long bytes_to_pages(uint64_t b)
+{
+	return (unsigned long)((b + PAGE_SIZE - 1) / PAGE_SIZE);
+}
+
+void dirty_thresholds(struct cache *c, unsigned long *bg_thresh, unsigned long *thresh)
+{
+	unsigned long avail = dirty_dirtyable_pages(c), t, bg;
+	uint64_t bytes = atomic_load(&c->tun.dirty_bytes);
+	uint64_t bg_bytes = atomic_load(&c->tun.dirty_background_bytes);
+
+	t = bytes ? bytes_to_pages(bytes) : avail * atomic_load(&c->tun.dirty_ratio) / 100;
+	bg = bg_bytes ? bytes_to_pages(bg_bytes)
+		      : avail * atomic_load(&c->tun.dirty_background_ratio) / 100;
+	if (!t)
+		t = 1;
+	if (bg >= t)
+		bg = t / 2;
+	*thresh = t;
+	*bg_thresh = bg;
+}
+
+bool dirty_over_background(struct cache *c)
+{
+	unsigned long bg, thresh;
+
+	dirty_thresholds(c, &bg, &thresh);
+	return (unsigned long)atomic_load(&c->stats.nr_dirty) > bg;
+}
+
+static void dirty_wait(struct cache *c, long ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&c->wait_lock);
+	if (!c->stopping)
+		pthread_cond_timedwait(&c->dirty_wait, &c->wait_lock, &ts);
+	pthread_mutex_unlock(&c->wait_lock);
+}
+
+void dirty_balance_simple(struct cache *c)
+{
+	for (;;) {
+		unsigned long bg, thresh;
+		long dirty = atomic_load(&c->stats.nr_dirty);
+		long wb = atomic_load(&c->stats.nr_writeback);
+
+		dirty_thresholds(c, &bg, &thresh);
+		if ((unsigned long)dirty > bg && c->ops && c->ops->wakeup_flusher)
+			c->ops->wakeup_flusher(c->owner, 0, WB_REASON_BACKGROUND);
+		if ((unsigned long)(dirty + wb) <= thresh || c->stopping)
+			return;
+		dirty_wait(c, 50);
+	}
+}

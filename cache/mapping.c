@@ -1,3 +1,486 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* placeholder: being written */
-typedef int wbcfs_placeholder_t;
+/*
+ * Per-file page index: a radix tree of 64-way nodes with per-node tag
+ * bitmaps (DIRTY, WRITEBACK, TOWRITE) propagated upward, so dirty and
+ * writeback pages are found in index order without visiting clean ones.
+ * Page state transitions live in page.c; page allocation in zone.c.
+ *
+ * Lock ordering:
+ *   page lock (PG_locked, sleeping bit)
+ *     mapping->lock
+ *       zone->lock
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wbcfs/cache.h"
+#include "wbcfs/mapping.h"
+#include "cache_i.h"
+
+#define RADIX_SHIFT 6
+#define RADIX_SLOTS (1U << RADIX_SHIFT)
+#define RADIX_MASK (RADIX_SLOTS - 1)
+#define RADIX_MAX_HEIGHT 11	/* 66 bits >= 64 */
+
+struct radix_node {
+	void *slots[RADIX_SLOTS];
+	uint64_t tags[NR_TAGS];		/* bit i: slot i (or its subtree) carries the tag */
+	unsigned count;			/* non-NULL slots */
+};
+
+static uint64_t radix_max_index(unsigned height)
+{
+	if (height == 0)
+		return 0;
+	if (height * RADIX_SHIFT >= 64)
+		return UINT64_MAX;
+	return (1ULL << (height * RADIX_SHIFT)) - 1;
+}
+
+static unsigned slot_of(uint64_t index, unsigned level)
+{
+	unsigned shift = level * RADIX_SHIFT;
+
+	return shift >= 64 ? 0 : (unsigned)((index >> shift) & RADIX_MASK);
+}
+
+void mapping_init(struct mapping *m, struct cache *c, const struct mapping_ops *ops, void *host)
+{
+	memset(m, 0, sizeof(*m));
+	pthread_mutex_init(&m->lock, NULL);
+	m->cache = c;
+	m->ops = ops;
+	m->host = host;
+}
+
+static void radix_free(struct radix_node *n, unsigned height)
+{
+	unsigned i;
+
+	if (!n)
+		return;
+	if (height > 1)
+		for (i = 0; i < RADIX_SLOTS; i++)
+			radix_free(n->slots[i], height - 1);
+	free(n);
+}
+
+void mapping_destroy(struct mapping *m)
+{
+	radix_free(m->root, m->height);
+	m->root = NULL;
+	m->height = 0;
+	pthread_mutex_destroy(&m->lock);
+}
+
+/* Grow the tree until @index fits. Context: m->lock. */
+static int radix_extend(struct mapping *m, uint64_t index)
+{
+	while (index > radix_max_index(m->height)) {
+		struct radix_node *n;
+		unsigned t;
+
+		if (!m->root) {
+			m->height++;
+			continue;
+		}
+		n = calloc(1, sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		n->slots[0] = m->root;
+		n->count = 1;
+		for (t = 0; t < NR_TAGS; t++)
+			if (m->root && ((struct radix_node *)m->root)->tags[t])
+				n->tags[t] = 1;
+		m->root = n;
+		m->height++;
+	}
+	if (m->height == 0)
+		m->height = 1;
+	return 0;
+}
+
+static struct page *radix_lookup(struct mapping *m, uint64_t index)
+{
+	struct radix_node *n = m->root;
+	unsigned level;
+
+	if (!n || index > radix_max_index(m->height))
+		return NULL;
+	for (level = m->height - 1; level > 0; level--) {
+		n = n->slots[slot_of(index, level)];
+		if (!n)
+			return NULL;
+	}
+	return n->slots[slot_of(index, 0)];
+}
+
+static int radix_insert(struct mapping *m, uint64_t index, struct page *p)
+{
+	struct radix_node **pn;
+	unsigned level;
+	int ret = radix_extend(m, index);
+
+	if (ret)
+		return ret;
+	pn = (struct radix_node **)&m->root;
+	for (level = m->height; level > 0; level--) {
+		if (!*pn) {
+			*pn = calloc(1, sizeof(**pn));
+			if (!*pn)
+				return -ENOMEM;
+		}
+		if (level == 1)
+			break;
+		if (!(*pn)->slots[slot_of(index, level - 1)])
+			(*pn)->count++;
+		pn = (struct radix_node **)&(*pn)->slots[slot_of(index, level - 1)];
+	}
+	(*pn)->slots[slot_of(index, 0)] = p;
+	(*pn)->count++;
+	return 0;
+}
+
+/* Path of nodes from root to leaf for @index; returns depth filled or 0. */
+static unsigned radix_path(struct mapping *m, uint64_t index, struct radix_node **path)
+{
+	struct radix_node *n = m->root;
+	unsigned level, d = 0;
+
+	if (!n || index > radix_max_index(m->height))
+		return 0;
+	for (level = m->height; level > 0; level--) {
+		path[d++] = n;
+		if (level == 1)
+			break;
+		n = n->slots[slot_of(index, level - 1)];
+		if (!n)
+			return 0;
+	}
+	return d;
+}
+
+static void radix_tag_set(struct mapping *m, uint64_t index, enum mapping_tag tag)
+{
+	struct radix_node *path[RADIX_MAX_HEIGHT + 1];
+	unsigned d = radix_path(m, index, path), i;
+
+	for (i = 0; i < d; i++)
+		path[i]->tags[tag] |= 1ULL << slot_of(index, m->height - 1 - i);
+}
+
+static void radix_tag_clear(struct mapping *m, uint64_t index, enum mapping_tag tag)
+{
+	struct radix_node *path[RADIX_MAX_HEIGHT + 1];
+	unsigned d = radix_path(m, index, path);
+
+	while (d-- > 0) {
+		path[d]->tags[tag] &= ~(1ULL << slot_of(index, m->height - 1 - d));
+		if (path[d]->tags[tag])
+			break;
+	}
+}
+
+/* Remove @index; frees emptied nodes. Context: m->lock. */
+static void radix_delete(struct mapping *m, uint64_t index)
+{
+	struct radix_node *path[RADIX_MAX_HEIGHT + 1];
+	unsigned d = radix_path(m, index, path), t;
+
+	if (!d || !path[d - 1]->slots[slot_of(index, 0)])
+		return;
+	for (t = 0; t < NR_TAGS; t++)
+		radix_tag_clear(m, index, (enum mapping_tag)t);
+	while (d-- > 0) {
+		unsigned s = slot_of(index, m->height - 1 - d);
+
+		path[d]->slots[s] = NULL;
+		if (--path[d]->count)
+			return;
+		if (d == 0) {
+			free(path[0]);
+			m->root = NULL;
+			m->height = 0;
+			return;
+		}
+		free(path[d]);
+	}
+}
+
+/*
+ * Walk present entries with index in [*start, end] in order, optionally only
+ * those carrying @tag (tag < 0: all). Fills up to @nr pages with references.
+ */
+static unsigned radix_gang(struct radix_node *n, unsigned level, uint64_t base,
+			   uint64_t *start, uint64_t end, int tag, struct page **out,
+			   unsigned nr, unsigned got)
+{
+	unsigned shift = level * RADIX_SHIFT, i;
+	uint64_t span = shift >= 64 ? 0 : 1ULL << shift;	/* entries per slot */
+
+	for (i = slot_of(*start > base ? *start : base, level); i < RADIX_SLOTS && got < nr; i++) {
+		uint64_t sbase = base + (uint64_t)i * span;
+
+		if (sbase > end || (i && sbase == 0))
+			break;
+		if (!n->slots[i] || (tag >= 0 && !(n->tags[tag] & (1ULL << i))))
+			continue;
+		if (level == 0) {
+			if (sbase < *start)
+				continue;
+			out[got] = n->slots[i];
+			page_get(out[got++]);
+			*start = sbase + 1;
+			if (sbase == UINT64_MAX)
+				*start = 0;	/* caller sees wrap via index check */
+		} else {
+			got = radix_gang(n->slots[i], level - 1, sbase, start, end, tag, out, nr, got);
+		}
+	}
+	return got;
+}
+
+static unsigned lookup_common(struct mapping *m, uint64_t *start, uint64_t end, int tag,
+			      struct page **pages, unsigned nr)
+{
+	unsigned got = 0;
+	uint64_t s = *start;
+
+	pthread_mutex_lock(&m->lock);
+	if (m->root && s <= end && s <= radix_max_index(m->height)) {
+		got = radix_gang(m->root, m->height - 1, 0, &s, end, tag, pages, nr, 0);
+		*start = got ? pages[got - 1]->index + 1 : end + 1;
+		if (got && pages[got - 1]->index == UINT64_MAX)
+			*start = UINT64_MAX;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return got;
+}
+
+unsigned mapping_lookup_range(struct mapping *m, uint64_t *start, uint64_t end,
+			      struct page **pages, unsigned nr)
+{
+	return lookup_common(m, start, end, -1, pages, nr);
+}
+
+unsigned mapping_lookup_tag(struct mapping *m, uint64_t *start, uint64_t end,
+			    enum mapping_tag tag, struct page **pages, unsigned nr)
+{
+	return lookup_common(m, start, end, (int)tag, pages, nr);
+}
+
+struct page *mapping_get_page(struct mapping *m, uint64_t index)
+{
+	struct page *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = radix_lookup(m, index);
+	if (p)
+		page_get(p);
+	pthread_mutex_unlock(&m->lock);
+	return p;
+}
+
+/* Insert a fresh, locked page; NULL-safe on the race where another won. */
+static struct page *mapping_insert_new(struct mapping *m, uint64_t index, struct page *np)
+{
+	struct page *p;
+
+	pthread_mutex_lock(&m->lock);
+	p = radix_lookup(m, index);
+	if (p) {
+		page_get(p);
+		pthread_mutex_unlock(&m->lock);
+		page_put(np);
+		return p;	/* not locked: caller locks and re-checks */
+	}
+	atomic_store(&np->flags, 1UL << PG_locked);
+	np->mapping = m;
+	np->index = index;
+	if (radix_insert(m, index, np)) {
+		pthread_mutex_unlock(&m->lock);
+		np->mapping = NULL;
+		page_put(np);
+		return NULL;
+	}
+	page_get(np);			/* the cache's reference */
+	m->nrpages++;
+	atomic_fetch_add(&m->cache->stats.nr_file_pages, 1);
+	pthread_mutex_unlock(&m->lock);
+	cache_lru_add(np);
+	return np;
+}
+
+struct page *mapping_grab_page(struct mapping *m, uint64_t index, unsigned alloc_flags)
+{
+	for (;;) {
+		struct page *p = mapping_get_page(m, index);
+
+		if (!p) {
+			struct page *np = cache_alloc_page(m->cache, alloc_flags);
+
+			if (!np)
+				return NULL;
+			p = mapping_insert_new(m, index, np);
+			if (!p)
+				return NULL;
+			if (p == np)
+				return p;	/* inserted locked */
+		}
+		if (alloc_flags & ALLOC_NOWAIT) {
+			if (!trylock_page(p)) {
+				page_put(p);
+				return NULL;
+			}
+		} else {
+			lock_page(p);
+		}
+		if (p->mapping == m && p->index == index)
+			return p;
+		unlock_page(p);		/* truncated or reclaimed meanwhile */
+		page_put(p);
+	}
+}
+
+void mapping_tag_set(struct mapping *m, uint64_t index, enum mapping_tag tag)
+{
+	pthread_mutex_lock(&m->lock);
+	if (radix_lookup(m, index))
+		radix_tag_set(m, index, tag);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void mapping_tag_clear(struct mapping *m, uint64_t index, enum mapping_tag tag)
+{
+	pthread_mutex_lock(&m->lock);
+	radix_tag_clear(m, index, tag);
+	pthread_mutex_unlock(&m->lock);
+}
+
+bool mapping_tagged(struct mapping *m, enum mapping_tag tag)
+{
+	bool t;
+
+	pthread_mutex_lock(&m->lock);
+	t = m->root && ((struct radix_node *)m->root)->tags[tag];
+	pthread_mutex_unlock(&m->lock);
+	return t;
+}
+
+void mapping_tag_towrite(struct mapping *m, uint64_t start, uint64_t end)
+{
+	struct page *pages[64];
+	uint64_t pos = start;
+	unsigned n, i;
+
+	while (pos <= end && (n = mapping_lookup_tag(m, &pos, end, TAG_DIRTY, pages, 64))) {
+		pthread_mutex_lock(&m->lock);
+		for (i = 0; i < n; i++)
+			if (pages[i]->mapping == m && page_test(pages[i], PG_dirty))
+				radix_tag_set(m, pages[i]->index, TAG_TOWRITE);
+		pthread_mutex_unlock(&m->lock);
+		for (i = 0; i < n; i++)
+			page_put(pages[i]);
+		if (pos == UINT64_MAX || pos == 0)
+			break;
+	}
+}
+
+unsigned mapping_count_cached_before(struct mapping *m, uint64_t index, unsigned max)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&m->lock);
+	while (n < max && index > n && radix_lookup(m, index - n - 1))
+		n++;
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+
+/* Unlink @p from the tree and its LRU and drop the cache's reference. Context: m->lock. */
+static void mapping_unlink_locked(struct mapping *m, struct page *p)
+{
+	radix_delete(m, p->index);
+	p->mapping = NULL;
+	m->nrpages--;
+	atomic_fetch_sub(&m->cache->stats.nr_file_pages, 1);
+}
+
+void mapping_truncate(struct mapping *m, uint64_t start, uint64_t end)
+{
+	struct page *pages[64];
+	uint64_t pos = start;
+	unsigned n, i;
+
+	while (pos <= end && (n = mapping_lookup_range(m, &pos, end, pages, 64))) {
+		for (i = 0; i < n; i++) {
+			struct page *p = pages[i];
+
+			lock_page(p);
+			wait_on_page_writeback(p);
+			if (p->mapping == m) {
+				if (page_test(p, PG_dirty))
+					cancel_dirty_page(p);
+				cache_lru_del(p);
+				pthread_mutex_lock(&m->lock);
+				mapping_unlink_locked(m, p);
+				pthread_mutex_unlock(&m->lock);
+				page_clear(p, PG_uptodate);
+				unlock_page(p);
+				page_put(p);	/* the cache's reference */
+			} else {
+				unlock_page(p);
+			}
+			page_put(p);
+		}
+		if (pos == UINT64_MAX || pos == 0)
+			break;
+	}
+}
+
+bool mapping_try_remove_page(struct mapping *m, struct page *p)
+{
+	bool removed = false;
+
+	pthread_mutex_lock(&m->lock);
+	if (p->mapping == m && atomic_load(&p->refcount) == 2 &&
+	    !(atomic_load(&p->flags) & ((1UL << PG_locked) | (1UL << PG_dirty) |
+					(1UL << PG_writeback)))) {
+		mapping_unlink_locked(m, p);
+		removed = true;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (removed)
+		page_put(p);	/* the cache's reference; the caller drops its own */
+	return removed;
+}
+
+void mapping_wait_writeback(struct mapping *m, uint64_t start, uint64_t end)
+{
+	struct page *pages[64];
+	uint64_t pos = start;
+	unsigned n, i;
+
+	while (pos <= end && (n = mapping_lookup_tag(m, &pos, end, TAG_WRITEBACK, pages, 64))) {
+		for (i = 0; i < n; i++) {
+			wait_on_page_writeback(pages[i]);
+			page_put(pages[i]);
+		}
+		if (pos == UINT64_MAX || pos == 0)
+			break;
+	}
+}
+
+void mapping_set_error(struct mapping *m, int err)
+{
+	int zero = 0;
+
+	if (err)
+		atomic_compare_exchange_strong(&m->wb_err, &zero, err);
+}
+
+int mapping_check_error(struct mapping *m)
+{
+	return atomic_exchange(&m->wb_err, 0);
+}

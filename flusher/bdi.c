@@ -1,3 +1,270 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* placeholder: being written */
-typedef int wbcfs_placeholder_t;
+/*
+ * The backing device: creation and teardown of its flusher threads, the
+ * dirty inode lists and dirty accounting (bdi_mapping_ops), the public
+ * sync entry points that queue work for the flushers, and the write
+ * bandwidth estimator. The writeback itself is writeback.c's.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "wbcfs/clock.h"
+#include "bdi_i.h"
+
+static void bdi_account_dirtied(struct mapping *m, struct page *p)
+{
+	struct wb_inode *wi = m->host;
+
+	atomic_fetch_add(&wi->bdi->stats.reclaimable, 1);
+	atomic_fetch_add(&wi->bdi->stats.dirtied, 1);
+	bdi_mark_inode_dirty(wi->bdi, wi, I_DIRTY_PAGES);
+}
+
+static void bdi_account_undirtied(struct mapping *m, struct page *p)
+{
+	struct wb_inode *wi = m->host;
+
+	atomic_fetch_sub(&wi->bdi->stats.reclaimable, 1);
+}
+
+const struct mapping_ops bdi_mapping_ops = {
+	.dirtied = bdi_account_dirtied,
+	.undirtied = bdi_account_undirtied,
+};
+
+static void bdi_free(struct bdi *b)
+{
+	free(b->threads);
+	free(b);
+}
+
+int bdi_create(struct bdi **out, const struct bdi_config *cfg)
+{
+	struct bdi *b = calloc(1, sizeof(*b));
+	unsigned i;
+	int ret;
+
+	if (!b)
+		return -ENOMEM;
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_mutex_init(&b->bw_lock, NULL);
+	pthread_cond_init(&b->work_cond, NULL);
+	pthread_cond_init(&b->done_cond, NULL);
+	list_init(&b->b_dirty);
+	list_init(&b->b_io);
+	list_init(&b->b_more_io);
+	list_init(&b->work_list);
+	b->fd = cfg->fd;
+	snprintf(b->name, sizeof(b->name), "%s", cfg->name ? cfg->name : "?");
+	b->engine = cfg->engine;
+	b->queue_depth = cfg->queue_depth ? cfg->queue_depth : 64;
+	b->max_io_pages = cfg->max_io_kb >= 4 ? cfg->max_io_kb / 4 : 256;
+	b->nr_flushers = cfg->nr_flushers ? cfg->nr_flushers : 1;
+	b->cache = cfg->cache;
+	b->ops = cfg->ops;
+	b->owner = cfg->owner;
+	b->bw.write_bw = b->bw.avg_write_bw = 25600;	/* 100 MB/s */
+	b->bw.stamp_ms = clock_now_ms();
+	atomic_store(&b->stats.write_bw, 25600);
+	atomic_store(&b->stats.avg_write_bw, 25600);
+	b->threads = calloc(b->nr_flushers, sizeof(*b->threads));
+	if (!b->threads) {
+		bdi_free(b);
+		return -ENOMEM;
+	}
+	for (i = 0; i < b->nr_flushers; i++) {
+		ret = pthread_create(&b->threads[i], NULL, bdi_flusher_main, b);
+		if (ret) {
+			b->nr_flushers = i;
+			bdi_destroy(b);
+			return -ret;
+		}
+	}
+	*out = b;
+	return 0;
+}
+
+void bdi_destroy(struct bdi *b)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&b->lock);
+	b->stopping = true;
+	pthread_cond_broadcast(&b->work_cond);
+	pthread_mutex_unlock(&b->lock);
+	for (i = 0; i < b->nr_flushers; i++)
+		pthread_join(b->threads[i], NULL);
+	bdi_free(b);
+}
+
+void bdi_inode_init(struct bdi *b, struct wb_inode *wi, struct mapping *m, bool is_meta)
+{
+	memset(wi, 0, sizeof(*wi));
+	list_init(&wi->io_list);
+	wi->mapping = m;
+	wi->bdi = b;
+	wi->is_meta = is_meta;
+	m->host = wi;
+}
+
+void bdi_set_meta(struct bdi *b, struct wb_inode *meta)
+{
+	b->meta = meta;
+}
+
+void bdi_mark_inode_dirty(struct bdi *b, struct wb_inode *wi, unsigned flags)
+{
+	bool wake = false;
+
+	pthread_mutex_lock(&b->lock);
+	if (!(wi->state & I_FREEING)) {
+		if (!(wi->state & (I_DIRTY_PAGES | I_DIRTY_INODE))) {
+			wi->dirtied_when = clock_now_ms();
+			wake = list_empty(&b->b_dirty);
+			/* the metadata inode is written after the data of each round */
+			if (!wi->is_meta && list_empty(&wi->io_list))
+				list_add(&wi->io_list, &b->b_dirty);
+		}
+		wi->state |= flags;
+	}
+	pthread_mutex_unlock(&b->lock);
+	(void)wake;	/* workers poll at the periodic interval */
+}
+
+void bdi_inode_remove(struct bdi *b, struct wb_inode *wi)
+{
+	pthread_mutex_lock(&b->lock);
+	while (wi->state & I_SYNC)
+		pthread_cond_wait(&b->done_cond, &b->lock);
+	wi->state |= I_FREEING;
+	list_del_init(&wi->io_list);
+	pthread_mutex_unlock(&b->lock);
+}
+
+void bdi_wakeup(struct bdi *b, long nr_pages, enum wb_reason why)
+{
+	pthread_mutex_lock(&b->lock);
+	if (why == WB_REASON_VMSCAN)
+		b->vmscan_nr += nr_pages > 0 ? nr_pages : 1024;
+	else
+		b->bg_pending = true;
+	pthread_cond_signal(&b->work_cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
+		   bool datasync)
+{
+	struct wb_work w = {
+		.kind = WORK_INODE, .sync_mode = WB_SYNC_ALL, .reason = WB_REASON_FSYNC,
+		.inode = wi, .start = start, .end = end, .datasync = datasync,
+	};
+	int ret = bdi_queue_work_wait(b, &w);
+	int err = mapping_check_error(wi->mapping);
+
+	return err ? err : ret;
+}
+
+int bdi_sync_meta(struct bdi *b)
+{
+	struct wb_work w = { .kind = WORK_META, .sync_mode = WB_SYNC_ALL,
+			     .reason = WB_REASON_FSYNC };
+
+	return bdi_queue_work_wait(b, &w);
+}
+
+int bdi_flush_device(struct bdi *b)
+{
+	return fdatasync(b->fd) < 0 ? -errno : 0;
+}
+
+int bdi_sync(struct bdi *b, enum wb_reason why)
+{
+	struct wb_work w = { .kind = WORK_SYNC, .sync_mode = WB_SYNC_ALL, .reason = why };
+
+	return bdi_queue_work_wait(b, &w);
+}
+
+long bdi_read(struct bdi *b, const struct iovec *iov, int iovcnt, uint64_t off)
+{
+	for (;;) {
+		ssize_t n = preadv(b->fd, iov, iovcnt, (off_t)off);
+
+		if (n >= 0)
+			return (long)n;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+const struct bdi_stats *bdi_get_stats(const struct bdi *b)
+{
+	return &b->stats;
+}
+
+void bdi_list_counts(struct bdi *b, long *b_dirty, long *b_io, long *b_more_io)
+{
+	struct wb_inode *wi;
+
+	*b_dirty = *b_io = *b_more_io = 0;
+	pthread_mutex_lock(&b->lock);
+	list_for_each_entry(wi, &b->b_dirty, io_list)
+		(*b_dirty)++;
+	list_for_each_entry(wi, &b->b_io, io_list)
+		(*b_io)++;
+	list_for_each_entry(wi, &b->b_more_io, io_list)
+		(*b_more_io)++;
+	pthread_mutex_unlock(&b->lock);
+}
+
+void *bdi_owner(const struct bdi *b)
+{
+	return b->owner;
+}
+
+int bdi_fd(const struct bdi *b)
+{
+	return b->fd;
+}
+
+/* ---- bandwidth estimation (ALGORITHMS.md §2) ---------------------------- */
+
+#define BW_PERIOD_MS 4096	/* roundup_pow_of_two(3 * HZ) */
+#define BW_INTERVAL_MS 200	/* BANDWIDTH_INTERVAL */
+
+/*
+ * write_bw = (written * HZ + write_bw * (period - elapsed)) / period, so
+ * an estimate decays over ~4 s; avg_write_bw follows it only in the
+ * direction both agree on (the spike filter), by 1/8 of the gap.
+ */
+void bdi_bw_update(struct bdi_bw *bw, uint64_t now_ms, long written_total)
+{
+	uint64_t elapsed = now_ms - bw->stamp_ms;
+	long written = written_total - bw->written_stamp, old = bw->write_bw, avg;
+	int64_t w;
+
+	if (elapsed < BW_INTERVAL_MS)
+		return;
+	if (elapsed > 1000 && written == 0)
+		goto stamp;	/* idle: restart the period */
+	w = (int64_t)written * 1000;
+	if (elapsed > BW_PERIOD_MS) {
+		bw->write_bw = (long)(w / (int64_t)elapsed);
+		bw->avg_write_bw = bw->write_bw;
+		goto stamp;
+	}
+	bw->write_bw = (long)((w + (int64_t)old * (int64_t)(BW_PERIOD_MS - elapsed)) / BW_PERIOD_MS);
+	avg = bw->avg_write_bw;
+	if (avg > old && old >= bw->write_bw)
+		avg -= (avg - old) / 8;
+	else if (avg < old && old <= bw->write_bw)
+		avg += (old - avg) / 8;
+	bw->avg_write_bw = avg > 1 ? avg : 1;
+stamp:
+	bw->stamp_ms = now_ms;
+	bw->written_stamp = written_total;
+}

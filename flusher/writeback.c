@@ -1,3 +1,621 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* placeholder: being written */
-typedef int wbcfs_placeholder_t;
+/*
+ * Flusher workers (fs/fs-writeback.c's design, ALGORITHMS.md §3): queued
+ * work first (sync, fsync, metadata), then background writeback while over
+ * the background threshold or when reclaim asks, then periodic (kupdate)
+ * writeback of inodes dirtied more than dirty_expire_centisecs ago. Inodes
+ * move b_dirty -> b_io -> b_more_io; each gets a chunk of about half a
+ * second of device bandwidth; sync tags TOWRITE first so it cannot
+ * livelock. Pages are mapped by the owner (delayed allocation), merged
+ * into large physically contiguous writes and submitted through the
+ * worker's own io engine. The metadata inode is written only after every
+ * data write in flight has completed (ordered mode).
+ *
+ * Lock ordering:
+ *   page lock (pages of one batch, ascending index)
+ *     owner locks taken in bdi_ops (fs lock)
+ *   bdi->lock is never held while sleeping on a page or calling bdi_ops;
+ *   bdi->bw_lock is a leaf (completion path).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "wbcfs/clock.h"
+#include "wbcfs/dirty.h"
+#include "bdi_i.h"
+
+#define WB_BATCH 64
+#define CHUNK_MIN_PAGES 1024	/* 4 MiB */
+
+struct wb_ctx {
+	struct bdi *b;
+	struct io_engine eng;	/* this worker's engine */
+};
+
+/* One device write of physically contiguous pages. */
+struct wb_io {
+	struct io_req req;
+	struct bdi *b;
+	struct mapping *m;
+	unsigned n;
+	struct page **pages;
+	struct iovec *iov;
+};
+
+/* ---- completion ----------------------------------------------------------- */
+
+static void wb_bw_feed(struct bdi *b)
+{
+	pthread_mutex_lock(&b->bw_lock);
+	bdi_bw_update(&b->bw, clock_now_ms(), atomic_load(&b->stats.written));
+	atomic_store(&b->stats.write_bw, b->bw.write_bw);
+	atomic_store(&b->stats.avg_write_bw, b->bw.avg_write_bw);
+	pthread_mutex_unlock(&b->bw_lock);
+}
+
+static void wb_inflight_sub(struct bdi *b, long n)
+{
+	if (atomic_fetch_sub(&b->inflight, n) == n) {
+		pthread_mutex_lock(&b->lock);
+		pthread_cond_broadcast(&b->done_cond);
+		pthread_mutex_unlock(&b->lock);
+	}
+}
+
+/* End writeback of @p (not counted as written when @err). */
+static void wb_page_end(struct bdi *b, struct page *p, int err)
+{
+	atomic_fetch_sub(&b->stats.writeback, 1);
+	if (err)
+		atomic_fetch_add(&b->stats.write_errors, 1);
+	else
+		atomic_fetch_add(&b->stats.written, 1);
+	/* our reference goes first: while PG_writeback is set the mapping keeps
+	 * the page, and end_page_writeback may free a PG_reclaim page at once */
+	page_put(p);
+	end_page_writeback(p);
+}
+
+static void wb_io_done(struct io_req *req, int res)
+{
+	struct wb_io *io = container_of(req, struct wb_io, req);
+	int err = 0;
+	unsigned i;
+
+	if (res < 0)
+		err = res;
+	else if ((size_t)res != (size_t)io->n * PAGE_SIZE)
+		err = -EIO;
+	if (err)
+		mapping_set_error(io->m, err);
+	for (i = 0; i < io->n; i++)
+		wb_page_end(io->b, io->pages[i], err);
+	wb_inflight_sub(io->b, io->n);
+	wb_bw_feed(io->b);
+	free(io);
+}
+
+/* ---- submission ----------------------------------------------------------- */
+
+static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pages,
+			  unsigned n, uint64_t pblk)
+{
+	struct wb_io *io = malloc(sizeof(*io) + n * (sizeof(struct page *) + sizeof(struct iovec)));
+	unsigned i;
+	int ret;
+
+	atomic_fetch_add(&x->b->inflight, n);
+	if (!io) {
+		for (i = 0; i < n; i++)
+			wb_page_end(x->b, pages[i], -ENOMEM);
+		mapping_set_error(m, -ENOMEM);
+		wb_inflight_sub(x->b, n);
+		return;
+	}
+	io->iov = (struct iovec *)(io + 1);
+	io->pages = (struct page **)(io->iov + n);
+	io->b = x->b;
+	io->m = m;
+	io->n = n;
+	for (i = 0; i < n; i++) {
+		io->pages[i] = pages[i];
+		io->iov[i].iov_base = page_address(pages[i]);
+		io->iov[i].iov_len = PAGE_SIZE;
+	}
+	io->req = (struct io_req){ .op = IO_WRITE, .fd = x->b->fd, .off = pblk << PAGE_SHIFT,
+				   .iov = io->iov, .iovcnt = (int)n, .done = wb_io_done };
+	ret = io_engine_queue(&x->eng, &io->req);
+	if (ret)
+		wb_io_done(&io->req, ret);
+}
+
+/*
+ * Lock each page, keep those still dirty (waiting on writeback under
+ * SYNC_ALL, skipping them otherwise), and move them from dirty to
+ * writeback. Pages stay locked and referenced. Returns how many are kept.
+ */
+static unsigned wb_prepare_batch(struct bdi *b, struct mapping *m, struct page **pages,
+				 unsigned n, bool sync)
+{
+	unsigned i, k = 0;
+
+	for (i = 0; i < n; i++) {
+		struct page *p = pages[i];
+
+		lock_page(p);
+		if (p->mapping == m && page_test(p, PG_dirty) &&
+		    (!page_test(p, PG_writeback) || sync)) {
+			wait_on_page_writeback(p);
+			if (clear_page_dirty_for_io(p)) {
+				set_page_writeback(p);
+				atomic_fetch_sub(&b->stats.reclaimable, 1);
+				atomic_fetch_add(&b->stats.writeback, 1);
+				pages[k++] = p;
+				continue;
+			}
+		}
+		unlock_page(p);
+		page_put(p);
+	}
+	return k;
+}
+
+/* Map a prepared batch to device blocks and submit merged writes. */
+static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, struct page **pages, unsigned n)
+{
+	struct bdi *b = x->b;
+	uint64_t idx[WB_BATCH], pblk[WB_BATCH];
+	unsigned i, k;
+	int ret = 0;
+
+	for (i = 0; i < n; i++)
+		idx[i] = pblk[i] = pages[i]->index;
+	if (!wi->is_meta)
+		ret = b->ops->map_pages(b, wi, idx, n, pblk);
+	for (i = 0; i < n; i++)
+		unlock_page(pages[i]);
+	if (ret) {
+		mapping_set_error(wi->mapping, ret);
+		for (i = 0; i < n; i++)
+			wb_page_end(b, pages[i], ret);
+		return;
+	}
+	for (i = 0; i < n; i += k) {
+		if (pblk[i] == BDI_PBLK_SKIP) {
+			wb_page_end(b, pages[i], 0);
+			k = 1;
+			continue;
+		}
+		for (k = 1; i + k < n && k < b->max_io_pages && pblk[i + k] == pblk[i] + k; k++)
+			;
+		wb_submit_run(x, wi->mapping, pages + i, k, pblk[i]);
+	}
+}
+
+/*
+ * write_cache_pages: up to @budget pages of @wi in index order (cyclic
+ * from writeback_index under SYNC_NONE; TOWRITE-tagged in [start, end]
+ * under SYNC_ALL). Returns pages sent to the device.
+ */
+static long wb_write_pages(struct wb_ctx *x, struct wb_inode *wi, bool sync,
+			   uint64_t start, uint64_t end, long budget)
+{
+	struct mapping *m = wi->mapping;
+	enum mapping_tag tag = sync ? TAG_TOWRITE : TAG_DIRTY;
+	uint64_t first = sync ? start : m->writeback_index, index = first;
+	bool wrapped = sync || first == 0;
+	long written = 0;
+
+	if (sync)
+		mapping_tag_towrite(m, start, end);
+	else
+		end = UINT64_MAX;
+	while (sync || written < budget) {
+		struct page *pages[WB_BATCH];
+		unsigned n = mapping_lookup_tag(m, &index, end, tag, pages, WB_BATCH);
+
+		if (!n) {
+			if (wrapped)
+				break;
+			wrapped = true;
+			end = first - 1;
+			index = 0;
+			continue;
+		}
+		n = wb_prepare_batch(x->b, m, pages, n, sync);
+		if (n)
+			wb_map_submit(x, wi, pages, n);
+		written += n;
+		if (index == 0)		/* wrapped past UINT64_MAX */
+			break;
+	}
+	if (!sync)
+		m->writeback_index = index;
+	io_engine_submit(&x->eng);
+	return written;
+}
+
+/* ---- inodes and lists ------------------------------------------------------ */
+
+static void redirty_tail(struct bdi *b, struct wb_inode *wi)
+{
+	if (!list_empty(&b->b_dirty)) {
+		struct wb_inode *head = list_first_entry(&b->b_dirty, struct wb_inode, io_list);
+
+		if (wi->dirtied_when < head->dirtied_when)
+			wi->dirtied_when = clock_now_ms();
+	}
+	list_move(&wi->io_list, &b->b_dirty);
+}
+
+/* Context: b->lock held. */
+static void requeue_inode(struct bdi *b, struct wb_inode *wi, bool sync, bool slice_used)
+{
+	if (wi->state & I_FREEING) {
+		list_del_init(&wi->io_list);
+		return;
+	}
+	if (sync)
+		wi->dirtied_when = clock_now_ms();
+	if (wi->state & I_DIRTY_PAGES) {
+		if (!sync && slice_used)
+			list_move_tail(&wi->io_list, &b->b_more_io);
+		else
+			redirty_tail(b, wi);
+	} else if (wi->state & I_DIRTY_INODE) {
+		redirty_tail(b, wi);
+	} else {
+		list_del_init(&wi->io_list);
+	}
+}
+
+/* Wait until every data write of the bdi has completed. */
+static void wb_wait_inflight(struct wb_ctx *x)
+{
+	struct bdi *b = x->b;
+
+	io_engine_drain(&x->eng);
+	pthread_mutex_lock(&b->lock);
+	while (atomic_load(&b->inflight) > 0)
+		pthread_cond_wait(&b->done_cond, &b->lock);
+	pthread_mutex_unlock(&b->lock);
+}
+
+/*
+ * writeback_single_inode: write @wi's pages (and its inode when dirty).
+ * Context: b->lock held on entry and exit; dropped inside. @wi must not be
+ * under I_SYNC. Returns pages written.
+ */
+static long wb_single_inode(struct wb_ctx *x, struct wb_inode *wi, struct wb_work *w, long budget)
+{
+	struct bdi *b = x->b;
+	bool sync = w->sync_mode == WB_SYNC_ALL;
+	uint64_t start = w->kind == WORK_INODE ? w->start : 0;
+	uint64_t end = w->kind == WORK_INODE ? w->end : UINT64_MAX;
+	bool dirty_inode;
+	long written;
+	int ret = 0;
+
+	wi->state |= I_SYNC;
+	dirty_inode = wi->state & I_DIRTY_INODE;
+	wi->state &= ~(I_DIRTY_PAGES | I_DIRTY_INODE);
+	pthread_mutex_unlock(&b->lock);
+
+	written = wb_write_pages(x, wi, sync, start, end, budget);
+	if (sync) {
+		io_engine_drain(&x->eng);
+		mapping_wait_writeback(wi->mapping, start, end);
+	}
+	if (dirty_inode && !wi->is_meta && b->ops->write_inode)
+		ret = b->ops->write_inode(b, wi, w->sync_mode);
+
+	pthread_mutex_lock(&b->lock);
+	if (ret && !w->ret)
+		w->ret = ret;
+	if (ret)
+		wi->state |= I_DIRTY_INODE;
+	wi->state &= ~I_SYNC;
+	if (atomic_load(&wi->mapping->nrdirty) > 0)
+		wi->state |= I_DIRTY_PAGES;
+	if (!wi->is_meta)
+		requeue_inode(b, wi, sync, written >= budget);
+	pthread_cond_broadcast(&b->done_cond);
+	return written;
+}
+
+/* queue_io: b_more_io, then inodes dirtied at or before @before, to b_io. */
+static void queue_io(struct bdi *b, uint64_t before)
+{
+	list_splice_init(&b->b_more_io, &b->b_io);
+	while (!list_empty(&b->b_dirty)) {
+		struct wb_inode *wi = list_last_entry(&b->b_dirty, struct wb_inode, io_list);
+
+		if (wi->dirtied_when > before)
+			break;
+		list_move(&wi->io_list, &b->b_io);
+	}
+}
+
+/* About half a second of device time, in 4 MiB multiples (at least 4 MiB). */
+static long wb_chunk(struct bdi *b, long nr)
+{
+	unsigned long bg, thresh;
+	long chunk = atomic_load(&b->stats.avg_write_bw) / 2;
+
+	dirty_thresholds(b->cache, &bg, &thresh);
+	if ((long)(thresh / 8) < chunk)
+		chunk = (long)(thresh / 8);
+	if (nr < chunk)
+		chunk = nr;
+	return (chunk + CHUNK_MIN_PAGES) / CHUNK_MIN_PAGES * CHUNK_MIN_PAGES;
+}
+
+static bool wb_over_bg(struct bdi *b)
+{
+	return dirty_over_background(b->cache);
+}
+
+/* Should a SYNC_NONE pass stop? Context: b->lock held. */
+static bool wb_should_stop(struct bdi *b, struct wb_work *w)
+{
+	if (b->stopping && w->sync_mode == WB_SYNC_NONE)
+		return true;
+	if (w->sync_mode == WB_SYNC_ALL)
+		return false;
+	if (w->nr_pages <= 0)
+		return true;
+	if (w->reason == WB_REASON_BACKGROUND && !wb_over_bg(b))
+		return true;
+	return w->reason != WB_REASON_SYNC && !list_empty(&b->work_list);
+}
+
+/*
+ * wb_writeback: walk inodes dirtied before the cutoff until the work is
+ * done. Returns pages written. Context: b->lock not held.
+ */
+static long wb_writeback(struct wb_ctx *x, struct wb_work *w)
+{
+	struct bdi *b = x->b;
+	uint64_t started = clock_now_ms(), expire;
+	long total = 0, pass = 0;
+
+	pthread_mutex_lock(&b->lock);
+	while (!wb_should_stop(b, w)) {
+		struct wb_inode *wi;
+		uint64_t now = clock_now_ms();
+
+		expire = atomic_load(&b->cache->tun.dirty_expire_centisecs) * 10ULL;
+		if (list_empty(&b->b_io)) {
+			if (pass == 0 && total)
+				break;	/* a whole round without progress */
+			queue_io(b, w->reason == WB_REASON_PERIODIC ? now - expire :
+				    w->sync_mode == WB_SYNC_ALL ? started : now);
+			pass = 0;
+			if (list_empty(&b->b_io))
+				break;
+		}
+		wi = list_last_entry(&b->b_io, struct wb_inode, io_list);
+		if (wi->state & I_SYNC) {
+			if (w->sync_mode == WB_SYNC_ALL) {
+				pthread_cond_wait(&b->done_cond, &b->lock);
+			} else {
+				list_move(&wi->io_list, &b->b_more_io);
+				if (list_empty(&b->b_io) && !pass)
+					break;
+			}
+			continue;
+		}
+		long got = wb_single_inode(x, wi, w, w->sync_mode == WB_SYNC_ALL ? LONG_MAX :
+					   wb_chunk(b, w->nr_pages));
+		w->nr_pages -= got;
+		total += got;
+		pass += got;
+	}
+	pthread_mutex_unlock(&b->lock);
+	return total;
+}
+
+/*
+ * Write the metadata inode: after every data write in flight has
+ * completed, so metadata never points at data that is not on disk.
+ */
+static void wb_write_meta(struct wb_ctx *x, struct wb_work *w)
+{
+	struct bdi *b = x->b;
+	struct wb_inode *meta = b->meta;
+
+	if (!meta)
+		return;
+	wb_wait_inflight(x);
+	pthread_mutex_lock(&b->lock);
+	while (meta->state & I_SYNC)
+		pthread_cond_wait(&b->done_cond, &b->lock);
+	if (meta->state & I_DIRTY_PAGES || w->sync_mode == WB_SYNC_ALL)
+		wb_single_inode(x, meta, w, LONG_MAX);
+	if (!(meta->state & I_DIRTY_PAGES))
+		meta->dirtied_when = 0;
+	pthread_mutex_unlock(&b->lock);
+	if (w->sync_mode == WB_SYNC_ALL)
+		wb_wait_inflight(x);
+}
+
+/* Metadata due for writing in a background or periodic round? */
+static bool wb_meta_due(struct bdi *b, struct wb_work *w)
+{
+	struct wb_inode *meta = b->meta;
+	uint64_t expire = atomic_load(&b->cache->tun.dirty_expire_centisecs) * 10ULL;
+	bool due;
+
+	if (!meta)
+		return false;
+	pthread_mutex_lock(&b->lock);
+	due = (meta->state & I_DIRTY_PAGES) &&
+	      (w->reason != WB_REASON_PERIODIC || clock_now_ms() - meta->dirtied_when >= expire ||
+	       wb_over_bg(b));
+	pthread_mutex_unlock(&b->lock);
+	return due;
+}
+
+static void wb_run_sync(struct wb_ctx *x, struct wb_work *w)
+{
+	struct bdi *b = x->b;
+	int ret;
+
+	wb_writeback(x, w);
+	wb_wait_inflight(x);
+	if (b->ops->sync_fs) {
+		ret = b->ops->sync_fs(b);
+		if (ret && !w->ret)
+			w->ret = ret;
+	}
+	wb_write_meta(x, w);
+	ret = bdi_flush_device(b);
+	if (ret && !w->ret)
+		w->ret = ret;
+}
+
+static void wb_run_inode(struct wb_ctx *x, struct wb_work *w)
+{
+	struct bdi *b = x->b;
+	struct wb_inode *wi = w->inode;
+
+	pthread_mutex_lock(&b->lock);
+	while (wi->state & I_SYNC)
+		pthread_cond_wait(&b->done_cond, &b->lock);
+	wb_single_inode(x, wi, w, LONG_MAX);
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void wb_run_work(struct wb_ctx *x, struct wb_work *w)
+{
+	switch (w->kind) {
+	case WORK_INODE:
+		wb_run_inode(x, w);
+		break;
+	case WORK_META:
+		wb_write_meta(x, w);
+		break;
+	case WORK_SYNC:
+		wb_run_sync(x, w);
+		break;
+	case WORK_PAGES:
+		wb_writeback(x, w);
+		if (wb_meta_due(x->b, w))
+			wb_write_meta(x, w);
+		break;
+	}
+	io_engine_drain(&x->eng);
+}
+
+int bdi_queue_work_wait(struct bdi *b, struct wb_work *w)
+{
+	pthread_mutex_lock(&b->lock);
+	list_add_tail(&w->list, &b->work_list);
+	pthread_cond_signal(&b->work_cond);
+	while (!w->done)
+		pthread_cond_wait(&b->done_cond, &b->lock);
+	pthread_mutex_unlock(&b->lock);
+	return w->ret;
+}
+
+/* ---- the worker ------------------------------------------------------------- */
+
+static void wb_timed_wait(struct bdi *b, long ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(&b->work_cond, &b->lock, &ts);
+}
+
+/* Background or reclaim-driven pass. Context: b->lock held; dropped inside. */
+static long wb_do_background(struct wb_ctx *x)
+{
+	struct bdi *b = x->b;
+	struct wb_work w = { .kind = WORK_PAGES, .sync_mode = WB_SYNC_NONE };
+	long got;
+
+	w.reason = b->vmscan_nr ? WB_REASON_VMSCAN : WB_REASON_BACKGROUND;
+	w.nr_pages = b->vmscan_nr ? b->vmscan_nr : LONG_MAX;
+	b->vmscan_nr = 0;
+	b->bg_pending = false;
+	pthread_mutex_unlock(&b->lock);
+	got = wb_writeback(x, &w);
+	if (wb_meta_due(b, &w))
+		wb_write_meta(x, &w);
+	io_engine_drain(&x->eng);
+	pthread_mutex_lock(&b->lock);
+	return got;
+}
+
+static void wb_do_kupdate(struct wb_ctx *x)
+{
+	struct bdi *b = x->b;
+	struct wb_work w = { .kind = WORK_PAGES, .sync_mode = WB_SYNC_NONE,
+			     .reason = WB_REASON_PERIODIC, .nr_pages = LONG_MAX };
+
+	pthread_mutex_unlock(&b->lock);
+	wb_writeback(x, &w);
+	if (wb_meta_due(b, &w))
+		wb_write_meta(x, &w);
+	io_engine_drain(&x->eng);
+	pthread_mutex_lock(&b->lock);
+}
+
+static void wb_engine_init(struct wb_ctx *x)
+{
+	int ret = io_engine_init(&x->eng, x->b->engine, x->b->queue_depth);
+
+	if (ret) {
+		fprintf(stderr, "wbcfs: %s: io engine %s unavailable (%s); using psync\n",
+			x->b->name, io_engine_name(x->b->engine), strerror(-ret));
+		io_engine_init(&x->eng, IO_ENGINE_PSYNC, x->b->queue_depth);
+	}
+}
+
+void *bdi_flusher_main(void *arg)
+{
+	struct wb_ctx x = { .b = arg };
+	struct bdi *b = x.b;
+	uint64_t last_kupdate = clock_now_ms();
+
+	wb_engine_init(&x);
+	pthread_mutex_lock(&b->lock);
+	while (!b->stopping || !list_empty(&b->work_list)) {
+		uint64_t interval = atomic_load(&b->cache->tun.dirty_writeback_centisecs) * 10ULL;
+		uint64_t now = clock_now_ms();
+
+		if (!list_empty(&b->work_list)) {
+			struct wb_work *w = list_first_entry(&b->work_list, struct wb_work, list);
+
+			list_del_init(&w->list);
+			pthread_mutex_unlock(&b->lock);
+			wb_run_work(&x, w);
+			pthread_mutex_lock(&b->lock);
+			w->done = true;
+			pthread_cond_broadcast(&b->done_cond);
+		} else if (b->stopping) {
+			break;
+		} else if (b->vmscan_nr || b->bg_pending || wb_over_bg(b)) {
+			if (!wb_do_background(&x))
+				wb_timed_wait(b, 10);
+		} else if (interval && now - last_kupdate >= interval) {
+			last_kupdate = now;
+			wb_do_kupdate(&x);
+		} else {
+			wb_timed_wait(b, interval ? (long)(interval < 100 ? interval : 100) : 100);
+		}
+	}
+	pthread_mutex_unlock(&b->lock);
+	io_engine_drain(&x.eng);
+	io_engine_exit(&x.eng);
+	return NULL;
+}

@@ -1,3 +1,674 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* placeholder: being written */
-typedef int wbcfs_placeholder_t;
+/*
+ * File data through the cache: read (hits copy out, misses read through
+ * the bdi with on-demand readahead), write (into cache pages, reserving a
+ * block for every page that has none: delayed allocation; ENOSPC is
+ * reported here, never at writeback), truncate, fallocate and
+ * SEEK_DATA/SEEK_HOLE. Blocks are allocated by the flusher (inode.c,
+ * map_pages); the format work of truncate and punch is libext2fs's.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wbfs_i.h"
+#include "wbcfs/dirty.h"
+
+#define RA_BATCH 256
+
+/* ---- filling pages from the device ----------------------------------- */
+
+/* Zero the part of @p that lies at or beyond @isize. */
+static void page_zero_eof(struct page *p, uint64_t isize)
+{
+	uint64_t start = p->index << PAGE_SHIFT;
+
+	if (isize <= start)
+		memset(page_address(p), 0, PAGE_SIZE);
+	else if (isize < start + PAGE_SIZE)
+		memset((char *)page_address(p) + (isize - start), 0,
+		       start + PAGE_SIZE - isize);
+}
+
+/*
+ * Read locked, !uptodate pages @pg[0..n) (ascending, any gaps) from their
+ * blocks; holes and unwritten extents read as zeros. Pages are left locked.
+ * Returns 0 or -errno.
+ */
+static int fill_pages(struct wbfs *w, struct winode *wi, struct page **pg, unsigned n,
+		      uint64_t isize)
+{
+	struct iovec iov[RA_BATCH];
+	unsigned i = 0;
+
+	while (i < n) {
+		struct ext_run r;
+		unsigned k = 0;
+		long got;
+		int ret = ec_lookup(w, wi, pg[i]->index, &r);
+
+		if (ret)
+			return ret;
+		if (!r.pblk || r.uninit || (pg[i]->index << PAGE_SHIFT) >= isize) {
+			memset(page_address(pg[i]), 0, PAGE_SIZE);
+			i++;
+			continue;
+		}
+		while (i + k < n && k < r.len && pg[i + k]->index == pg[i]->index + k) {
+			iov[k].iov_base = page_address(pg[i + k]);
+			iov[k].iov_len = PAGE_SIZE;
+			k++;
+		}
+		got = bdi_read(w->bdi, iov, (int)k, r.pblk << PAGE_SHIFT);
+		if (got < 0)
+			return (int)got;
+		if ((unsigned long)got < k * PAGE_SIZE)
+			return -EIO;
+		i += k;
+	}
+	for (i = 0; i < n; i++)
+		page_zero_eof(pg[i], isize);
+	return 0;
+}
+
+/*
+ * Bring pages [start, start+count) into the cache. Existing pages are left
+ * alone; @marker gets PG_readahead. Allocation waits for pages up to @need
+ * (the reader's page; UINT64_MAX for pure readahead), not for the rest.
+ */
+static int read_pages(struct wbfs *w, struct winode *wi, uint64_t start, unsigned count,
+		      uint64_t marker, uint64_t need, uint64_t isize)
+{
+	struct page *pg[RA_BATCH];
+	unsigned n = 0, i;
+	int ret = 0;
+
+	for (i = 0; i < count && n < RA_BATCH; i++) {
+		bool needed = need != UINT64_MAX && start + i <= need;
+		struct page *p = mapping_grab_page(&wi->map, start + i, needed ? 0 : ALLOC_NOWAIT);
+
+		if (!p) {
+			if (needed)
+				ret = -ENOMEM;
+			break;
+		}
+		if (page_test(p, PG_uptodate)) {
+			unlock_page(p);
+			page_put(p);
+			continue;
+		}
+		if (p->index == marker)
+			page_set(p, PG_readahead);
+		pg[n++] = p;
+	}
+	if (n && !ret)
+		ret = fill_pages(w, wi, pg, n, isize);
+	for (i = 0; i < n; i++) {
+		if (!ret)
+			page_set(pg[i], PG_uptodate);
+		else
+			page_set(pg[i], PG_error);
+		unlock_page(pg[i]);
+		page_put(pg[i]);
+	}
+	return ret;
+}
+
+static unsigned ra_count_cached(void *arg, uint64_t index, unsigned max)
+{
+	return mapping_count_cached_before(arg, index, max);
+}
+
+static unsigned clip_to_eof(uint64_t start, unsigned size, uint64_t isize)
+{
+	uint64_t eof_pages = (isize + PAGE_SIZE - 1) >> PAGE_SHIFT;
+
+	if (start >= eof_pages)
+		return 0;
+	return eof_pages - start < size ? (unsigned)(eof_pages - start) : size;
+}
+
+static int read_window(struct wbfs *w, struct winode *wi, const struct ra_window *win,
+		       uint64_t need, uint64_t isize)
+{
+	unsigned size = clip_to_eof(win->start, win->size, isize);
+	uint64_t marker = win->async_size ? win->start + win->size - win->async_size : UINT64_MAX;
+
+	return size ? read_pages(w, wi, win->start, size, marker, need, isize) : 0;
+}
+
+/* Cache miss at @index: sync readahead, then the page itself. */
+static int read_miss(struct wbfs *w, struct wfile *f, uint64_t index, unsigned req,
+		     uint64_t isize)
+{
+	struct winode *wi = f->wi;
+	struct ra_window win;
+	unsigned io_pages = w->opts.max_io_kb / 4;
+
+	pthread_mutex_lock(&f->ra_lock);
+	ra_sync(&f->ra, index, req, io_pages, ra_count_cached, &wi->map, &win);
+	pthread_mutex_unlock(&f->ra_lock);
+	if (!win.size || win.start > index || win.start + win.size <= index) {
+		win.start = index;
+		win.size = req;
+		win.async_size = 0;
+	}
+	return read_window(w, wi, &win, index, isize);
+}
+
+/* The reader met a PG_readahead page: read the next window now. */
+static void read_async(struct wbfs *w, struct wfile *f, uint64_t index, unsigned req,
+		       uint64_t isize)
+{
+	struct ra_window win;
+	uint64_t hole = index + 1;
+	unsigned io_pages = w->opts.max_io_kb / 4;
+
+	while (hole < index + f->ra.ra_pages + req) {
+		struct page *p = mapping_get_page(&f->wi->map, hole);
+
+		if (!p)
+			break;
+		page_put(p);
+		hole++;
+	}
+	pthread_mutex_lock(&f->ra_lock);
+	ra_async(&f->ra, index, req, io_pages, hole, &win);
+	pthread_mutex_unlock(&f->ra_lock);
+	read_window(w, f->wi, &win, UINT64_MAX, isize);
+}
+
+/* A referenced, uptodate page at @index, reading it (with readahead) if needed. */
+static struct page *read_get_page(struct wbfs *w, struct wfile *f, uint64_t index,
+				  unsigned req, uint64_t isize, int *err)
+{
+	int tries;
+
+	for (tries = 0; tries < 8; tries++) {
+		struct page *p = mapping_get_page(&f->wi->map, index);
+
+		if (p && !page_test(p, PG_uptodate)) {
+			wait_on_page_locked(p);
+			if (!page_test(p, PG_uptodate)) {
+				page_put(p);
+				p = NULL;
+			}
+		}
+		if (p) {
+			if (page_test_clear(p, PG_readahead))
+				read_async(w, f, index, req, isize);
+			mark_page_accessed(p);
+			return p;
+		}
+		*err = read_miss(w, f, index, req, isize);
+		if (*err)
+			return NULL;
+	}
+	*err = -EIO;
+	return NULL;
+}
+
+void data_read_done(struct read_reply *rr)
+{
+	int i;
+
+	for (i = 0; i < rr->n; i++)
+		page_put(rr->pages[i]);
+	free(rr->pages);
+	free(rr->iov);
+	memset(rr, 0, sizeof(*rr));
+}
+
+int data_read(struct wbfs *w, struct wfile *f, uint64_t off, size_t size, struct read_reply *rr)
+{
+	struct winode *wi = f->wi;
+	uint64_t isize, end, idx, first, last;
+	int ret = 0;
+
+	memset(rr, 0, sizeof(*rr));
+	pthread_rwlock_rdlock(&wi->ilock);
+	isize = winode_size(wi);
+	if (off >= isize || !size)
+		goto out;
+	end = off + size < isize ? off + size : isize;
+	first = off >> PAGE_SHIFT;
+	last = (end - 1) >> PAGE_SHIFT;
+	rr->pages = calloc(last - first + 1, sizeof(*rr->pages));
+	rr->iov = calloc(last - first + 1, sizeof(*rr->iov));
+	if (!rr->pages || !rr->iov) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (idx = first; idx <= last; idx++) {
+		uint64_t ps = idx << PAGE_SHIFT;
+		uint64_t from = off > ps ? off - ps : 0;
+		uint64_t to = end < ps + PAGE_SIZE ? end - ps : PAGE_SIZE;
+		struct page *p = read_get_page(w, f, idx, (unsigned)(last - idx + 1), isize, &ret);
+
+		if (!p)
+			break;
+		rr->pages[rr->n] = p;
+		rr->iov[rr->n].iov_base = (char *)page_address(p) + from;
+		rr->iov[rr->n].iov_len = to - from;
+		rr->n++;
+	}
+	if (rr->n)
+		ret = 0;	/* short read up to the failing page */
+out:
+	pthread_rwlock_unlock(&wi->ilock);
+	if (ret)
+		data_read_done(rr);
+	return ret;
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+/* Does the block of page @index have no block (a hole)? */
+static bool page_unmapped(struct wbfs *w, struct winode *wi, uint64_t index, int *err)
+{
+	struct ext_run r;
+
+	*err = ec_lookup(w, wi, index, &r);
+	return !*err && !r.pblk;
+}
+
+/*
+ * Make locked page @p ready to be partly overwritten: read it if needed, and
+ * reserve a block if it has none. Returns 0 or -errno (-ENOSPC).
+ */
+static int write_prepare(struct wbfs *w, struct winode *wi, struct page *p, bool whole,
+			 uint64_t isize, bool privileged)
+{
+	int ret = 0;
+
+	if (!page_test(p, PG_uptodate) && !whole) {
+		ret = fill_pages(w, wi, &p, 1, isize);
+		if (ret)
+			return ret;
+	}
+	if (page_test(p, PG_delalloc))
+		return 0;
+	if (!page_unmapped(w, wi, p->index, &ret))
+		return ret;
+	ret = wbfs_reserve(w, 1, privileged);
+	if (ret)
+		return ret;
+	page_set(p, PG_delalloc);
+	wi->nr_delalloc++;
+	return 0;
+}
+
+/* Zero the tail of the page holding byte @old_size before the file grows. */
+static int zero_eof_tail(struct wbfs *w, struct winode *wi, uint64_t old_size, bool privileged)
+{
+	uint64_t idx = old_size >> PAGE_SHIFT;
+	struct page *p;
+	int ret = 0, err;
+
+	if (!(old_size & (PAGE_SIZE - 1)))
+		return 0;
+	p = mapping_get_page(&wi->map, idx);
+	if (!p && page_unmapped(w, wi, idx, &err))
+		return err;		/* a hole reads as zeros already */
+	if (p)
+		page_put(p);
+	p = mapping_grab_page(&wi->map, idx, ALLOC_WRITE);
+	if (!p)
+		return -ENOMEM;
+	if (!page_test(p, PG_uptodate))
+		ret = fill_pages(w, wi, &p, 1, old_size);
+	if (!ret) {
+		page_set(p, PG_uptodate);
+		page_zero_eof(p, old_size);
+		if (!page_unmapped(w, wi, idx, &ret) || page_test(p, PG_dirty))
+			set_page_dirty(p);
+	}
+	unlock_page(p);
+	page_put(p);
+	return ret;
+}
+
+/* Clear set-user-ID (and group-ID when group-executable) after a write. */
+static void write_kill_priv(struct wbfs *w, struct winode *wi)
+{
+	struct ext2_inode_large in;
+
+	wbfs_lock(w);
+	if (!wbfs_read_inode(w, wi->ino, &in)) {
+		in.i_mode &= ~S_ISUID;
+		if (in.i_mode & S_IXGRP)
+			in.i_mode &= ~S_ISGID;
+		wbfs_write_inode(w, wi->ino, &in);
+		wi->has_priv = (in.i_mode & (S_ISUID | S_ISGID)) != 0;
+	}
+	wbfs_unlock(w);
+}
+
+static ssize_t write_pages(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
+			   uint64_t off, uint64_t isize, bool privileged)
+{
+	size_t done = 0;
+	int ret = 0;
+
+	while (done < len) {
+		uint64_t pos = off + done;
+		size_t in = pos & (PAGE_SIZE - 1);
+		size_t n = PAGE_SIZE - in < len - done ? PAGE_SIZE - in : len - done;
+		struct page *p = mapping_grab_page(&wi->map, pos >> PAGE_SHIFT, ALLOC_WRITE);
+
+		if (!p) {
+			ret = -ENOMEM;
+			break;
+		}
+		ret = write_prepare(w, wi, p, n == PAGE_SIZE, isize, privileged);
+		if (!ret) {
+			memcpy((char *)page_address(p) + in, buf + done, n);
+			page_set(p, PG_uptodate);
+			set_page_dirty(p);
+		}
+		unlock_page(p);
+		page_put(p);
+		if (ret)
+			break;
+		done += n;
+	}
+	return done ? (ssize_t)done : ret;
+}
+
+ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
+		   uint64_t off, bool privileged)
+{
+	uint64_t isize;
+	ssize_t ret;
+
+	if (off >= WBFS_MAX_FILE_BYTES)
+		return -EFBIG;
+	if (len > WBFS_MAX_FILE_BYTES - off)
+		len = WBFS_MAX_FILE_BYTES - off;
+	pthread_rwlock_wrlock(&wi->ilock);
+	isize = winode_size(wi);
+	ret = off > isize ? zero_eof_tail(w, wi, isize, privileged) : 0;
+	if (!ret)
+		ret = write_pages(w, wi, buf, len, off, isize, privileged);
+	if (ret > 0) {
+		winode_set_size(wi, off + (uint64_t)ret > isize ? off + (uint64_t)ret : isize, true);
+		if (wi->has_priv && !privileged)
+			write_kill_priv(w, wi);
+	}
+	pthread_rwlock_unlock(&wi->ilock);
+	if (ret > 0) {
+		winode_touch(w, wi);
+		dirty_balance_simple(w->cache);
+	}
+	return ret;
+}
+
+/* ---- truncate, punch, fallocate --------------------------------------- */
+
+/* Release reservations of dirty pages in [start, end], then drop the pages. */
+static void drop_range(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end)
+{
+	struct page *pages[64];
+	uint64_t pos = start;
+	unsigned n, i;
+
+	while (pos <= end && (n = mapping_lookup_tag(&wi->map, &pos, end, TAG_DIRTY, pages, 64))) {
+		for (i = 0; i < n; i++) {
+			lock_page(pages[i]);
+			if (page_test_clear(pages[i], PG_delalloc)) {
+				wbfs_unreserve(w, 1);
+				wi->nr_delalloc--;
+			}
+			unlock_page(pages[i]);
+			page_put(pages[i]);
+		}
+		if (!pos)
+			break;
+	}
+	mapping_truncate(&wi->map, start, end);
+}
+
+/* Zero bytes [from, to) within one page, in cache or on disk. */
+static int zero_partial(struct wbfs *w, struct winode *wi, uint64_t from, uint64_t to,
+			uint64_t isize)
+{
+	uint64_t idx = from >> PAGE_SHIFT;
+	struct page *p;
+	int ret = 0, err;
+
+	if (from >= to || from >= isize)
+		return 0;
+	p = mapping_get_page(&wi->map, idx);
+	if (!p && page_unmapped(w, wi, idx, &err))
+		return err;
+	if (p)
+		page_put(p);
+	p = mapping_grab_page(&wi->map, idx, ALLOC_WRITE);
+	if (!p)
+		return -ENOMEM;
+	if (!page_test(p, PG_uptodate))
+		ret = fill_pages(w, wi, &p, 1, isize);
+	if (!ret) {
+		page_set(p, PG_uptodate);
+		memset((char *)page_address(p) + (from & (PAGE_SIZE - 1)), 0, to - from);
+		if (!page_unmapped(w, wi, idx, &ret) || page_test(p, PG_dirty))
+			set_page_dirty(p);
+	}
+	unlock_page(p);
+	page_put(p);
+	return ret;
+}
+
+/* Free blocks [first, last] and write the folded inode. Context: fs_lock. */
+static int punch_blocks_locked(struct wbfs *w, struct winode *wi, uint64_t first,
+			       uint64_t last, bool stamp)
+{
+	struct ext2_inode_large in;
+	struct timespec now;
+	errcode_t err = 0;
+	int ret;
+
+	ret = wbfs_read_inode(w, wi->ino, &in);
+	if (ret)
+		return ret;
+	if (first <= last && ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in))
+		err = ext2fs_punch(w->fs, wi->ino, (struct ext2_inode *)&in, NULL, first, last);
+	ec_invalidate(wi);
+	if (err)
+		return -wbfs_errno(err);
+	winode_fold_attrs_locked(w, wi->ino, &in);
+	if (stamp) {
+		wbfs_now(&now);
+		wbfs_ts_set(&in, TS_MTIME, &now);
+		wbfs_ts_set(&in, TS_CTIME, &now);
+	}
+	return wbfs_write_inode(w, wi->ino, &in);
+}
+
+int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)
+{
+	uint64_t old, keep;
+	int ret = 0;
+
+	if (size > WBFS_MAX_FILE_BYTES)
+		return -EFBIG;
+	pthread_rwlock_wrlock(&wi->ilock);
+	old = winode_size(wi);
+	if (size < old) {
+		keep = (size + PAGE_SIZE - 1) >> PAGE_SHIFT;
+		ret = zero_partial(w, wi, size, (keep << PAGE_SHIFT), old);
+		drop_range(w, wi, keep, UINT64_MAX);
+	} else if (size > old) {
+		ret = zero_eof_tail(w, wi, old, true);
+	}
+	if (!ret) {
+		winode_set_size(wi, size, true);
+		wbfs_lock(w);
+		ret = punch_blocks_locked(w, wi, size < old ? (size + PAGE_SIZE - 1) >> PAGE_SHIFT : 1,
+					  size < old ? ~0ULL : 0, true);
+		wbfs_unlock(w);
+	}
+	pthread_rwlock_unlock(&wi->ilock);
+	return ret;
+}
+
+/*
+ * PUNCH_HOLE|KEEP_SIZE: zero the partial pages at both ends, free the whole
+ * blocks between (up to the page holding EOF when the hole reaches it).
+ * Context: ilock held for writing.
+ */
+static int punch_hole(struct wbfs *w, struct winode *wi, uint64_t off, uint64_t len)
+{
+	uint64_t isize = winode_size(wi);
+	uint64_t end = off + len < isize ? off + len : isize;
+	uint64_t first = (off + PAGE_SIZE - 1) >> PAGE_SHIFT;
+	uint64_t stop = (end == isize ? end + PAGE_SIZE - 1 : end) >> PAGE_SHIFT;
+	uint64_t head_end, tail_start;
+	int ret;
+
+	if (off >= end)
+		return 0;
+	head_end = end < (first << PAGE_SHIFT) ? end : first << PAGE_SHIFT;
+	ret = zero_partial(w, wi, off, head_end, isize);
+	if (!ret && stop > first) {
+		drop_range(w, wi, first, stop - 1);
+		wbfs_lock(w);
+		ret = punch_blocks_locked(w, wi, first, stop - 1, true);
+		wbfs_unlock(w);
+	}
+	tail_start = (stop << PAGE_SHIFT) > head_end ? stop << PAGE_SHIFT : head_end;
+	if (!ret && tail_start < end)
+		ret = zero_partial(w, wi, tail_start, end, isize);
+	return ret;
+}
+
+static int alloc_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len)
+{
+	struct ext2_inode_large in;
+	uint64_t first = off >> PAGE_SHIFT, last = (off + len - 1) >> PAGE_SHIFT;
+	int64_t nblocks = (int64_t)(last - first + 1);
+	errcode_t err;
+	int ret;
+
+	ret = wbfs_reserve(w, nblocks, true);
+	if (ret)
+		return ret;
+	wbfs_lock(w);
+	ret = wbfs_read_inode(w, wi->ino, &in);
+	if (!ret) {
+		err = ext2fs_fallocate(w->fs, EXT2_FALLOCATE_FORCE_UNINIT, wi->ino,
+				       (struct ext2_inode *)&in, ~0ULL, first, (blk64_t)nblocks);
+		ret = -wbfs_errno(err);
+	}
+	ec_invalidate(wi);
+	wbfs_unreserve(w, nblocks);
+	if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > winode_size(wi))
+		winode_set_size(wi, off + len, false);
+	if (!ret) {
+		struct timespec now;
+
+		winode_fold_attrs_locked(w, wi->ino, &in);
+		wbfs_now(&now);
+		wbfs_ts_set(&in, TS_CTIME, &now);
+		ret = wbfs_write_inode(w, wi->ino, &in);
+	}
+	wbfs_unlock(w);
+	return ret;
+}
+
+int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len)
+{
+	int ret;
+
+	if (!len)
+		return -EINVAL;
+	if (off + len > WBFS_MAX_FILE_BYTES || off + len < off)
+		return -EFBIG;
+	if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+		pthread_rwlock_wrlock(&wi->ilock);
+		ret = punch_hole(w, wi, off, len);
+		pthread_rwlock_unlock(&wi->ilock);
+		return ret;
+	}
+	if (mode & ~FALLOC_FL_KEEP_SIZE)
+		return -EOPNOTSUPP;
+	pthread_rwlock_wrlock(&wi->ilock);
+	if (off > winode_size(wi) && !(mode & FALLOC_FL_KEEP_SIZE))
+		zero_eof_tail(w, wi, winode_size(wi), true);
+	ret = alloc_range(w, wi, mode, off, len);
+	pthread_rwlock_unlock(&wi->ilock);
+	return ret;
+}
+
+/* ---- SEEK_DATA / SEEK_HOLE -------------------------------------------- */
+
+static bool page_is_dirty(struct winode *wi, uint64_t idx)
+{
+	struct page *p = mapping_get_page(&wi->map, idx);
+	bool d = p && page_test(p, PG_dirty);
+
+	if (p)
+		page_put(p);
+	return d;
+}
+
+/* Next dirty page in [idx, idx+len), or UINT64_MAX. */
+static uint64_t next_dirty(struct winode *wi, uint64_t idx, uint64_t len)
+{
+	struct page *p;
+	uint64_t pos = idx;
+	unsigned n = mapping_lookup_tag(&wi->map, &pos, idx + len - 1, TAG_DIRTY, &p, 1);
+
+	if (!n)
+		return UINT64_MAX;
+	pos = p->index;
+	page_put(p);
+	return pos;
+}
+
+int data_lseek(struct wbfs *w, struct winode *wi, uint64_t off, int whence, uint64_t *out)
+{
+	uint64_t isize = winode_size(wi), b = off >> PAGE_SHIFT, d;
+	struct ext_run r;
+	int ret;
+
+	if (off >= isize)
+		return -ENXIO;
+	while ((b << PAGE_SHIFT) < isize) {
+		ret = ec_lookup(w, wi, b, &r);
+		if (ret)
+			return ret;
+		if (r.pblk && !r.uninit) {
+			if (whence == SEEK_DATA)
+				goto found;
+			b += r.len;
+			continue;
+		}
+		if (whence == SEEK_HOLE) {
+			if (!page_is_dirty(wi, b))
+				goto found;
+			b++;
+			continue;
+		}
+		d = next_dirty(wi, b, r.len);
+		if (d != UINT64_MAX) {
+			b = d;
+			goto found;
+		}
+		if (r.len == UINT32_MAX)
+			break;
+		b += r.len;
+	}
+	if (whence == SEEK_DATA)
+		return -ENXIO;
+	*out = isize;
+	return 0;
+found:
+	*out = (b << PAGE_SHIFT) > off ? b << PAGE_SHIFT : off;
+	if (*out > isize)
+		*out = isize;
+	return 0;
+}

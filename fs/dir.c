@@ -1,3 +1,670 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* placeholder: being written */
-typedef int wbcfs_placeholder_t;
+/*
+ * Namespace operations on ext4 directories through libext2fs: lookup,
+ * create/mknod, mkdir, symlink, link, unlink/rmdir, rename (replace,
+ * NOREPLACE, EXCHANGE, across parents with ".." and link counts), readlink
+ * and directory snapshots for readdir. Errors are the kernel's ext4's.
+ * Every function takes wbfs->fs_lock for its whole libext2fs sequence;
+ * freeing inodes at their last link is inode.c's (winode_drop_link_locked).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/sysmacros.h>
+#include <linux/fs.h>
+
+#include "wbfs_i.h"
+
+static int ftype_of(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return EXT2_FT_REG_FILE;
+	case S_IFDIR: return EXT2_FT_DIR;
+	case S_IFCHR: return EXT2_FT_CHRDEV;
+	case S_IFBLK: return EXT2_FT_BLKDEV;
+	case S_IFIFO: return EXT2_FT_FIFO;
+	case S_IFSOCK: return EXT2_FT_SOCK;
+	case S_IFLNK: return EXT2_FT_SYMLINK;
+	default: return EXT2_FT_UNKNOWN;
+	}
+}
+
+static int lookup_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_ino_t *ino)
+{
+	errcode_t err = ext2fs_lookup(w->fs, dir, name, (int)strlen(name), NULL, ino);
+
+	if (err == EXT2_ET_FILE_NOT_FOUND)
+		return -ENOENT;
+	return -wbfs_errno(err);
+}
+
+int dir_lookup(struct wbfs *w, ext2_ino_t parent, const char *name, ext2_ino_t *ino)
+{
+	int ret;
+
+	wbfs_lock(w);
+	ret = lookup_locked(w, parent, name, ino);
+	wbfs_unlock(w);
+	return ret;
+}
+
+/* Add an entry, growing the directory by a block when it is full. */
+static int dir_add_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_ino_t ino,
+			  int ftype)
+{
+	errcode_t err = ext2fs_link(w->fs, dir, name, ino, ftype);
+
+	if (err == EXT2_ET_DIR_NO_SPACE) {
+		if (wbfs_meta_room(w, 2))
+			return -ENOSPC;
+		err = ext2fs_expand_dir(w->fs, dir);
+		if (!err)
+			err = ext2fs_link(w->fs, dir, name, ino, ftype);
+	}
+	return -wbfs_errno(err);
+}
+
+/* Stamp mtime/ctime of a directory whose entries changed; @links adjusts i_links_count. */
+static int dir_touch_locked(struct wbfs *w, ext2_ino_t dir, int links)
+{
+	struct ext2_inode_large in;
+	struct timespec now;
+	int ret = wbfs_read_inode(w, dir, &in);
+
+	if (ret)
+		return ret;
+	if (links > 0 && in.i_links_count != 1) {
+		in.i_links_count++;
+		if (in.i_links_count >= WBFS_LINK_MAX)
+			in.i_links_count = 1;	/* dir_nlink: count no longer kept */
+	} else if (links < 0 && in.i_links_count > 2) {
+		in.i_links_count--;
+	}
+	wbfs_now(&now);
+	wbfs_ts_set(&in, TS_MTIME, &now);
+	wbfs_ts_set(&in, TS_CTIME, &now);
+	return wbfs_write_inode(w, dir, &in);
+}
+
+/* A subdirectory may be added under @dir (EMLINK without dir_nlink). */
+static int dir_may_add_subdir(struct wbfs *w, ext2_ino_t dir)
+{
+	struct ext2_inode_large in;
+	int ret = wbfs_read_inode(w, dir, &in);
+
+	if (ret)
+		return ret;
+	if (!ext2fs_has_feature_dir_nlink(w->fs->super) && in.i_links_count + 1 >= WBFS_LINK_MAX)
+		return -EMLINK;
+	return 0;
+}
+
+static void inode_init_owner(struct ext2_inode_large *in, ext2_ino_t parent_gid_src,
+			     const struct ext2_inode_large *parent, mode_t mode,
+			     const struct fuse_ctx *ctx)
+{
+	gid_t gid = ctx->gid;
+
+	if (parent->i_mode & S_ISGID) {
+		gid = inode_gid(*parent);
+		if (S_ISDIR(mode))
+			mode |= S_ISGID;
+	}
+	in->i_mode = (uint16_t)mode;
+	in->i_uid = (uint16_t)ctx->uid;
+	ext2fs_set_i_uid_high(*in, ctx->uid >> 16);
+	in->i_gid = (uint16_t)gid;
+	ext2fs_set_i_gid_high(*in, gid >> 16);
+	(void)parent_gid_src;
+}
+
+static void inode_init_times(struct ext2_inode_large *in)
+{
+	struct timespec now;
+
+	wbfs_now(&now);
+	wbfs_ts_set(in, TS_ATIME, &now);
+	wbfs_ts_set(in, TS_MTIME, &now);
+	wbfs_ts_set(in, TS_CTIME, &now);
+	wbfs_ts_set(in, TS_CRTIME, &now);
+}
+
+static void encode_rdev(struct ext2_inode_large *in, dev_t rdev)
+{
+	unsigned maj = major(rdev), min = minor(rdev);
+
+	if (maj < 256 && min < 256) {
+		in->i_block[0] = maj * 256 + min;
+		in->i_block[1] = 0;
+	} else {
+		in->i_block[0] = 0;
+		in->i_block[1] = (min & 0xff) | (maj << 8) | ((min & ~0xffU) << 12);
+	}
+}
+
+static int new_inode_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode, dev_t rdev,
+			    const struct fuse_ctx *ctx, ext2_ino_t ino)
+{
+	struct ext2_inode_large in, pin;
+	int ret = wbfs_read_inode(w, parent, &pin);
+
+	if (ret)
+		return ret;
+	memset(&in, 0, sizeof(in));
+	in.i_extra_isize = sizeof(struct ext2_inode_large) - EXT2_GOOD_OLD_INODE_SIZE;
+	inode_init_owner(&in, 0, &pin, mode, ctx);
+	in.i_links_count = 1;
+	if (S_ISCHR(mode) || S_ISBLK(mode)) {
+		encode_rdev(&in, rdev);
+	} else if (S_ISREG(mode) && ext2fs_has_feature_extents(w->fs->super)) {
+		ext2_extent_handle_t h;
+
+		if (!ext2fs_extent_open2(w->fs, ino, (struct ext2_inode *)&in, &h))
+			ext2fs_extent_free(h);
+	}
+	ret = -wbfs_errno(ext2fs_write_new_inode(w->fs, ino, (struct ext2_inode *)&in));
+	if (ret)
+		return ret;
+	inode_init_times(&in);
+	return wbfs_write_inode(w, ino, &in);
+}
+
+int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
+	       dev_t rdev, const struct fuse_ctx *ctx, ext2_ino_t *ino)
+{
+	ext2_ino_t existing;
+	errcode_t err;
+	int ret;
+
+	wbfs_lock(w);
+	ret = lookup_locked(w, parent, name, &existing);
+	if (ret != -ENOENT) {
+		ret = ret ? ret : -EEXIST;
+		goto out;
+	}
+	ret = wbfs_meta_room(w, 2);
+	if (ret)
+		goto out;
+	err = ext2fs_new_inode(w->fs, parent, (int)mode, NULL, ino);
+	ret = -wbfs_errno(err);
+	if (!ret)
+		ret = dir_add_locked(w, parent, name, *ino, ftype_of(mode));
+	if (ret)
+		goto out;
+	ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
+	ret = new_inode_locked(w, parent, mode, rdev, ctx, *ino);
+	if (!ret)
+		ret = dir_touch_locked(w, parent, 0);
+out:
+	wbfs_unlock(w);
+	return ret;
+}
+
+/* Set owner, mode and times of a directory or symlink libext2fs just made. */
+static int fix_new_inode_locked(struct wbfs *w, ext2_ino_t parent, ext2_ino_t ino,
+				mode_t mode, const struct fuse_ctx *ctx)
+{
+	struct ext2_inode_large in, pin;
+	int ret = wbfs_read_inode(w, parent, &pin);
+
+	if (!ret)
+		ret = wbfs_read_inode(w, ino, &in);
+	if (ret)
+		return ret;
+	inode_init_owner(&in, 0, &pin, mode, ctx);
+	inode_init_times(&in);
+	return wbfs_write_inode(w, ino, &in);
+}
+
+int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
+	      const struct fuse_ctx *ctx, ext2_ino_t *ino)
+{
+	struct ext2_inode_large pin;
+	ext2_ino_t existing;
+	errcode_t err;
+	int ret, before;
+
+	wbfs_lock(w);
+	ret = lookup_locked(w, parent, name, &existing);
+	if (ret != -ENOENT) {
+		ret = ret ? ret : -EEXIST;
+		goto out;
+	}
+	ret = wbfs_meta_room(w, 3);
+	if (!ret)
+		ret = dir_may_add_subdir(w, parent);
+	if (!ret)
+		ret = wbfs_read_inode(w, parent, &pin);
+	if (ret)
+		goto out;
+	before = pin.i_links_count;
+	err = ext2fs_mkdir(w->fs, parent, 0, name);
+	if (err == EXT2_ET_DIR_NO_SPACE) {
+		err = ext2fs_expand_dir(w->fs, parent);
+		if (!err)
+			err = ext2fs_mkdir(w->fs, parent, 0, name);
+	}
+	ret = -wbfs_errno(err);
+	if (!ret)
+		ret = lookup_locked(w, parent, name, ino);
+	if (!ret)
+		ret = fix_new_inode_locked(w, parent, *ino, S_IFDIR | (mode & 07777), ctx);
+	if (!ret && (before == 1 || before + 1 >= WBFS_LINK_MAX) &&
+	    !wbfs_read_inode(w, parent, &pin)) {
+		pin.i_links_count = 1;
+		wbfs_write_inode(w, parent, &pin);
+	}
+	if (!ret)
+		ret = dir_touch_locked(w, parent, 0);
+out:
+	wbfs_unlock(w);
+	return ret;
+}
+
+int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char *target,
+		const struct fuse_ctx *ctx, ext2_ino_t *ino)
+{
+	ext2_ino_t existing;
+	errcode_t err;
+	int ret;
+
+	if (strlen(target) >= w->fs->blocksize)
+		return -ENAMETOOLONG;
+	wbfs_lock(w);
+	ret = lookup_locked(w, parent, name, &existing);
+	if (ret != -ENOENT) {
+		ret = ret ? ret : -EEXIST;
+		goto out;
+	}
+	ret = wbfs_meta_room(w, 3);
+	if (ret)
+		goto out;
+	err = ext2fs_symlink(w->fs, parent, 0, name, target);
+	if (err == EXT2_ET_DIR_NO_SPACE) {
+		err = ext2fs_expand_dir(w->fs, parent);
+		if (!err)
+			err = ext2fs_symlink(w->fs, parent, 0, name, target);
+	}
+	ret = -wbfs_errno(err);
+	if (!ret)
+		ret = lookup_locked(w, parent, name, ino);
+	if (!ret)
+		ret = fix_new_inode_locked(w, parent, *ino, S_IFLNK | 0777, ctx);
+	if (!ret)
+		ret = dir_touch_locked(w, parent, 0);
+out:
+	wbfs_unlock(w);
+	return ret;
+}
+
+int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name)
+{
+	struct ext2_inode_large in;
+	struct timespec now;
+	ext2_ino_t existing;
+	int ret;
+
+	wbfs_lock(w);
+	ret = lookup_locked(w, parent, name, &existing);
+	if (ret != -ENOENT) {
+		ret = ret ? ret : -EEXIST;
+		goto out;
+	}
+	ret = wbfs_read_inode(w, ino, &in);
+	if (ret)
+		goto out;
+	if (in.i_links_count >= WBFS_LINK_MAX) {
+		ret = -EMLINK;
+		goto out;
+	}
+	ret = wbfs_meta_room(w, 1);
+	if (!ret)
+		ret = dir_add_locked(w, parent, name, ino, ftype_of(in.i_mode));
+	if (ret)
+		goto out;
+	in.i_links_count++;
+	wbfs_now(&now);
+	wbfs_ts_set(&in, TS_CTIME, &now);
+	winode_fold_attrs_locked(w, ino, &in);
+	ret = wbfs_write_inode(w, ino, &in);
+	if (!ret)
+		ret = dir_touch_locked(w, parent, 0);
+out:
+	wbfs_unlock(w);
+	return ret;
+}
+
+static int empty_cb(ext2_ino_t dir, int entry, struct ext2_dir_entry *d, int offset,
+		    int blocksize, char *buf, void *priv)
+{
+	if (entry == DIRENT_DOT_FILE || entry == DIRENT_DOT_DOT_FILE || !d->inode)
+		return 0;
+	*(bool *)priv = false;
+	return DIRENT_ABORT;
+}
+
+static int dir_is_empty_locked(struct wbfs *w, ext2_ino_t dir)
+{
+	bool empty = true;
+	errcode_t err = ext2fs_dir_iterate2(w->fs, dir, 0, NULL, empty_cb, &empty);
+
+	if (err)
+		return -wbfs_errno(err);
+	return empty ? 0 : -ENOTEMPTY;
+}
+
+int dir_unlink(struct wbfs *w, ext2_ino_t parent, const char *name, bool is_rmdir)
+{
+	struct ext2_inode_large in;
+	ext2_ino_t ino;
+	int ret;
+
+	wbfs_lock(w);
+	ret = lookup_locked(w, parent, name, &ino);
+	if (!ret)
+		ret = wbfs_read_inode(w, ino, &in);
+	if (ret)
+		goto out;
+	if (is_rmdir && !LINUX_S_ISDIR(in.i_mode))
+		ret = -ENOTDIR;
+	else if (!is_rmdir && LINUX_S_ISDIR(in.i_mode))
+		ret = -EISDIR;
+	else if (is_rmdir)
+		ret = dir_is_empty_locked(w, ino);
+	if (ret)
+		goto out;
+	ret = -wbfs_errno(ext2fs_unlink(w->fs, parent, name, ino, 0));
+	if (!ret)
+		ret = dir_touch_locked(w, parent, is_rmdir ? -1 : 0);
+	if (!ret)
+		ret = winode_drop_link_locked(w, ino, &in);
+out:
+	wbfs_unlock(w);
+	return ret;
+}
+
+struct set_entry_ctx {
+	const char *name;
+	size_t len;
+	ext2_ino_t ino;
+	int ftype;
+	bool done;
+};
+
+static int set_entry_cb(ext2_ino_t dir, int entry, struct ext2_dir_entry *d, int offset,
+			int blocksize, char *buf, void *priv)
+{
+	struct set_entry_ctx *c = priv;
+
+	if (!d->inode || ext2fs_dirent_name_len(d) != (int)c->len ||
+	    memcmp(d->name, c->name, c->len))
+		return 0;
+	d->inode = c->ino;
+	if (ext2fs_dirent_file_type(d) != 0 || c->ftype == EXT2_FT_DIR)
+		ext2fs_dirent_set_file_type(d, c->ftype);
+	c->done = true;
+	return DIRENT_CHANGED | DIRENT_ABORT;
+}
+
+/* Point the existing entry @name of @dir at @ino. */
+static int set_entry_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_ino_t ino,
+			    int ftype)
+{
+	struct set_entry_ctx c = { name, strlen(name), ino, ftype, false };
+	errcode_t err;
+
+	if (!ext2fs_has_feature_filetype(w->fs->super))
+		c.ftype = 0;
+	err = ext2fs_dir_iterate2(w->fs, dir, DIRENT_FLAG_INCLUDE_EMPTY, NULL, set_entry_cb, &c);
+	if (err)
+		return -wbfs_errno(err);
+	return c.done ? 0 : -ENOENT;
+}
+
+/* A directory moved from @from to @to: its ".." and both link counts. */
+static int reparent_locked(struct wbfs *w, ext2_ino_t dir, ext2_ino_t from, ext2_ino_t to)
+{
+	int ret;
+
+	if (from == to)
+		return 0;
+	ret = set_entry_locked(w, dir, "..", to, EXT2_FT_DIR);
+	if (!ret)
+		ret = dir_touch_locked(w, from, -1);
+	if (!ret)
+		ret = dir_touch_locked(w, to, +1);
+	return ret;
+}
+
+static int touch_ctime_locked(struct wbfs *w, ext2_ino_t ino)
+{
+	struct ext2_inode_large in;
+	struct timespec now;
+	int ret = wbfs_read_inode(w, ino, &in);
+
+	if (ret)
+		return ret;
+	wbfs_now(&now);
+	wbfs_ts_set(&in, TS_CTIME, &now);
+	winode_fold_attrs_locked(w, ino, &in);
+	return wbfs_write_inode(w, ino, &in);
+}
+
+static int rename_exchange_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t src,
+				  const struct ext2_inode_large *si, ext2_ino_t p2,
+				  const char *n2, ext2_ino_t dst, const struct ext2_inode_large *di)
+{
+	bool sdir = LINUX_S_ISDIR(si->i_mode), ddir = LINUX_S_ISDIR(di->i_mode);
+	int ret;
+
+	ret = set_entry_locked(w, p1, n1, dst, ftype_of(di->i_mode));
+	if (!ret)
+		ret = set_entry_locked(w, p2, n2, src, ftype_of(si->i_mode));
+	if (!ret && sdir)
+		ret = reparent_locked(w, src, p1, p2);
+	if (!ret && ddir)
+		ret = reparent_locked(w, dst, p2, p1);
+	if (!ret)
+		ret = touch_ctime_locked(w, src);
+	if (!ret)
+		ret = touch_ctime_locked(w, dst);
+	if (!ret)
+		ret = dir_touch_locked(w, p1, 0);
+	if (!ret && p2 != p1)
+		ret = dir_touch_locked(w, p2, 0);
+	return ret;
+}
+
+/* Checks before @src replaces @dst (both exist, different inodes). */
+static int rename_replace_check(struct wbfs *w, const struct ext2_inode_large *si,
+				ext2_ino_t dst, const struct ext2_inode_large *di)
+{
+	if (LINUX_S_ISDIR(si->i_mode)) {
+		if (!LINUX_S_ISDIR(di->i_mode))
+			return -ENOTDIR;
+		return dir_is_empty_locked(w, dst);
+	}
+	return LINUX_S_ISDIR(di->i_mode) ? -EISDIR : 0;
+}
+
+static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
+			 const char *n2, unsigned flags)
+{
+	struct ext2_inode_large si, di;
+	ext2_ino_t src, dst = 0;
+	bool sdir;
+	int ret;
+
+	ret = lookup_locked(w, p1, n1, &src);
+	if (!ret)
+		ret = wbfs_read_inode(w, src, &si);
+	if (ret)
+		return ret;
+	sdir = LINUX_S_ISDIR(si.i_mode);
+	ret = lookup_locked(w, p2, n2, &dst);
+	if (ret && ret != -ENOENT)
+		return ret;
+	if (!ret)
+		ret = wbfs_read_inode(w, dst, &di);
+	else
+		dst = 0;
+	if (ret && ret != -ENOENT)
+		return ret;
+	if (flags & RENAME_EXCHANGE) {
+		if (!dst)
+			return -ENOENT;
+		return rename_exchange_locked(w, p1, n1, src, &si, p2, n2, dst, &di);
+	}
+	if (dst && (flags & RENAME_NOREPLACE))
+		return -EEXIST;
+	if (dst == src)
+		return 0;
+	if (dst) {
+		ret = rename_replace_check(w, &si, dst, &di);
+		if (!ret)
+			ret = set_entry_locked(w, p2, n2, src, ftype_of(si.i_mode));
+		if (!ret && LINUX_S_ISDIR(di.i_mode))
+			ret = dir_touch_locked(w, p2, -1);
+		if (!ret)
+			ret = winode_drop_link_locked(w, dst, &di);
+	} else {
+		ret = wbfs_meta_room(w, 1);
+		if (!ret && sdir && p1 != p2)
+			ret = dir_may_add_subdir(w, p2);
+		if (!ret)
+			ret = dir_add_locked(w, p2, n2, src, ftype_of(si.i_mode));
+	}
+	if (!ret)
+		ret = -wbfs_errno(ext2fs_unlink(w->fs, p1, n1, src, 0));
+	if (!ret && sdir)
+		ret = reparent_locked(w, src, p1, p2);
+	if (!ret)
+		ret = touch_ctime_locked(w, src);
+	if (!ret)
+		ret = dir_touch_locked(w, p1, 0);
+	if (!ret && p2 != p1)
+		ret = dir_touch_locked(w, p2, 0);
+	return ret;
+}
+
+int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
+	       const char *n2, unsigned flags)
+{
+	int ret;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL;
+	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+		return -EINVAL;
+	wbfs_lock(w);
+	ret = rename_locked(w, p1, n1, p2, n2, flags);
+	wbfs_unlock(w);
+	return ret;
+}
+
+int dir_readlink(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len)
+{
+	struct ext2_inode_large in;
+	uint64_t size;
+	blk64_t pblk = 0;
+	char *blk = NULL;
+	int ret;
+
+	wbfs_lock(w);
+	ret = wbfs_read_inode(w, ino, &in);
+	if (ret)
+		goto out;
+	if (!LINUX_S_ISLNK(in.i_mode)) {
+		ret = -EINVAL;
+		goto out;
+	}
+	size = EXT2_I_SIZE(&in);
+	if (size >= len || size >= w->fs->blocksize) {
+		ret = -ENAMETOOLONG;
+		goto out;
+	}
+	if (ext2fs_is_fast_symlink((struct ext2_inode *)&in)) {
+		memcpy(buf, in.i_block, size);
+	} else {
+		ret = -wbfs_errno(ext2fs_bmap2(w->fs, ino, (struct ext2_inode *)&in, NULL, 0, 0,
+					       NULL, &pblk));
+		if (!ret && (blk = malloc(w->fs->blocksize)) == NULL)
+			ret = -ENOMEM;
+		if (!ret)
+			ret = -wbfs_errno(io_channel_read_blk64(w->fs->io, pblk, 1, blk));
+		if (!ret)
+			memcpy(buf, blk, size);
+	}
+	if (!ret)
+		buf[size] = 0;
+out:
+	wbfs_unlock(w);
+	free(blk);
+	return ret;
+}
+
+static unsigned char dt_of(int ftype)
+{
+	static const unsigned char map[] = {
+		[EXT2_FT_UNKNOWN] = DT_UNKNOWN, [EXT2_FT_REG_FILE] = DT_REG,
+		[EXT2_FT_DIR] = DT_DIR, [EXT2_FT_CHRDEV] = DT_CHR,
+		[EXT2_FT_BLKDEV] = DT_BLK, [EXT2_FT_FIFO] = DT_FIFO,
+		[EXT2_FT_SOCK] = DT_SOCK, [EXT2_FT_SYMLINK] = DT_LNK,
+	};
+
+	return ftype >= 0 && ftype < (int)sizeof(map) ? map[ftype] : DT_UNKNOWN;
+}
+
+static int snap_cb(ext2_ino_t dir, int entry, struct ext2_dir_entry *d, int offset,
+		   int blocksize, char *buf, void *priv)
+{
+	struct dir_snap *s = priv;
+	int len = ext2fs_dirent_name_len(d);
+
+	if (!d->inode)
+		return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct dir_snap_ent *e = realloc(s->e, cap * sizeof(*e));
+
+		if (!e)
+			return DIRENT_ABORT;
+		s->e = e;
+		s->cap = cap;
+	}
+	s->e[s->n].name = strndup(d->name, (size_t)len);
+	if (!s->e[s->n].name)
+		return DIRENT_ABORT;
+	s->e[s->n].ino = d->inode;
+	s->e[s->n].type = dt_of(ext2fs_dirent_file_type(d));
+	s->n++;
+	return 0;
+}
+
+/* Read all entries of @ino (with "." and "..") for a readdir stream. */
+int dir_snapshot(struct wbfs *w, ext2_ino_t ino, struct dir_snap *snap)
+{
+	errcode_t err;
+
+	memset(snap, 0, sizeof(*snap));
+	wbfs_lock(w);
+	err = ext2fs_dir_iterate2(w->fs, ino, 0, NULL, snap_cb, snap);
+	wbfs_unlock(w);
+	if (err) {
+		dir_snap_free(snap);
+		return -wbfs_errno(err);
+	}
+	return 0;
+}
+
+void dir_snap_free(struct dir_snap *snap)
+{
+	size_t i;
+
+	for (i = 0; i < snap->n; i++)
+		free(snap->e[i].name);
+	free(snap->e);
+	memset(snap, 0, sizeof(*snap));
+}

@@ -1,3 +1,875 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* placeholder: being written */
-typedef int wbcfs_placeholder_t;
+/*
+ * In-memory inodes: the table FUSE lookups and forgets count against, the
+ * attributes writers change without the fs lock (size, mtime, ctime) and
+ * their write-back into the inode table, the per-inode extent map cache,
+ * and the flusher's side of delayed allocation (map_pages: allocate big
+ * contiguous ranges, insert them in the extent tree, convert unwritten
+ * extents). Freeing an unlinked inode waits for its last forget.
+ * Directory entries are dir.c's business; data pages are data.c's.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+#include "wbfs_i.h"
+
+/* ---- the inode table --------------------------------------------------- */
+
+static size_t itable_slot(struct wbfs *w, ext2_ino_t ino)
+{
+	return (ino * 2654435761u) & (w->itable_size - 1);
+}
+
+static struct winode *itable_find_locked(struct wbfs *w, ext2_ino_t ino)
+{
+	struct winode *wi = w->itable[itable_slot(w, ino)];
+
+	while (wi && wi->ino != ino)
+		wi = wi->hash_next;
+	return wi;
+}
+
+static void itable_remove_locked(struct wbfs *w, struct winode *wi)
+{
+	struct winode **pp = &w->itable[itable_slot(w, wi->ino)];
+
+	while (*pp != wi)
+		pp = &(*pp)->hash_next;
+	*pp = wi->hash_next;
+	w->nr_winodes--;
+}
+
+struct winode *winode_find(struct wbfs *w, ext2_ino_t ino)
+{
+	struct winode *wi;
+
+	pthread_mutex_lock(&w->itable_lock);
+	wi = itable_find_locked(w, ino);
+	pthread_mutex_unlock(&w->itable_lock);
+	return wi;
+}
+
+static struct winode *winode_alloc(struct wbfs *w, ext2_ino_t ino,
+				   const struct ext2_inode_large *in)
+{
+	struct winode *wi = calloc(1, sizeof(*wi));
+
+	if (!wi)
+		return NULL;
+	wi->ino = ino;
+	wi->mode = in->i_mode;
+	wi->size = EXT2_I_SIZE(in);
+	wi->has_priv = (in->i_mode & (S_ISUID | S_ISGID)) != 0;
+	pthread_rwlock_init(&wi->ilock, NULL);
+	pthread_mutex_init(&wi->attr_lock, NULL);
+	pthread_mutex_init(&wi->ec_lock, NULL);
+	mapping_init(&wi->map, w->cache, &bdi_mapping_ops, &wi->wb);
+	bdi_inode_init(w->bdi, &wi->wb, &wi->map, false);
+	return wi;
+}
+
+static void winode_free_mem(struct winode *wi)
+{
+	mapping_destroy(&wi->map);
+	pthread_rwlock_destroy(&wi->ilock);
+	pthread_mutex_destroy(&wi->attr_lock);
+	pthread_mutex_destroy(&wi->ec_lock);
+	free(wi->runs);
+	free(wi);
+}
+
+/*
+ * Find or instantiate the in-memory inode; @lookup counts one FUSE lookup.
+ * Context: fs_lock not held (it is taken to read a new inode).
+ */
+struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
+{
+	struct ext2_inode_large in;
+	struct winode *wi, *nw;
+
+	pthread_mutex_lock(&w->itable_lock);
+	wi = itable_find_locked(w, ino);
+	if (wi && lookup)
+		wi->nlookup++;
+	pthread_mutex_unlock(&w->itable_lock);
+	if (wi)
+		return wi;
+
+	wbfs_lock(w);
+	if (wbfs_read_inode(w, ino, &in)) {
+		wbfs_unlock(w);
+		return NULL;
+	}
+	wbfs_unlock(w);
+	nw = winode_alloc(w, ino, &in);
+	if (!nw)
+		return NULL;
+	pthread_mutex_lock(&w->itable_lock);
+	wi = itable_find_locked(w, ino);
+	if (!wi) {
+		wi = nw;
+		nw = NULL;
+		wi->hash_next = w->itable[itable_slot(w, ino)];
+		w->itable[itable_slot(w, ino)] = wi;
+		w->nr_winodes++;
+	}
+	if (lookup)
+		wi->nlookup++;
+	pthread_mutex_unlock(&w->itable_lock);
+	if (nw)
+		winode_free_mem(nw);
+	return wi;
+}
+
+/* Release every reservation held by dirty delalloc pages, then all pages. */
+void data_drop_all(struct wbfs *w, struct winode *wi)
+{
+	struct page *pages[64];
+	uint64_t start = 0;
+	unsigned n, i;
+
+	while ((n = mapping_lookup_tag(&wi->map, &start, UINT64_MAX, TAG_DIRTY, pages, 64))) {
+		for (i = 0; i < n; i++) {
+			lock_page(pages[i]);
+			if (page_test_clear(pages[i], PG_delalloc)) {
+				wbfs_unreserve(w, 1);
+				wi->nr_delalloc--;
+			}
+			unlock_page(pages[i]);
+			page_put(pages[i]);
+		}
+	}
+	mapping_truncate(&wi->map, 0, UINT64_MAX);
+}
+
+/* Drop an in-memory inode that nobody references any more. */
+static void winode_evict(struct wbfs *w, struct winode *wi)
+{
+	bool unlinked;
+
+	wbfs_lock(w);
+	unlinked = wi->unlinked && !wi->freed;
+	wbfs_unlock(w);
+	if (!unlinked && !w->ro)
+		bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, false);
+	data_drop_all(w, wi);
+	bdi_inode_remove(w->bdi, &wi->wb);
+	if (unlinked) {
+		wbfs_lock(w);
+		winode_free_locked(w, wi->ino);
+		wbfs_unlock(w);
+	}
+	winode_free_mem(wi);
+}
+
+void winode_forget(struct wbfs *w, struct winode *wi, uint64_t nlookup)
+{
+	bool evict = false;
+
+	pthread_mutex_lock(&w->itable_lock);
+	wi->nlookup = wi->nlookup > nlookup ? wi->nlookup - nlookup : 0;
+	if (wi->nlookup == 0 && wi->nopen == 0 && wi->ino != EXT2_ROOT_INO) {
+		itable_remove_locked(w, wi);
+		evict = true;
+	}
+	pthread_mutex_unlock(&w->itable_lock);
+	if (evict)
+		winode_evict(w, wi);
+}
+
+void winode_put_open(struct wbfs *w, struct winode *wi)
+{
+	bool evict = false;
+
+	pthread_mutex_lock(&w->itable_lock);
+	wi->nopen--;
+	if (wi->nlookup == 0 && wi->nopen == 0 && wi->ino != EXT2_ROOT_INO) {
+		itable_remove_locked(w, wi);
+		evict = true;
+	}
+	pthread_mutex_unlock(&w->itable_lock);
+	if (evict)
+		winode_evict(w, wi);
+}
+
+/* Unmount: evict everything still in the table (after the final sync). */
+void winode_release_all(struct wbfs *w)
+{
+	for (;;) {
+		struct winode *wi = NULL;
+		size_t i;
+
+		pthread_mutex_lock(&w->itable_lock);
+		for (i = 0; i < w->itable_size && !wi; i++)
+			wi = w->itable[i];
+		if (wi)
+			itable_remove_locked(w, wi);
+		pthread_mutex_unlock(&w->itable_lock);
+		if (!wi)
+			return;
+		winode_evict(w, wi);
+	}
+}
+
+/* ---- attributes ---------------------------------------------------------- */
+
+uint64_t winode_size(struct winode *wi)
+{
+	uint64_t s;
+
+	pthread_mutex_lock(&wi->attr_lock);
+	s = wi->size;
+	pthread_mutex_unlock(&wi->attr_lock);
+	return s;
+}
+
+/* New in-memory size; @touch also stamps mtime/ctime. Context: ilock held. */
+void winode_set_size(struct winode *wi, uint64_t size, bool touch)
+{
+	pthread_mutex_lock(&wi->attr_lock);
+	if (wi->size != size) {
+		wi->size = size;
+		wi->size_dirty = true;
+	}
+	if (touch) {
+		wbfs_now(&wi->mtime);
+		wi->ctime = wi->mtime;
+		wi->times_dirty = true;
+	}
+	pthread_mutex_unlock(&wi->attr_lock);
+}
+
+/* A write changed data: stamp times, queue the inode for write_inode. */
+void winode_touch(struct wbfs *w, struct winode *wi)
+{
+	bdi_mark_inode_dirty(w->bdi, &wi->wb, I_DIRTY_INODE);
+}
+
+/*
+ * Fold in-memory size and times into @in, which the caller is about to
+ * write; they are clean afterwards. Context: fs_lock held.
+ */
+void winode_fold_attrs_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
+{
+	struct winode *wi = winode_find(w, ino);
+
+	if (!wi)
+		return;
+	pthread_mutex_lock(&wi->attr_lock);
+	ext2fs_inode_size_set(w->fs, (struct ext2_inode *)in, wi->size);
+	if (wi->times_dirty) {
+		wbfs_ts_set(in, TS_MTIME, &wi->mtime);
+		wbfs_ts_set(in, TS_CTIME, &wi->ctime);
+	}
+	wi->size_dirty = wi->times_dirty = false;
+	pthread_mutex_unlock(&wi->attr_lock);
+}
+
+static dev_t inode_rdev(const struct ext2_inode_large *in)
+{
+	uint32_t b0 = in->i_block[0], b1 = in->i_block[1];
+
+	if (b0)
+		return makedev((b0 >> 8) & 255, b0 & 255);
+	return makedev((b1 & 0xfff00) >> 8, (b1 & 0xff) | ((b1 >> 12) & 0xfff00));
+}
+
+static void stat_fill(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
+		      struct stat *st)
+{
+	struct timespec ts;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = in->i_mode;
+	st->st_nlink = in->i_links_count;
+	if (LINUX_S_ISDIR(in->i_mode) && in->i_links_count == 1)
+		st->st_nlink = 1;
+	st->st_uid = inode_uid(*in);
+	st->st_gid = inode_gid(*in);
+	st->st_size = (off_t)EXT2_I_SIZE(in);
+	st->st_blksize = (blksize_t)w->fs->blocksize;
+	st->st_blocks = (blkcnt_t)ext2fs_get_stat_i_blocks(w->fs, (struct ext2_inode *)in);
+	if (S_ISCHR(in->i_mode) || S_ISBLK(in->i_mode))
+		st->st_rdev = inode_rdev(in);
+	wbfs_ts_get(in, TS_ATIME, &ts);
+	st->st_atim = ts;
+	wbfs_ts_get(in, TS_MTIME, &ts);
+	st->st_mtim = ts;
+	wbfs_ts_get(in, TS_CTIME, &ts);
+	st->st_ctim = ts;
+}
+
+/* stat of @ino with the in-memory size, times and delalloc blocks. */
+int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st)
+{
+	struct ext2_inode_large in;
+	struct winode *wi;
+	int ret;
+
+	ret = wbfs_read_inode(w, ino, &in);
+	if (ret)
+		return ret;
+	stat_fill(w, ino, &in, st);
+	wi = winode_find(w, ino);
+	if (!wi)
+		return 0;
+	pthread_mutex_lock(&wi->attr_lock);
+	st->st_size = (off_t)wi->size;
+	if (wi->times_dirty) {
+		st->st_mtim = wi->mtime;
+		st->st_ctim = wi->ctime;
+	}
+	pthread_mutex_unlock(&wi->attr_lock);
+	st->st_blocks += wi->nr_delalloc * (PAGE_SIZE / 512);
+	return 0;
+}
+
+int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st)
+{
+	int ret;
+
+	wbfs_lock(w);
+	ret = winode_stat_locked(w, ino, st);
+	wbfs_unlock(w);
+	return ret;
+}
+
+/* ---- freeing ------------------------------------------------------------- */
+
+/* Release the blocks, xattrs and inode number of an inode with no links. */
+int winode_free_locked(struct wbfs *w, ext2_ino_t ino)
+{
+	struct ext2_inode_large in;
+	struct timespec now;
+	struct winode *wi;
+	errcode_t err = 0;
+	int ret;
+
+	ret = wbfs_read_inode(w, ino, &in);
+	if (ret)
+		return ret;
+	if (ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in))
+		err = ext2fs_punch(w->fs, ino, (struct ext2_inode *)&in, NULL, 0, ~0ULL);
+	if (!err)
+		err = ext2fs_free_ext_attr(w->fs, ino, &in);
+	if (err)
+		return -wbfs_errno(err);
+	wbfs_now(&now);
+	in.i_dtime = (uint32_t)now.tv_sec;
+	in.i_links_count = 0;
+	ret = wbfs_write_inode(w, ino, &in);
+	if (ret)
+		return ret;
+	ext2fs_inode_alloc_stats2(w->fs, ino, -1, LINUX_S_ISDIR(in.i_mode));
+	wi = winode_find(w, ino);
+	if (wi)
+		wi->freed = true;
+	return 0;
+}
+
+/*
+ * One link of @ino is gone (already removed from its directory); @in is
+ * its inode, updated and written here. At zero links the inode is freed
+ * now, or at its last forget while the kernel still references it.
+ * Context: fs_lock held.
+ */
+int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
+{
+	struct winode *wi;
+	struct timespec now;
+	bool busy;
+	int ret;
+
+	if (LINUX_S_ISDIR(in->i_mode))
+		in->i_links_count = 0;
+	else if (in->i_links_count > 0)
+		in->i_links_count--;
+	wbfs_now(&now);
+	wbfs_ts_set(in, TS_CTIME, &now);
+	winode_fold_attrs_locked(w, ino, in);
+	ret = wbfs_write_inode(w, ino, in);
+	if (ret || in->i_links_count)
+		return ret;
+	pthread_mutex_lock(&w->itable_lock);
+	wi = itable_find_locked(w, ino);
+	busy = wi && (wi->nlookup || wi->nopen);
+	if (wi)
+		wi->unlinked = true;
+	pthread_mutex_unlock(&w->itable_lock);
+	return busy ? 0 : winode_free_locked(w, ino);
+}
+
+/* ---- extent map cache ---------------------------------------------------- */
+
+static int ec_push(struct winode *wi, uint64_t lblk, uint64_t pblk, uint32_t len, bool uninit)
+{
+	struct ext_run *r;
+
+	if (wi->nr_runs) {
+		r = &wi->runs[wi->nr_runs - 1];
+		if (r->lblk + r->len == lblk && r->pblk + r->len == pblk &&
+		    r->uninit == uninit && (uint64_t)r->len + len < UINT32_MAX) {
+			r->len += len;
+			return 0;
+		}
+	}
+	if (wi->nr_runs == wi->cap_runs) {
+		size_t cap = wi->cap_runs ? wi->cap_runs * 2 : 8;
+		r = realloc(wi->runs, cap * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		wi->runs = r;
+		wi->cap_runs = cap;
+	}
+	wi->runs[wi->nr_runs++] = (struct ext_run){ lblk, pblk, len, uninit };
+	return 0;
+}
+
+static int ec_load_extents(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in)
+{
+	ext2_extent_handle_t h;
+	struct ext2fs_extent e;
+	errcode_t err;
+	int op = EXT2_EXTENT_ROOT, ret = 0;
+
+	err = ext2fs_extent_open2(w->fs, wi->ino, (struct ext2_inode *)in, &h);
+	if (err)
+		return -wbfs_errno(err);
+	for (;;) {
+		err = ext2fs_extent_get(h, op, &e);
+		op = EXT2_EXTENT_NEXT;
+		if (err == EXT2_ET_EXTENT_NO_NEXT || err == EXT2_ET_NO_CURRENT_NODE)
+			break;
+		if (err) {
+			ret = -wbfs_errno(err);
+			break;
+		}
+		if (!(e.e_flags & EXT2_EXTENT_FLAGS_LEAF) || (e.e_flags & EXT2_EXTENT_FLAGS_SECOND_VISIT))
+			continue;
+		ret = ec_push(wi, e.e_lblk, e.e_pblk, e.e_len,
+			      (e.e_flags & EXT2_EXTENT_FLAGS_UNINIT) != 0);
+		if (ret)
+			break;
+	}
+	ext2fs_extent_free(h);
+	return ret;
+}
+
+static int ec_block_cb(ext2_filsys fs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
+		       blk64_t ref_blk, int ref_offset, void *priv)
+{
+	struct winode *wi = priv;
+
+	if (blockcnt >= 0 && ec_push(wi, (uint64_t)blockcnt, *blocknr, 1, false))
+		return BLOCK_ABORT;
+	return 0;
+}
+
+/* Load the extent map of @wi. Context: fs_lock and ec_lock held. */
+static int ec_load_locked(struct wbfs *w, struct winode *wi)
+{
+	struct ext2_inode_large in;
+	errcode_t err;
+	int ret;
+
+	if (wi->ec_valid)
+		return 0;
+	wi->nr_runs = 0;
+	ret = wbfs_read_inode(w, wi->ino, &in);
+	if (ret)
+		return ret;
+	if (in.i_flags & EXT4_EXTENTS_FL) {
+		ret = ec_load_extents(w, wi, &in);
+	} else if (ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in)) {
+		err = ext2fs_block_iterate3(w->fs, wi->ino, BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY,
+					    NULL, ec_block_cb, wi);
+		ret = -wbfs_errno(err);
+	}
+	if (!ret)
+		wi->ec_valid = true;
+	return ret;
+}
+
+/* Binary search: the run containing @lblk, or the index where it would go. */
+static size_t ec_find(struct winode *wi, uint64_t lblk, bool *hit)
+{
+	size_t lo = 0, hi = wi->nr_runs;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		struct ext_run *r = &wi->runs[mid];
+
+		if (lblk < r->lblk)
+			hi = mid;
+		else if (lblk >= r->lblk + r->len)
+			lo = mid + 1;
+		else {
+			*hit = true;
+			return mid;
+		}
+	}
+	*hit = false;
+	return lo;
+}
+
+/*
+ * Map logical block @lblk: on a hit @out is the run from @lblk on; on a
+ * hole @out->pblk = 0 and @out->len is the hole's length up to the next run
+ * (UINT32_MAX at the end). Returns 0 or -errno.
+ */
+static int ec_lookup_locked(struct winode *wi, uint64_t lblk, struct ext_run *out)
+{
+	bool hit;
+	size_t i = ec_find(wi, lblk, &hit);
+
+	if (hit) {
+		struct ext_run *r = &wi->runs[i];
+		uint64_t d = lblk - r->lblk;
+
+		*out = (struct ext_run){ lblk, r->pblk + d, (uint32_t)(r->len - d), r->uninit };
+		return 0;
+	}
+	out->lblk = lblk;
+	out->pblk = 0;
+	out->uninit = false;
+	out->len = UINT32_MAX;
+	if (i < wi->nr_runs && wi->runs[i].lblk - lblk < UINT32_MAX)
+		out->len = (uint32_t)(wi->runs[i].lblk - lblk);
+	return 0;
+}
+
+int ec_lookup(struct wbfs *w, struct winode *wi, uint64_t lblk, struct ext_run *out)
+{
+	int ret;
+
+	pthread_mutex_lock(&wi->ec_lock);
+	while (!wi->ec_valid) {
+		pthread_mutex_unlock(&wi->ec_lock);
+		wbfs_lock(w);
+		pthread_mutex_lock(&wi->ec_lock);
+		ret = ec_load_locked(w, wi);
+		pthread_mutex_unlock(&wi->ec_lock);
+		wbfs_unlock(w);
+		if (ret)
+			return ret;
+		pthread_mutex_lock(&wi->ec_lock);
+	}
+	ret = ec_lookup_locked(wi, lblk, out);
+	pthread_mutex_unlock(&wi->ec_lock);
+	return ret;
+}
+
+void ec_invalidate(struct winode *wi)
+{
+	pthread_mutex_lock(&wi->ec_lock);
+	wi->ec_valid = false;
+	wi->nr_runs = 0;
+	pthread_mutex_unlock(&wi->ec_lock);
+}
+
+/* Record a freshly allocated run [lblk, lblk+len) -> pblk. ec_lock held. */
+static void ec_insert_locked(struct winode *wi, uint64_t lblk, uint64_t pblk, uint32_t len)
+{
+	bool hit;
+	size_t i = ec_find(wi, lblk, &hit);
+	struct ext_run *r;
+
+	if (!hit && i > 0) {
+		r = &wi->runs[i - 1];
+		if (r->lblk + r->len == lblk && r->pblk + r->len == pblk && !r->uninit) {
+			r->len += len;
+			return;
+		}
+	}
+	if (hit || ec_push(wi, lblk, pblk, len, false)) {
+		wi->ec_valid = false;	/* unexpected overlap: reload later */
+		return;
+	}
+	/* ec_push appended; rotate it into place */
+	if (i < wi->nr_runs - 1) {
+		struct ext_run nr = wi->runs[wi->nr_runs - 1];
+		memmove(&wi->runs[i + 1], &wi->runs[i], (wi->nr_runs - 1 - i) * sizeof(nr));
+		wi->runs[i] = nr;
+	}
+}
+
+/* ---- bdi_ops: the flusher's side -------------------------------------- */
+
+struct map_ctx {
+	struct wbfs *w;
+	struct winode *wi;
+	struct ext2_inode_large in;
+	ext2_extent_handle_t h;
+	long allocated;		/* data blocks allocated */
+	long delalloc_done;	/* reservations converted */
+	bool ec_dirty;		/* unwritten extents converted: reload map */
+};
+
+static int map_set(struct map_ctx *c, uint64_t lblk, uint64_t pblk)
+{
+	errcode_t err;
+
+	if (c->h)
+		err = ext2fs_extent_set_bmap(c->h, lblk, pblk, 0);
+	else
+		err = ext2fs_bmap2(c->w->fs, c->wi->ino, (struct ext2_inode *)&c->in, NULL,
+				   BMAP_SET, lblk, NULL, (blk64_t *)&pblk);
+	return -wbfs_errno(err);
+}
+
+
+/*
+ * After mapping @lblk -> @pblk, grow the extent that now ends there over
+ * the next @n blocks in one replace instead of @n set_bmap calls.
+ * Returns how many blocks it added (0 when the extent cannot grow).
+ */
+static uint32_t map_extend(struct map_ctx *c, uint64_t lblk, uint64_t pblk, uint32_t n)
+{
+	struct ext2fs_extent e;
+	uint32_t k;
+
+	if (!c->h || !n || ext2fs_extent_goto(c->h, lblk) ||
+	    ext2fs_extent_get(c->h, EXT2_EXTENT_CURRENT, &e))
+		return 0;
+	if ((e.e_flags & EXT2_EXTENT_FLAGS_UNINIT) || e.e_lblk + e.e_len != lblk + 1 ||
+	    e.e_pblk + e.e_len != pblk + 1 || e.e_len >= EXT_INIT_MAX_LEN)
+		return 0;
+	k = EXT_INIT_MAX_LEN - e.e_len < n ? EXT_INIT_MAX_LEN - e.e_len : n;
+	e.e_len += k;
+	return ext2fs_extent_replace(c->h, 0, &e) ? 0 : k;
+}
+
+/* Map logical [lblk, lblk+n) to physical [pblk, pblk+n) (a hole before). */
+static int map_set_range(struct map_ctx *c, uint64_t lblk, uint64_t pblk, uint32_t n)
+{
+	while (n) {
+		uint32_t k;
+		int ret = map_set(c, lblk, pblk);
+
+		if (ret)
+			return ret;
+		k = map_extend(c, lblk, pblk, n - 1);
+		lblk += 1 + k;
+		pblk += 1 + k;
+		n -= 1 + k;
+	}
+	return 0;
+}
+
+/* Clear PG_delalloc of the page at @index; true if it held a reservation. */
+static bool map_take_delalloc(struct winode *wi, uint64_t index)
+{
+	struct page *p = mapping_get_page(&wi->map, index);
+	bool was;
+
+	if (!p)
+		return false;
+	was = page_test_clear(p, PG_delalloc);
+	page_put(p);
+	return was;
+}
+
+/* Allocate @len blocks for logical [lblk, lblk+len) in as few runs as possible. */
+static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_t *pblk_out)
+{
+	ext2_filsys fs = c->w->fs;
+	blk64_t goal, got, glen;
+	uint32_t done = 0, i;
+	errcode_t err;
+	int ret;
+
+	goal = ext2fs_find_inode_goal(fs, c->wi->ino, (struct ext2_inode *)&c->in, lblk);
+	while (done < len) {
+		err = ext2fs_new_range(fs, 0, goal, len - done, NULL, &got, &glen);
+		if (err)
+			return -wbfs_errno(err);
+		ext2fs_block_alloc_stats_range(fs, got, (blk_t)glen, +1);
+		wbfs_iomgr_forget_range(c->w, got, glen);
+		ret = map_set_range(c, lblk + done, got, (uint32_t)glen);
+		if (ret)
+			return ret;
+		for (i = 0; i < glen; i++) {
+			pblk_out[done + i] = got + i;
+			if (map_take_delalloc(c->wi, lblk + done + i))
+				c->delalloc_done++;
+		}
+		pthread_mutex_lock(&c->wi->ec_lock);
+		if (c->wi->ec_valid)
+			ec_insert_locked(c->wi, lblk + done, got, (uint32_t)glen);
+		pthread_mutex_unlock(&c->wi->ec_lock);
+		c->allocated += (long)glen;
+		done += (uint32_t)glen;
+		goal = got + glen;
+	}
+	return 0;
+}
+
+/* Map one page already backed by a block; unwritten extents become written. */
+static int map_existing(struct map_ctx *c, const struct ext_run *r, uint64_t *pblk)
+{
+	*pblk = r->pblk;
+	if (map_take_delalloc(c->wi, r->lblk))	/* fallocated under a delalloc page */
+		c->delalloc_done++;
+	if (!r->uninit)
+		return 0;
+	c->ec_dirty = true;
+	return map_set(c, r->lblk, r->pblk);
+}
+
+static int map_open(struct map_ctx *c)
+{
+	struct wbfs *w = c->w;
+	errcode_t err;
+	int ret;
+
+	ret = wbfs_read_inode(w, c->wi->ino, &c->in);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&c->wi->ec_lock);
+	ret = ec_load_locked(w, c->wi);
+	pthread_mutex_unlock(&c->wi->ec_lock);
+	if (ret)
+		return ret;
+	if (c->in.i_flags & EXT4_EXTENTS_FL) {
+		err = ext2fs_extent_open2(w->fs, c->wi->ino, (struct ext2_inode *)&c->in, &c->h);
+		if (err)
+			return -wbfs_errno(err);
+	}
+	return 0;
+}
+
+static int map_close(struct map_ctx *c, int ret)
+{
+	struct wbfs *w = c->w;
+	int r;
+
+	if (c->h)
+		ext2fs_extent_free(c->h);
+	if (c->allocated) {
+		ext2fs_iblk_add_blocks(w->fs, (struct ext2_inode *)&c->in, (blk64_t)c->allocated);
+		r = wbfs_write_inode(w, c->wi->ino, &c->in);
+		if (r && !ret)
+			ret = r;
+	}
+	if (c->ec_dirty)
+		ec_invalidate(c->wi);
+	pthread_mutex_lock(&w->resv_lock);
+	w->reserved -= c->delalloc_done;
+	pthread_mutex_unlock(&w->resv_lock);
+	c->wi->nr_delalloc -= c->delalloc_done;
+	return ret;
+}
+
+/* Look up index @i of the batch; returns the count of unmapped pages from it. */
+static unsigned map_hole_run(const uint64_t *index, unsigned i, unsigned n, const struct ext_run *r)
+{
+	unsigned k = 1;
+
+	while (i + k < n && index[i + k] == index[i] + k && k < r->len)
+		k++;
+	return k;
+}
+
+static int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
+			  unsigned n, uint64_t *pblk)
+{
+	struct map_ctx c = { .w = bdi_owner(b), .wi = container_of(wb, struct winode, wb) };
+	uint64_t size = winode_size(c.wi);
+	unsigned i = 0, k;
+	int ret;
+
+	wbfs_lock(c.w);
+	ret = c.wi->freed ? -ENOENT : map_open(&c);
+	while (!ret && i < n) {
+		struct ext_run r;
+
+		if ((index[i] << PAGE_SHIFT) >= size) {
+			pblk[i++] = BDI_PBLK_SKIP;
+			continue;
+		}
+		pthread_mutex_lock(&c.wi->ec_lock);
+		ret = ec_lookup_locked(c.wi, index[i], &r);
+		pthread_mutex_unlock(&c.wi->ec_lock);
+		if (ret)
+			break;
+		if (r.pblk) {
+			ret = map_existing(&c, &r, &pblk[i++]);
+			continue;
+		}
+		k = map_hole_run(index, i, n, &r);
+		ret = map_alloc_run(&c, index[i], k, &pblk[i]);
+		i += k;
+	}
+	ret = map_close(&c, ret);
+	wbfs_unlock(c.w);
+	return ret;
+}
+
+static int wbfs_write_inode_op(struct bdi *b, struct wb_inode *wb, enum wb_sync_mode mode)
+{
+	struct wbfs *w = bdi_owner(b);
+	struct winode *wi = container_of(wb, struct winode, wb);
+	struct ext2_inode_large in;
+	int ret;
+
+	if (wb->is_meta)
+		return 0;
+	wbfs_lock(w);
+	if (wi->freed || !w->fs) {
+		wbfs_unlock(w);
+		return 0;
+	}
+	ret = wbfs_read_inode(w, wi->ino, &in);
+	if (!ret) {
+		pthread_mutex_lock(&wi->attr_lock);
+		ext2fs_inode_size_set(w->fs, (struct ext2_inode *)&in, wi->size);
+		if (wi->times_dirty) {
+			wbfs_ts_set(&in, TS_MTIME, &wi->mtime);
+			wbfs_ts_set(&in, TS_CTIME, &wi->ctime);
+		}
+		wi->size_dirty = wi->times_dirty = false;
+		pthread_mutex_unlock(&wi->attr_lock);
+		ret = wbfs_write_inode(w, wi->ino, &in);
+	}
+	wbfs_unlock(w);
+	return ret;
+}
+
+static int wbfs_sync_fs(struct bdi *b)
+{
+	struct wbfs *w = bdi_owner(b);
+	errcode_t err = 0;
+
+	wbfs_lock(w);
+	if (w->fs && !w->ro)
+		err = ext2fs_flush(w->fs);
+	wbfs_unlock(w);
+	return -wbfs_errno(err);
+}
+
+const struct bdi_ops wbfs_bdi_ops = {
+	.map_pages = wbfs_map_pages,
+	.write_inode = wbfs_write_inode_op,
+	.sync_fs = wbfs_sync_fs,
+};
+
+/*
+ * fsync: the file's data, then its inode, then every dirty metadata page
+ * (directory entries, inode table, extent blocks), then the device cache.
+ */
+int winode_sync(struct wbfs *w, struct winode *wi, bool datasync)
+{
+	int ret, r;
+
+	if (w->ro)
+		return 0;
+	ret = bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, datasync);
+	r = bdi_sync_meta(w->bdi);
+	if (!ret)
+		ret = r;
+	r = bdi_flush_device(w->bdi);
+	return ret ? ret : r;
+}

@@ -1,3 +1,725 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* placeholder: being written */
-typedef int wbcfs_placeholder_t;
+/*
+ * The FUSE low-level handlers: argument checks (NAME_MAX, read-only),
+ * translation to the dir/data/xattr layers, and replies. Each handler's
+ * comment lists its valid replies. No handler holds a lock across a
+ * fuse_reply_*. Files are opened direct_io, so the kernel keeps no copy of
+ * file data and every read and write reaches the daemon's cache.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "wbfs_i.h"
+
+#define ATTR_TIMEOUT 1.0
+#define ENTRY_TIMEOUT 1.0
+
+static struct wbfs *req_wbfs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static bool name_too_long(const char *name)
+{
+	return strlen(name) > WBFS_NAME_MAX;
+}
+
+/* Reply an entry for @ino after a lookup or a create (counts one lookup). */
+static void reply_entry(fuse_req_t req, struct wbfs *w, ext2_ino_t ino)
+{
+	struct fuse_entry_param e;
+	struct winode *wi;
+	int ret;
+
+	memset(&e, 0, sizeof(e));
+	wi = winode_get(w, ino, true);
+	if (!wi) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	ret = winode_stat(w, ino, &e.attr);
+	if (ret) {
+		winode_forget(w, wi, 1);
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	e.ino = wbfs_fuse_ino(ino);
+	e.generation = 0;
+	e.attr_timeout = ATTR_TIMEOUT;
+	e.entry_timeout = ENTRY_TIMEOUT;
+	if (fuse_reply_entry(req, &e))
+		winode_forget(w, wi, 1);
+}
+
+/* Valid replies: fuse_reply_entry, fuse_reply_err */
+static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct wbfs *w = req_wbfs(req);
+	ext2_ino_t ino;
+	int ret;
+
+	if (name_too_long(name)) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	ret = dir_lookup(w, wbfs_ino(parent), name, &ino);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		reply_entry(req, w, ino);
+}
+
+/* Valid replies: fuse_reply_none */
+static void wbcfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct wbfs *w = req_wbfs(req);
+	struct winode *wi = winode_find(w, wbfs_ino(ino));
+
+	if (wi)
+		winode_forget(w, wi, nlookup);
+	fuse_reply_none(req);
+}
+
+/* Valid replies: fuse_reply_none */
+static void wbcfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+	struct wbfs *w = req_wbfs(req);
+	size_t i;
+
+	for (i = 0; i < count; i++) {
+		struct winode *wi = winode_find(w, wbfs_ino(f[i].ino));
+
+		if (wi)
+			winode_forget(w, wi, f[i].nlookup);
+	}
+	fuse_reply_none(req);
+}
+
+/* Valid replies: fuse_reply_attr, fuse_reply_err */
+static void wbcfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int ret = winode_stat(req_wbfs(req), wbfs_ino(ino), &st);
+
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+static void set_time(struct ext2_inode_large *in, int which, int to_set, int now_flag,
+		     const struct timespec *ts, const struct timespec *now)
+{
+	wbfs_ts_set(in, which, (to_set & now_flag) ? now : ts);
+}
+
+/* mode, owner and times: one read-modify-write of the inode. */
+static int setattr_inode(struct wbfs *w, ext2_ino_t ino, const struct stat *a, int to_set)
+{
+	struct ext2_inode_large in;
+	struct timespec now;
+	struct winode *wi;
+	int ret;
+
+	wbfs_now(&now);
+	wbfs_lock(w);
+	ret = wbfs_read_inode(w, ino, &in);
+	if (ret)
+		goto out;
+	winode_fold_attrs_locked(w, ino, &in);
+	if (to_set & FUSE_SET_ATTR_MODE)
+		in.i_mode = (uint16_t)((in.i_mode & S_IFMT) | (a->st_mode & 07777));
+	if (to_set & FUSE_SET_ATTR_UID) {
+		in.i_uid = (uint16_t)a->st_uid;
+		ext2fs_set_i_uid_high(in, a->st_uid >> 16);
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		in.i_gid = (uint16_t)a->st_gid;
+		ext2fs_set_i_gid_high(in, a->st_gid >> 16);
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME)
+		set_time(&in, TS_ATIME, to_set, FUSE_SET_ATTR_ATIME_NOW, &a->st_atim, &now);
+	if (to_set & FUSE_SET_ATTR_MTIME)
+		set_time(&in, TS_MTIME, to_set, FUSE_SET_ATTR_MTIME_NOW, &a->st_mtim, &now);
+	wbfs_ts_set(&in, TS_CTIME, (to_set & FUSE_SET_ATTR_CTIME) ? &a->st_ctim : &now);
+	ret = wbfs_write_inode(w, ino, &in);
+	wi = winode_find(w, ino);
+	if (wi)
+		wi->has_priv = (in.i_mode & (S_ISUID | S_ISGID)) != 0;
+out:
+	wbfs_unlock(w);
+	return ret;
+}
+
+/* Valid replies: fuse_reply_attr, fuse_reply_err */
+static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, int to_set,
+			  struct fuse_file_info *fi)
+{
+	struct wbfs *w = req_wbfs(req);
+	ext2_ino_t ino = wbfs_ino(fino);
+	struct stat st;
+	int ret = 0;
+
+	if (w->ro) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		struct winode *wi = winode_get(w, ino, false);
+
+		if (!wi)
+			ret = -EIO;
+		else if (!S_ISREG(wi->mode))
+			ret = S_ISDIR(wi->mode) ? -EISDIR : -EINVAL;
+		else
+			ret = data_truncate(w, wi, (uint64_t)attr->st_size);
+		to_set &= ~FUSE_SET_ATTR_SIZE;
+	}
+	if (!ret && to_set)
+		ret = setattr_inode(w, ino, attr, to_set);
+	if (!ret)
+		ret = winode_stat(w, ino, &st);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+/* Valid replies: fuse_reply_readlink, fuse_reply_err */
+static void wbcfs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[4097];
+	int ret = dir_readlink(req_wbfs(req), wbfs_ino(ino), buf, sizeof(buf));
+
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_readlink(req, buf);
+}
+
+static int check_new_name(struct wbfs *w, const char *name)
+{
+	if (w->ro)
+		return -EROFS;
+	if (name_too_long(name))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Valid replies: fuse_reply_entry, fuse_reply_err */
+static void wbcfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			dev_t rdev)
+{
+	struct wbfs *w = req_wbfs(req);
+	ext2_ino_t ino;
+	int ret = check_new_name(w, name);
+
+	if (!ret)
+		ret = dir_create(w, wbfs_ino(parent), name, mode, rdev, fuse_req_ctx(req), &ino);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		reply_entry(req, w, ino);
+}
+
+/* Valid replies: fuse_reply_entry, fuse_reply_err */
+static void wbcfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct wbfs *w = req_wbfs(req);
+	ext2_ino_t ino;
+	int ret = check_new_name(w, name);
+
+	if (!ret)
+		ret = dir_mkdir(w, wbfs_ino(parent), name, mode, fuse_req_ctx(req), &ino);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		reply_entry(req, w, ino);
+}
+
+/* Valid replies: fuse_reply_err */
+static void wbcfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct wbfs *w = req_wbfs(req);
+	int ret = check_new_name(w, name);
+
+	if (!ret)
+		ret = dir_unlink(w, wbfs_ino(parent), name, false);
+	fuse_reply_err(req, -ret);
+}
+
+/* Valid replies: fuse_reply_err */
+static void wbcfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct wbfs *w = req_wbfs(req);
+	int ret = check_new_name(w, name);
+
+	if (!ret)
+		ret = dir_unlink(w, wbfs_ino(parent), name, true);
+	fuse_reply_err(req, -ret);
+}
+
+/* Valid replies: fuse_reply_entry, fuse_reply_err */
+static void wbcfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	struct wbfs *w = req_wbfs(req);
+	ext2_ino_t ino;
+	int ret = check_new_name(w, name);
+
+	if (!ret)
+		ret = dir_symlink(w, wbfs_ino(parent), name, link, fuse_req_ctx(req), &ino);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		reply_entry(req, w, ino);
+}
+
+/* Valid replies: fuse_reply_err */
+static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	struct wbfs *w = req_wbfs(req);
+	int ret = check_new_name(w, name);
+
+	if (!ret)
+		ret = check_new_name(w, newname);
+	if (!ret)
+		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags);
+	fuse_reply_err(req, -ret);
+}
+
+/* Valid replies: fuse_reply_entry, fuse_reply_err */
+static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct wbfs *w = req_wbfs(req);
+	int ret = check_new_name(w, newname);
+
+	if (!ret)
+		ret = dir_link(w, wbfs_ino(ino), wbfs_ino(newparent), newname);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		reply_entry(req, w, wbfs_ino(ino));
+}
+
+static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi)
+{
+	struct winode *wi;
+	struct wfile *f;
+	int ret = 0;
+
+	if (w->ro && (fi->flags & O_ACCMODE) != O_RDONLY)
+		return -EROFS;
+	wi = winode_get(w, ino, false);
+	if (!wi)
+		return -EIO;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->wi = wi;
+	f->flags = fi->flags;
+	pthread_mutex_init(&f->ra_lock, NULL);
+	ra_state_init(&f->ra, w->opts.readahead_kb / 4);
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode))
+		ret = data_truncate(w, wi, 0);
+	if (ret) {
+		free(f);
+		return ret;
+	}
+	pthread_mutex_lock(&w->itable_lock);
+	wi->nopen++;
+	pthread_mutex_unlock(&w->itable_lock);
+	fi->fh = (uintptr_t)f;
+	fi->direct_io = 1;
+	return 0;
+}
+
+/* Valid replies: fuse_reply_open, fuse_reply_err */
+static void wbcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int ret = file_open(req_wbfs(req), wbfs_ino(ino), fi);
+
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else if (fuse_reply_open(req, fi) == -ENOENT)
+		winode_put_open(req_wbfs(req), ((struct wfile *)(uintptr_t)fi->fh)->wi);
+}
+
+/* Valid replies: fuse_reply_create, fuse_reply_err */
+static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			 struct fuse_file_info *fi)
+{
+	struct wbfs *w = req_wbfs(req);
+	struct fuse_entry_param e;
+	struct winode *wi;
+	ext2_ino_t ino;
+	int ret = check_new_name(w, name);
+
+	if (!ret)
+		ret = dir_create(w, wbfs_ino(parent), name, (mode & ~S_IFMT) | S_IFREG, 0,
+				 fuse_req_ctx(req), &ino);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	wi = winode_get(w, ino, true);
+	ret = wi ? winode_stat(w, ino, &e.attr) : -EIO;
+	if (!ret)
+		ret = file_open(w, ino, fi);
+	if (ret) {
+		if (wi)
+			winode_forget(w, wi, 1);
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	e.ino = ino;
+	e.attr_timeout = ATTR_TIMEOUT;
+	e.entry_timeout = ENTRY_TIMEOUT;
+	fuse_reply_create(req, &e, fi);
+}
+
+static struct wfile *fi_file(struct fuse_file_info *fi)
+{
+	return (struct wfile *)(uintptr_t)fi->fh;
+}
+
+/* Valid replies: fuse_reply_iov, fuse_reply_buf, fuse_reply_err */
+static void wbcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct read_reply rr;
+	int ret = data_read(req_wbfs(req), fi_file(fi), (uint64_t)off, size, &rr);
+
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	if (!rr.n)
+		fuse_reply_buf(req, NULL, 0);
+	else
+		fuse_reply_iov(req, rr.iov, rr.n);
+	data_read_done(&rr);
+}
+
+/* Valid replies: fuse_reply_write, fuse_reply_err */
+static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
+			    off_t off, struct fuse_file_info *fi)
+{
+	struct wbfs *w = req_wbfs(req);
+	size_t len = fuse_buf_size(bufv);
+	const char *data = NULL;
+	char *copy = NULL;
+	ssize_t ret;
+
+	if (w->ro) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (bufv->count == 1 && !(bufv->buf[0].flags & FUSE_BUF_IS_FD)) {
+		data = (const char *)bufv->buf[0].mem + bufv->off;
+	} else {
+		struct fuse_bufvec dst = FUSE_BUFVEC_INIT(len);
+
+		copy = malloc(len ? len : 1);
+		dst.buf[0].mem = copy;
+		if (!copy || fuse_buf_copy(&dst, bufv, 0) != (ssize_t)len) {
+			free(copy);
+			fuse_reply_err(req, EIO);
+			return;
+		}
+		data = copy;
+	}
+	ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off, fuse_req_ctx(req)->uid == 0);
+	free(copy);
+	if (ret < 0)
+		fuse_reply_err(req, (int)-ret);
+	else
+		fuse_reply_write(req, (size_t)ret);
+}
+
+/* Valid replies: fuse_reply_err */
+static void wbcfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+/* Valid replies: fuse_reply_err */
+static void wbcfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct wbfs *w = req_wbfs(req);
+	struct wfile *f = fi_file(fi);
+
+	pthread_mutex_destroy(&f->ra_lock);
+	winode_put_open(w, f->wi);
+	free(f);
+	fuse_reply_err(req, 0);
+}
+
+/* Valid replies: fuse_reply_err */
+static void wbcfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct wbfs *w = req_wbfs(req);
+
+	fuse_reply_err(req, -winode_sync(w, fi_file(fi)->wi, datasync != 0));
+}
+
+struct wdir {
+	struct dir_snap snap;
+	bool loaded;
+};
+
+/* Valid replies: fuse_reply_open, fuse_reply_err */
+static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct wdir *d = calloc(1, sizeof(*d));
+
+	if (!d) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fi->fh = (uintptr_t)d;
+	fuse_reply_open(req, fi);
+}
+
+/* Valid replies: fuse_reply_buf, fuse_reply_err */
+static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			  struct fuse_file_info *fi)
+{
+	struct wdir *d = (struct wdir *)(uintptr_t)fi->fh;
+	char *buf;
+	size_t used = 0, i;
+	int ret;
+
+	if (off == 0 || !d->loaded) {
+		dir_snap_free(&d->snap);
+		ret = dir_snapshot(req_wbfs(req), wbfs_ino(ino), &d->snap);
+		if (ret) {
+			fuse_reply_err(req, -ret);
+			return;
+		}
+		d->loaded = true;
+	}
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (i = (size_t)off; i < d->snap.n; i++) {
+		struct stat st = { .st_ino = d->snap.e[i].ino,
+				   .st_mode = (mode_t)d->snap.e[i].type << 12 };
+		size_t n = fuse_add_direntry(req, buf + used, size - used, d->snap.e[i].name,
+					     &st, (off_t)(i + 1));
+
+		if (n > size - used)
+			break;
+		used += n;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+/* Valid replies: fuse_reply_err */
+static void wbcfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct wdir *d = (struct wdir *)(uintptr_t)fi->fh;
+
+	dir_snap_free(&d->snap);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+/* Valid replies: fuse_reply_err */
+static void wbcfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			   struct fuse_file_info *fi)
+{
+	struct wbfs *w = req_wbfs(req);
+	int ret = 0;
+
+	if (!w->ro) {
+		ret = bdi_sync_meta(w->bdi);
+		if (!ret)
+			ret = bdi_flush_device(w->bdi);
+	}
+	fuse_reply_err(req, -ret);
+}
+
+/* Valid replies: fuse_reply_statfs, fuse_reply_err */
+static void wbcfs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct wbfs *w = req_wbfs(req);
+	struct statvfs st;
+	int64_t bfree;
+
+	memset(&st, 0, sizeof(st));
+	wbfs_lock(w);
+	st.f_bsize = w->fs->blocksize;
+	st.f_frsize = w->fs->blocksize;
+	st.f_blocks = ext2fs_blocks_count(w->fs->super) - w->overhead;
+	st.f_files = w->fs->super->s_inodes_count;
+	st.f_ffree = w->fs->super->s_free_inodes_count;
+	wbfs_unlock(w);
+	pthread_mutex_lock(&w->resv_lock);
+	bfree = w->free_blocks - w->reserved;
+	pthread_mutex_unlock(&w->resv_lock);
+	if (bfree < 0)
+		bfree = 0;
+	st.f_bfree = (fsblkcnt_t)bfree;
+	st.f_bavail = bfree > w->root_reserved ? (fsblkcnt_t)(bfree - w->root_reserved) : 0;
+	st.f_favail = st.f_ffree;
+	st.f_namemax = WBFS_NAME_MAX;
+	fuse_reply_statfs(req, &st);
+}
+
+/* Valid replies: fuse_reply_err */
+static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			   size_t size, int flags)
+{
+	struct wbfs *w = req_wbfs(req);
+	int ret = w->ro ? -EROFS : xattr_set(w, wbfs_ino(ino), name, value, size, flags);
+
+	fuse_reply_err(req, -ret);
+}
+
+/* Valid replies: fuse_reply_buf, fuse_reply_xattr, fuse_reply_err */
+static void wbcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	int ret;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ret = xattr_get(req_wbfs(req), wbfs_ino(ino), name, buf, size);
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else if (!size)
+		fuse_reply_xattr(req, (size_t)ret);
+	else
+		fuse_reply_buf(req, buf, (size_t)ret);
+	free(buf);
+}
+
+/* Valid replies: fuse_reply_buf, fuse_reply_xattr, fuse_reply_err */
+static void wbcfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	int ret;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ret = xattr_list(req_wbfs(req), wbfs_ino(ino), buf, size);
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	else if (!size)
+		fuse_reply_xattr(req, (size_t)ret);
+	else
+		fuse_reply_buf(req, buf, (size_t)ret);
+	free(buf);
+}
+
+/* Valid replies: fuse_reply_err */
+static void wbcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct wbfs *w = req_wbfs(req);
+	int ret = w->ro ? -EROFS : xattr_remove(w, wbfs_ino(ino), name);
+
+	fuse_reply_err(req, -ret);
+}
+
+/* Valid replies: fuse_reply_err */
+static void wbcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			    struct fuse_file_info *fi)
+{
+	struct wbfs *w = req_wbfs(req);
+	int ret = w->ro ? -EROFS : data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len);
+
+	fuse_reply_err(req, -ret);
+}
+
+/* Valid replies: fuse_reply_lseek, fuse_reply_err */
+static void wbcfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+			struct fuse_file_info *fi)
+{
+	uint64_t out;
+	int ret;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	ret = data_lseek(req_wbfs(req), fi_file(fi)->wi, (uint64_t)off, whence, &out);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_lseek(req, (off_t)out);
+}
+
+static void wbcfs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	conn->want |= conn->capable & (FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_ASYNC_DIO |
+				       FUSE_CAP_PARALLEL_DIROPS);
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	conn->max_write = 1 << 20;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+}
+
+/*
+ * umount: the kernel waits for this reply on fuseblk mounts, so everything
+ * is written and the filesystem marked clean before umount(8) returns.
+ */
+static void wbcfs_destroy(void *userdata)
+{
+	struct wbfs *w = userdata;
+
+	if (!w->destroyed) {
+		w->destroyed = true;
+		wbfs_close(w);
+	}
+}
+
+const struct fuse_lowlevel_ops wbfs_ops = {
+	.init = wbcfs_init,
+	.destroy = wbcfs_destroy,
+	.lookup = wbcfs_lookup,
+	.forget = wbcfs_forget,
+	.forget_multi = wbcfs_forget_multi,
+	.getattr = wbcfs_getattr,
+	.setattr = wbcfs_setattr,
+	.readlink = wbcfs_readlink,
+	.mknod = wbcfs_mknod,
+	.mkdir = wbcfs_mkdir,
+	.unlink = wbcfs_unlink,
+	.rmdir = wbcfs_rmdir,
+	.symlink = wbcfs_symlink,
+	.rename = wbcfs_rename,
+	.link = wbcfs_link,
+	.open = wbcfs_open,
+	.create = wbcfs_create,
+	.read = wbcfs_read,
+	.write_buf = wbcfs_write_buf,
+	.flush = wbcfs_flush,
+	.release = wbcfs_release,
+	.fsync = wbcfs_fsync,
+	.opendir = wbcfs_opendir,
+	.readdir = wbcfs_readdir,
+	.releasedir = wbcfs_releasedir,
+	.fsyncdir = wbcfs_fsyncdir,
+	.statfs = wbcfs_statfs,
+	.setxattr = wbcfs_setxattr,
+	.getxattr = wbcfs_getxattr,
+	.listxattr = wbcfs_listxattr,
+	.removexattr = wbcfs_removexattr,
+	.fallocate = wbcfs_fallocate,
+	.lseek = wbcfs_lseek,
+};

@@ -1,3 +1,297 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* placeholder: being written */
-typedef int wbcfs_placeholder_t;
+/*
+ * Mount option parsing: wbcfs's own options (named after /proc/sys/vm and
+ * the kernel's knobs) into struct wbcfs_options, FUSE mount options passed
+ * through to libfuse, fstab-only words dropped. Every refusal names the
+ * option and the reason.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wbcfs/options.h"
+
+/* Words that only mean something to mount(8)/fstab. */
+static const char *const fstab_words[] = {
+	"defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser",
+	"owner", "group", "relatime", "norelatime", "strictatime", "nostrictatime",
+	"lazytime", "nolazytime", "nodiratime", "diratime", "iversion", "noiversion",
+	"loud", "silent", "rw", "atime", NULL,
+};
+
+/* FUSE mount options libfuse 3.14 accepts, passed through as given. */
+static const char *const fuse_words[] = {
+	"allow_root", "auto_unmount", "nosuid", "suid", "nodev", "dev", "noexec", "exec",
+	"async", "sync", "dirsync", "noatime", "default_permissions", NULL,
+};
+static const char *const fuse_keys[] = { "fsname", "subtype", "max_read", NULL };
+
+void options_default(struct wbcfs_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	dirty_tunables_default(&o->dirty);
+	o->flushers = 1;
+	o->io_engine = IO_ENGINE_URING;
+	o->queue_depth = 64;
+	o->max_io_kb = 1024;
+	o->readahead_kb = 128;
+}
+
+int options_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_uint(const char *s, uint64_t *out)
+{
+	char *end;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return (errno || *end) ? -EINVAL : 0;
+}
+
+static bool in_list(const char *const *list, const char *key)
+{
+	for (; *list; list++)
+		if (!strcmp(*list, key))
+			return true;
+	return false;
+}
+
+static int fuse_opt_append(struct wbcfs_options *o, const char *opt, char *err, size_t errlen)
+{
+	size_t used = strlen(o->fuse_opts), n = strlen(opt);
+
+	if (used + n + 2 > sizeof(o->fuse_opts)) {
+		snprintf(err, errlen, "%s: too many mount options", opt);
+		return -EINVAL;
+	}
+	if (used)
+		o->fuse_opts[used++] = ',';
+	memcpy(o->fuse_opts + used, opt, n + 1);
+	return 0;
+}
+
+struct num_opt {
+	const char *name;
+	unsigned *field;
+	uint64_t min, max, multiple;
+};
+
+static int set_number(const char *key, const char *val, uint64_t min, uint64_t max,
+		      uint64_t multiple, bool size, uint64_t *out, char *err, size_t errlen)
+{
+	uint64_t v;
+
+	if (!val) {
+		snprintf(err, errlen, "%s: needs a value", key);
+		return -EINVAL;
+	}
+	if ((size ? options_parse_size(val, &v) : parse_uint(val, &v))) {
+		snprintf(err, errlen, "%s: '%s' is not a %s", key, val, size ? "size" : "number");
+		return -EINVAL;
+	}
+	if (v < min || v > max) {
+		snprintf(err, errlen, "%s: value %s out of range %" PRIu64 "-%" PRIu64, key, val,
+			 min, max);
+		return -EINVAL;
+	}
+	if (multiple > 1 && v % multiple) {
+		snprintf(err, errlen, "%s: value %s is not a multiple of %" PRIu64, key, val, multiple);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static int set_dirty(struct wbcfs_options *o, enum dirty_tunable t, const char *key,
+		     const char *val, bool size, uint64_t max, char *err, size_t errlen)
+{
+	uint64_t v;
+	int ret = set_number(key, val, 0, max, 1, size, &v, err, errlen);
+
+	if (ret)
+		return ret;
+	if (dirty_tunable_set(&o->dirty, t, v)) {
+		snprintf(err, errlen, "%s: value %s is not allowed%s", key, val,
+			 t == DT_DIRTY_BYTES ? " (0 or at least 8192)" : "");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	enum dirty_tunable t;
+	bool size;
+	uint64_t max;
+} dirty_opts[] = {
+	{ "dirty_ratio", DT_DIRTY_RATIO, false, 100 },
+	{ "dirty_background_ratio", DT_DIRTY_BACKGROUND_RATIO, false, 100 },
+	{ "dirty_bytes", DT_DIRTY_BYTES, true, UINT64_MAX },
+	{ "dirty_background_bytes", DT_DIRTY_BACKGROUND_BYTES, true, UINT64_MAX },
+	{ "dirty_expire_centisecs", DT_DIRTY_EXPIRE_CENTISECS, false, 864000000 },
+	{ "dirty_writeback_centisecs", DT_DIRTY_WRITEBACK_CENTISECS, false, 864000000 },
+};
+
+static int parse_unsigned_opt(struct wbcfs_options *o, const char *key, const char *val,
+			      char *err, size_t errlen, bool *matched)
+{
+	static const struct { const char *name; size_t off; uint64_t min, max, mult; } u[] = {
+		{ "flushers", offsetof(struct wbcfs_options, flushers), 1, 16, 1 },
+		{ "queue_depth", offsetof(struct wbcfs_options, queue_depth), 1, 4096, 1 },
+		{ "max_io_kb", offsetof(struct wbcfs_options, max_io_kb), 4, 4096, 4 },
+		{ "readahead_kb", offsetof(struct wbcfs_options, readahead_kb), 0, 65536, 4 },
+	};
+	uint64_t v;
+	size_t i;
+	int ret;
+
+	for (i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
+		if (strcmp(key, u[i].name))
+			continue;
+		*matched = true;
+		ret = set_number(key, val, u[i].min, u[i].max, u[i].mult, false, &v, err, errlen);
+		if (!ret)
+			*(unsigned *)((char *)o + u[i].off) = (unsigned)v;
+		return ret;
+	}
+	*matched = false;
+	return 0;
+}
+
+static int parse_flag(struct wbcfs_options *o, const char *key, const char *val,
+		      char *err, size_t errlen, bool *matched)
+{
+	bool *f = NULL;
+
+	*matched = true;
+	if (!strcmp(key, "ro"))
+		f = &o->ro;
+	else if (!strcmp(key, "fsck"))
+		f = &o->fsck;
+	else if (!strcmp(key, "allow_other"))
+		f = &o->allow_other;
+	else {
+		*matched = false;
+		return 0;
+	}
+	if (val) {
+		snprintf(err, errlen, "%s: takes no value", key);
+		return -EINVAL;
+	}
+	*f = true;
+	return 0;
+}
+
+static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errlen)
+{
+	char *val = strchr(opt, '=');
+	bool matched;
+	size_t i;
+	int ret;
+
+	if (val)
+		*val++ = 0;
+	for (i = 0; i < sizeof(dirty_opts) / sizeof(dirty_opts[0]); i++)
+		if (!strcmp(opt, dirty_opts[i].name))
+			return set_dirty(o, dirty_opts[i].t, opt, val, dirty_opts[i].size,
+					 dirty_opts[i].max, err, errlen);
+	if (!strcmp(opt, "cache_size"))
+		return set_number(opt, val, 1 << 20, UINT64_MAX, 1, true, &o->cache_size, err, errlen);
+	if (!strcmp(opt, "io_engine")) {
+		if (val && !strcmp(val, "uring"))
+			o->io_engine = IO_ENGINE_URING;
+		else if (val && !strcmp(val, "aio"))
+			o->io_engine = IO_ENGINE_AIO;
+		else if (val && !strcmp(val, "psync"))
+			o->io_engine = IO_ENGINE_PSYNC;
+		else {
+			snprintf(err, errlen, "io_engine: '%s' is not one of uring, aio, psync",
+				 val ? val : "");
+			return -EINVAL;
+		}
+		return 0;
+	}
+	ret = parse_unsigned_opt(o, opt, val, err, errlen, &matched);
+	if (matched)
+		return ret;
+	ret = parse_flag(o, opt, val, err, errlen, &matched);
+	if (matched)
+		return ret;
+	if (!val && in_list(fstab_words, opt))
+		return 0;
+	if (!strncmp(opt, "x-", 2) || !strcmp(opt, "comment"))
+		return 0;
+	if ((!val && in_list(fuse_words, opt)) || (val && in_list(fuse_keys, opt))) {
+		if (val)
+			val[-1] = '=';
+		return fuse_opt_append(o, opt, err, errlen);
+	}
+	snprintf(err, errlen, "unknown option '%s'", opt);
+	return -EINVAL;
+}
+
+int options_parse(struct wbcfs_options *o, const char *optstr, char *err, size_t errlen)
+{
+	char *copy = strdup(optstr), *save = NULL, *tok;
+	int ret = 0;
+
+	if (!copy) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (tok = strtok_r(copy, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save))
+		ret = parse_one(o, tok, err, errlen);
+	free(copy);
+	return ret;
+}
+
+void options_usage(FILE *out)
+{
+	fprintf(out,
+		"  cache_size=SIZE                page cache size [a quarter of RAM]\n"
+		"  dirty_ratio=N                  %% of dirtyable cache a writer may dirty [20]\n"
+		"  dirty_background_ratio=N       %% at which background writeback starts [10]\n"
+		"  dirty_bytes=SIZE               dirty limit in bytes, 0 = use the ratio [0]\n"
+		"  dirty_background_bytes=SIZE    background threshold in bytes [0]\n"
+		"  dirty_expire_centisecs=N       age at which dirty data is written [3000]\n"
+		"  dirty_writeback_centisecs=N    periodic writeback interval, 0 = off [500]\n"
+		"  flushers=N                     flusher threads per device (1-16) [1]\n"
+		"  io_engine=uring|aio|psync      writeback engine [uring]\n"
+		"  queue_depth=N                  I/Os in flight per flusher (1-4096) [64]\n"
+		"  max_io_kb=N                    largest merged write, KiB (4-4096) [1024]\n"
+		"  readahead_kb=N                 maximum readahead window, KiB [128]\n"
+		"  ro                             mount read-only\n"
+		"  fsck                           run e2fsck -p before mounting\n"
+		"  allow_other                    let other users access the mount\n"
+		"  default_permissions            (always on) kernel permission checks\n"
+		"  fsname=NAME, subtype=NAME      FUSE names (fsname is the device for fuseblk)\n"
+		"  SIZE takes k, M, G, T suffixes (binary).\n");
+}

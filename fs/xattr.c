@@ -1,3 +1,172 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* placeholder: being written */
-typedef int wbcfs_placeholder_t;
+/*
+ * Extended attributes through libext2fs's xattr handles (in-inode space
+ * first, then an xattr block): set with XATTR_CREATE/XATTR_REPLACE, get,
+ * list and remove, with the errors the kernel's ext4 gives (ENODATA,
+ * EEXIST, ERANGE, ENOSPC). Namespaces are passed through as named.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "wbfs_i.h"
+
+#define XATTR_NAME_MAX_LEN 255
+#define XATTR_VALUE_MAX (64 * 1024)
+
+static int xopen_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_xattr_handle **h)
+{
+	errcode_t err = ext2fs_xattrs_open(w->fs, ino, h);
+
+	if (!err)
+		err = ext2fs_xattrs_read(*h);
+	if (err && *h)
+		ext2fs_xattrs_close(h);
+	return -wbfs_errno(err);
+}
+
+static int xattr_ctime_locked(struct wbfs *w, ext2_ino_t ino)
+{
+	struct ext2_inode_large in;
+	struct timespec now;
+	int ret = wbfs_read_inode(w, ino, &in);
+
+	if (ret)
+		return ret;
+	wbfs_now(&now);
+	wbfs_ts_set(&in, TS_CTIME, &now);
+	winode_fold_attrs_locked(w, ino, &in);
+	return wbfs_write_inode(w, ino, &in);
+}
+
+int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, size_t len,
+	      int flags)
+{
+	struct ext2_xattr_handle *h = NULL;
+	void *old = NULL;
+	size_t oldlen;
+	errcode_t err;
+	int ret;
+
+	if (strlen(name) > XATTR_NAME_MAX_LEN || !*name)
+		return -ERANGE;
+	if (len > XATTR_VALUE_MAX)
+		return -E2BIG;
+	wbfs_lock(w);
+	ret = wbfs_meta_room(w, 1);
+	if (!ret)
+		ret = xopen_locked(w, ino, &h);
+	if (ret)
+		goto out;
+	err = ext2fs_xattr_get(h, name, &old, &oldlen);
+	if (!err)
+		ext2fs_free_mem(&old);
+	if ((flags & XATTR_CREATE) && !err)
+		ret = -EEXIST;
+	else if ((flags & XATTR_REPLACE) && err == EXT2_ET_EA_KEY_NOT_FOUND)
+		ret = -ENODATA;
+	if (!ret)
+		ret = -wbfs_errno(ext2fs_xattr_set(h, name, v, len));
+	err = ext2fs_xattrs_close(&h);
+	if (!ret)
+		ret = -wbfs_errno(err);
+	if (!ret)
+		ret = xattr_ctime_locked(w, ino);
+out:
+	wbfs_unlock(w);
+	return ret;
+}
+
+int xattr_get(struct wbfs *w, ext2_ino_t ino, const char *name, void *buf, size_t len)
+{
+	struct ext2_xattr_handle *h = NULL;
+	void *val = NULL;
+	size_t vlen = 0;
+	int ret;
+
+	wbfs_lock(w);
+	ret = xopen_locked(w, ino, &h);
+	if (ret)
+		goto out;
+	ret = -wbfs_errno(ext2fs_xattr_get(h, name, &val, &vlen));
+	ext2fs_xattrs_close(&h);
+	if (ret)
+		goto out;
+	if (len && vlen > len)
+		ret = -ERANGE;
+	else if (len)
+		memcpy(buf, val, vlen);
+	if (!ret)
+		ret = (int)vlen;
+	ext2fs_free_mem(&val);
+out:
+	wbfs_unlock(w);
+	return ret;
+}
+
+struct list_ctx {
+	char *buf;
+	size_t len, used;
+};
+
+static int list_cb(char *name, char *value, size_t value_len, void *data)
+{
+	struct list_ctx *c = data;
+	size_t n = strlen(name) + 1;
+
+	if (c->len && c->used + n <= c->len)
+		memcpy(c->buf + c->used, name, n);
+	c->used += n;
+	return 0;
+}
+
+int xattr_list(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len)
+{
+	struct ext2_xattr_handle *h = NULL;
+	struct list_ctx c = { buf, len, 0 };
+	int ret;
+
+	wbfs_lock(w);
+	ret = xopen_locked(w, ino, &h);
+	if (!ret) {
+		ret = -wbfs_errno(ext2fs_xattrs_iterate(h, list_cb, &c));
+		ext2fs_xattrs_close(&h);
+	}
+	wbfs_unlock(w);
+	if (ret)
+		return ret;
+	if (len && c.used > len)
+		return -ERANGE;
+	return (int)c.used;
+}
+
+int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name)
+{
+	struct ext2_xattr_handle *h = NULL;
+	void *old = NULL;
+	size_t oldlen;
+	errcode_t err;
+	int ret;
+
+	wbfs_lock(w);
+	ret = xopen_locked(w, ino, &h);
+	if (ret)
+		goto out;
+	err = ext2fs_xattr_get(h, name, &old, &oldlen);
+	if (err) {
+		ret = -wbfs_errno(err);
+		ext2fs_xattrs_close(&h);
+		goto out;
+	}
+	ext2fs_free_mem(&old);
+	ret = -wbfs_errno(ext2fs_xattr_remove(h, name));
+	err = ext2fs_xattrs_close(&h);
+	if (!ret)
+		ret = -wbfs_errno(err);
+	if (!ret)
+		ret = xattr_ctime_locked(w, ino);
+out:
+	wbfs_unlock(w);
+	return ret;
+}

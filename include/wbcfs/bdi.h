@@ -131,6 +131,20 @@ int bdi_sync(struct bdi *b, enum wb_reason why);
 long bdi_read(struct bdi *b, const struct iovec *iov, int iovcnt, uint64_t off);
 
 const struct bdi_stats *bdi_get_stats(const struct bdi *b);
+
+/* Bandwidth estimator state, ALGORITHMS.md §2 (pages, ms). */
+struct bdi_bw {
+	uint64_t stamp_ms;		/* last update */
+	long written_stamp;		/* pages written at stamp */
+	long write_bw;			/* pages/s */
+	long avg_write_bw;		/* pages/s, spike-filtered */
+};
+/**
+ * Fold the pages written since the last update into the estimate; does
+ * nothing within 200 ms of the last update. Pure: exposed for unit tests
+ * and the throttling controller.
+ */
+void bdi_bw_update(struct bdi_bw *bw, uint64_t now_ms, long written_total);
 /** Inode counts on the lists, for /.wbcfs/bdi. */
 void bdi_list_counts(struct bdi *b, long *b_dirty, long *b_io, long *b_more_io);
 void *bdi_owner(const struct bdi *b);

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * flusher/ internals: the bdi layout, work items and the worker context.
+ */
+#ifndef WBCFS_FLUSHER_BDI_I_H
+#define WBCFS_FLUSHER_BDI_I_H
+
+#include "wbcfs/bdi.h"
+
+enum wb_work_kind {
+	WORK_PAGES,	/* write some or all dirty inodes (background, vmscan, sync) */
+	WORK_INODE,	/* one inode, WB_SYNC_ALL (fsync) */
+	WORK_META,	/* the metadata inode, WB_SYNC_ALL */
+	WORK_SYNC,	/* sync(2)/umount: everything, sync_fs, meta, device flush */
+};
+
+struct wb_work {
+	struct list_head list;		/* bdi->lock: on work_list */
+	enum wb_work_kind kind;
+	enum wb_sync_mode sync_mode;
+	enum wb_reason reason;
+	long nr_pages;			/* budget (SYNC_NONE) */
+	struct wb_inode *inode;		/* WORK_INODE */
+	uint64_t start, end;		/* WORK_INODE page range */
+	bool datasync;
+	bool done;			/* bdi->lock */
+	int ret;			/* first error */
+};
+
+struct bdi {
+	pthread_mutex_t lock;		/* protects: b_dirty, b_io, b_more_io, every
+					 * wb_inode's io_list/state/dirtied_when,
+					 * work_list, bg_pending, vmscan_nr, stopping */
+	struct list_head b_dirty;	/* lock: newest dirtied at the head */
+	struct list_head b_io;		/* lock: this pass, taken from the tail */
+	struct list_head b_more_io;	/* lock: requeued, slice used up */
+	struct list_head work_list;	/* lock: FIFO */
+	pthread_cond_t work_cond;	/* workers sleep here */
+	pthread_cond_t done_cond;	/* work done, I_SYNC cleared, inflight drained */
+	bool bg_pending;		/* lock */
+	long vmscan_nr;			/* lock: pages reclaim asked for */
+	bool stopping;			/* lock */
+	struct wb_inode *meta;		/* constant after bdi_set_meta */
+
+	_Atomic long inflight;		/* atomic: pages under device I/O, bdi-wide */
+	struct bdi_stats stats;
+
+	pthread_mutex_t bw_lock;	/* protects: bw */
+	struct bdi_bw bw;
+
+	int fd;				/* constant */
+	char name[64];			/* constant */
+	enum io_engine_type engine;	/* constant */
+	unsigned queue_depth;		/* constant */
+	unsigned max_io_pages;		/* constant */
+	unsigned nr_flushers;		/* constant */
+	struct cache *cache;		/* constant */
+	const struct bdi_ops *ops;	/* constant */
+	void *owner;			/* constant */
+	pthread_t *threads;		/* constant */
+};
+
+/* writeback.c */
+void *bdi_flusher_main(void *arg);
+int bdi_queue_work_wait(struct bdi *b, struct wb_work *w);
+
+#endif

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Delayed-allocation reservations: writers reserve a block per new dirty
+ * page at write(2) time against the free count, minus the metadata
+ * headroom and (for unprivileged writers) the root reserve; metadata
+ * operations may dig into half the headroom but never into reserved
+ * blocks, so the flusher can always allocate what was promised.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "../../fs/wbfs_i.h"
+
+static struct wbfs *t_wbfs(int64_t free_blocks, int64_t headroom, int64_t root)
+{
+	struct wbfs *w = calloc(1, sizeof(*w));
+
+	pthread_mutex_init(&w->resv_lock, NULL);
+	w->free_blocks = free_blocks;
+	w->headroom = headroom;
+	w->root_reserved = root;
+	return w;
+}
+
+START_TEST(reserve_until_full)
+{
+	struct wbfs *w = t_wbfs(1000, 100, 0);
+	int i;
+
+	for (i = 0; i < 900; i++)
+		ck_assert_int_eq(wbfs_reserve(w, 1, true), 0);
+	ck_assert_int_eq(w->reserved, 900);
+	ck_assert_int_eq(wbfs_reserve(w, 1, true), -ENOSPC);
+	wbfs_unreserve(w, 10);
+	ck_assert_int_eq(wbfs_reserve(w, 10, true), 0);
+	ck_assert_int_eq(wbfs_reserve(w, 1, true), -ENOSPC);
+	free(w);
+}
+END_TEST
+
+START_TEST(batch_is_all_or_nothing)
+{
+	struct wbfs *w = t_wbfs(1000, 100, 0);
+
+	ck_assert_int_eq(wbfs_reserve(w, 901, true), -ENOSPC);
+	ck_assert_int_eq(w->reserved, 0);
+	ck_assert_int_eq(wbfs_reserve(w, 900, true), 0);
+	free(w);
+}
+END_TEST
+
+START_TEST(root_reserve_only_for_privileged)
+{
+	struct wbfs *w = t_wbfs(1000, 100, 50);
+
+	ck_assert_int_eq(wbfs_reserve(w, 851, false), -ENOSPC);
+	ck_assert_int_eq(wbfs_reserve(w, 850, false), 0);
+	ck_assert_int_eq(wbfs_reserve(w, 1, false), -ENOSPC);
+	ck_assert_int_eq(wbfs_reserve(w, 50, true), 0);
+	ck_assert_int_eq(wbfs_reserve(w, 1, true), -ENOSPC);
+	free(w);
+}
+END_TEST
+
+START_TEST(metadata_keeps_reserved_blocks)
+{
+	struct wbfs *w = t_wbfs(1000, 100, 0);
+
+	ck_assert_int_eq(wbfs_meta_room(w, 10), 0);
+	ck_assert_int_eq(wbfs_reserve(w, 900, true), 0);
+	/* reserved data blocks are untouchable; half the headroom is usable */
+	ck_assert_int_eq(wbfs_meta_room(w, 50), 0);
+	ck_assert_int_eq(wbfs_meta_room(w, 51), -ENOSPC);
+	/* the flusher allocated 900 blocks: free and reserved both drop */
+	w->free_blocks -= 900;
+	w->reserved -= 900;
+	ck_assert_int_eq(wbfs_meta_room(w, 50), 0);
+	ck_assert_int_eq(wbfs_reserve(w, 1, true), -ENOSPC);
+	free(w);
+}
+END_TEST
+
+static void *t_reserver(void *arg)
+{
+	struct wbfs *w = arg;
+	long got = 0;
+	int i;
+
+	for (i = 0; i < 100000; i++)
+		if (wbfs_reserve(w, 1, true) == 0)
+			got++;
+	return (void *)got;
+}
+
+START_TEST(concurrent_reservations_never_overcommit)
+{
+	struct wbfs *w = t_wbfs(50100, 100, 0);
+	pthread_t t[4];
+	long total = 0;
+	void *r;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, t_reserver, w);
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], &r);
+		total += (long)r;
+	}
+	ck_assert_int_eq(total, 50000);
+	ck_assert_int_eq(w->reserved, 50000);
+	free(w);
+}
+END_TEST
+
+static Suite *delalloc_suite(void)
+{
+	Suite *s = suite_create("delalloc");
+	TCase *tc;
+
+	tc = tcase_create("reserve");
+	tcase_add_test(tc, reserve_until_full);
+	tcase_add_test(tc, batch_is_all_or_nothing);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("root_reserve");
+	tcase_add_test(tc, root_reserve_only_for_privileged);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("metadata_room");
+	tcase_add_test(tc, metadata_keeps_reserved_blocks);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("concurrency");
+	tcase_add_test(tc, concurrent_reservations_never_overcommit);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(delalloc_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
