@@ -29,7 +29,7 @@
 #include "wbcfs/dirty.h"
 #include "bdi_i.h"
 
-#define WB_BATCH 64
+#define WB_BATCH 256
 #define CHUNK_MIN_PAGES 1024	/* 4 MiB */
 
 struct wb_ctx {

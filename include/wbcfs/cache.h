@@ -79,6 +79,9 @@ struct cache {
 	bool stopping;			/* wait_lock */
 	bool have_kswapd;		/* constant after create */
 	pthread_t kswapd;
+	bool have_prefault;		/* constant after create */
+	_Atomic bool prefault_stop;	/* atomic */
+	pthread_t prefault;		/* faults the arena in ahead of use */
 };
 
 /** Create the cache. Returns 0 or -errno (-ENOMEM, -EINVAL for bad sizes). */
