@@ -15,6 +15,24 @@
 #define XATTR_NAME_MAX_LEN 255
 #define XATTR_VALUE_MAX (64 * 1024)
 
+/* Namespaces the kernel's ext4 stores; anything else is EOPNOTSUPP. */
+static bool xattr_name_ok(const char *name)
+{
+	static const char *const prefixes[] = { "user.", "trusted.", "security.", NULL };
+	static const char *const names[] = {
+		"system.posix_acl_access", "system.posix_acl_default", NULL,
+	};
+	const char *const *p;
+
+	for (p = prefixes; *p; p++)
+		if (!strncmp(name, *p, strlen(*p)) && name[strlen(*p)])
+			return true;
+	for (p = names; *p; p++)
+		if (!strcmp(name, *p))
+			return true;
+	return false;
+}
+
 static int xopen_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_xattr_handle **h)
 {
 	errcode_t err = ext2fs_xattrs_open(w->fs, ino, h);
@@ -51,6 +69,8 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 
 	if (strlen(name) > XATTR_NAME_MAX_LEN || !*name)
 		return -ERANGE;
+	if (!xattr_name_ok(name))
+		return -EOPNOTSUPP;
 	if (len > XATTR_VALUE_MAX)
 		return -E2BIG;
 	wbfs_lock(w);
@@ -85,6 +105,8 @@ int xattr_get(struct wbfs *w, ext2_ino_t ino, const char *name, void *buf, size_
 	size_t vlen = 0;
 	int ret;
 
+	if (!xattr_name_ok(name))
+		return -EOPNOTSUPP;
 	wbfs_lock(w);
 	ret = xopen_locked(w, ino, &h);
 	if (ret)
@@ -149,6 +171,8 @@ int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name)
 	errcode_t err;
 	int ret;
 
+	if (!xattr_name_ok(name))
+		return -EOPNOTSUPP;
 	wbfs_lock(w);
 	ret = xopen_locked(w, ino, &h);
 	if (ret)
