@@ -91,14 +91,14 @@ static enum scan_result scan_page(struct zone *z, struct page *p)
 }
 
 /* One batch from @z's inactive tail. Returns pages freed; counts dirty met. */
-static long zone_shrink_batch(struct zone *z, long *dirty_met)
+static long zone_shrink_batch(struct zone *z, long want, long *dirty_met)
 {
 	struct page *batch[SCAN_BATCH];
 	unsigned n, i;
 	long freed = 0;
 
 	pthread_mutex_lock(&z->lock);
-	n = zone_isolate(z, batch, SCAN_BATCH);
+	n = zone_isolate(z, batch, want < SCAN_BATCH ? (unsigned)want : SCAN_BATCH);
 	pthread_mutex_unlock(&z->lock);
 	atomic_fetch_add(&z->pgscan, n);
 	atomic_fetch_add(&z->cache->stats.pgscan, n);
@@ -137,12 +137,12 @@ long cache_shrink(struct cache *c, long nr)
 		long budget = z->nr_inactive + z->nr_active;
 
 		while (freed < nr && budget > 0) {
-			long got;
+			long want = nr - freed < SCAN_BATCH ? nr - freed : SCAN_BATCH, got;
 
 			zone_age_active(z, SCAN_BATCH);
-			got = zone_shrink_batch(z, &dirty);
+			got = zone_shrink_batch(z, want, &dirty);
 			freed += got;
-			budget -= SCAN_BATCH;
+			budget -= want;
 			if (!got && z->nr_inactive == 0 && z->nr_active == 0)
 				break;
 		}
@@ -190,7 +190,7 @@ static void kswapd_balance(struct cache *c)
 			long dirty = 0;
 
 			zone_age_active(z, SCAN_BATCH);
-			if (zone_shrink_batch(z, &dirty) == 0)
+			if (zone_shrink_batch(z, SCAN_BATCH, &dirty) == 0)
 				idle++;
 			if (dirty && c->ops && c->ops->wakeup_flusher)
 				c->ops->wakeup_flusher(c->owner, dirty, WB_REASON_VMSCAN);

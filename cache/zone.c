@@ -254,8 +254,10 @@ struct page *cache_alloc_page(struct cache *c, unsigned alloc_flags)
 	cache_kswapd_kick(c);
 	if (p)
 		return p;
-	if (alloc_flags & ALLOC_NOWAIT)
+	if (alloc_flags & ALLOC_NOWAIT) {
+		cache_shrink(c, 32);	/* never sleeps; kicks the flusher on dirty pages */
 		return zone_take_free(c, true);
+	}
 	for (;;) {
 		atomic_fetch_add(&c->stats.allocstall, 1);
 		cache_shrink(c, 32);

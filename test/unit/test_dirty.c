@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Dirty accounting and limits: the tunables' kernel rules (ratio and bytes
+ * exclude each other, ranges, dirty_bytes minimum), thresholds from ratios
+ * and from bytes, bg >= thresh halving, per-page/per-mapping/global dirty
+ * counters, and the simple throttle: free below the limit, waiting above
+ * it until writeback brings the cache back under.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "wbcfs/cache.h"
+#include "wbcfs/mapping.h"
+
+static long kicks;
+static void t_wakeup(void *owner, long nr, enum wb_reason why)
+{
+	kicks++;
+}
+static const struct cache_ops t_cops = { .wakeup_flusher = t_wakeup };
+
+static struct cache *t_cache(size_t pages)
+{
+	struct cache_config cfg = { .size_bytes = pages * PAGE_SIZE, .nr_zones = 1,
+				    .ops = &t_cops };
+	struct cache *c;
+
+	dirty_tunables_default(&cfg.tunables);
+	ck_assert_int_eq(cache_create(&c, &cfg), 0);
+	kicks = 0;
+	return c;
+}
+
+START_TEST(tunable_rules)
+{
+	struct dirty_tunables t;
+
+	dirty_tunables_default(&t);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_RATIO), 20);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_BACKGROUND_RATIO), 10);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_EXPIRE_CENTISECS), 3000);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_WRITEBACK_CENTISECS), 500);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_BYTES, 100 << 20), 0);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_RATIO), 0);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_RATIO, 30), 0);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_BYTES), 0);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_BACKGROUND_BYTES, 1 << 20), 0);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_BACKGROUND_RATIO), 0);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_BACKGROUND_RATIO, 5), 0);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_BACKGROUND_BYTES), 0);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_RATIO, 101), -EINVAL);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_BYTES, 4096), -EINVAL);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_BYTES, 8192), 0);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_RATIO), 30 * 0);
+	ck_assert_str_eq(dirty_tunable_name(DT_DIRTY_EXPIRE_CENTISECS), "dirty_expire_centisecs");
+}
+END_TEST
+
+START_TEST(thresholds_from_ratio_and_bytes)
+{
+	struct cache *c = t_cache(10000);
+	unsigned long bg, thresh, avail = dirty_dirtyable_pages(c);
+
+	/* an empty cache: everything but the reserves is dirtyable */
+	ck_assert_uint_le(avail, 10001);
+	ck_assert_uint_ge(avail, 10001 - (unsigned long)c->zones[0].wmark_high);
+	dirty_thresholds(c, &bg, &thresh);
+	ck_assert_uint_eq(thresh, avail * 20 / 100);
+	ck_assert_uint_eq(bg, avail * 10 / 100);
+	dirty_tunable_set(&c->tun, DT_DIRTY_BYTES, 10 << 20);
+	dirty_tunable_set(&c->tun, DT_DIRTY_BACKGROUND_BYTES, (4 << 20) + 1);
+	dirty_thresholds(c, &bg, &thresh);
+	ck_assert_uint_eq(thresh, 2560);
+	ck_assert_uint_eq(bg, 1025);	/* rounded up to whole pages */
+	dirty_tunable_set(&c->tun, DT_DIRTY_BACKGROUND_BYTES, 20 << 20);
+	dirty_thresholds(c, &bg, &thresh);
+	ck_assert_uint_eq(bg, thresh / 2);	/* bg >= thresh: halved */
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(counters_follow_pages)
+{
+	struct cache *c = t_cache(256);
+	struct mapping m;
+	unsigned i;
+
+	mapping_init(&m, c, NULL, NULL);
+	for (i = 0; i < 30; i++) {
+		struct page *p = mapping_grab_page(&m, i, 0);
+
+		page_set(p, PG_uptodate);
+		set_page_dirty(p);
+		unlock_page(p);
+		page_put(p);
+	}
+	ck_assert_int_eq(c->stats.nr_dirty, 30);
+	ck_assert_int_eq(c->stats.nr_dirtied, 30);
+	ck_assert_int_eq(c->zones[0].nr_dirty, 30);
+	ck_assert_int_eq(m.nrdirty, 30);
+	ck_assert(dirty_over_background(c) == (30 > 25));
+	mapping_truncate(&m, 0, UINT64_MAX);
+	ck_assert_int_eq(c->stats.nr_dirty, 0);
+	ck_assert_int_eq(c->stats.nr_dirtied, 30);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+struct cleaner {
+	struct mapping *m;
+	unsigned n;
+};
+
+/* A fake flusher: after a while, write back every page. */
+static void *t_cleaner(void *arg)
+{
+	struct cleaner *cl = arg;
+	unsigned i;
+
+	usleep(200000);
+	for (i = 0; i < cl->n; i++) {
+		struct page *p = mapping_get_page(cl->m, i);
+
+		lock_page(p);
+		if (clear_page_dirty_for_io(p))
+			set_page_writeback(p);
+		unlock_page(p);
+		end_page_writeback(p);
+		page_put(p);
+	}
+	return NULL;
+}
+
+START_TEST(simple_throttle_waits_over_limit)
+{
+	struct cache *c = t_cache(1000);
+	struct cleaner cl;
+	struct mapping m;
+	pthread_t t;
+	unsigned i;
+	struct timespec a, b;
+
+	mapping_init(&m, c, NULL, NULL);
+	dirty_tunable_set(&c->tun, DT_DIRTY_BYTES, 100 * PAGE_SIZE);
+	for (i = 0; i < 150; i++) {
+		struct page *p = mapping_grab_page(&m, i, 0);
+
+		page_set(p, PG_uptodate);
+		set_page_dirty(p);
+		unlock_page(p);
+		page_put(p);
+		if (i == 50) {	/* below the limit: returns at once */
+			clock_gettime(CLOCK_MONOTONIC, &a);
+			dirty_balance_simple(c);
+			clock_gettime(CLOCK_MONOTONIC, &b);
+			ck_assert_int_lt((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000, 50);
+		}
+	}
+	cl.m = &m;
+	cl.n = 150;
+	pthread_create(&t, NULL, t_cleaner, &cl);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	dirty_balance_simple(c);	/* 150 > 100: waits for the cleaner */
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ck_assert_int_ge((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000, 150);
+	ck_assert_int_le(c->stats.nr_dirty + c->stats.nr_writeback, 100);
+	ck_assert_int_gt(kicks, 0);	/* over bg: the flusher was asked */
+	pthread_join(t, NULL);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+static Suite *dirty_suite(void)
+{
+	Suite *s = suite_create("dirty");
+	TCase *tc;
+
+	tc = tcase_create("tunables");
+	tcase_add_test(tc, tunable_rules);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("thresholds");
+	tcase_add_test(tc, thresholds_from_ratio_and_bytes);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("accounting");
+	tcase_add_test(tc, counters_follow_pages);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("throttle");
+	tcase_add_test(tc, simple_throttle_waits_over_limit);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(dirty_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

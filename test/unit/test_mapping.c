@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The page index: radix-tree insert/lookup at scattered and huge indices,
+ * tag set/clear and ordered tagged lookups that skip untagged pages,
+ * TOWRITE tagging, the contiguous-cache count readahead uses, truncation
+ * (dirty pages cancelled, counters back to zero) and concurrent grabs.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "wbcfs/cache.h"
+#include "wbcfs/mapping.h"
+
+static struct cache *t_cache(size_t pages)
+{
+	struct cache_config cfg = { .size_bytes = pages * PAGE_SIZE, .nr_zones = 1 };
+	struct cache *c;
+
+	dirty_tunables_default(&cfg.tunables);
+	ck_assert_int_eq(cache_create(&c, &cfg), 0);
+	return c;
+}
+
+static long undirtied;
+static void t_undirtied(struct mapping *m, struct page *p)
+{
+	undirtied++;
+}
+static const struct mapping_ops t_ops = { .undirtied = t_undirtied };
+
+static struct page *t_add(struct mapping *m, uint64_t index)
+{
+	struct page *p = mapping_grab_page(m, index, 0);
+
+	ck_assert_ptr_nonnull(p);
+	ck_assert_uint_eq(p->index, index);
+	page_set(p, PG_uptodate);
+	unlock_page(p);
+	page_put(p);
+	return p;
+}
+
+START_TEST(insert_lookup_scattered)
+{
+	static const uint64_t idx[] = { 0, 1, 63, 64, 4095, 4096, 1ULL << 40, UINT64_MAX - 1 };
+	struct cache *c = t_cache(256);
+	struct mapping m;
+	size_t i;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	for (i = 0; i < sizeof(idx) / sizeof(idx[0]); i++)
+		t_add(&m, idx[i]);
+	ck_assert_int_eq(m.nrpages, 8);
+	for (i = 0; i < sizeof(idx) / sizeof(idx[0]); i++) {
+		struct page *p = mapping_get_page(&m, idx[i]);
+
+		ck_assert_ptr_nonnull(p);
+		ck_assert_uint_eq(p->index, idx[i]);
+		page_put(p);
+	}
+	ck_assert_ptr_null(mapping_get_page(&m, 2));
+	ck_assert_ptr_null(mapping_get_page(&m, 1ULL << 41));
+	mapping_truncate(&m, 0, UINT64_MAX);
+	ck_assert_int_eq(m.nrpages, 0);
+	ck_assert_int_eq(c->stats.nr_file_pages, 0);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(range_lookup_in_order)
+{
+	struct cache *c = t_cache(512);
+	struct page *pages[16];
+	struct mapping m;
+	uint64_t start = 0, seen = 0, last = 0;
+	unsigned n, i;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	for (i = 0; i < 300; i += 3)
+		t_add(&m, i * 7);
+	while ((n = mapping_lookup_range(&m, &start, UINT64_MAX, pages, 16))) {
+		for (i = 0; i < n; i++) {
+			ck_assert(seen == 0 || pages[i]->index > last);
+			last = pages[i]->index;
+			seen++;
+			page_put(pages[i]);
+		}
+	}
+	ck_assert_uint_eq(seen, 100);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(tags_skip_clean_pages)
+{
+	struct cache *c = t_cache(2048);
+	struct page *pages[8];
+	struct mapping m;
+	uint64_t start = 0;
+	unsigned n, i, got = 0;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	for (i = 0; i < 1000; i++)
+		t_add(&m, i);
+	for (i = 0; i < 1000; i += 100) {
+		struct page *p = mapping_get_page(&m, i);
+
+		ck_assert(set_page_dirty(p));
+		ck_assert(!set_page_dirty(p));
+		page_put(p);
+	}
+	ck_assert_int_eq(c->stats.nr_dirty, 10);
+	ck_assert(mapping_tagged(&m, TAG_DIRTY));
+	ck_assert(!mapping_tagged(&m, TAG_WRITEBACK));
+	while ((n = mapping_lookup_tag(&m, &start, UINT64_MAX, TAG_DIRTY, pages, 8))) {
+		for (i = 0; i < n; i++) {
+			ck_assert_uint_eq(pages[i]->index, (uint64_t)got * 100);
+			got++;
+			page_put(pages[i]);
+		}
+	}
+	ck_assert_uint_eq(got, 10);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(writeback_cycle_moves_tags)
+{
+	struct cache *c = t_cache(256);
+	struct mapping m;
+	struct page *p, *q;
+	uint64_t start = 0;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	t_add(&m, 5);
+	p = mapping_get_page(&m, 5);
+	set_page_dirty(p);
+	lock_page(p);
+	ck_assert(clear_page_dirty_for_io(p));
+	set_page_writeback(p);
+	unlock_page(p);
+	ck_assert(!mapping_tagged(&m, TAG_DIRTY));
+	ck_assert(mapping_tagged(&m, TAG_WRITEBACK));
+	ck_assert_int_eq(c->stats.nr_dirty, 0);
+	ck_assert_int_eq(c->stats.nr_writeback, 1);
+	ck_assert_uint_eq(mapping_lookup_tag(&m, &start, 10, TAG_WRITEBACK, &q, 1), 1);
+	page_put(q);
+	end_page_writeback(p);
+	ck_assert(!mapping_tagged(&m, TAG_WRITEBACK));
+	ck_assert_int_eq(c->stats.nr_writeback, 0);
+	ck_assert_int_eq(c->stats.nr_written, 1);
+	page_put(p);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(towrite_tags_only_dirty)
+{
+	struct cache *c = t_cache(256);
+	struct page *pages[8];
+	struct mapping m;
+	uint64_t start = 0;
+	unsigned i, n;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	for (i = 0; i < 20; i++)
+		t_add(&m, i);
+	for (i = 0; i < 20; i += 4) {
+		struct page *p = mapping_get_page(&m, i);
+
+		set_page_dirty(p);
+		page_put(p);
+	}
+	mapping_tag_towrite(&m, 0, 11);
+	n = mapping_lookup_tag(&m, &start, UINT64_MAX, TAG_TOWRITE, pages, 8);
+	ck_assert_uint_eq(n, 3);	/* 0, 4, 8: 12 and 16 were outside the range */
+	for (i = 0; i < n; i++) {
+		ck_assert_uint_eq(pages[i]->index, i * 4);
+		page_put(pages[i]);
+	}
+	/* a page dirtied after tagging is not part of the sync */
+	pages[0] = mapping_get_page(&m, 1);
+	set_page_dirty(pages[0]);
+	page_put(pages[0]);
+	start = 0;
+	ck_assert_uint_eq(mapping_lookup_tag(&m, &start, UINT64_MAX, TAG_TOWRITE, pages, 8), 3);
+	for (i = 0; i < 3; i++)
+		page_put(pages[i]);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(count_cached_before)
+{
+	struct cache *c = t_cache(256);
+	struct mapping m;
+	unsigned i;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	for (i = 10; i < 20; i++)
+		t_add(&m, i);
+	ck_assert_uint_eq(mapping_count_cached_before(&m, 20, 100), 10);
+	ck_assert_uint_eq(mapping_count_cached_before(&m, 20, 4), 4);
+	ck_assert_uint_eq(mapping_count_cached_before(&m, 10, 100), 0);
+	ck_assert_uint_eq(mapping_count_cached_before(&m, 0, 100), 0);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(truncate_cancels_dirty)
+{
+	struct cache *c = t_cache(256);
+	struct mapping m;
+	unsigned i;
+
+	undirtied = 0;
+	mapping_init(&m, c, &t_ops, NULL);
+	for (i = 0; i < 50; i++) {
+		struct page *p;
+
+		t_add(&m, i);
+		p = mapping_get_page(&m, i);
+		set_page_dirty(p);
+		page_put(p);
+	}
+	mapping_truncate(&m, 20, UINT64_MAX);
+	ck_assert_int_eq(m.nrpages, 20);
+	ck_assert_int_eq(c->stats.nr_dirty, 20);
+	ck_assert_int_eq(undirtied, 30);
+	ck_assert_ptr_null(mapping_get_page(&m, 20));
+	mapping_truncate(&m, 0, UINT64_MAX);
+	ck_assert_int_eq(c->stats.nr_dirty, 0);
+	ck_assert_int_eq(m.nrdirty, 0);
+	ck_assert_int_eq(cache_free_pages(c), 256);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+struct grab_arg {
+	struct mapping *m;
+	struct page *got[200];
+};
+
+static void *t_grabber(void *arg)
+{
+	struct grab_arg *a = arg;
+	unsigned i;
+
+	for (i = 0; i < 200; i++) {
+		a->got[i] = mapping_grab_page(a->m, i, 0);
+		page_set(a->got[i], PG_uptodate);
+		unlock_page(a->got[i]);
+	}
+	return NULL;
+}
+
+START_TEST(concurrent_grab_same_page)
+{
+	struct cache *c = t_cache(1024);
+	struct grab_arg a = {0}, b = {0};
+	pthread_t t1, t2;
+	struct mapping m;
+	unsigned i;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	a.m = b.m = &m;
+	pthread_create(&t1, NULL, t_grabber, &a);
+	pthread_create(&t2, NULL, t_grabber, &b);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	for (i = 0; i < 200; i++) {
+		ck_assert_ptr_eq(a.got[i], b.got[i]);
+		page_put(a.got[i]);
+		page_put(b.got[i]);
+	}
+	ck_assert_int_eq(m.nrpages, 200);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	ck_assert_int_eq(cache_free_pages(c), 1024);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(errors_first_wins)
+{
+	struct cache *c = t_cache(64);
+	struct mapping m;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	ck_assert_int_eq(mapping_check_error(&m), 0);
+	mapping_set_error(&m, -5);
+	mapping_set_error(&m, -28);
+	ck_assert_int_eq(mapping_check_error(&m), -5);
+	ck_assert_int_eq(mapping_check_error(&m), 0);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+static Suite *mapping_suite(void)
+{
+	Suite *s = suite_create("mapping");
+	TCase *tc;
+
+	tc = tcase_create("index");
+	tcase_add_test(tc, insert_lookup_scattered);
+	tcase_add_test(tc, range_lookup_in_order);
+	tcase_add_test(tc, count_cached_before);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("tags");
+	tcase_add_test(tc, tags_skip_clean_pages);
+	tcase_add_test(tc, writeback_cycle_moves_tags);
+	tcase_add_test(tc, towrite_tags_only_dirty);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("truncate");
+	tcase_add_test(tc, truncate_cancels_dirty);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("concurrency");
+	tcase_add_test(tc, concurrent_grab_same_page);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("errors");
+	tcase_add_test(tc, errors_first_wins);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(mapping_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
