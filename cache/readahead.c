@@ -54,6 +54,8 @@ static unsigned ra_max(const struct ra_state *ra, unsigned req, unsigned io_page
 {
 	unsigned max = ra->ra_pages;
 
+	if (!max)
+		return 0;	/* readahead off */
 	if (req > max && io_pages > max)
 		max = req < io_pages ? req : io_pages;
 	return max;

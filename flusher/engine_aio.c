@@ -65,8 +65,16 @@ static int aio_submit(struct io_engine *e)
 
 		if (ret == -EINTR || ret == -EAGAIN)
 			continue;
-		if (ret < 0)
-			return ret;
+		if (ret < 0) {
+			/* the first iocb was refused (bad fd, ...): fail it alone */
+			struct iocb *cb = a->pending[done++];
+			struct io_req *req = cb->data;
+
+			free(cb);
+			e->inflight--;
+			req->done(req, ret);
+			continue;
+		}
 		done += (unsigned)ret;
 	}
 	a->npending = 0;

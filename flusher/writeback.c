@@ -67,13 +67,13 @@ static void wb_inflight_sub(struct bdi *b, long n)
 	}
 }
 
-/* End writeback of @p (not counted as written when @err). */
+/* End writeback of @p: written, failed (@err) or skipped (@err == 1). */
 static void wb_page_end(struct bdi *b, struct page *p, int err)
 {
 	atomic_fetch_sub(&b->stats.writeback, 1);
-	if (err)
+	if (err < 0)
 		atomic_fetch_add(&b->stats.write_errors, 1);
-	else
+	else if (err == 0)
 		atomic_fetch_add(&b->stats.written, 1);
 	/* our reference goes first: while PG_writeback is set the mapping keeps
 	 * the page, and end_page_writeback may free a PG_reclaim page at once */
@@ -110,6 +110,7 @@ static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pag
 	int ret;
 
 	atomic_fetch_add(&x->b->inflight, n);
+	atomic_fetch_add(&x->b->stats.nr_ios, 1);
 	if (!io) {
 		for (i = 0; i < n; i++)
 			wb_page_end(x->b, pages[i], -ENOMEM);
@@ -187,7 +188,7 @@ static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, struct page **p
 	}
 	for (i = 0; i < n; i += k) {
 		if (pblk[i] == BDI_PBLK_SKIP) {
-			wb_page_end(b, pages[i], 0);
+			wb_page_end(b, pages[i], 1);
 			k = 1;
 			continue;
 		}

@@ -82,6 +82,7 @@ struct bdi_stats {
 	_Atomic long write_bw;		/* pages/s, estimate */
 	_Atomic long avg_write_bw;	/* pages/s, smoothed */
 	_Atomic long write_errors;	/* cumulative failed page writes */
+	_Atomic long nr_ios;		/* cumulative device writes submitted */
 };
 
 struct bdi;	/* private layout in flusher/bdi_i.h */

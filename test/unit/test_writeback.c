@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The flusher against a temporary file with a fake owner that maps page i
+ * of inode k to block k*4096+i: sync writes exact bytes at the mapped
+ * offsets, contiguous pages merge into writes of at most max_io_kb, pages
+ * mapped to BDI_PBLK_SKIP are not written, fsync of one inode leaves the
+ * others dirty, background writeback starts over the background threshold
+ * and stops under it, periodic writeback writes expired inodes, write and
+ * mapping errors reach fsync, and the bandwidth estimator follows its
+ * formula.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wbcfs/bdi.h"
+#include "wbcfs/cache.h"
+#include "wbcfs/clock.h"
+#include "helpers.h"
+
+struct t_inode {
+	struct mapping m;
+	struct wb_inode wb;
+	uint64_t base;		/* first block */
+	uint64_t skip_from;	/* pages at or past this index are skipped */
+	int map_err;
+};
+
+static _Atomic int write_inode_calls;
+
+static int t_map(struct bdi *b, struct wb_inode *wi, const uint64_t *index, unsigned n,
+		 uint64_t *pblk)
+{
+	struct t_inode *ti = container_of(wi, struct t_inode, wb);
+	unsigned i;
+
+	if (ti->map_err)
+		return ti->map_err;
+	for (i = 0; i < n; i++)
+		pblk[i] = index[i] >= ti->skip_from ? BDI_PBLK_SKIP : ti->base + index[i];
+	return 0;
+}
+
+static int t_write_inode(struct bdi *b, struct wb_inode *wi, enum wb_sync_mode mode)
+{
+	write_inode_calls++;
+	return 0;
+}
+
+static const struct bdi_ops t_ops = { .map_pages = t_map, .write_inode = t_write_inode };
+
+struct t_env {
+	struct cache *c;
+	struct bdi *b;
+	char path[64];
+	int fd;
+};
+
+static void t_wakeup(void *owner, long nr, enum wb_reason why)
+{
+	struct t_env *e = owner;
+
+	if (e->b)
+		bdi_wakeup(e->b, nr, why);
+}
+static const struct cache_ops t_cops = { .wakeup_flusher = t_wakeup };
+
+static void t_env_init(struct t_env *e, unsigned max_io_kb, bool rdonly)
+{
+	struct cache_config cc = { .size_bytes = 4096 * PAGE_SIZE, .nr_zones = 1,
+				   .ops = &t_cops, .owner = e };
+	struct bdi_config bc = { .name = "test", .engine = IO_ENGINE_URING, .queue_depth = 16,
+				 .max_io_kb = max_io_kb, .nr_flushers = 1, .ops = &t_ops };
+
+	memset(e, 0, sizeof(*e));
+	dirty_tunables_default(&cc.tunables);
+	ck_assert_int_eq(cache_create(&e->c, &cc), 0);
+	e->fd = t_tmpfile(e->path, 64 << 20);
+	ck_assert_int_ge(e->fd, 0);
+	if (rdonly) {
+		close(e->fd);
+		e->fd = open(e->path, O_RDONLY);
+	}
+	bc.fd = e->fd;
+	bc.cache = e->c;
+	bc.owner = e;
+	ck_assert_int_eq(bdi_create(&e->b, &bc), 0);
+}
+
+static void t_inode_init(struct t_env *e, struct t_inode *ti, uint64_t base)
+{
+	memset(ti, 0, sizeof(*ti));
+	ti->base = base;
+	ti->skip_from = UINT64_MAX;
+	mapping_init(&ti->m, e->c, &bdi_mapping_ops, &ti->wb);
+	bdi_inode_init(e->b, &ti->wb, &ti->m, false);
+}
+
+static void t_dirty(struct t_inode *ti, uint64_t first, unsigned n, char fill)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		struct page *p = mapping_grab_page(&ti->m, first + i, ALLOC_WRITE);
+
+		memset(page_address(p), fill, PAGE_SIZE);
+		((char *)page_address(p))[0] = (char)(first + i);
+		page_set(p, PG_uptodate);
+		set_page_dirty(p);
+		unlock_page(p);
+		page_put(p);
+	}
+}
+
+static void t_inode_done(struct t_env *e, struct t_inode *ti)
+{
+	bdi_inode_remove(e->b, &ti->wb);
+	mapping_truncate(&ti->m, 0, UINT64_MAX);
+	mapping_destroy(&ti->m);
+}
+
+static void t_env_done(struct t_env *e)
+{
+	bdi_destroy(e->b);
+	e->b = NULL;
+	cache_destroy(e->c);
+	close(e->fd);
+	unlink(e->path);
+}
+
+static bool t_block_is(struct t_env *e, uint64_t blk, char fill, char first)
+{
+	char buf[PAGE_SIZE];
+
+	if (pread(e->fd, buf, PAGE_SIZE, (off_t)(blk * PAGE_SIZE)) != PAGE_SIZE)
+		return false;
+	return buf[0] == first && buf[1] == fill && buf[PAGE_SIZE - 1] == fill;
+}
+
+START_TEST(sync_writes_mapped_blocks)
+{
+	struct t_env e;
+	struct t_inode a, b;
+	unsigned i;
+
+	t_env_init(&e, 1024, false);
+	t_inode_init(&e, &a, 100);
+	t_inode_init(&e, &b, 2000);
+	t_dirty(&a, 0, 50, 'a');
+	t_dirty(&a, 70, 10, 'A');
+	t_dirty(&b, 5, 20, 'b');
+	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), 0);
+	for (i = 0; i < 50; i++)
+		ck_assert(t_block_is(&e, 100 + i, 'a', (char)i));
+	for (i = 70; i < 80; i++)
+		ck_assert(t_block_is(&e, 100 + i, 'A', (char)i));
+	for (i = 5; i < 25; i++)
+		ck_assert(t_block_is(&e, 2000 + i, 'b', (char)i));
+	ck_assert_int_eq(e.c->stats.nr_dirty, 0);
+	ck_assert_int_eq(e.c->stats.nr_writeback, 0);
+	ck_assert_int_eq(bdi_get_stats(e.b)->written, 80);
+	ck_assert_int_eq(bdi_get_stats(e.b)->reclaimable, 0);
+	t_inode_done(&e, &a);
+	t_inode_done(&e, &b);
+	t_env_done(&e);
+}
+END_TEST
+
+START_TEST(contiguous_pages_merge)
+{
+	struct t_env e;
+	struct t_inode a;
+
+	t_env_init(&e, 256, false);	/* 64 pages per write at most */
+	t_inode_init(&e, &a, 0);
+	t_dirty(&a, 0, 256, 'm');
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	ck_assert_int_eq(bdi_get_stats(e.b)->nr_ios, 4);
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+START_TEST(skipped_pages_not_written)
+{
+	struct t_env e;
+	struct t_inode a;
+
+	t_env_init(&e, 1024, false);
+	t_inode_init(&e, &a, 10);
+	a.skip_from = 5;
+	t_dirty(&a, 0, 10, 's');
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	ck_assert(t_block_is(&e, 14, 's', 4));
+	ck_assert(!t_block_is(&e, 15, 's', 5));
+	ck_assert_int_eq(bdi_get_stats(e.b)->written, 5);
+	ck_assert_int_eq(e.c->stats.nr_dirty, 0);
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+START_TEST(fsync_one_inode_only)
+{
+	struct t_env e;
+	struct t_inode a, b;
+
+	t_env_init(&e, 1024, false);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);	/* no kupdate */
+	t_inode_init(&e, &a, 0);
+	t_inode_init(&e, &b, 1000);
+	t_dirty(&a, 0, 10, 'x');
+	t_dirty(&b, 0, 10, 'y');
+	write_inode_calls = 0;
+	bdi_mark_inode_dirty(e.b, &a.wb, I_DIRTY_INODE);
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	ck_assert_int_eq(a.m.nrdirty, 0);
+	ck_assert_int_eq(b.m.nrdirty, 10);
+	ck_assert_int_eq(write_inode_calls, 1);
+	ck_assert(!t_block_is(&e, 1000, 'y', 0));
+	t_inode_done(&e, &a);
+	t_inode_done(&e, &b);
+	t_env_done(&e);
+}
+END_TEST
+
+START_TEST(background_over_threshold)
+{
+	struct t_env e;
+	struct t_inode a;
+	unsigned long bg, thresh;
+	int i;
+
+	t_env_init(&e, 1024, false);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_BACKGROUND_BYTES, 100 * PAGE_SIZE);
+	t_inode_init(&e, &a, 0);
+	t_dirty(&a, 0, 60, 'q');	/* under bg: stays dirty */
+	usleep(200000);
+	ck_assert_int_eq(a.m.nrdirty, 60);
+	t_dirty(&a, 60, 440, 'q');	/* over: the flusher is kicked */
+	bdi_wakeup(e.b, 0, WB_REASON_BACKGROUND);
+	for (i = 0; i < 200 && dirty_over_background(e.c); i++)
+		usleep(10000);
+	dirty_thresholds(e.c, &bg, &thresh);
+	ck_assert_int_le(e.c->stats.nr_dirty, (long)bg);
+	ck_assert_int_gt(bdi_get_stats(e.b)->written, 0);
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+START_TEST(periodic_writes_expired)
+{
+	struct t_env e;
+	struct t_inode a;
+	int i;
+
+	t_env_init(&e, 1024, false);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_EXPIRE_CENTISECS, 20);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 10);
+	t_inode_init(&e, &a, 0);
+	t_dirty(&a, 0, 8, 'p');
+	for (i = 0; i < 300 && a.m.nrdirty; i++)
+		usleep(10000);
+	ck_assert_int_eq(a.m.nrdirty, 0);
+	ck_assert(t_block_is(&e, 7, 'p', 7));
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+START_TEST(write_error_reaches_fsync)
+{
+	struct t_env e;
+	struct t_inode a;
+
+	t_env_init(&e, 1024, true);	/* the device refuses writes */
+	t_inode_init(&e, &a, 0);
+	t_dirty(&a, 0, 4, 'e');
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -EBADF);
+	ck_assert_int_eq(bdi_get_stats(e.b)->write_errors, 4);
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);	/* reported once */
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+START_TEST(map_error_reaches_fsync)
+{
+	struct t_env e;
+	struct t_inode a;
+
+	t_env_init(&e, 1024, false);
+	t_inode_init(&e, &a, 0);
+	a.map_err = -ENOSPC;
+	t_dirty(&a, 0, 4, 'n');
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -ENOSPC);
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+START_TEST(bandwidth_estimator)
+{
+	struct bdi_bw bw = { .stamp_ms = 1000, .written_stamp = 0,
+			     .write_bw = 25600, .avg_write_bw = 25600 };
+
+	bdi_bw_update(&bw, 1100, 1000);		/* < 200 ms: nothing */
+	ck_assert_int_eq(bw.write_bw, 25600);
+	/* 12800 pages in 500 ms = 25600 pages/s: unchanged */
+	bdi_bw_update(&bw, 1500, 12800);
+	ck_assert_int_eq(bw.write_bw, 25600);
+	/* 0.5 s at 51200 pages/s: bw = (25600*1000 + 25600*(4096-500))/4096 */
+	bdi_bw_update(&bw, 2000, 12800 + 25600);
+	ck_assert_int_eq(bw.write_bw, (25600 * 1000 + 25600L * (4096 - 500)) / 4096);
+	/* avg only follows when old and new agree in direction */
+	ck_assert_int_eq(bw.avg_write_bw, 25600);
+	/* a long gap: the estimate is the rate over the gap */
+	bdi_bw_update(&bw, 2000 + 5000, 12800 + 25600 + 50000);
+	ck_assert_int_eq(bw.write_bw, 10000);
+	ck_assert_int_eq(bw.avg_write_bw, 10000);
+}
+END_TEST
+
+static Suite *writeback_suite(void)
+{
+	Suite *s = suite_create("writeback");
+	TCase *tc;
+
+	tc = tcase_create("sync");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, sync_writes_mapped_blocks);
+	tcase_add_test(tc, contiguous_pages_merge);
+	tcase_add_test(tc, skipped_pages_not_written);
+	tcase_add_test(tc, fsync_one_inode_only);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("background");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, background_over_threshold);
+	tcase_add_test(tc, periodic_writes_expired);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("errors");
+	tcase_add_test(tc, write_error_reaches_fsync);
+	tcase_add_test(tc, map_error_reaches_fsync);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("bandwidth");
+	tcase_add_test(tc, bandwidth_estimator);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(writeback_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
