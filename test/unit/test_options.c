@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Mount options: defaults, every option's accepted and refused values with
+ * messages naming the option, sizes with suffixes, the ratio/bytes rule,
+ * FUSE options passed through to libfuse, fstab-only words dropped.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wbcfs/options.h"
+
+static struct wbcfs_options o;
+static char err[256];
+
+static int t_parse(const char *s)
+{
+	err[0] = 0;
+	return options_parse(&o, s, err, sizeof(err));
+}
+
+static void t_refused(const char *s, const char *msg)
+{
+	ck_assert_int_eq(t_parse(s), -EINVAL);
+	ck_assert_msg(strstr(err, msg) != NULL, "'%s': message '%s' lacks '%s'", s, err, msg);
+}
+
+static void setup(void)
+{
+	options_default(&o);
+}
+
+START_TEST(defaults)
+{
+	ck_assert_uint_eq(o.cache_size, 0);
+	ck_assert_uint_eq(o.dirty.dirty_ratio, 20);
+	ck_assert_uint_eq(o.dirty.dirty_background_ratio, 10);
+	ck_assert_uint_eq(o.dirty.dirty_expire_centisecs, 3000);
+	ck_assert_uint_eq(o.dirty.dirty_writeback_centisecs, 500);
+	ck_assert_uint_eq(o.flushers, 1);
+	ck_assert_int_eq(o.io_engine, IO_ENGINE_URING);
+	ck_assert_uint_eq(o.queue_depth, 64);
+	ck_assert_uint_eq(o.max_io_kb, 1024);
+	ck_assert_uint_eq(o.readahead_kb, 128);
+	ck_assert(!o.ro && !o.fsck && !o.allow_other);
+	ck_assert_str_eq(o.fuse_opts, "");
+}
+END_TEST
+
+START_TEST(sizes)
+{
+	uint64_t v;
+
+	ck_assert_int_eq(options_parse_size("4096", &v), 0);
+	ck_assert_uint_eq(v, 4096);
+	ck_assert_int_eq(options_parse_size("64k", &v), 0);
+	ck_assert_uint_eq(v, 65536);
+	ck_assert_int_eq(options_parse_size("512M", &v), 0);
+	ck_assert_uint_eq(v, 512ULL << 20);
+	ck_assert_int_eq(options_parse_size("2G", &v), 0);
+	ck_assert_uint_eq(v, 2ULL << 30);
+	ck_assert_int_eq(options_parse_size("1T", &v), 0);
+	ck_assert_uint_eq(v, 1ULL << 40);
+	ck_assert_int_eq(options_parse_size("", &v), -EINVAL);
+	ck_assert_int_eq(options_parse_size("-1", &v), -EINVAL);
+	ck_assert_int_eq(options_parse_size("12X", &v), -EINVAL);
+	ck_assert_int_eq(options_parse_size("1MB", &v), -EINVAL);
+	ck_assert_int_eq(options_parse_size("99999999999999999999", &v), -EINVAL);
+	ck_assert_int_eq(options_parse_size("20000000T", &v), -EINVAL);
+}
+END_TEST
+
+START_TEST(own_options)
+{
+	ck_assert_int_eq(t_parse("cache_size=256M,flushers=4,io_engine=aio,queue_depth=128"), 0);
+	ck_assert_uint_eq(o.cache_size, 256ULL << 20);
+	ck_assert_uint_eq(o.flushers, 4);
+	ck_assert_int_eq(o.io_engine, IO_ENGINE_AIO);
+	ck_assert_uint_eq(o.queue_depth, 128);
+	ck_assert_int_eq(t_parse("max_io_kb=512,readahead_kb=0,io_engine=psync"), 0);
+	ck_assert_uint_eq(o.max_io_kb, 512);
+	ck_assert_uint_eq(o.readahead_kb, 0);
+	ck_assert_int_eq(o.io_engine, IO_ENGINE_PSYNC);
+	ck_assert_int_eq(t_parse("ro,fsck,allow_other"), 0);
+	ck_assert(o.ro && o.fsck && o.allow_other);
+	ck_assert_int_eq(t_parse("dirty_expire_centisecs=100,dirty_writeback_centisecs=0"), 0);
+	ck_assert_uint_eq(o.dirty.dirty_expire_centisecs, 100);
+	ck_assert_uint_eq(o.dirty.dirty_writeback_centisecs, 0);
+}
+END_TEST
+
+START_TEST(ratio_and_bytes_exclude)
+{
+	ck_assert_int_eq(t_parse("dirty_bytes=64M"), 0);
+	ck_assert_uint_eq(o.dirty.dirty_bytes, 64ULL << 20);
+	ck_assert_uint_eq(o.dirty.dirty_ratio, 0);
+	ck_assert_int_eq(t_parse("dirty_ratio=30"), 0);
+	ck_assert_uint_eq(o.dirty.dirty_bytes, 0);
+	ck_assert_int_eq(t_parse("dirty_background_bytes=1M,dirty_background_ratio=5"), 0);
+	ck_assert_uint_eq(o.dirty.dirty_background_bytes, 0);
+	ck_assert_uint_eq(o.dirty.dirty_background_ratio, 5);
+}
+END_TEST
+
+START_TEST(bad_values_named)
+{
+	t_refused("dirty_ratio=150", "dirty_ratio");
+	t_refused("dirty_ratio=150", "out of range");
+	t_refused("dirty_background_ratio=abc", "dirty_background_ratio: 'abc' is not a number");
+	t_refused("cache_size=lots", "cache_size: 'lots' is not a size");
+	t_refused("cache_size=4k", "cache_size");
+	t_refused("dirty_bytes=4096", "dirty_bytes");
+	t_refused("flushers=0", "flushers");
+	t_refused("flushers=17", "flushers");
+	t_refused("queue_depth=", "queue_depth");
+	t_refused("queue_depth", "queue_depth: needs a value");
+	t_refused("max_io_kb=6", "multiple of 4");
+	t_refused("max_io_kb=8192", "max_io_kb");
+	t_refused("readahead_kb=-4", "readahead_kb");
+	t_refused("io_engine=spdk", "io_engine");
+	t_refused("ro=1", "ro: takes no value");
+	t_refused("frobnicate", "unknown option 'frobnicate'");
+	t_refused("cache_size=64M,bogus=1", "unknown option 'bogus'");
+}
+END_TEST
+
+START_TEST(fuse_options_pass_through)
+{
+	ck_assert_int_eq(t_parse("allow_root,nosuid,nodev,fsname=mydisk,subtype=x,noexec"), 0);
+	ck_assert_str_eq(o.fuse_opts, "allow_root,nosuid,nodev,fsname=mydisk,subtype=x,noexec");
+}
+END_TEST
+
+START_TEST(fstab_words_dropped)
+{
+	ck_assert_int_eq(t_parse("defaults,noauto,nofail,_netdev,user,relatime,nodiratime,"
+				 "x-systemd.automount,rw,lazytime"), 0);
+	ck_assert_str_eq(o.fuse_opts, "");
+	ck_assert(!o.ro);
+}
+END_TEST
+
+static Suite *options_suite(void)
+{
+	Suite *s = suite_create("options");
+	TCase *tc = tcase_create("parse");
+
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, defaults);
+	tcase_add_test(tc, sizes);
+	tcase_add_test(tc, own_options);
+	tcase_add_test(tc, ratio_and_bytes_exclude);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("errors");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, bad_values_named);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("pass_through");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, fuse_options_pass_through);
+	tcase_add_test(tc, fstab_words_dropped);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(options_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
