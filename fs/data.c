@@ -301,34 +301,44 @@ static int write_prepare(struct wbfs *w, struct winode *wi, struct page *p, bool
 	return 0;
 }
 
-/* Zero the tail of the page holding byte @old_size before the file grows. */
-static int zero_eof_tail(struct wbfs *w, struct winode *wi, uint64_t old_size, bool privileged)
+/*
+ * Zero bytes [from, to) of one page, in the cache or, when the page is not
+ * cached, after reading its block; a hole is left alone (it reads as
+ * zeros). The page is dirtied when its block holds the stale bytes.
+ */
+static int zero_in_page(struct wbfs *w, struct winode *wi, uint64_t from, uint64_t to,
+			uint64_t isize)
 {
-	uint64_t idx = old_size >> PAGE_SHIFT;
-	struct page *p;
+	uint64_t idx = from >> PAGE_SHIFT;
+	struct page *p = mapping_get_page(&wi->map, idx);
 	int ret = 0, err;
 
-	if (!(old_size & (PAGE_SIZE - 1)))
-		return 0;
-	p = mapping_get_page(&wi->map, idx);
 	if (!p && page_unmapped(w, wi, idx, &err))
-		return err;		/* a hole reads as zeros already */
+		return err;
 	if (p)
 		page_put(p);
 	p = mapping_grab_page(&wi->map, idx, ALLOC_WRITE);
 	if (!p)
 		return -ENOMEM;
 	if (!page_test(p, PG_uptodate))
-		ret = fill_pages(w, wi, &p, 1, old_size);
+		ret = fill_pages(w, wi, &p, 1, isize);
 	if (!ret) {
 		page_set(p, PG_uptodate);
-		page_zero_eof(p, old_size);
+		memset((char *)page_address(p) + (from & (PAGE_SIZE - 1)), 0, to - from);
 		if (!page_unmapped(w, wi, idx, &ret) || page_test(p, PG_dirty))
 			set_page_dirty(p);
 	}
 	unlock_page(p);
 	page_put(p);
 	return ret;
+}
+
+/* Zero the tail of the page holding byte @old_size before the file grows. */
+static int zero_eof_tail(struct wbfs *w, struct winode *wi, uint64_t old_size)
+{
+	uint64_t end = (old_size + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+
+	return end > old_size ? zero_in_page(w, wi, old_size, end, old_size) : 0;
 }
 
 /* Clear set-user-ID (and group-ID when group-executable) after a write. */
@@ -390,7 +400,7 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 		len = WBFS_MAX_FILE_BYTES - off;
 	pthread_rwlock_wrlock(&wi->ilock);
 	isize = winode_size(wi);
-	ret = off > isize ? zero_eof_tail(w, wi, isize, privileged) : 0;
+	ret = off > isize ? zero_eof_tail(w, wi, isize) : 0;
 	if (!ret)
 		ret = write_pages(w, wi, buf, len, off, isize, privileged);
 	if (ret > 0) {
@@ -431,35 +441,13 @@ static void drop_range(struct wbfs *w, struct winode *wi, uint64_t start, uint64
 	mapping_truncate(&wi->map, start, end);
 }
 
-/* Zero bytes [from, to) within one page, in cache or on disk. */
+/* Zero bytes [from, to) within one page, below EOF. */
 static int zero_partial(struct wbfs *w, struct winode *wi, uint64_t from, uint64_t to,
 			uint64_t isize)
 {
-	uint64_t idx = from >> PAGE_SHIFT;
-	struct page *p;
-	int ret = 0, err;
-
 	if (from >= to || from >= isize)
 		return 0;
-	p = mapping_get_page(&wi->map, idx);
-	if (!p && page_unmapped(w, wi, idx, &err))
-		return err;
-	if (p)
-		page_put(p);
-	p = mapping_grab_page(&wi->map, idx, ALLOC_WRITE);
-	if (!p)
-		return -ENOMEM;
-	if (!page_test(p, PG_uptodate))
-		ret = fill_pages(w, wi, &p, 1, isize);
-	if (!ret) {
-		page_set(p, PG_uptodate);
-		memset((char *)page_address(p) + (from & (PAGE_SIZE - 1)), 0, to - from);
-		if (!page_unmapped(w, wi, idx, &ret) || page_test(p, PG_dirty))
-			set_page_dirty(p);
-	}
-	unlock_page(p);
-	page_put(p);
-	return ret;
+	return zero_in_page(w, wi, from, to, isize);
 }
 
 /* Free blocks [first, last] and write the folded inode. Context: fs_lock. */
@@ -502,7 +490,7 @@ int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)
 		ret = zero_partial(w, wi, size, (keep << PAGE_SHIFT), old);
 		drop_range(w, wi, keep, UINT64_MAX);
 	} else if (size > old) {
-		ret = zero_eof_tail(w, wi, old, true);
+		ret = zero_eof_tail(w, wi, old);
 	}
 	if (!ret) {
 		winode_set_size(wi, size, true);
@@ -597,7 +585,7 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		return -EOPNOTSUPP;
 	pthread_rwlock_wrlock(&wi->ilock);
 	if (off > winode_size(wi) && !(mode & FALLOC_FL_KEEP_SIZE))
-		zero_eof_tail(w, wi, winode_size(wi), true);
+		zero_eof_tail(w, wi, winode_size(wi));
 	ret = alloc_range(w, wi, mode, off, len);
 	pthread_rwlock_unlock(&wi->ilock);
 	return ret;

@@ -40,6 +40,17 @@ static int lookup_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_
 	return -wbfs_errno(err);
 }
 
+/* 0 when @name does not exist in @dir, -EEXIST when it does, else -errno. */
+static int name_free_locked(struct wbfs *w, ext2_ino_t dir, const char *name)
+{
+	ext2_ino_t ino;
+	int ret = lookup_locked(w, dir, name, &ino);
+
+	if (ret == -ENOENT)
+		return 0;
+	return ret ? ret : -EEXIST;
+}
+
 int dir_lookup(struct wbfs *w, ext2_ino_t parent, const char *name, ext2_ino_t *ino)
 {
 	int ret;
@@ -174,16 +185,13 @@ static int new_inode_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode, dev_
 int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	       dev_t rdev, const struct fuse_ctx *ctx, ext2_ino_t *ino)
 {
-	ext2_ino_t existing;
 	errcode_t err;
 	int ret;
 
 	wbfs_lock(w);
-	ret = lookup_locked(w, parent, name, &existing);
-	if (ret != -ENOENT) {
-		ret = ret ? ret : -EEXIST;
+	ret = name_free_locked(w, parent, name);
+	if (ret)
 		goto out;
-	}
 	ret = wbfs_meta_room(w, 2);
 	if (ret)
 		goto out;
@@ -222,16 +230,13 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	      const struct fuse_ctx *ctx, ext2_ino_t *ino)
 {
 	struct ext2_inode_large pin;
-	ext2_ino_t existing;
 	errcode_t err;
 	int ret, before;
 
 	wbfs_lock(w);
-	ret = lookup_locked(w, parent, name, &existing);
-	if (ret != -ENOENT) {
-		ret = ret ? ret : -EEXIST;
+	ret = name_free_locked(w, parent, name);
+	if (ret)
 		goto out;
-	}
 	ret = wbfs_meta_room(w, 3);
 	if (!ret)
 		ret = dir_may_add_subdir(w, parent);
@@ -266,18 +271,15 @@ out:
 int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char *target,
 		const struct fuse_ctx *ctx, ext2_ino_t *ino)
 {
-	ext2_ino_t existing;
 	errcode_t err;
 	int ret;
 
 	if (strlen(target) >= w->fs->blocksize)
 		return -ENAMETOOLONG;
 	wbfs_lock(w);
-	ret = lookup_locked(w, parent, name, &existing);
-	if (ret != -ENOENT) {
-		ret = ret ? ret : -EEXIST;
+	ret = name_free_locked(w, parent, name);
+	if (ret)
 		goto out;
-	}
 	ret = wbfs_meta_room(w, 3);
 	if (ret)
 		goto out;
@@ -303,15 +305,12 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 {
 	struct ext2_inode_large in;
 	struct timespec now;
-	ext2_ino_t existing;
 	int ret;
 
 	wbfs_lock(w);
-	ret = lookup_locked(w, parent, name, &existing);
-	if (ret != -ENOENT) {
-		ret = ret ? ret : -EEXIST;
+	ret = name_free_locked(w, parent, name);
+	if (ret)
 		goto out;
-	}
 	ret = wbfs_read_inode(w, ino, &in);
 	if (ret)
 		goto out;
@@ -438,20 +437,6 @@ static int reparent_locked(struct wbfs *w, ext2_ino_t dir, ext2_ino_t from, ext2
 	return ret;
 }
 
-static int touch_ctime_locked(struct wbfs *w, ext2_ino_t ino)
-{
-	struct ext2_inode_large in;
-	struct timespec now;
-	int ret = wbfs_read_inode(w, ino, &in);
-
-	if (ret)
-		return ret;
-	wbfs_now(&now);
-	wbfs_ts_set(&in, TS_CTIME, &now);
-	winode_fold_attrs_locked(w, ino, &in);
-	return wbfs_write_inode(w, ino, &in);
-}
-
 static int rename_exchange_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t src,
 				  const struct ext2_inode_large *si, ext2_ino_t p2,
 				  const char *n2, ext2_ino_t dst, const struct ext2_inode_large *di)
@@ -467,9 +452,9 @@ static int rename_exchange_locked(struct wbfs *w, ext2_ino_t p1, const char *n1,
 	if (!ret && ddir)
 		ret = reparent_locked(w, dst, p2, p1);
 	if (!ret)
-		ret = touch_ctime_locked(w, src);
+		ret = winode_touch_ctime_locked(w, src);
 	if (!ret)
-		ret = touch_ctime_locked(w, dst);
+		ret = winode_touch_ctime_locked(w, dst);
 	if (!ret)
 		ret = dir_touch_locked(w, p1, 0);
 	if (!ret && p2 != p1)
@@ -541,7 +526,7 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 	if (!ret && sdir)
 		ret = reparent_locked(w, src, p1, p2);
 	if (!ret)
-		ret = touch_ctime_locked(w, src);
+		ret = winode_touch_ctime_locked(w, src);
 	if (!ret)
 		ret = dir_touch_locked(w, p1, 0);
 	if (!ret && p2 != p1)

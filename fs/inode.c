@@ -144,6 +144,16 @@ void data_drop_all(struct wbfs *w, struct winode *wi)
 	mapping_truncate(&wi->map, 0, UINT64_MAX);
 }
 
+static bool winode_is_dirty(struct winode *wi)
+{
+	bool dirty;
+
+	pthread_mutex_lock(&wi->attr_lock);
+	dirty = wi->size_dirty || wi->times_dirty;
+	pthread_mutex_unlock(&wi->attr_lock);
+	return dirty || atomic_load(&wi->map.nrdirty) || atomic_load(&wi->map.nrwriteback);
+}
+
 /* Drop an in-memory inode that nobody references any more. */
 static void winode_evict(struct wbfs *w, struct winode *wi)
 {
@@ -152,7 +162,8 @@ static void winode_evict(struct wbfs *w, struct winode *wi)
 	wbfs_lock(w);
 	unlinked = wi->unlinked && !wi->freed;
 	wbfs_unlock(w);
-	if (!unlinked && !w->ro)
+	/* write what is still dirty: the pages and attributes die with @wi */
+	if (!unlinked && !w->ro && winode_is_dirty(wi))
 		bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, false);
 	data_drop_all(w, wi);
 	bdi_inode_remove(w->bdi, &wi->wb);
@@ -335,6 +346,21 @@ int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st)
 	ret = winode_stat_locked(w, ino, st);
 	wbfs_unlock(w);
 	return ret;
+}
+
+/* A change to @ino itself (links, xattrs, rename): stamp ctime. Context: fs_lock. */
+int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino)
+{
+	struct ext2_inode_large in;
+	struct timespec now;
+	int ret = wbfs_read_inode(w, ino, &in);
+
+	if (ret)
+		return ret;
+	wbfs_now(&now);
+	wbfs_ts_set(&in, TS_CTIME, &now);
+	winode_fold_attrs_locked(w, ino, &in);
+	return wbfs_write_inode(w, ino, &in);
 }
 
 /* ---- freeing ------------------------------------------------------------- */

@@ -151,6 +151,7 @@ void winode_set_size(struct winode *wi, uint64_t size, bool touch);
 void winode_touch(struct wbfs *w, struct winode *wi);
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino);
+int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 int ec_lookup(struct wbfs *w, struct winode *wi, uint64_t lblk, struct ext_run *out);
 void ec_invalidate(struct winode *wi);

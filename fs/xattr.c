@@ -44,20 +44,6 @@ static int xopen_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_xattr_handle
 	return -wbfs_errno(err);
 }
 
-static int xattr_ctime_locked(struct wbfs *w, ext2_ino_t ino)
-{
-	struct ext2_inode_large in;
-	struct timespec now;
-	int ret = wbfs_read_inode(w, ino, &in);
-
-	if (ret)
-		return ret;
-	wbfs_now(&now);
-	wbfs_ts_set(&in, TS_CTIME, &now);
-	winode_fold_attrs_locked(w, ino, &in);
-	return wbfs_write_inode(w, ino, &in);
-}
-
 int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, size_t len,
 	      int flags)
 {
@@ -92,7 +78,7 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 	if (!ret)
 		ret = -wbfs_errno(err);
 	if (!ret)
-		ret = xattr_ctime_locked(w, ino);
+		ret = winode_touch_ctime_locked(w, ino);
 out:
 	wbfs_unlock(w);
 	return ret;
@@ -189,7 +175,7 @@ int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name)
 	if (!ret)
 		ret = -wbfs_errno(err);
 	if (!ret)
-		ret = xattr_ctime_locked(w, ino);
+		ret = winode_touch_ctime_locked(w, ino);
 out:
 	wbfs_unlock(w);
 	return ret;
