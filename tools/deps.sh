@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Sourced by tools/demo and tools/test: install the Debian 12 packages that
+# are missing (apt-get only when something is), load the fuse and loop
+# modules if their devices are absent.
+
+WBCFS_PKGS=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
+	liburing-dev libaio-dev libext2fs-dev comerr-dev check e2fsprogs dbench
+	util-linux mount python3 attr)
+
+wbcfs_install_deps() {
+	local missing=() p
+	for p in "${WBCFS_PKGS[@]}"; do
+		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+	done
+	if ((${#missing[@]})); then
+		echo "installing: ${missing[*]}"
+		if [[ $EUID -ne 0 ]]; then
+			echo "error: packages missing and not root: ${missing[*]}" >&2
+			return 1
+		fi
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -q || return 1
+		apt-get install -y -q --no-install-recommends "${missing[@]}" \
+			</dev/null || return 1
+	fi
+	[[ -e /dev/fuse ]] || modprobe fuse 2>/dev/null || true
+	[[ -e /dev/loop-control ]] || modprobe loop 2>/dev/null || true
+	return 0
+}
