@@ -378,6 +378,12 @@ static ssize_t write_pages(struct wbfs *w, struct winode *wi, const char *buf, s
 			memcpy((char *)page_address(p) + in, buf + done, n);
 			page_set(p, PG_uptodate);
 			set_page_dirty(p);
+			/* grow i_size before the page can be locked by the flusher,
+			 * which writes nothing past EOF (write_end in the kernel) */
+			if (pos + n > isize) {
+				isize = pos + n;
+				winode_set_size(wi, isize, false);
+			}
 		}
 		unlock_page(p);
 		page_put(p);
@@ -404,7 +410,7 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	if (!ret)
 		ret = write_pages(w, wi, buf, len, off, isize, privileged);
 	if (ret > 0) {
-		winode_set_size(wi, off + (uint64_t)ret > isize ? off + (uint64_t)ret : isize, true);
+		winode_set_size(wi, winode_size(wi), true);	/* mtime, ctime */
 		if (wi->has_priv && !privileged)
 			write_kill_priv(w, wi);
 	}

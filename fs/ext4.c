@@ -512,6 +512,7 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 	pthread_mutex_init(&w->fs_lock, NULL);
 	pthread_mutex_init(&w->resv_lock, NULL);
 	pthread_mutex_init(&w->itable_lock, NULL);
+	pthread_cond_init(&w->itable_cond, NULL);
 	w->itable_size = 4096;
 	w->itable = calloc(w->itable_size, sizeof(*w->itable));
 	if (!w->itable)

@@ -90,7 +90,9 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 	struct winode *wi, *nw;
 
 	pthread_mutex_lock(&w->itable_lock);
-	wi = itable_find_locked(w, ino);
+	/* an inode on its way out is written first: wait, then read it anew */
+	while ((wi = itable_find_locked(w, ino)) && wi->evicting)
+		pthread_cond_wait(&w->itable_cond, &w->itable_lock);
 	if (wi && lookup)
 		wi->nlookup++;
 	pthread_mutex_unlock(&w->itable_lock);
@@ -107,7 +109,8 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 	if (!nw)
 		return NULL;
 	pthread_mutex_lock(&w->itable_lock);
-	wi = itable_find_locked(w, ino);
+	while ((wi = itable_find_locked(w, ino)) && wi->evicting)
+		pthread_cond_wait(&w->itable_cond, &w->itable_lock);
 	if (!wi) {
 		wi = nw;
 		nw = NULL;
@@ -154,7 +157,11 @@ static bool winode_is_dirty(struct winode *wi)
 	return dirty || atomic_load(&wi->map.nrdirty) || atomic_load(&wi->map.nrwriteback);
 }
 
-/* Drop an in-memory inode that nobody references any more. */
+/*
+ * Drop an in-memory inode nobody references any more (marked evicting, so
+ * lookups of the same inode wait): write what is still dirty, or free the
+ * inode when its last link is gone, then leave the table.
+ */
 static void winode_evict(struct wbfs *w, struct winode *wi)
 {
 	bool unlinked;
@@ -162,29 +169,39 @@ static void winode_evict(struct wbfs *w, struct winode *wi)
 	wbfs_lock(w);
 	unlinked = wi->unlinked && !wi->freed;
 	wbfs_unlock(w);
-	/* write what is still dirty: the pages and attributes die with @wi */
+	/* the pages and attributes die with @wi: write them first */
 	if (!unlinked && !w->ro && winode_is_dirty(wi))
 		bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, false);
 	data_drop_all(w, wi);
 	bdi_inode_remove(w->bdi, &wi->wb);
-	if (unlinked) {
-		wbfs_lock(w);
+	wbfs_lock(w);
+	if (unlinked)
 		winode_free_locked(w, wi->ino);
-		wbfs_unlock(w);
-	}
+	pthread_mutex_lock(&w->itable_lock);
+	itable_remove_locked(w, wi);
+	pthread_cond_broadcast(&w->itable_cond);
+	pthread_mutex_unlock(&w->itable_lock);
+	/* fs_lock held: nobody who found @wi under it is still using it */
+	wbfs_unlock(w);
 	winode_free_mem(wi);
+}
+
+/* Context: itable_lock held. True when @wi just became unreferenced. */
+static bool winode_begin_evict_locked(struct winode *wi)
+{
+	if (wi->nlookup || wi->nopen || wi->evicting || wi->ino == EXT2_ROOT_INO)
+		return false;
+	wi->evicting = true;
+	return true;
 }
 
 void winode_forget(struct wbfs *w, struct winode *wi, uint64_t nlookup)
 {
-	bool evict = false;
+	bool evict;
 
 	pthread_mutex_lock(&w->itable_lock);
 	wi->nlookup = wi->nlookup > nlookup ? wi->nlookup - nlookup : 0;
-	if (wi->nlookup == 0 && wi->nopen == 0 && wi->ino != EXT2_ROOT_INO) {
-		itable_remove_locked(w, wi);
-		evict = true;
-	}
+	evict = winode_begin_evict_locked(wi);
 	pthread_mutex_unlock(&w->itable_lock);
 	if (evict)
 		winode_evict(w, wi);
@@ -192,14 +209,11 @@ void winode_forget(struct wbfs *w, struct winode *wi, uint64_t nlookup)
 
 void winode_put_open(struct wbfs *w, struct winode *wi)
 {
-	bool evict = false;
+	bool evict;
 
 	pthread_mutex_lock(&w->itable_lock);
 	wi->nopen--;
-	if (wi->nlookup == 0 && wi->nopen == 0 && wi->ino != EXT2_ROOT_INO) {
-		itable_remove_locked(w, wi);
-		evict = true;
-	}
+	evict = winode_begin_evict_locked(wi);
 	pthread_mutex_unlock(&w->itable_lock);
 	if (evict)
 		winode_evict(w, wi);
@@ -214,9 +228,10 @@ void winode_release_all(struct wbfs *w)
 
 		pthread_mutex_lock(&w->itable_lock);
 		for (i = 0; i < w->itable_size && !wi; i++)
-			wi = w->itable[i];
+			for (wi = w->itable[i]; wi && wi->evicting; wi = wi->hash_next)
+				;
 		if (wi)
-			itable_remove_locked(w, wi);
+			wi->evicting = true;
 		pthread_mutex_unlock(&w->itable_lock);
 		if (!wi)
 			return;

@@ -52,6 +52,7 @@ struct winode {
 	struct winode *hash_next;		/* itable_lock */
 	uint64_t nlookup;			/* itable_lock: FUSE lookup count */
 	unsigned nopen;				/* itable_lock: open handles */
+	bool evicting;				/* itable_lock: being written and torn down */
 	bool unlinked;				/* fs_lock: links hit 0, free at last forget */
 	bool freed;				/* fs_lock: on-disk inode released */
 	mode_t mode;				/* fs_lock (format bits constant) */
@@ -98,7 +99,8 @@ struct wbfs {
 	struct mapping meta_map;	/* the device's own pages: index == block */
 	struct wb_inode meta_wb;
 
-	pthread_mutex_t itable_lock;	/* protects: itable buckets, nlookup, nopen */
+	pthread_mutex_t itable_lock;	/* protects: itable buckets, nlookup, nopen, evicting */
+	pthread_cond_t itable_cond;	/* itable_lock: an eviction finished */
 	struct winode **itable;
 	size_t itable_size;
 	long nr_winodes;		/* itable_lock */
