@@ -5,12 +5,35 @@
 
 #include "wbcfs/cache.h"
 
+/*
+ * Update a zone list counter (nr_free, nr_active, nr_inactive). Writers hold
+ * zone->lock; the relaxed atomic store only makes the lock-free readers
+ * (watermark checks, stats, scan budgets) well defined.
+ */
+#define ZONE_COUNT(field, delta) __atomic_fetch_add(&(field), (delta), __ATOMIC_RELAXED)
+
+/*
+ * p->mapping outside mapping->lock: reclaim and writeback completion peek
+ * at it and re-check under the lock; writers (insert, unlink, free) store
+ * it with page_mapping_set(). Relaxed atomics keep those peeks defined.
+ */
+static inline struct mapping *page_mapping_peek(const struct page *p)
+{
+	return __atomic_load_n(&p->mapping, __ATOMIC_RELAXED);
+}
+static inline void page_mapping_set(struct page *p, struct mapping *m)
+{
+	__atomic_store_n(&p->mapping, m, __ATOMIC_RELAXED);
+}
+
 /* Take @p off its zone's LRU list (if on one). Takes zone->lock. */
 void cache_lru_del(struct page *p);
-/* Return a page with no references to its zone's free list. */
+/* Return a page with no references to its zone's free list (unlinking it
+ * from an LRU list if a racing putback left it there). */
 void zone_free_page(struct page *p);
 /* Writeback of a PG_reclaim page ended: free it now if clean and unused,
- * else move it to the inactive tail so reclaim meets it first. */
+ * else move it to the inactive tail so reclaim meets it first.
+ * Context: caller holds a reference of its own; no locks; never sleeps. */
 void cache_reclaim_now(struct page *p);
 /* Second touch: move to the active list. */
 void cache_lru_activate(struct page *p);

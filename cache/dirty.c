@@ -133,36 +133,63 @@ bool dirty_over_background(struct cache *c)
 {
 	unsigned long bg, thresh;
 
+	long dirty = atomic_load(&c->stats.nr_dirty);
+
 	dirty_thresholds(c, &bg, &thresh);
-	return (unsigned long)atomic_load(&c->stats.nr_dirty) > bg;
+	return dirty > 0 && (unsigned long)dirty > bg;
 }
 
-static void dirty_wait(struct cache *c, long ms)
+#define BALANCE_WAIT_MS 50	/* re-evaluate at least this often (tunables change live) */
+
+static void flusher_kick(struct cache *c, enum wb_reason why)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
-	pthread_mutex_lock(&c->wait_lock);
-	if (!c->stopping)
-		pthread_cond_timedwait(&c->dirty_wait, &c->wait_lock, &ts);
-	pthread_mutex_unlock(&c->wait_lock);
+	if (c->ops && c->ops->wakeup_flusher)
+		c->ops->wakeup_flusher(c->owner, 0, why);
 }
 
+/* FILE_DIRTY + WRITEBACK over the hard threshold? Sets *over_bg when
+ * FILE_DIRTY is over the background threshold. Counters may dip below 0
+ * for a moment (an inc racing a dec), hence the signed tests. */
+static bool dirty_over_limit(struct cache *c, bool *over_bg)
+{
+	unsigned long bg, thresh;
+	long dirty = atomic_load(&c->stats.nr_dirty);
+	long wb = atomic_load(&c->stats.nr_writeback);
+
+	dirty_thresholds(c, &bg, &thresh);
+	*over_bg = dirty > 0 && (unsigned long)dirty > bg;
+	return dirty + wb > 0 && (unsigned long)(dirty + wb) > thresh;
+}
+
+/*
+ * The predicate is evaluated under wait_lock and cache_wake_dirty()
+ * broadcasts under it after the counters moved, so no wakeup is lost; the
+ * timeout only covers tunable changes and a cache that grows dirtyable.
+ * The flusher is kicked with wait_lock dropped: wakeup_flusher may take
+ * the owner's locks, and the owner calls end_page_writeback (which takes
+ * wait_lock) under them.
+ */
 void dirty_balance_simple(struct cache *c)
 {
 	for (;;) {
-		unsigned long bg, thresh;
-		long dirty = atomic_load(&c->stats.nr_dirty);
-		long wb = atomic_load(&c->stats.nr_writeback);
+		struct timespec ts;
+		bool over_bg, over, stop;
 
-		dirty_thresholds(c, &bg, &thresh);
-		if ((unsigned long)dirty > bg && c->ops && c->ops->wakeup_flusher)
-			c->ops->wakeup_flusher(c->owner, 0, WB_REASON_BACKGROUND);
-		if ((unsigned long)(dirty + wb) <= thresh || c->stopping)
+		over = dirty_over_limit(c, &over_bg);
+		if (over_bg || over)
+			flusher_kick(c, WB_REASON_BACKGROUND);
+		if (!over)
 			return;
-		dirty_wait(c, 50);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += BALANCE_WAIT_MS * 1000000L;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_mutex_lock(&c->wait_lock);
+		if (!c->stopping && dirty_over_limit(c, &over_bg))
+			pthread_cond_timedwait(&c->dirty_wait, &c->wait_lock, &ts);
+		stop = c->stopping;
+		pthread_mutex_unlock(&c->wait_lock);
+		if (stop)
+			return;
 	}
 }

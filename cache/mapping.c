@@ -6,9 +6,14 @@
  * Page state transitions live in page.c; page allocation in zone.c.
  *
  * Lock ordering:
- *   page lock (PG_locked, sleeping bit)
- *     mapping->lock
- *       zone->lock
+ *   page lock (PG_locked, sleeping bit)      mapping_truncate, mapping_grab_page
+ *     mapping->lock                          every tree walk and update
+ *       zone->lock                           mapping_unlink_locked -> cache_lru_del
+ *   cache->wait_lock and the page wait-queue bucket locks are leaves: nothing
+ *   is taken under them. mapping->lock is never taken with a zone->lock held
+ *   (reclaim drops the zone lock before mapping_try_remove_page), and no
+ *   page reference is dropped under mapping->lock (the last put takes the
+ *   zone lock and wait_lock).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -116,29 +121,34 @@ static struct page *radix_lookup(struct mapping *m, uint64_t index)
 	return n->slots[slot_of(index, 0)];
 }
 
+/* Insert @p at a free @index, growing the tree as needed. Context: m->lock. */
 static int radix_insert(struct mapping *m, uint64_t index, struct page *p)
 {
-	struct radix_node **pn;
+	struct radix_node *n;
 	unsigned level;
 	int ret = radix_extend(m, index);
 
 	if (ret)
 		return ret;
-	pn = (struct radix_node **)&m->root;
-	for (level = m->height; level > 0; level--) {
-		if (!*pn) {
-			*pn = calloc(1, sizeof(**pn));
-			if (!*pn)
-				return -ENOMEM;
-		}
-		if (level == 1)
-			break;
-		if (!(*pn)->slots[slot_of(index, level - 1)])
-			(*pn)->count++;
-		pn = (struct radix_node **)&(*pn)->slots[slot_of(index, level - 1)];
+	if (!m->root) {
+		m->root = calloc(1, sizeof(struct radix_node));
+		if (!m->root)
+			return -ENOMEM;
 	}
-	(*pn)->slots[slot_of(index, 0)] = p;
-	(*pn)->count++;
+	n = m->root;
+	for (level = m->height - 1; level > 0; level--) {
+		void **slot = &n->slots[slot_of(index, level)];
+
+		if (!*slot) {
+			*slot = calloc(1, sizeof(struct radix_node));
+			if (!*slot)
+				return -ENOMEM;	/* empty nodes left stay until destroy */
+			n->count++;
+		}
+		n = *slot;
+	}
+	n->slots[slot_of(index, 0)] = p;
+	n->count++;
 	return 0;
 }
 
@@ -182,7 +192,21 @@ static void radix_tag_clear(struct mapping *m, uint64_t index, enum mapping_tag 
 	}
 }
 
-/* Remove @index; frees emptied nodes. Context: m->lock. */
+/* Drop root levels whose only child is in slot 0. Context: m->lock. */
+static void radix_shrink(struct mapping *m)
+{
+	while (m->height > 1 && m->root) {
+		struct radix_node *r = m->root;
+
+		if (r->count != 1 || !r->slots[0])
+			return;
+		m->root = r->slots[0];	/* child's tag bitmaps are already exact */
+		m->height--;
+		free(r);
+	}
+}
+
+/* Remove @index; frees emptied nodes and shrinks the height. Context: m->lock. */
 static void radix_delete(struct mapping *m, uint64_t index)
 {
 	struct radix_node *path[RADIX_MAX_HEIGHT + 1];
@@ -197,7 +221,7 @@ static void radix_delete(struct mapping *m, uint64_t index)
 
 		path[d]->slots[s] = NULL;
 		if (--path[d]->count)
-			return;
+			break;
 		if (d == 0) {
 			free(path[0]);
 			m->root = NULL;
@@ -206,6 +230,7 @@ static void radix_delete(struct mapping *m, uint64_t index)
 		}
 		free(path[d]);
 	}
+	radix_shrink(m);
 }
 
 /*
@@ -296,11 +321,11 @@ static struct page *mapping_insert_new(struct mapping *m, uint64_t index, struct
 		return p;	/* not locked: caller locks and re-checks */
 	}
 	atomic_store(&np->flags, 1UL << PG_locked);
-	np->mapping = m;
+	page_mapping_set(np, m);
 	np->index = index;
 	if (radix_insert(m, index, np)) {
 		pthread_mutex_unlock(&m->lock);
-		np->mapping = NULL;
+		page_mapping_set(np, NULL);
 		page_put(np);
 		return NULL;
 	}
@@ -398,13 +423,37 @@ unsigned mapping_count_cached_before(struct mapping *m, uint64_t index, unsigned
 	return n;
 }
 
-/* Unlink @p from the tree and its LRU and drop the cache's reference. Context: m->lock. */
+/*
+ * Unlink @p from the tree and from its zone's LRU. The cache's reference is
+ * the caller's to drop, after m->lock is released.
+ * Context: m->lock held; takes zone->lock (inner).
+ */
 static void mapping_unlink_locked(struct mapping *m, struct page *p)
 {
 	radix_delete(m, p->index);
-	p->mapping = NULL;
+	page_mapping_set(p, NULL);	/* before the LRU unlink: reclaim's putback re-checks it */
 	m->nrpages--;
 	atomic_fetch_sub(&m->cache->stats.nr_file_pages, 1);
+	cache_lru_del(p);
+}
+
+/* Truncate one page the caller holds a reference on. Context: may sleep. */
+static void mapping_truncate_page(struct mapping *m, struct page *p)
+{
+	lock_page(p);
+	wait_on_page_writeback(p);
+	if (p->mapping != m) {		/* reclaimed or truncated meanwhile */
+		unlock_page(p);
+		return;
+	}
+	cancel_dirty_page(p);		/* no-op when clean */
+	page_clear(p, PG_uptodate);
+	page_clear(p, PG_reclaim);
+	pthread_mutex_lock(&m->lock);
+	mapping_unlink_locked(m, p);
+	pthread_mutex_unlock(&m->lock);
+	unlock_page(p);
+	page_put(p);			/* the cache's reference */
 }
 
 void mapping_truncate(struct mapping *m, uint64_t start, uint64_t end)
@@ -415,29 +464,15 @@ void mapping_truncate(struct mapping *m, uint64_t start, uint64_t end)
 
 	while (pos <= end && (n = mapping_lookup_range(m, &pos, end, pages, 64))) {
 		for (i = 0; i < n; i++) {
-			struct page *p = pages[i];
-
-			lock_page(p);
-			wait_on_page_writeback(p);
-			if (p->mapping == m) {
-				if (page_test(p, PG_dirty))
-					cancel_dirty_page(p);
-				cache_lru_del(p);
-				pthread_mutex_lock(&m->lock);
-				mapping_unlink_locked(m, p);
-				pthread_mutex_unlock(&m->lock);
-				page_clear(p, PG_uptodate);
-				unlock_page(p);
-				page_put(p);	/* the cache's reference */
-			} else {
-				unlock_page(p);
-			}
-			page_put(p);
+			mapping_truncate_page(m, pages[i]);
+			page_put(pages[i]);	/* the lookup's reference */
 		}
 		if (pos == UINT64_MAX || pos == 0)
 			break;
 	}
 }
+
+#define PAGE_BUSY_MASK ((1UL << PG_locked) | (1UL << PG_dirty) | (1UL << PG_writeback))
 
 bool mapping_try_remove_page(struct mapping *m, struct page *p)
 {
@@ -445,8 +480,7 @@ bool mapping_try_remove_page(struct mapping *m, struct page *p)
 
 	pthread_mutex_lock(&m->lock);
 	if (p->mapping == m && atomic_load(&p->refcount) == 2 &&
-	    !(atomic_load(&p->flags) & ((1UL << PG_locked) | (1UL << PG_dirty) |
-					(1UL << PG_writeback)))) {
+	    !(atomic_load(&p->flags) & PAGE_BUSY_MASK)) {
 		mapping_unlink_locked(m, p);
 		removed = true;
 	}

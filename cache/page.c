@@ -174,13 +174,21 @@ void set_page_writeback(struct page *p)
 	}
 }
 
+/*
+ * The writer may have dropped its reference already (the flusher does):
+ * while PG_writeback is set the mapping keeps the page, so take our own
+ * reference first; once the bit is clear a truncate may drop the cache's.
+ * Context: any thread, no locks held; never sleeps.
+ */
 void end_page_writeback(struct page *p)
 {
-	struct mapping *m = p->mapping;
 	struct cache *c = p->zone->cache;
+	struct mapping *m;
 
 	if (!page_test(p, PG_writeback))
 		return;
+	page_get(p);
+	m = p->mapping;		/* stable while PG_writeback is set */
 	if (m) {
 		mapping_tag_clear(m, p->index, TAG_WRITEBACK);
 		atomic_fetch_sub(&m->nrwriteback, 1);
@@ -193,6 +201,7 @@ void end_page_writeback(struct page *p)
 	if (page_test_clear(p, PG_reclaim))
 		cache_reclaim_now(p);
 	cache_wake_dirty(c);
+	page_put(p);
 }
 
 void mark_page_accessed(struct page *p)

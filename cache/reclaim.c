@@ -29,55 +29,87 @@ static void zone_age_active(struct zone *z, long nr)
 		}
 		page_clear(p, PG_active);
 		list_move(&p->lru, &z->inactive);
-		z->nr_active--;
-		z->nr_inactive++;
+		ZONE_COUNT(z->nr_active, -1);
+		ZONE_COUNT(z->nr_inactive, 1);
 	}
 	pthread_mutex_unlock(&z->lock);
 }
 
-/* Take up to @nr pages off the inactive tail, referenced. Context: z->lock. */
+/* page_get() unless the last reference is already gone (being freed). */
+static bool page_get_unless_zero(struct page *p)
+{
+	int r = atomic_load(&p->refcount);
+
+	while (r > 0)
+		if (atomic_compare_exchange_weak(&p->refcount, &r, r + 1))
+			return true;
+	return false;
+}
+
+/*
+ * Take up to @nr pages off the inactive tail, each with a reference. A page
+ * whose refcount already hit 0 is on its way to the free list
+ * (zone_free_page unlinks it): rotate past it. Context: z->lock held.
+ */
 static unsigned zone_isolate(struct zone *z, struct page **out, unsigned nr)
 {
+	long scan = z->nr_inactive;
 	unsigned n = 0;
 
-	while (n < nr && !list_empty(&z->inactive)) {
+	while (n < nr && scan-- > 0 && !list_empty(&z->inactive)) {
 		struct page *p = list_last_entry(&z->inactive, struct page, lru);
 
+		if (!page_get_unless_zero(p)) {
+			list_move(&p->lru, &z->inactive);
+			continue;
+		}
 		list_del_init(&p->lru);
 		page_clear(p, PG_lru);
-		z->nr_inactive--;
-		page_get(p);
+		ZONE_COUNT(z->nr_inactive, -1);
 		out[n++] = p;
 	}
 	return n;
 }
 
-static void zone_putback(struct zone *z, struct page *p, bool active, bool tail)
+/*
+ * Return an isolated page to the inactive head, unless it left its mapping
+ * meanwhile (then the caller's put frees it). p->mapping is re-read under
+ * zone->lock: mapping_unlink_locked clears it before its own LRU unlink.
+ */
+static void zone_putback(struct zone *z, struct page *p)
 {
 	pthread_mutex_lock(&z->lock);
-	if (p->mapping && !page_test_set(p, PG_lru)) {
-		if (active) {
-			page_set(p, PG_active);
-			list_add(&p->lru, &z->active);
-			z->nr_active++;
-		} else {
-			list_add(&p->lru, tail ? z->inactive.prev : &z->inactive);
-			z->nr_inactive++;
-		}
+	if (page_mapping_peek(p) && !page_test_set(p, PG_lru)) {
+		page_clear(p, PG_active);
+		list_add(&p->lru, &z->inactive);
+		ZONE_COUNT(z->nr_inactive, 1);
 	}
 	pthread_mutex_unlock(&z->lock);
 }
 
-enum scan_result { SCAN_FREED, SCAN_KEEP, SCAN_ACTIVATE, SCAN_DIRTY };
+enum scan_result { SCAN_FREED, SCAN_GONE, SCAN_KEEP, SCAN_DIRTY };
 
+/*
+ * Decide one isolated page (mm/vmscan.c's shrink_folio_list, reduced):
+ *   truncated meanwhile     -> gone (our put frees it; not a steal)
+ *   referenced              -> clear it, back to the inactive head (second
+ *                              chance; a second touch activates it through
+ *                              mark_page_accessed)
+ *   locked                  -> keep: reclaim never sleeps on a page
+ *   dirty or writeback      -> PG_reclaim (counted once), keep; the flusher
+ *                              is asked and end_page_writeback frees it
+ *   clean and unused        -> removed from its mapping
+ */
 static enum scan_result scan_page(struct zone *z, struct page *p)
 {
-	struct mapping *m = p->mapping;
+	struct mapping *m = page_mapping_peek(p);
 
 	if (!m)
-		return SCAN_FREED;	/* truncated meanwhile: our put frees it */
+		return SCAN_GONE;
 	if (page_test_clear(p, PG_referenced))
-		return SCAN_ACTIVATE;
+		return SCAN_KEEP;
+	if (page_test(p, PG_locked))
+		return SCAN_KEEP;
 	if (page_test(p, PG_dirty) || page_test(p, PG_writeback)) {
 		if (!page_test_set(p, PG_reclaim)) {
 			atomic_fetch_add(&z->nr_immediate, 1);
@@ -85,8 +117,6 @@ static enum scan_result scan_page(struct zone *z, struct page *p)
 		}
 		return SCAN_DIRTY;
 	}
-	if (page_test(p, PG_locked))
-		return SCAN_KEEP;
 	return mapping_try_remove_page(m, p) ? SCAN_FREED : SCAN_KEEP;
 }
 
@@ -109,15 +139,14 @@ static long zone_shrink_batch(struct zone *z, long want, long *dirty_met)
 		case SCAN_FREED:
 			freed++;
 			break;
-		case SCAN_ACTIVATE:
-			zone_putback(z, p, true, false);
+		case SCAN_GONE:
 			break;
 		case SCAN_DIRTY:
 			(*dirty_met)++;
-			zone_putback(z, p, false, false);
+			zone_putback(z, p);
 			break;
 		case SCAN_KEEP:
-			zone_putback(z, p, false, false);
+			zone_putback(z, p);
 			break;
 		}
 		page_put(p);
@@ -127,6 +156,13 @@ static long zone_shrink_batch(struct zone *z, long want, long *dirty_met)
 	return freed;
 }
 
+/* Pages on @z's LRU lists, read without the lock (a scan budget). */
+static long zone_lru_pages(const struct zone *z)
+{
+	return __atomic_load_n(&z->nr_inactive, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&z->nr_active, __ATOMIC_RELAXED);
+}
+
 long cache_shrink(struct cache *c, long nr)
 {
 	long freed = 0, dirty = 0;
@@ -134,7 +170,7 @@ long cache_shrink(struct cache *c, long nr)
 
 	for (i = 0; i < c->nr_zones && freed < nr; i++) {
 		struct zone *z = &c->zones[i];
-		long budget = z->nr_inactive + z->nr_active;
+		long budget = zone_lru_pages(z);
 
 		while (freed < nr && budget > 0) {
 			long want = nr - freed < SCAN_BATCH ? nr - freed : SCAN_BATCH, got;
@@ -143,7 +179,7 @@ long cache_shrink(struct cache *c, long nr)
 			got = zone_shrink_batch(z, want, &dirty);
 			freed += got;
 			budget -= want;
-			if (!got && z->nr_inactive == 0 && z->nr_active == 0)
+			if (!got && zone_lru_pages(z) == 0)
 				break;
 		}
 	}

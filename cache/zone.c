@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <time.h>
 
 #include "wbcfs/cache.h"
@@ -88,7 +89,10 @@ static void *cache_prefault_main(void *arg)
 {
 	struct cache *c = arg;
 	size_t len = c->nr_pages << PAGE_SHIFT, off;
+	struct sched_param sp = { 0 };
 
+	/* idle time only: the first writers must not wait behind it */
+	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 	for (off = 0; off < len && !atomic_load(&c->prefault_stop); off += PREFAULT_CHUNK) {
 		size_t n = len - off < PREFAULT_CHUNK ? len - off : PREFAULT_CHUNK;
 
@@ -189,17 +193,30 @@ void cache_wake_dirty(struct cache *c)
 	pthread_mutex_unlock(&c->wait_lock);
 }
 
+/* Context: z->lock held. */
+static void lru_del_locked(struct zone *z, struct page *p);
+
+/*
+ * Last reference gone: back to the free list. A page still on an LRU list
+ * (a racing putback) is unlinked first, so the free list never shares it.
+ * Context: any thread; takes zone->lock, then wait_lock if allocators wait.
+ */
 void zone_free_page(struct page *p)
 {
 	struct zone *z = p->zone;
 
-	atomic_store(&p->flags, 0);
-	p->mapping = NULL;
 	pthread_mutex_lock(&z->lock);
+	lru_del_locked(z, p);
+	atomic_store(&p->flags, 0);
+	page_mapping_set(p, NULL);
 	list_add(&p->lru, &z->free_list);
-	z->nr_free++;
+	ZONE_COUNT(z->nr_free, 1);
 	pthread_mutex_unlock(&z->lock);
-	cache_wake_free(z->cache);
+	/* seq_cst: orders nr_free++ before the waiter check (pairs with
+	 * cache_wait_free's free_waiters++ before its nr_free check) */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&z->cache->free_waiters))
+		cache_wake_free(z->cache);
 }
 
 /* Fast path: a free page from the first zone that has one above min. */
@@ -215,7 +232,7 @@ static struct page *zone_take_free(struct cache *c, bool use_reserve)
 		if (z->nr_free > (use_reserve ? 0 : z->wmark_min)) {
 			p = list_first_entry(&z->free_list, struct page, lru);
 			list_del_init(&p->lru);
-			z->nr_free--;
+			ZONE_COUNT(z->nr_free, -1);
 		}
 		pthread_mutex_unlock(&z->lock);
 		if (p) {
@@ -240,8 +257,10 @@ static bool cache_wait_free(struct cache *c, long ms)
 	ts.tv_sec += ts.tv_nsec / 1000000000L;
 	ts.tv_nsec %= 1000000000L;
 	pthread_mutex_lock(&c->wait_lock);
+	atomic_fetch_add(&c->free_waiters, 1);	/* seq_cst: before the nr_free check */
 	if (!c->stopping && cache_free_pages(c) == 0)
 		pthread_cond_timedwait(&c->free_wait, &c->wait_lock, &ts);
+	atomic_fetch_sub(&c->free_waiters, 1);
 	stop = c->stopping;
 	pthread_mutex_unlock(&c->wait_lock);
 	return !stop;
@@ -281,21 +300,20 @@ void cache_lru_add(struct page *p)
 	pthread_mutex_lock(&z->lock);
 	if (!page_test_set(p, PG_lru)) {
 		list_add(&p->lru, &z->inactive);
-		z->nr_inactive++;
+		ZONE_COUNT(z->nr_inactive, 1);
 	}
 	pthread_mutex_unlock(&z->lock);
 }
 
-/* Context: z->lock held. */
 static void lru_del_locked(struct zone *z, struct page *p)
 {
 	if (!page_test_clear(p, PG_lru))
 		return;
 	list_del_init(&p->lru);
 	if (page_test_clear(p, PG_active))
-		z->nr_active--;
+		ZONE_COUNT(z->nr_active, -1);
 	else
-		z->nr_inactive--;
+		ZONE_COUNT(z->nr_inactive, -1);
 }
 
 void cache_lru_del(struct page *p)
@@ -314,8 +332,8 @@ void cache_lru_activate(struct page *p)
 	pthread_mutex_lock(&z->lock);
 	if (page_test(p, PG_lru) && !page_test(p, PG_active)) {
 		list_move(&p->lru, &z->active);
-		z->nr_inactive--;
-		z->nr_active++;
+		ZONE_COUNT(z->nr_inactive, -1);
+		ZONE_COUNT(z->nr_active, 1);
 		page_set(p, PG_active);
 		page_clear(p, PG_referenced);
 		atomic_fetch_add(&z->cache->stats.pgactivate, 1);
@@ -323,27 +341,26 @@ void cache_lru_activate(struct page *p)
 	pthread_mutex_unlock(&z->lock);
 }
 
+/*
+ * Writeback of a PG_reclaim page ended (end_page_writeback): free it now if
+ * it is clean, unreferenced since reclaim met it and used by nobody else
+ * (mapping_try_remove_page's refcount test: the cache's and the caller's);
+ * otherwise move it to the inactive tail so the next scan meets it first.
+ * Context: caller holds a reference and no locks; never sleeps.
+ */
 void cache_reclaim_now(struct page *p)
 {
 	struct zone *z = p->zone;
-	struct mapping *m = p->mapping;
-	bool freed = false;
+	struct mapping *m = page_mapping_peek(p);
 
-	page_get(p);
-	if (m && !page_test(p, PG_dirty) && !page_test(p, PG_referenced)) {
-		cache_lru_del(p);
-		freed = mapping_try_remove_page(m, p);
-		if (!freed)
-			cache_lru_add(p);
-	}
-	if (freed) {
+	if (m && !page_test(p, PG_dirty) && !page_test(p, PG_referenced) &&
+	    !page_test(p, PG_active) && mapping_try_remove_page(m, p)) {
 		atomic_fetch_add(&z->pgsteal, 1);
 		atomic_fetch_add(&z->cache->stats.pgsteal, 1);
-	} else {
-		pthread_mutex_lock(&z->lock);
-		if (page_test(p, PG_lru) && !page_test(p, PG_active))
-			list_move_tail(&p->lru, &z->inactive);
-		pthread_mutex_unlock(&z->lock);
+		return;
 	}
-	page_put(p);
+	pthread_mutex_lock(&z->lock);
+	if (page_test(p, PG_lru) && !page_test(p, PG_active))
+		list_move_tail(&p->lru, &z->inactive);
+	pthread_mutex_unlock(&z->lock);
 }

@@ -77,6 +77,8 @@ struct cache {
 	pthread_cond_t kswapd_wait;	/* kswapd sleeps here */
 	bool kswapd_wake;		/* wait_lock */
 	bool stopping;			/* wait_lock */
+	_Atomic int free_waiters;	/* atomic: allocators sleeping on free_wait; a freed
+				 * page wakes them only when > 0 (added for zone.c) */
 	bool have_kswapd;		/* constant after create */
 	pthread_t kswapd;
 	bool have_prefault;		/* constant after create */

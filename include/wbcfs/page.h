@@ -101,6 +101,10 @@ void set_page_writeback(struct page *p);
  * End writeback: clear PG_writeback and its tag, count one page written,
  * wake waiters; a page marked PG_reclaim is rotated for immediate reclaim
  * (freed at once when clean and unused).
+ * The caller need not hold a reference (it takes its own while working);
+ * a PG_reclaim page whose only reference is the cache's is freed here, so
+ * the caller must not touch @p afterwards unless it holds a reference.
+ * Context: any thread, no cache locks held; never sleeps.
  */
 void end_page_writeback(struct page *p);
 

@@ -15,10 +15,12 @@
 #include "wbcfs/cache.h"
 #include "wbcfs/mapping.h"
 
-static long kicks;
+static _Atomic long kicks, bg_kicks;
 static void t_wakeup(void *owner, long nr, enum wb_reason why)
 {
 	kicks++;
+	if (why == WB_REASON_BACKGROUND && nr == 0)
+		bg_kicks++;
 }
 static const struct cache_ops t_cops = { .wakeup_flusher = t_wakeup };
 
@@ -30,7 +32,7 @@ static struct cache *t_cache(size_t pages)
 
 	dirty_tunables_default(&cfg.tunables);
 	ck_assert_int_eq(cache_create(&c, &cfg), 0);
-	kicks = 0;
+	kicks = bg_kicks = 0;
 	return c;
 }
 
@@ -56,6 +58,87 @@ START_TEST(tunable_rules)
 	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_BYTES, 8192), 0);
 	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_RATIO), 30 * 0);
 	ck_assert_str_eq(dirty_tunable_name(DT_DIRTY_EXPIRE_CENTISECS), "dirty_expire_centisecs");
+}
+END_TEST
+
+START_TEST(tunable_ranges)
+{
+	struct dirty_tunables t;
+
+	dirty_tunables_default(&t);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_BACKGROUND_RATIO, 101), -EINVAL);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_BACKGROUND_RATIO), 10);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_RATIO, 100), 0);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_RATIO, 0), 0);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_BYTES, 8191), -EINVAL);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_BYTES), 0);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_BYTES, 0), 0);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_BACKGROUND_BYTES, 1), 0);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_WRITEBACK_CENTISECS, 0), 0);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_WRITEBACK_CENTISECS), 0);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_EXPIRE_CENTISECS, 8640000), 0);
+	ck_assert_int_eq(dirty_tunable_set(&t, DT_DIRTY_EXPIRE_CENTISECS, UINT64_MAX), -EINVAL);
+	ck_assert_uint_eq(dirty_tunable_get(&t, DT_DIRTY_EXPIRE_CENTISECS), 8640000);
+	ck_assert_int_eq(dirty_tunable_set(&t, NR_DIRTY_TUNABLES, 1), -EINVAL);
+	ck_assert_str_eq(dirty_tunable_name(DT_DIRTY_RATIO), "dirty_ratio");
+	ck_assert_str_eq(dirty_tunable_name(DT_DIRTY_BACKGROUND_BYTES), "dirty_background_bytes");
+	ck_assert_ptr_null(dirty_tunable_name(NR_DIRTY_TUNABLES));
+}
+END_TEST
+
+START_TEST(threshold_floor_and_file_pages)
+{
+	struct cache *c = t_cache(1000);
+	unsigned long bg, thresh, avail0, avail1;
+	struct mapping m;
+	struct page *p;
+
+	dirty_tunable_set(&c->tun, DT_DIRTY_RATIO, 0);
+	dirty_tunable_set(&c->tun, DT_DIRTY_BACKGROUND_RATIO, 0);
+	dirty_thresholds(c, &bg, &thresh);
+	ck_assert_uint_eq(thresh, 1);	/* never 0 */
+	ck_assert_uint_eq(bg, 0);
+	/* a cached page moves from free to file: dirtyable is unchanged */
+	avail0 = dirty_dirtyable_pages(c);
+	mapping_init(&m, c, NULL, NULL);
+	p = mapping_grab_page(&m, 0, 0);
+	unlock_page(p);
+	page_put(p);
+	avail1 = dirty_dirtyable_pages(c);
+	ck_assert_uint_eq(avail0, avail1);
+	/* an allocated, uncached page is not dirtyable */
+	p = cache_alloc_page(c, 0);
+	ck_assert_uint_eq(dirty_dirtyable_pages(c), avail1 - 1);
+	page_put(p);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(simple_throttle_kicks_background)
+{
+	struct cache *c = t_cache(1000);
+	struct mapping m;
+	unsigned i;
+
+	mapping_init(&m, c, NULL, NULL);
+	dirty_tunable_set(&c->tun, DT_DIRTY_BYTES, 100 * PAGE_SIZE);
+	dirty_tunable_set(&c->tun, DT_DIRTY_BACKGROUND_BYTES, 20 * PAGE_SIZE);
+	for (i = 0; i < 30; i++) {
+		struct page *p = mapping_grab_page(&m, i, 0);
+
+		set_page_dirty(p);
+		unlock_page(p);
+		page_put(p);
+		dirty_balance_simple(c);	/* under thresh: never waits */
+		ck_assert_int_eq(bg_kicks, i >= 20 ? (long)i - 19 : 0);
+	}
+	ck_assert(dirty_over_background(c));
+	mapping_truncate(&m, 0, UINT64_MAX);
+	ck_assert(!dirty_over_background(c));
+	mapping_destroy(&m);
+	cache_destroy(c);
 }
 END_TEST
 
@@ -183,15 +266,18 @@ static Suite *dirty_suite(void)
 
 	tc = tcase_create("tunables");
 	tcase_add_test(tc, tunable_rules);
+	tcase_add_test(tc, tunable_ranges);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("thresholds");
 	tcase_add_test(tc, thresholds_from_ratio_and_bytes);
+	tcase_add_test(tc, threshold_floor_and_file_pages);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("accounting");
 	tcase_add_test(tc, counters_follow_pages);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("throttle");
 	tcase_add_test(tc, simple_throttle_waits_over_limit);
+	tcase_add_test(tc, simple_throttle_kicks_background);
 	suite_add_tcase(s, tc);
 	return s;
 }

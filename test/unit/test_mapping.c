@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * The page index: radix-tree insert/lookup at scattered and huge indices,
- * tag set/clear and ordered tagged lookups that skip untagged pages,
- * TOWRITE tagging, the contiguous-cache count readahead uses, truncation
- * (dirty pages cancelled, counters back to zero) and concurrent grabs.
+ * height growth and shrink, tag set/clear and ordered tagged lookups that
+ * skip untagged pages, TOWRITE tagging, the contiguous-cache count
+ * readahead uses, truncation (dirty pages cancelled, counters back to
+ * zero), the reclaim-side removal rules, waiting on writeback in a range,
+ * and concurrent grabs (same page, waiting for a locked one).
  */
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "wbcfs/cache.h"
 #include "wbcfs/mapping.h"
@@ -294,6 +297,168 @@ START_TEST(concurrent_grab_same_page)
 }
 END_TEST
 
+START_TEST(tree_shrinks_when_emptied)
+{
+	struct cache *c = t_cache(64);
+	struct mapping m;
+	struct page *p;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	t_add(&m, 3);
+	ck_assert_uint_eq(m.height, 1);
+	t_add(&m, UINT64_MAX - 1);
+	ck_assert_uint_eq(m.height, 11);	/* 64 bits in 6-bit levels */
+	mapping_truncate(&m, UINT64_MAX - 1, UINT64_MAX);
+	ck_assert_uint_eq(m.height, 1);		/* back to one leaf */
+	p = mapping_get_page(&m, 3);
+	ck_assert_ptr_nonnull(p);
+	page_put(p);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	ck_assert_int_eq(cache_free_pages(c), 64);
+	ck_assert_ptr_null(m.root);
+	ck_assert_uint_eq(m.height, 0);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(explicit_tags_and_range_end)
+{
+	static const uint64_t idx[] = { 2, 70, 4100, 1ULL << 40, UINT64_MAX - 1 };
+	struct cache *c = t_cache(64);
+	struct page *pages[8];
+	struct mapping m;
+	uint64_t start = 0;
+	unsigned i, n;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	for (i = 0; i < 5; i++) {
+		t_add(&m, idx[i]);
+		t_add(&m, idx[i] + 1);	/* an untagged neighbour */
+		mapping_tag_set(&m, idx[i], TAG_TOWRITE);
+	}
+	mapping_tag_set(&m, 5, TAG_TOWRITE);	/* absent page: no tag */
+	n = mapping_lookup_tag(&m, &start, UINT64_MAX, TAG_TOWRITE, pages, 8);
+	ck_assert_uint_eq(n, 5);
+	for (i = 0; i < n; i++) {
+		ck_assert_uint_eq(pages[i]->index, idx[i]);
+		page_put(pages[i]);
+	}
+	start = 3;
+	n = mapping_lookup_tag(&m, &start, 1ULL << 40, TAG_TOWRITE, pages, 8);
+	ck_assert_uint_eq(n, 3);	/* 70, 4100, 2^40: end is inclusive */
+	ck_assert_uint_eq(pages[2]->index, 1ULL << 40);
+	ck_assert_uint_eq(start, (1ULL << 40) + 1);
+	for (i = 0; i < n; i++)
+		page_put(pages[i]);
+	for (i = 0; i < 5; i++)
+		mapping_tag_clear(&m, idx[i], TAG_TOWRITE);
+	ck_assert(!mapping_tagged(&m, TAG_TOWRITE));
+	start = 0;
+	ck_assert_uint_eq(mapping_lookup_tag(&m, &start, UINT64_MAX, TAG_TOWRITE, pages, 8), 0);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(try_remove_refuses_busy_pages)
+{
+	struct cache *c = t_cache(64);
+	struct mapping m;
+	struct page *p, *extra;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	t_add(&m, 1);
+	p = mapping_get_page(&m, 1);
+	extra = mapping_get_page(&m, 1);
+	ck_assert(!mapping_try_remove_page(&m, p));	/* a third reference */
+	page_put(extra);
+	lock_page(p);
+	ck_assert(!mapping_try_remove_page(&m, p));	/* locked */
+	unlock_page(p);
+	set_page_dirty(p);
+	ck_assert(!mapping_try_remove_page(&m, p));	/* dirty */
+	clear_page_dirty_for_io(p);
+	set_page_writeback(p);
+	ck_assert(!mapping_try_remove_page(&m, p));	/* under writeback */
+	end_page_writeback(p);
+	ck_assert_int_eq(c->zones[0].nr_inactive, 1);
+	ck_assert(mapping_try_remove_page(&m, p));
+	ck_assert_int_eq(c->zones[0].nr_inactive, 0);	/* off the LRU too */
+	ck_assert(!page_test(p, PG_lru));
+	ck_assert_int_eq(m.nrpages, 0);
+	ck_assert_int_eq(p->refcount, 1);
+	page_put(p);
+	ck_assert_int_eq(cache_free_pages(c), 64);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+static void *t_end_writeback_later(void *arg)
+{
+	usleep(100000);
+	end_page_writeback(arg);
+	return NULL;
+}
+
+START_TEST(wait_writeback_in_range)
+{
+	struct cache *c = t_cache(64);
+	struct mapping m;
+	struct page *p;
+	pthread_t t;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	t_add(&m, 9);
+	p = mapping_get_page(&m, 9);
+	set_page_writeback(p);
+	mapping_wait_writeback(&m, 10, 20);	/* not in range: at once */
+	pthread_create(&t, NULL, t_end_writeback_later, p);
+	mapping_wait_writeback(&m, 0, 20);
+	ck_assert(!page_test(p, PG_writeback));
+	pthread_join(t, NULL);
+	page_put(p);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+static void *t_unlock_later(void *arg)
+{
+	usleep(100000);
+	unlock_page(arg);
+	return NULL;
+}
+
+START_TEST(grab_waits_for_locked_page)
+{
+	struct cache *c = t_cache(64);
+	struct mapping m;
+	struct page *p, *q;
+	pthread_t t;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	p = mapping_grab_page(&m, 4, 0);	/* held locked */
+	ck_assert(page_test(p, PG_locked));
+	ck_assert_int_eq(p->refcount, 2);	/* cache + caller */
+	ck_assert_ptr_null(mapping_grab_page(&m, 4, ALLOC_NOWAIT));
+	pthread_create(&t, NULL, t_unlock_later, p);
+	q = mapping_grab_page(&m, 4, 0);
+	ck_assert_ptr_eq(q, p);
+	ck_assert_int_eq(p->refcount, 3);
+	pthread_join(t, NULL);
+	unlock_page(q);
+	page_put(q);
+	page_put(p);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
 START_TEST(errors_first_wins)
 {
 	struct cache *c = t_cache(64);
@@ -319,17 +484,22 @@ static Suite *mapping_suite(void)
 	tcase_add_test(tc, insert_lookup_scattered);
 	tcase_add_test(tc, range_lookup_in_order);
 	tcase_add_test(tc, count_cached_before);
+	tcase_add_test(tc, tree_shrinks_when_emptied);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("tags");
 	tcase_add_test(tc, tags_skip_clean_pages);
 	tcase_add_test(tc, writeback_cycle_moves_tags);
 	tcase_add_test(tc, towrite_tags_only_dirty);
+	tcase_add_test(tc, explicit_tags_and_range_end);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("truncate");
 	tcase_add_test(tc, truncate_cancels_dirty);
+	tcase_add_test(tc, try_remove_refuses_busy_pages);
+	tcase_add_test(tc, wait_writeback_in_range);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("concurrency");
 	tcase_add_test(tc, concurrent_grab_same_page);
+	tcase_add_test(tc, grab_waits_for_locked_page);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_add_test(tc, errors_first_wins);

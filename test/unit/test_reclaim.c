@@ -8,18 +8,22 @@
  * ALLOC_NOWAIT fails instead of waiting when nothing is reclaimable.
  */
 #include <check.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "wbcfs/cache.h"
 #include "wbcfs/mapping.h"
 
-static long flusher_calls, flusher_pages;
+static _Atomic long flusher_calls, flusher_pages, flusher_other_reasons;
 
 static void t_wakeup(void *owner, long nr, enum wb_reason why)
 {
 	flusher_calls++;
 	flusher_pages += nr;
+	if (why != WB_REASON_VMSCAN)
+		flusher_other_reasons++;
 }
 static const struct cache_ops t_cops = { .wakeup_flusher = t_wakeup };
 
@@ -31,7 +35,7 @@ static struct cache *t_cache(size_t pages)
 
 	dirty_tunables_default(&cfg.tunables);
 	ck_assert_int_eq(cache_create(&c, &cfg), 0);
-	flusher_calls = flusher_pages = 0;
+	flusher_calls = flusher_pages = flusher_other_reasons = 0;
 	return c;
 }
 
@@ -79,7 +83,10 @@ START_TEST(clean_before_dirty)
 	ck_assert_int_gt(c->stats.nr_vmscan_immediate_reclaim, 0);
 	ck_assert_int_eq(c->stats.nr_vmscan_write, 0);
 	ck_assert_int_gt(flusher_calls, 0);
+	ck_assert_int_gt(flusher_pages, 0);
+	ck_assert_int_eq(flusher_other_reasons, 0);	/* all WB_REASON_VMSCAN */
 	ck_assert_int_eq(c->stats.pgsteal, 100);
+	ck_assert_int_ge(c->stats.pgscan, 100);
 	mapping_truncate(&m, 0, UINT64_MAX);
 	mapping_destroy(&m);
 	cache_destroy(c);
@@ -206,6 +213,237 @@ START_TEST(nowait_fails_when_all_dirty)
 }
 END_TEST
 
+/* Write back @p as the flusher does: clean it, writeback, end. */
+static void t_write_page(struct page *p, bool hold_ref_at_end)
+{
+	bool wb = false;
+
+	lock_page(p);
+	if (p->mapping && clear_page_dirty_for_io(p)) {
+		set_page_writeback(p);
+		wb = true;
+	}
+	unlock_page(p);
+	if (!wb) {
+		page_put(p);
+		return;
+	}
+	if (!hold_ref_at_end)
+		page_put(p);	/* as flusher/ does: PG_writeback keeps the page */
+	end_page_writeback(p);
+	if (hold_ref_at_end)
+		page_put(p);
+}
+
+START_TEST(single_reference_second_chance)
+{
+	struct cache *c = t_cache(128);
+	struct mapping m;
+	struct page *p;
+
+	mapping_init(&m, c, NULL, NULL);
+	t_fill(&m, 20, 0);
+	p = mapping_get_page(&m, 0);	/* the oldest page, touched once */
+	mark_page_accessed(p);
+	page_put(p);
+	ck_assert_int_eq(cache_shrink(c, 1), 1);
+	ck_assert(t_present(&m, 0));	/* rotated, not freed */
+	ck_assert(!t_present(&m, 1));
+	p = mapping_get_page(&m, 0);
+	ck_assert(!page_test(p, PG_referenced));
+	ck_assert(!page_test(p, PG_active));	/* one touch does not activate */
+	page_put(p);
+	ck_assert_int_eq(cache_shrink(c, 18), 18);
+	ck_assert(t_present(&m, 0));	/* now the oldest again */
+	ck_assert_int_eq(cache_shrink(c, 1), 1);
+	ck_assert(!t_present(&m, 0));
+	mapping_truncate(&m, 0, UINT64_MAX);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(writeback_end_with_holder_rotates_to_tail)
+{
+	struct cache *c = t_cache(128);
+	struct mapping m;
+	struct page *p;
+
+	mapping_init(&m, c, NULL, NULL);
+	t_fill(&m, 10, 1);			/* all dirty */
+	ck_assert_int_eq(cache_shrink(c, 10), 0);	/* all marked PG_reclaim */
+	p = mapping_get_page(&m, 7);		/* cleaned, but stays in the middle */
+	lock_page(p);
+	clear_page_dirty_for_io(p);
+	unlock_page(p);
+	page_put(p);
+	p = mapping_get_page(&m, 5);
+	t_write_page(p, true);			/* writer's reference blocks the free */
+	ck_assert(t_present(&m, 5));
+	ck_assert(!page_test(p, PG_reclaim));
+	ck_assert_int_eq(cache_shrink(c, 1), 1);	/* the inactive tail: page 5 */
+	ck_assert(!t_present(&m, 5));
+	ck_assert(t_present(&m, 7));
+	mapping_truncate(&m, 0, UINT64_MAX);
+	ck_assert_int_eq(cache_free_pages(c), 128);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+struct writer {
+	struct mapping *m;
+	unsigned n;
+};
+
+/* A fake flusher: after 100 ms, write back the first @n pages. */
+static void *t_writer(void *arg)
+{
+	struct writer *w = arg;
+	unsigned i;
+
+	usleep(100000);
+	for (i = 0; i < w->n; i++)
+		t_write_page(mapping_get_page(w->m, i), false);
+	return NULL;
+}
+
+START_TEST(blocking_alloc_waits_for_writeback)
+{
+	struct cache *c = t_cache(64);
+	struct writer w;
+	struct mapping m;
+	struct page *p;
+	pthread_t t;
+	unsigned n = 0;
+
+	mapping_init(&m, c, NULL, NULL);
+	while ((p = mapping_grab_page(&m, n, ALLOC_NOWAIT)) != NULL) {
+		set_page_dirty(p);
+		unlock_page(p);
+		page_put(p);
+		n++;
+	}
+	ck_assert_int_eq(cache_free_pages(c), 0);
+	w.m = &m;
+	w.n = 8;
+	pthread_create(&t, NULL, t_writer, &w);
+	p = cache_alloc_page(c, 0);		/* sleeps until the writer cleans some */
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_gt(c->stats.allocstall, 0);
+	ck_assert_int_gt(flusher_calls, 0);
+	ck_assert_int_eq(flusher_other_reasons, 0);
+	pthread_join(t, NULL);
+	page_put(p);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	ck_assert_int_eq(cache_free_pages(c), 64);
+	ck_assert_int_eq(c->stats.nr_dirty, 0);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+struct stress {
+	struct mapping *m;
+	_Atomic bool stop_dirtying;	/* first: allocators may wait for the flusher */
+	_Atomic bool stop;
+	unsigned seed;
+};
+
+static void *t_stress_dirtier(void *arg)
+{
+	struct stress *st = arg;
+	unsigned seed = st->seed;
+
+	while (!atomic_load(&st->stop_dirtying)) {
+		struct page *p = mapping_grab_page(st->m, rand_r(&seed) % 512, 0);
+
+		if (!p)
+			continue;
+		page_set(p, PG_uptodate);
+		if (rand_r(&seed) % 2)
+			set_page_dirty(p);
+		else
+			mark_page_accessed(p);
+		unlock_page(p);
+		page_put(p);
+	}
+	return NULL;
+}
+
+/* Writes back dirty pages, dropping its reference before the end, as flusher/ does. */
+static void *t_stress_flusher(void *arg)
+{
+	struct stress *st = arg;
+
+	while (!atomic_load(&st->stop)) {
+		struct page *pages[16];
+		uint64_t pos = 0;
+		unsigned n = mapping_lookup_tag(st->m, &pos, UINT64_MAX, TAG_DIRTY, pages, 16), i;
+
+		for (i = 0; i < n; i++)
+			t_write_page(pages[i], false);
+		if (!n)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static void *t_stress_truncater(void *arg)
+{
+	struct stress *st = arg;
+	unsigned seed = st->seed + 1;
+
+	while (!atomic_load(&st->stop)) {
+		uint64_t a = rand_r(&seed) % 512;
+
+		mapping_truncate(st->m, a, a + rand_r(&seed) % 32);
+		usleep(500);
+	}
+	return NULL;
+}
+
+/* Dirtying, writeback with PG_reclaim frees, truncation, direct reclaim and
+ * kswapd all at once: every page must come home, every counter to 0. */
+START_TEST(stress_reclaim_truncate_writeback)
+{
+	struct cache_config cfg = { .size_bytes = 128 * PAGE_SIZE, .nr_zones = 2,
+				    .ops = &t_cops, .start_kswapd = true };
+	void *(*fn[4])(void *) = { t_stress_dirtier, t_stress_dirtier, t_stress_flusher,
+				   t_stress_truncater };
+	struct stress st = { .seed = 7 };
+	struct cache *c;
+	struct mapping m;
+	pthread_t t[4];
+	unsigned i;
+
+	dirty_tunables_default(&cfg.tunables);
+	ck_assert_int_eq(cache_create(&c, &cfg), 0);
+	mapping_init(&m, c, NULL, NULL);
+	st.m = &m;
+	for (i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, fn[i], &st);
+	usleep(400000);
+	atomic_store(&st.stop_dirtying, true);
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	atomic_store(&st.stop, true);
+	for (i = 2; i < 4; i++)
+		pthread_join(t[i], NULL);
+	mapping_truncate(&m, 0, UINT64_MAX);
+	ck_assert_int_eq(m.nrpages, 0);
+	ck_assert_int_eq(cache_free_pages(c), 128);
+	ck_assert_int_eq(c->stats.nr_file_pages, 0);
+	ck_assert_int_eq(c->stats.nr_dirty, 0);
+	ck_assert_int_eq(c->stats.nr_writeback, 0);
+	ck_assert_int_eq(c->zones[0].nr_inactive + c->zones[0].nr_active, 0);
+	ck_assert_int_eq(c->zones[1].nr_inactive + c->zones[1].nr_active, 0);
+	ck_assert_int_gt(c->stats.pgsteal, 0);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
 START_TEST(kswapd_keeps_high_watermark)
 {
 	struct cache_config cfg = { .size_bytes = 4096 * PAGE_SIZE, .nr_zones = 1,
@@ -242,17 +480,23 @@ static Suite *reclaim_suite(void)
 	tc = tcase_create("order");
 	tcase_add_test(tc, clean_before_dirty);
 	tcase_add_test(tc, referenced_second_chance);
+	tcase_add_test(tc, single_reference_second_chance);
 	tcase_add_test(tc, locked_pages_are_skipped);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("immediate_reclaim");
 	tcase_add_test(tc, dirty_marked_for_immediate_reclaim);
+	tcase_add_test(tc, writeback_end_with_holder_rotates_to_tail);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("allocation");
 	tcase_add_test(tc, allocation_reclaims_clean_pages);
 	tcase_add_test(tc, nowait_fails_when_all_dirty);
+	tcase_add_test(tc, blocking_alloc_waits_for_writeback);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("kswapd");
 	tcase_add_test(tc, kswapd_keeps_high_watermark);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("stress");
+	tcase_add_test(tc, stress_reclaim_truncate_writeback);
 	suite_add_tcase(s, tc);
 	return s;
 }
