@@ -38,6 +38,10 @@ const struct mapping_ops bdi_mapping_ops = {
 
 static void bdi_free(struct bdi *b)
 {
+	pthread_cond_destroy(&b->done_cond);
+	pthread_cond_destroy(&b->work_cond);
+	pthread_mutex_destroy(&b->bw_lock);
+	pthread_mutex_destroy(&b->lock);
 	free(b->threads);
 	free(b);
 }
@@ -48,6 +52,10 @@ int bdi_create(struct bdi **out, const struct bdi_config *cfg)
 	unsigned i;
 	int ret;
 
+	if (!cfg->cache || !cfg->ops || !cfg->ops->map_pages || cfg->fd < 0) {
+		free(b);
+		return -EINVAL;
+	}
 	if (!b)
 		return -ENOMEM;
 	pthread_mutex_init(&b->lock, NULL);
@@ -124,15 +132,18 @@ void bdi_mark_inode_dirty(struct bdi *b, struct wb_inode *wi, unsigned flags)
 	if (!(wi->state & I_FREEING)) {
 		if (!(wi->state & (I_DIRTY_PAGES | I_DIRTY_INODE))) {
 			wi->dirtied_when = clock_now_ms();
-			wake = list_empty(&b->b_dirty);
+			wake = !b->kupdate_armed;
+			b->kupdate_armed = true;
 			/* the metadata inode is written after the data of each round */
 			if (!wi->is_meta && list_empty(&wi->io_list))
 				list_add(&wi->io_list, &b->b_dirty);
 		}
 		wi->state |= flags;
 	}
+	/* the bdi's first dirty inode starts the periodic clock */
+	if (wake)
+		pthread_cond_signal(&b->work_cond);
 	pthread_mutex_unlock(&b->lock);
-	(void)wake;	/* workers poll at the periodic interval */
 }
 
 void bdi_inode_remove(struct bdi *b, struct wb_inode *wi)
@@ -265,6 +276,14 @@ void bdi_bw_update(struct bdi_bw *bw, uint64_t now_ms, long written_total)
 		avg += (old - avg) / 8;
 	bw->avg_write_bw = avg > 1 ? avg : 1;
 stamp:
+	bw->stamp_ms = now_ms;
+	bw->written_stamp = written_total;
+}
+
+void bdi_bw_start(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool idle)
+{
+	if (!idle || now_ms - bw->stamp_ms <= 1000)
+		return;
 	bw->stamp_ms = now_ms;
 	bw->written_stamp = written_total;
 }

@@ -30,7 +30,8 @@ struct wb_work {
 struct bdi {
 	pthread_mutex_t lock;		/* protects: b_dirty, b_io, b_more_io, every
 					 * wb_inode's io_list/state/dirtied_when,
-					 * work_list, bg_pending, vmscan_nr, stopping */
+					 * work_list, bg_pending, vmscan_nr, stopping,
+					 * kupdate_armed */
 	struct list_head b_dirty;	/* lock: newest dirtied at the head */
 	struct list_head b_io;		/* lock: this pass, taken from the tail */
 	struct list_head b_more_io;	/* lock: requeued, slice used up */
@@ -40,6 +41,9 @@ struct bdi {
 	bool bg_pending;		/* lock */
 	long vmscan_nr;			/* lock: pages reclaim asked for */
 	bool stopping;			/* lock */
+	bool kupdate_armed;		/* lock: a periodic pass is scheduled (set by
+					 * the first dirtying, cleared when a pass
+					 * leaves nothing dirty) */
 	struct wb_inode *meta;		/* constant after bdi_set_meta */
 
 	_Atomic long inflight;		/* atomic: pages under device I/O, bdi-wide */

@@ -126,6 +126,8 @@ static int aio_reap(struct io_engine *e, unsigned min)
 	}
 	if (min > e->inflight)
 		min = e->inflight;
+	if (min && a->npending)
+		aio_submit(e);	/* never wait on an iocb that was not submitted */
 	do {
 		n = io_getevents(a->ctx, done < (int)min ? 1 : 0, 64, ev, NULL);
 		if (n == -EINTR)

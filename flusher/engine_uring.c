@@ -85,33 +85,54 @@ static int uring_queue(struct io_engine *e, struct io_req *req)
 	return 0;
 }
 
+/* Complete the CQEs already posted (up to 64), in one batch. Returns the count. */
+static int uring_reap_batch(struct io_engine *e, struct uring *u)
+{
+	struct io_uring_cqe *cqes[64];
+	unsigned i, n = io_uring_peek_batch_cqe(&u->ring, cqes, 64);
+
+	for (i = 0; i < n; i++) {
+		struct io_req *req = io_uring_cqe_get_data(cqes[i]);
+		int res = cqes[i]->res;
+
+		/* mark seen first: the callback may queue new work */
+		io_uring_cqe_seen(&u->ring, cqes[i]);
+		e->inflight--;
+		req->done(req, res);
+	}
+	return (int)n;
+}
+
+/*
+ * Wait until at least @min requests (capped at those in flight) have
+ * completed, then complete everything already posted. Prepared SQEs are
+ * submitted first, so waiting cannot hang on an unsubmitted request.
+ */
 static int uring_reap(struct io_engine *e, unsigned min)
 {
 	struct uring *u = e->priv;
 	struct io_uring_cqe *cqe;
-	int done = 0;
+	int done = 0, ret;
 
 	if (min > e->inflight)
 		min = e->inflight;
-	for (;;) {
-		int ret = done < (int)min ? io_uring_wait_cqe(&u->ring, &cqe)
-					  : io_uring_peek_cqe(&u->ring, &cqe);
-
-		if (ret == -EINTR)
-			continue;
-		if (ret == -EAGAIN || (ret < 0 && done >= (int)min))
-			break;
-		if (ret < 0)
+	if (min) {
+		ret = uring_submit(e);
+		if (ret)
 			return ret;
-		struct io_req *req = io_uring_cqe_get_data(cqe);
-		int res = cqe->res;
-
-		io_uring_cqe_seen(&u->ring, cqe);
-		e->inflight--;
-		req->done(req, res);
-		done++;
 	}
-	return done;
+	for (;;) {
+		int n = uring_reap_batch(e, u);
+
+		done += n;
+		if (n)
+			continue;
+		if (done >= (int)min)
+			return done;
+		ret = io_uring_wait_cqe_nr(&u->ring, &cqe, min - (unsigned)done);
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN)
+			return ret;
+	}
 }
 
 const struct io_engine_ops io_engine_uring_ops = {

@@ -11,11 +11,24 @@
  * worker's own io engine. The metadata inode is written only after every
  * data write in flight has completed (ordered mode).
  *
+ * Where I/O runs: every write, sync and fsync runs on a flusher worker
+ * (bdi_sync*, bdi_sync_inode queue a work item and sleep on its completion),
+ * so each io engine has exactly one owning thread.
+ *
  * Lock ordering:
  *   page lock (pages of one batch, ascending index)
  *     owner locks taken in bdi_ops (fs lock)
  *   bdi->lock is never held while sleeping on a page or calling bdi_ops;
  *   bdi->bw_lock is a leaf (completion path).
+ *
+ * No sleeping on others with completions of our own pending: a write this
+ * worker has queued ends (PG_writeback cleared, page freeable) only when
+ * this worker reaps it, and the thread we would wait for (an owner holding
+ * the fs lock while it allocates a page, another worker waiting on
+ * I_SYNC) may be waiting for exactly that. So the worker drains its engine
+ * before every sleep that others can prolong: a contended page lock, a page
+ * under writeback, map_pages/write_inode/sync_fs (owner locks), I_SYNC and
+ * the bdi-wide inflight wait (wb_drain_before_sleep()).
  */
 #include <errno.h>
 #include <limits.h>
@@ -29,12 +42,21 @@
 #include "wbcfs/dirty.h"
 #include "bdi_i.h"
 
-#define WB_BATCH 256
+/*
+ * Pages locked, mapped and submitted together: 4 MiB, so that with the
+ * engine drained before each map_pages call a batch still fills several
+ * max_io_kb writes in flight.
+ */
+#define WB_BATCH 1024
 #define CHUNK_MIN_PAGES 1024	/* 4 MiB */
 
+/* One flusher worker; everything here is owned by its thread. */
 struct wb_ctx {
 	struct bdi *b;
-	struct io_engine eng;	/* this worker's engine */
+	struct io_engine eng;		/* this worker's engine */
+	struct page *pages[WB_BATCH];	/* current batch */
+	uint64_t idx[WB_BATCH];		/* its page indices */
+	uint64_t pblk[WB_BATCH];	/* and device blocks (map_pages) */
 };
 
 /* One device write of physically contiguous pages. */
@@ -55,6 +77,15 @@ static void wb_bw_feed(struct bdi *b)
 	bdi_bw_update(&b->bw, clock_now_ms(), atomic_load(&b->stats.written));
 	atomic_store(&b->stats.write_bw, b->bw.write_bw);
 	atomic_store(&b->stats.avg_write_bw, b->bw.avg_write_bw);
+	pthread_mutex_unlock(&b->bw_lock);
+}
+
+/* A writeback round starts: forget an idle gap (ALGORITHMS.md §2). */
+static void wb_bw_start(struct bdi *b)
+{
+	pthread_mutex_lock(&b->bw_lock);
+	bdi_bw_start(&b->bw, clock_now_ms(), atomic_load(&b->stats.written),
+		     atomic_load(&b->stats.writeback) == 0);
 	pthread_mutex_unlock(&b->bw_lock);
 }
 
@@ -135,27 +166,46 @@ static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pag
 		wb_io_done(&io->req, ret);
 }
 
+/* Complete everything this worker has queued before it may sleep on others. */
+static void wb_drain_before_sleep(struct wb_ctx *x)
+{
+	if (x->eng.inflight)
+		io_engine_drain(&x->eng);
+}
+
+/* lock_page(), draining our own writes first if the lock is contended. */
+static void wb_lock_page(struct wb_ctx *x, struct page *p)
+{
+	if (trylock_page(p))
+		return;
+	wb_drain_before_sleep(x);
+	lock_page(p);
+}
+
 /*
  * Lock each page, keep those still dirty (waiting on writeback under
  * SYNC_ALL, skipping them otherwise), and move them from dirty to
  * writeback. Pages stay locked and referenced. Returns how many are kept.
  */
-static unsigned wb_prepare_batch(struct bdi *b, struct mapping *m, struct page **pages,
-				 unsigned n, bool sync)
+static unsigned wb_prepare_batch(struct wb_ctx *x, struct mapping *m, unsigned n, bool sync)
 {
+	struct page **pages = x->pages;
 	unsigned i, k = 0;
 
 	for (i = 0; i < n; i++) {
 		struct page *p = pages[i];
 
-		lock_page(p);
+		wb_lock_page(x, p);
 		if (p->mapping == m && page_test(p, PG_dirty) &&
 		    (!page_test(p, PG_writeback) || sync)) {
-			wait_on_page_writeback(p);
+			if (page_test(p, PG_writeback)) {
+				wb_drain_before_sleep(x);
+				wait_on_page_writeback(p);
+			}
 			if (clear_page_dirty_for_io(p)) {
 				set_page_writeback(p);
-				atomic_fetch_sub(&b->stats.reclaimable, 1);
-				atomic_fetch_add(&b->stats.writeback, 1);
+				atomic_fetch_sub(&x->b->stats.reclaimable, 1);
+				atomic_fetch_add(&x->b->stats.writeback, 1);
 				pages[k++] = p;
 				continue;
 			}
@@ -166,36 +216,50 @@ static unsigned wb_prepare_batch(struct bdi *b, struct mapping *m, struct page *
 	return k;
 }
 
-/* Map a prepared batch to device blocks and submit merged writes. */
-static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, struct page **pages, unsigned n)
+/* Submit runs of physically consecutive blocks, at most max_io_pages each. */
+static void wb_submit_runs(struct wb_ctx *x, struct mapping *m, unsigned n)
 {
-	struct bdi *b = x->b;
-	uint64_t idx[WB_BATCH], pblk[WB_BATCH];
+	uint64_t *pblk = x->pblk;
 	unsigned i, k;
-	int ret = 0;
 
-	for (i = 0; i < n; i++)
-		idx[i] = pblk[i] = pages[i]->index;
-	if (!wi->is_meta)
-		ret = b->ops->map_pages(b, wi, idx, n, pblk);
-	for (i = 0; i < n; i++)
-		unlock_page(pages[i]);
-	if (ret) {
-		mapping_set_error(wi->mapping, ret);
-		for (i = 0; i < n; i++)
-			wb_page_end(b, pages[i], ret);
-		return;
-	}
 	for (i = 0; i < n; i += k) {
 		if (pblk[i] == BDI_PBLK_SKIP) {
-			wb_page_end(b, pages[i], 1);
+			wb_page_end(x->b, x->pages[i], 1);
 			k = 1;
 			continue;
 		}
-		for (k = 1; i + k < n && k < b->max_io_pages && pblk[i + k] == pblk[i] + k; k++)
+		for (k = 1; i + k < n && k < x->b->max_io_pages && pblk[i + k] == pblk[i] + k; k++)
 			;
-		wb_submit_run(x, wi->mapping, pages + i, k, pblk[i]);
+		wb_submit_run(x, m, x->pages + i, k, pblk[i]);
 	}
+}
+
+/*
+ * Map a prepared batch to device blocks (the metadata inode's index is
+ * its block) and submit merged writes. A mapping failure fails the whole
+ * batch: the error goes on the mapping, the pages end writeback clean.
+ */
+static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, unsigned n)
+{
+	struct bdi *b = x->b;
+	unsigned i;
+	int ret = 0;
+
+	for (i = 0; i < n; i++)
+		x->idx[i] = x->pblk[i] = x->pages[i]->index;
+	if (!wi->is_meta) {
+		wb_drain_before_sleep(x);
+		ret = b->ops->map_pages(b, wi, x->idx, n, x->pblk);
+	}
+	for (i = 0; i < n; i++)
+		unlock_page(x->pages[i]);
+	if (ret) {
+		mapping_set_error(wi->mapping, ret);
+		for (i = 0; i < n; i++)
+			wb_page_end(b, x->pages[i], ret);
+		return;
+	}
+	wb_submit_runs(x, wi->mapping, n);
 }
 
 /*
@@ -217,8 +281,7 @@ static long wb_write_pages(struct wb_ctx *x, struct wb_inode *wi, bool sync,
 	else
 		end = UINT64_MAX;
 	while (sync || written < budget) {
-		struct page *pages[WB_BATCH];
-		unsigned n = mapping_lookup_tag(m, &index, end, tag, pages, WB_BATCH);
+		unsigned n = mapping_lookup_tag(m, &index, end, tag, x->pages, WB_BATCH);
 
 		if (!n) {
 			if (wrapped)
@@ -228,9 +291,9 @@ static long wb_write_pages(struct wb_ctx *x, struct wb_inode *wi, bool sync,
 			index = 0;
 			continue;
 		}
-		n = wb_prepare_batch(x->b, m, pages, n, sync);
+		n = wb_prepare_batch(x, m, n, sync);
 		if (n)
-			wb_map_submit(x, wi, pages, n);
+			wb_map_submit(x, wi, n);
 		written += n;
 		if (index == 0)		/* wrapped past UINT64_MAX */
 			break;
@@ -238,7 +301,14 @@ static long wb_write_pages(struct wb_ctx *x, struct wb_inode *wi, bool sync,
 	if (!sync)
 		m->writeback_index = index;
 	io_engine_submit(&x->eng);
+	io_engine_reap(&x->eng, 0);	/* end what is already done, without waiting */
 	return written;
+}
+
+static void wb_work_error(struct wb_work *w, int err)
+{
+	if (err && !w->ret)
+		w->ret = err;
 }
 
 /* ---- inodes and lists ------------------------------------------------------ */
@@ -275,12 +345,32 @@ static void requeue_inode(struct bdi *b, struct wb_inode *wi, bool sync, bool sl
 	}
 }
 
-/* Wait until every data write of the bdi has completed. */
+/*
+ * Wait for another worker to finish with @wi.
+ * Context: b->lock held; dropped (to drain our engine) and retaken inside.
+ */
+static void wb_wait_isync_locked(struct wb_ctx *x, struct wb_inode *wi)
+{
+	struct bdi *b = x->b;
+
+	while (wi->state & I_SYNC) {
+		if (x->eng.inflight) {
+			/* completions take b->lock: never reap while holding it */
+			pthread_mutex_unlock(&b->lock);
+			wb_drain_before_sleep(x);
+			pthread_mutex_lock(&b->lock);
+			continue;
+		}
+		pthread_cond_wait(&b->done_cond, &b->lock);
+	}
+}
+
+/* Wait until every data write of the bdi has completed. Context: no lock held. */
 static void wb_wait_inflight(struct wb_ctx *x)
 {
 	struct bdi *b = x->b;
 
-	io_engine_drain(&x->eng);
+	wb_drain_before_sleep(x);
 	pthread_mutex_lock(&b->lock);
 	while (atomic_load(&b->inflight) > 0)
 		pthread_cond_wait(&b->done_cond, &b->lock);
@@ -308,16 +398,16 @@ static long wb_single_inode(struct wb_ctx *x, struct wb_inode *wi, struct wb_wor
 	pthread_mutex_unlock(&b->lock);
 
 	written = wb_write_pages(x, wi, sync, start, end, budget);
-	if (sync) {
-		io_engine_drain(&x->eng);
+	if (sync || dirty_inode)
+		wb_drain_before_sleep(x);
+	if (sync)
 		mapping_wait_writeback(wi->mapping, start, end);
-	}
+	/* the inode after its pages: its size may only cover written data */
 	if (dirty_inode && !wi->is_meta && b->ops->write_inode)
 		ret = b->ops->write_inode(b, wi, w->sync_mode);
 
 	pthread_mutex_lock(&b->lock);
-	if (ret && !w->ret)
-		w->ret = ret;
+	wb_work_error(w, ret);
 	if (ret)
 		wi->state |= I_DIRTY_INODE;
 	wi->state &= ~I_SYNC;
@@ -375,47 +465,74 @@ static bool wb_should_stop(struct bdi *b, struct wb_work *w)
 	return w->reason != WB_REASON_SYNC && !list_empty(&b->work_list);
 }
 
+/* The dirtied_when cutoff of a round (ALGORITHMS.md §3 wb_writeback). */
+static uint64_t wb_cutoff(struct bdi *b, struct wb_work *w, uint64_t started)
+{
+	uint64_t now = clock_now_ms();
+	uint64_t expire = atomic_load(&b->cache->tun.dirty_expire_centisecs) * 10ULL;
+
+	if (w->reason == WB_REASON_PERIODIC)
+		return now > expire ? now - expire : 0;
+	/* sync: only inodes dirtied before the request, so it cannot livelock */
+	return w->sync_mode == WB_SYNC_ALL ? started : now;
+}
+
 /*
- * wb_writeback: walk inodes dirtied before the cutoff until the work is
- * done. Returns pages written. Context: b->lock not held.
+ * writeback_sb_inodes: write the inode at the tail of b_io. An inode
+ * another worker is writing is waited for (SYNC_ALL) or requeued to
+ * b_more_io (SYNC_NONE). Returns pages written.
+ * Context: b->lock held; dropped inside.
+ */
+static long wb_io_tail(struct wb_ctx *x, struct wb_work *w)
+{
+	struct bdi *b = x->b;
+	struct wb_inode *wi = list_last_entry(&b->b_io, struct wb_inode, io_list);
+	long chunk;
+
+	if (wi->state & I_SYNC) {
+		if (w->sync_mode == WB_SYNC_NONE) {
+			list_move(&wi->io_list, &b->b_more_io);
+			return 0;
+		}
+		wb_wait_isync_locked(x, wi);
+		return 0;	/* the list may have changed meanwhile: look again */
+	}
+	chunk = w->sync_mode == WB_SYNC_ALL ? LONG_MAX : wb_chunk(b, w->nr_pages);
+	return wb_single_inode(x, wi, w, chunk);
+}
+
+/*
+ * wb_writeback: rounds of queue_io + writing b_io from the tail, until
+ * the work is done or a whole round makes no progress (every inode busy
+ * or its pages under writeback: the worker loop retries later, after
+ * draining, rather than spinning here). Returns pages written.
+ * Context: b->lock not held.
  */
 static long wb_writeback(struct wb_ctx *x, struct wb_work *w)
 {
 	struct bdi *b = x->b;
-	uint64_t started = clock_now_ms(), expire;
-	long total = 0, pass = 0;
+	uint64_t started = clock_now_ms();
+	long total = 0, round = 0;
+	bool queued = false;
 
+	wb_bw_start(b);
 	pthread_mutex_lock(&b->lock);
 	while (!wb_should_stop(b, w)) {
-		struct wb_inode *wi;
-		uint64_t now = clock_now_ms();
+		long got;
 
-		expire = atomic_load(&b->cache->tun.dirty_expire_centisecs) * 10ULL;
 		if (list_empty(&b->b_io)) {
-			if (pass == 0 && total)
-				break;	/* a whole round without progress */
-			queue_io(b, w->reason == WB_REASON_PERIODIC ? now - expire :
-				    w->sync_mode == WB_SYNC_ALL ? started : now);
-			pass = 0;
+			if (queued && !round)
+				break;
+			queue_io(b, wb_cutoff(b, w, started));
+			queued = true;
+			round = 0;
 			if (list_empty(&b->b_io))
 				break;
 		}
-		wi = list_last_entry(&b->b_io, struct wb_inode, io_list);
-		if (wi->state & I_SYNC) {
-			if (w->sync_mode == WB_SYNC_ALL) {
-				pthread_cond_wait(&b->done_cond, &b->lock);
-			} else {
-				list_move(&wi->io_list, &b->b_more_io);
-				if (list_empty(&b->b_io) && !pass)
-					break;
-			}
-			continue;
-		}
-		long got = wb_single_inode(x, wi, w, w->sync_mode == WB_SYNC_ALL ? LONG_MAX :
-					   wb_chunk(b, w->nr_pages));
+		got = wb_io_tail(x, w);
 		w->nr_pages -= got;
 		total += got;
-		pass += got;
+		round += got;
 	}
 	pthread_mutex_unlock(&b->lock);
 	return total;
@@ -434,8 +551,7 @@ static void wb_write_meta(struct wb_ctx *x, struct wb_work *w)
 		return;
 	wb_wait_inflight(x);
 	pthread_mutex_lock(&b->lock);
-	while (meta->state & I_SYNC)
-		pthread_cond_wait(&b->done_cond, &b->lock);
+	wb_wait_isync_locked(x, meta);
 	if (meta->state & I_DIRTY_PAGES || w->sync_mode == WB_SYNC_ALL)
 		wb_single_inode(x, meta, w, LONG_MAX);
 	if (!(meta->state & I_DIRTY_PAGES))
@@ -462,22 +578,34 @@ static bool wb_meta_due(struct bdi *b, struct wb_work *w)
 	return due;
 }
 
+/* After a metadata pass: report (and consume) its write errors. */
+static void wb_meta_error(struct bdi *b, struct wb_work *w)
+{
+	if (b->meta)
+		wb_work_error(w, mapping_check_error(b->meta->mapping));
+}
+
+/*
+ * sync(2)/syncfs/umount: (1) data of every inode dirtied before now,
+ * SYNC_ALL, with write_inode after each inode's pages, (2) wait for all
+ * data writes of the bdi, (3) sync_fs, (4) the metadata, (5) the device
+ * cache. Data write errors stay on their mappings for fsync; sync reports
+ * them as -EIO.
+ */
 static void wb_run_sync(struct wb_ctx *x, struct wb_work *w)
 {
 	struct bdi *b = x->b;
-	int ret;
+	long errors = atomic_load(&b->stats.write_errors);
 
 	wb_writeback(x, w);
 	wb_wait_inflight(x);
-	if (b->ops->sync_fs) {
-		ret = b->ops->sync_fs(b);
-		if (ret && !w->ret)
-			w->ret = ret;
-	}
+	if (b->ops->sync_fs)
+		wb_work_error(w, b->ops->sync_fs(b));
 	wb_write_meta(x, w);
-	ret = bdi_flush_device(b);
-	if (ret && !w->ret)
-		w->ret = ret;
+	wb_meta_error(b, w);
+	wb_work_error(w, bdi_flush_device(b));
+	if (atomic_load(&b->stats.write_errors) != errors)
+		wb_work_error(w, -EIO);
 }
 
 static void wb_run_inode(struct wb_ctx *x, struct wb_work *w)
@@ -486,8 +614,7 @@ static void wb_run_inode(struct wb_ctx *x, struct wb_work *w)
 	struct wb_inode *wi = w->inode;
 
 	pthread_mutex_lock(&b->lock);
-	while (wi->state & I_SYNC)
-		pthread_cond_wait(&b->done_cond, &b->lock);
+	wb_wait_isync_locked(x, wi);
 	wb_single_inode(x, wi, w, LONG_MAX);
 	pthread_mutex_unlock(&b->lock);
 }
@@ -500,6 +627,7 @@ static void wb_run_work(struct wb_ctx *x, struct wb_work *w)
 		break;
 	case WORK_META:
 		wb_write_meta(x, w);
+		wb_meta_error(x->b, w);
 		break;
 	case WORK_SYNC:
 		wb_run_sync(x, w);
@@ -537,6 +665,13 @@ static void wb_timed_wait(struct bdi *b, long ms)
 	pthread_cond_timedwait(&b->work_cond, &b->lock, &ts);
 }
 
+/* Nothing dirty on the bdi's lists nor in its metadata. Context: b->lock held. */
+static bool wb_all_clean_locked(struct bdi *b)
+{
+	return list_empty(&b->b_dirty) && list_empty(&b->b_io) && list_empty(&b->b_more_io) &&
+	       !(b->meta && (b->meta->state & I_DIRTY_PAGES));
+}
+
 /* Background or reclaim-driven pass. Context: b->lock held; dropped inside. */
 static long wb_do_background(struct wb_ctx *x)
 {
@@ -569,6 +704,9 @@ static void wb_do_kupdate(struct wb_ctx *x)
 		wb_write_meta(x, &w);
 	io_engine_drain(&x->eng);
 	pthread_mutex_lock(&b->lock);
+	/* rearmed by the next dirtying once nothing is left */
+	if (wb_all_clean_locked(b))
+		b->kupdate_armed = false;
 }
 
 static void wb_engine_init(struct wb_ctx *x)
@@ -582,41 +720,68 @@ static void wb_engine_init(struct wb_ctx *x)
 	}
 }
 
+/* Run the oldest queued work and complete it. Context: b->lock held; dropped inside. */
+static void wb_do_queued(struct wb_ctx *x)
+{
+	struct bdi *b = x->b;
+	struct wb_work *w = list_first_entry(&b->work_list, struct wb_work, list);
+
+	list_del_init(&w->list);
+	pthread_mutex_unlock(&b->lock);
+	wb_run_work(x, w);
+	pthread_mutex_lock(&b->lock);
+	w->done = true;
+	pthread_cond_broadcast(&b->done_cond);
+}
+
+/*
+ * One turn of the worker, in fs-writeback.c's order: queued work (FIFO),
+ * kupdate when dirty_writeback_centisecs (read live; 0 = off) has passed,
+ * then reclaim's request and background writeback while over the
+ * background threshold; otherwise sleep until woken or the next tick
+ * (at most 100 ms, so live tunable changes and thresholds are noticed).
+ * Context: b->lock held; dropped inside.
+ */
+static void wb_worker_step(struct wb_ctx *x, uint64_t *last_kupdate)
+{
+	struct bdi *b = x->b;
+	uint64_t interval = atomic_load(&b->cache->tun.dirty_writeback_centisecs) * 10ULL;
+	uint64_t now = clock_now_ms();
+
+	if (!b->kupdate_armed)
+		*last_kupdate = now;	/* clean: the interval starts at the first dirtying */
+	if (!list_empty(&b->work_list)) {
+		wb_do_queued(x);
+	} else if (interval && now - *last_kupdate >= interval) {
+		*last_kupdate = now;
+		wb_do_kupdate(x);
+	} else if (b->vmscan_nr || b->bg_pending || wb_over_bg(b)) {
+		if (!wb_do_background(x))
+			wb_timed_wait(b, 10);	/* nothing writable now: retry soon */
+	} else {
+		wb_bw_feed(b);	/* the idle tick: lets the estimator see idleness */
+		wb_timed_wait(b, interval && interval < 100 ? (long)interval : 100);
+	}
+}
+
 void *bdi_flusher_main(void *arg)
 {
-	struct wb_ctx x = { .b = arg };
-	struct bdi *b = x.b;
+	struct wb_ctx *x = calloc(1, sizeof(*x));
+	struct bdi *b = arg;
 	uint64_t last_kupdate = clock_now_ms();
 
-	wb_engine_init(&x);
-	pthread_mutex_lock(&b->lock);
-	while (!b->stopping || !list_empty(&b->work_list)) {
-		uint64_t interval = atomic_load(&b->cache->tun.dirty_writeback_centisecs) * 10ULL;
-		uint64_t now = clock_now_ms();
-
-		if (!list_empty(&b->work_list)) {
-			struct wb_work *w = list_first_entry(&b->work_list, struct wb_work, list);
-
-			list_del_init(&w->list);
-			pthread_mutex_unlock(&b->lock);
-			wb_run_work(&x, w);
-			pthread_mutex_lock(&b->lock);
-			w->done = true;
-			pthread_cond_broadcast(&b->done_cond);
-		} else if (b->stopping) {
-			break;
-		} else if (b->vmscan_nr || b->bg_pending || wb_over_bg(b)) {
-			if (!wb_do_background(&x))
-				wb_timed_wait(b, 10);
-		} else if (interval && now - last_kupdate >= interval) {
-			last_kupdate = now;
-			wb_do_kupdate(&x);
-		} else {
-			wb_timed_wait(b, interval ? (long)(interval < 100 ? interval : 100) : 100);
-		}
+	if (!x) {
+		fprintf(stderr, "wbcfs: %s: flusher: out of memory\n", b->name);
+		return NULL;
 	}
+	x->b = b;
+	wb_engine_init(x);
+	pthread_mutex_lock(&b->lock);
+	while (!b->stopping || !list_empty(&b->work_list))
+		wb_worker_step(x, &last_kupdate);
 	pthread_mutex_unlock(&b->lock);
-	io_engine_drain(&x.eng);
-	io_engine_exit(&x.eng);
+	io_engine_drain(&x->eng);
+	io_engine_exit(&x->eng);
+	free(x);
 	return NULL;
 }

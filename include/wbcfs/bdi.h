@@ -51,7 +51,10 @@ struct bdi_ops {
 	 * blocks in @pblk[] (block = page = 4 KiB), allocating delayed blocks,
 	 * or BDI_PBLK_SKIP. Returns 0 or -errno (-ENOSPC, -EIO): then no page
 	 * of the batch is written and the error is recorded on the mapping.
-	 * Context: flusher thread; may take the owner's locks.
+	 * Context: flusher thread; may take the owner's locks and allocate
+	 * cache pages (the worker has completed its own writes first). The
+	 * batch's pages are locked by the flusher during the call: do not
+	 * lock pages of @wi nor wait on their writeback here.
 	 */
 	int (*map_pages)(struct bdi *b, struct wb_inode *wi, const uint64_t *index,
 			 unsigned n, uint64_t *pblk);
@@ -82,7 +85,8 @@ struct bdi_stats {
 	_Atomic long write_bw;		/* pages/s, estimate */
 	_Atomic long avg_write_bw;	/* pages/s, smoothed */
 	_Atomic long write_errors;	/* cumulative failed page writes */
-	_Atomic long nr_ios;		/* cumulative device writes submitted */
+	_Atomic long nr_ios;		/* cumulative device writes submitted (merged
+					 * requests, not pages) */
 };
 
 struct bdi;	/* private layout in flusher/bdi_i.h */
@@ -146,6 +150,13 @@ struct bdi_bw {
  * and the throttling controller.
  */
 void bdi_bw_update(struct bdi_bw *bw, uint64_t now_ms, long written_total);
+/**
+ * A writeback round starts: if the device was idle (@idle: nothing under
+ * writeback) and the last update is more than 1 s old, restart the stamps
+ * at (@now_ms, @written_total) so the idle gap does not dilute the next
+ * estimate (the kernel's wb_bandwidth_estimate_start). Pure.
+ */
+void bdi_bw_start(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool idle);
 /** Inode counts on the lists, for /.wbcfs/bdi. */
 void bdi_list_counts(struct bdi *b, long *b_dirty, long *b_io, long *b_more_io);
 void *bdi_owner(const struct bdi *b);

@@ -108,6 +108,46 @@ static void t_engine_error(enum io_engine_type type)
 	unlink(path);
 }
 
+/* Reaping with requests queued but never submitted must not hang. */
+static void t_engine_reap_unsubmitted(enum io_engine_type type)
+{
+	static char data[3][4096];
+	struct iovec iov[3][2];
+	struct io_req req[3];
+	struct io_engine e;
+	char path[64];
+	int fd = t_tmpfile(path, 0), i;
+
+	ck_assert_int_ge(fd, 0);
+	if (io_engine_init(&e, type, 8)) {
+		close(fd);
+		unlink(path);
+		return;
+	}
+	done_count = bad_res = 0;
+	for (i = 0; i < 3; i++) {
+		iov[i][0] = (struct iovec){ data[i], 2048 };
+		iov[i][1] = (struct iovec){ data[i] + 2048, 2048 };
+		req[i] = (struct io_req){ .op = IO_WRITE, .fd = fd, .off = (uint64_t)i * 4096,
+					  .iov = iov[i], .iovcnt = 2, .done = t_done };
+		ck_assert_int_eq(io_engine_queue(&e, &req[i]), 0);
+	}
+	while (done_count < 3)
+		ck_assert_int_gt(io_engine_reap(&e, 3 - (unsigned)done_count), 0);
+	ck_assert_int_eq(bad_res, 0);
+	ck_assert_uint_eq(e.inflight, 0);
+	io_engine_exit(&e);
+	close(fd);
+	unlink(path);
+}
+
+START_TEST(uring_reap_unsubmitted) { t_engine_reap_unsubmitted(IO_ENGINE_URING); }
+END_TEST
+START_TEST(aio_reap_unsubmitted) { t_engine_reap_unsubmitted(IO_ENGINE_AIO); }
+END_TEST
+START_TEST(psync_reap_unsubmitted) { t_engine_reap_unsubmitted(IO_ENGINE_PSYNC); }
+END_TEST
+
 START_TEST(uring_roundtrip) { t_engine_roundtrip(IO_ENGINE_URING); }
 END_TEST
 START_TEST(aio_roundtrip) { t_engine_roundtrip(IO_ENGINE_AIO); }
@@ -144,6 +184,11 @@ static Suite *engine_suite(void)
 	tcase_add_test(tc, uring_roundtrip);
 	tcase_add_test(tc, aio_roundtrip);
 	tcase_add_test(tc, psync_roundtrip);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("reap");
+	tcase_add_test(tc, uring_reap_unsubmitted);
+	tcase_add_test(tc, aio_reap_unsubmitted);
+	tcase_add_test(tc, psync_reap_unsubmitted);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_add_test(tc, uring_error);

@@ -6,12 +6,15 @@
  * mapped to BDI_PBLK_SKIP are not written, fsync of one inode leaves the
  * others dirty, background writeback starts over the background threshold
  * and stops under it, periodic writeback writes expired inodes, write and
- * mapping errors reach fsync, and the bandwidth estimator follows its
- * formula.
+ * mapping errors reach fsync, metadata goes out after data (and after
+ * write_inode and sync_fs), pages dirtied during fsync are left for later
+ * (TOWRITE), concurrent fsyncs with two flushers, and the bandwidth
+ * estimator follows its formula.
  */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,9 +30,17 @@ struct t_inode {
 	uint64_t base;		/* first block */
 	uint64_t skip_from;	/* pages at or past this index are skipped */
 	int map_err;
+	bool redirty_on_map;	/* dirty a new page at 100000 + n per map call */
+	_Atomic int map_calls;
 };
 
+static void t_dirty(struct t_inode *ti, uint64_t first, unsigned n, char fill);
+
 static _Atomic int write_inode_calls;
+static _Atomic int order_errors;		/* ordering checks failed in callbacks */
+static struct t_env *order_env;			/* set by the ordering test */
+static struct t_inode *order_data, *order_meta;
+static bool t_block_is(struct t_env *e, uint64_t blk, char fill, char first);
 
 static int t_map(struct bdi *b, struct wb_inode *wi, const uint64_t *index, unsigned n,
 		 uint64_t *pblk)
@@ -37,6 +48,9 @@ static int t_map(struct bdi *b, struct wb_inode *wi, const uint64_t *index, unsi
 	struct t_inode *ti = container_of(wi, struct t_inode, wb);
 	unsigned i;
 
+	ti->map_calls++;
+	if (ti->redirty_on_map)
+		t_dirty(ti, 100000 + (uint64_t)ti->map_calls, 1, 'r');
 	if (ti->map_err)
 		return ti->map_err;
 	for (i = 0; i < n; i++)
@@ -47,10 +61,28 @@ static int t_map(struct bdi *b, struct wb_inode *wi, const uint64_t *index, unsi
 static int t_write_inode(struct bdi *b, struct wb_inode *wi, enum wb_sync_mode mode)
 {
 	write_inode_calls++;
+	/* the inode goes out after its own pages are on the device */
+	if (order_env && wi == &order_data->wb && !t_block_is(order_env, order_data->base + 3, 'd', 3))
+		order_errors++;
 	return 0;
 }
 
-static const struct bdi_ops t_ops = { .map_pages = t_map, .write_inode = t_write_inode };
+/* sync_fs runs after all data and before any metadata is written. */
+static int t_sync_fs(struct bdi *b)
+{
+	if (!order_env)
+		return 0;
+	if (!t_block_is(order_env, order_data->base + 31, 'd', 31))
+		order_errors++;
+	if (t_block_is(order_env, order_meta->base + 1, 'M', 1))
+		order_errors++;
+	return 0;
+}
+
+static const struct bdi_ops t_ops = { .map_pages = t_map, .write_inode = t_write_inode,
+				      .sync_fs = t_sync_fs };
+static enum io_engine_type t_engine = IO_ENGINE_URING;
+static unsigned t_flushers = 1;
 
 struct t_env {
 	struct cache *c;
@@ -72,8 +104,8 @@ static void t_env_init(struct t_env *e, unsigned max_io_kb, bool rdonly)
 {
 	struct cache_config cc = { .size_bytes = 4096 * PAGE_SIZE, .nr_zones = 1,
 				   .ops = &t_cops, .owner = e };
-	struct bdi_config bc = { .name = "test", .engine = IO_ENGINE_URING, .queue_depth = 16,
-				 .max_io_kb = max_io_kb, .nr_flushers = 1, .ops = &t_ops };
+	struct bdi_config bc = { .name = "test", .engine = t_engine, .queue_depth = 16,
+				 .max_io_kb = max_io_kb, .nr_flushers = t_flushers, .ops = &t_ops };
 
 	memset(e, 0, sizeof(*e));
 	dirty_tunables_default(&cc.tunables);
@@ -326,6 +358,252 @@ START_TEST(bandwidth_estimator)
 }
 END_TEST
 
+
+/* The same sync through every engine (an unavailable one falls back to psync). */
+START_TEST(sync_each_engine)
+{
+	static const enum io_engine_type types[] = { IO_ENGINE_URING, IO_ENGINE_AIO,
+						     IO_ENGINE_PSYNC };
+	struct t_env e;
+	struct t_inode a;
+	unsigned i;
+
+	t_engine = types[_i];
+	t_env_init(&e, 64, false);
+	t_engine = IO_ENGINE_URING;
+	t_inode_init(&e, &a, 300);
+	t_dirty(&a, 0, 100, 'g');
+	t_dirty(&a, 200, 3, 'h');
+	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), 0);
+	for (i = 0; i < 100; i++)
+		ck_assert(t_block_is(&e, 300 + i, 'g', (char)i));
+	for (i = 200; i < 203; i++)
+		ck_assert(t_block_is(&e, 300 + i, 'h', (char)i));
+	ck_assert_int_eq(bdi_get_stats(e.b)->written, 103);
+	/* 100 contiguous pages in 16-page writes (7), and one run of 3 */
+	ck_assert_int_eq(bdi_get_stats(e.b)->nr_ios, 8);
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+/* Background writeback writes whole inodes until under the threshold, then stops. */
+START_TEST(background_stops_under_threshold)
+{
+	struct t_env e;
+	struct t_inode a[10];
+	unsigned long bg, thresh;
+	int i;
+
+	t_env_init(&e, 1024, false);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_BACKGROUND_BYTES, 100 * PAGE_SIZE);
+	dirty_thresholds(e.c, &bg, &thresh);
+	ck_assert_int_eq(bg, 100);
+	for (i = 0; i < 10; i++) {
+		t_inode_init(&e, &a[i], 1000 * (uint64_t)i);
+		t_dirty(&a[i], 0, 50, 'b');
+	}
+	bdi_wakeup(e.b, 0, WB_REASON_BACKGROUND);
+	for (i = 0; i < 200 && dirty_over_background(e.c); i++)
+		usleep(10000);
+	usleep(300000);		/* and it stays stopped */
+	ck_assert_int_le(e.c->stats.nr_dirty, 100);
+	ck_assert_int_gt(e.c->stats.nr_dirty, 0);
+	/* oldest first: the first inode dirtied went out */
+	ck_assert_int_eq(a[0].m.nrdirty, 0);
+	ck_assert_int_eq(a[9].m.nrdirty, 50);
+	for (i = 0; i < 10; i++)
+		t_inode_done(&e, &a[i]);
+	t_env_done(&e);
+}
+END_TEST
+
+/* kupdate writes inodes dirtied more than dirty_expire ago, not younger ones. */
+START_TEST(periodic_only_expired)
+{
+	struct t_env e;
+	struct t_inode a, b;
+	int i;
+
+	t_env_init(&e, 1024, false);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_EXPIRE_CENTISECS, 60);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 5);
+	t_inode_init(&e, &a, 0);
+	t_inode_init(&e, &b, 1000);
+	t_dirty(&a, 0, 8, 'o');
+	usleep(450000);
+	t_dirty(&b, 0, 8, 'y');
+	for (i = 0; i < 300 && a.m.nrdirty; i++)
+		usleep(5000);
+	ck_assert_int_eq(a.m.nrdirty, 0);
+	ck_assert_int_eq(b.m.nrdirty, 8);	/* ~0.15 s old, expires at 0.6 s */
+	for (i = 0; i < 300 && b.m.nrdirty; i++)
+		usleep(10000);
+	ck_assert_int_eq(b.m.nrdirty, 0);
+	t_inode_done(&e, &a);
+	t_inode_done(&e, &b);
+	t_env_done(&e);
+}
+END_TEST
+
+/* Ordered mode: data, then write_inode, then sync_fs, then metadata. */
+START_TEST(metadata_after_data)
+{
+	struct t_env e;
+	struct t_inode d, meta;
+	unsigned i;
+
+	t_env_init(&e, 1024, false);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);
+	t_inode_init(&e, &d, 500);
+	memset(&meta, 0, sizeof(meta));
+	meta.base = 0;	/* metadata: index == block */
+	mapping_init(&meta.m, e.c, &bdi_mapping_ops, &meta.wb);
+	bdi_inode_init(e.b, &meta.wb, &meta.m, true);
+	bdi_set_meta(e.b, &meta.wb);
+	order_env = &e;
+	order_data = &d;
+	order_meta = &meta;
+	order_errors = 0;
+	t_dirty(&meta, 0, 4, 'M');	/* dirtied first, still written last */
+	t_dirty(&d, 0, 32, 'd');
+	bdi_mark_inode_dirty(e.b, &d.wb, I_DIRTY_INODE);
+	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), 0);
+	ck_assert_int_eq(order_errors, 0);
+	for (i = 0; i < 4; i++)
+		ck_assert(t_block_is(&e, i, 'M', (char)i));
+	ck_assert_int_eq(meta.m.nrdirty, 0);
+	/* bdi_sync_meta alone */
+	t_dirty(&meta, 10, 2, 'N');
+	ck_assert_int_eq(bdi_sync_meta(e.b), 0);
+	ck_assert(t_block_is(&e, 11, 'N', 11));
+	order_env = NULL;
+	bdi_inode_remove(e.b, &meta.wb);
+	mapping_truncate(&meta.m, 0, UINT64_MAX);
+	mapping_destroy(&meta.m);
+	t_inode_done(&e, &d);
+	t_env_done(&e);
+}
+END_TEST
+
+/* Pages dirtied while fsync runs are left for later: TOWRITE, no livelock. */
+START_TEST(towrite_no_livelock)
+{
+	struct t_env e;
+	struct t_inode a;
+
+	t_env_init(&e, 1024, false);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);
+	/* keep background writeback out of it */
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_BYTES, 4000 * PAGE_SIZE);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_BACKGROUND_BYTES, 3900 * PAGE_SIZE);
+	t_inode_init(&e, &a, 0);
+	t_dirty(&a, 0, 2100, 't');	/* three batches: three map_pages calls */
+	a.redirty_on_map = true;
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	a.redirty_on_map = false;
+	ck_assert_int_ge(a.map_calls, 3);
+	ck_assert_int_eq(a.m.nrdirty, a.map_calls);
+	ck_assert(t_block_is(&e, 2099, 't', (char)2099));
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+struct t_fsync_arg {
+	struct t_env *e;
+	struct t_inode *ti;
+	int ret;
+};
+
+static void *t_fsync_loop(void *arg)
+{
+	struct t_fsync_arg *f = arg;
+	int round;
+
+	for (round = 0; round < 15 && !f->ret; round++) {
+		t_dirty(f->ti, 0, 64, (char)('a' + round));
+		f->ret = bdi_sync_inode(f->e->b, &f->ti->wb, 0, UINT64_MAX, false);
+		if (!f->ret && !t_block_is(f->e, f->ti->base + 63, (char)('a' + round), 63))
+			f->ret = -EILSEQ;
+	}
+	return NULL;
+}
+
+/* fsync from several threads with two flushers and background writeback running. */
+START_TEST(concurrent_fsync)
+{
+	struct t_env e;
+	struct t_inode a[4];
+	struct t_fsync_arg f[4];
+	pthread_t th[4];
+	int i;
+
+	t_flushers = 2;
+	t_env_init(&e, 128, false);
+	t_flushers = 1;
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_BACKGROUND_BYTES, 32 * PAGE_SIZE);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_EXPIRE_CENTISECS, 1);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 1);
+	for (i = 0; i < 4; i++) {
+		t_inode_init(&e, &a[i], 1000 * (uint64_t)i);
+		f[i] = (struct t_fsync_arg){ .e = &e, .ti = &a[i] };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, t_fsync_loop, &f[i]), 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(f[i].ret, 0);
+	}
+	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), 0);
+	ck_assert_int_eq(e.c->stats.nr_dirty, 0);
+	ck_assert_int_eq(bdi_get_stats(e.b)->writeback, 0);
+	ck_assert_int_eq(bdi_get_stats(e.b)->reclaimable, 0);
+	for (i = 0; i < 4; i++)
+		t_inode_done(&e, &a[i]);
+	t_env_done(&e);
+}
+END_TEST
+
+START_TEST(map_eio_reaches_fsync)
+{
+	struct t_env e;
+	struct t_inode a;
+
+	t_env_init(&e, 1024, false);
+	t_inode_init(&e, &a, 0);
+	a.map_err = -EIO;
+	t_dirty(&a, 0, 4, 'n');
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -EIO);
+	ck_assert_int_eq(bdi_get_stats(e.b)->write_errors, 4);
+	ck_assert_int_eq(a.m.nrdirty, 0);	/* lost, and reported */
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+/* After an idle gap the next estimate covers only the busy time. */
+START_TEST(bandwidth_idle_reset)
+{
+	struct bdi_bw bw = { .stamp_ms = 1000, .written_stamp = 0,
+			     .write_bw = 25600, .avg_write_bw = 25600 };
+
+	bdi_bw_start(&bw, 1500, 0, true);	/* < 1 s: keep */
+	ck_assert_int_eq(bw.stamp_ms, 1000);
+	bdi_bw_start(&bw, 9000, 0, false);	/* I/O in flight: keep */
+	ck_assert_int_eq(bw.stamp_ms, 1000);
+	bdi_bw_start(&bw, 9000, 0, true);
+	ck_assert_int_eq(bw.stamp_ms, 9000);
+	/* 500 ms at 25600 pages/s: the estimate holds */
+	bdi_bw_update(&bw, 9500, 12800);
+	ck_assert_int_eq(bw.write_bw, 25600);
+	/* an update with nothing written after > 1 s only moves the stamps */
+	bdi_bw_update(&bw, 12000, 12800);
+	ck_assert_int_eq(bw.write_bw, 25600);
+	ck_assert_int_eq(bw.stamp_ms, 12000);
+}
+END_TEST
+
 static Suite *writeback_suite(void)
 {
 	Suite *s = suite_create("writeback");
@@ -337,18 +615,26 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, contiguous_pages_merge);
 	tcase_add_test(tc, skipped_pages_not_written);
 	tcase_add_test(tc, fsync_one_inode_only);
+	tcase_add_loop_test(tc, sync_each_engine, 0, 3);
+	tcase_add_test(tc, metadata_after_data);
+	tcase_add_test(tc, towrite_no_livelock);
+	tcase_add_test(tc, concurrent_fsync);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("background");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, background_over_threshold);
 	tcase_add_test(tc, periodic_writes_expired);
+	tcase_add_test(tc, background_stops_under_threshold);
+	tcase_add_test(tc, periodic_only_expired);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_add_test(tc, write_error_reaches_fsync);
 	tcase_add_test(tc, map_error_reaches_fsync);
+	tcase_add_test(tc, map_eio_reaches_fsync);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("bandwidth");
 	tcase_add_test(tc, bandwidth_estimator);
+	tcase_add_test(tc, bandwidth_idle_reset);
 	suite_add_tcase(s, tc);
 	return s;
 }
