@@ -31,13 +31,51 @@ static int ftype_of(mode_t mode)
 	}
 }
 
-static int lookup_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_ino_t *ino)
+/* The name cache of @dir, built on demand when @build and @dir is large. */
+static struct dcache *dir_dcache_locked(struct wbfs *w, ext2_ino_t dir, bool build)
+{
+	struct winode *wi = winode_find(w, dir);
+	struct ext2_inode_large in;
+
+	if (!wi || wi->dcache || !build)
+		return wi ? wi->dcache : NULL;
+	if (wbfs_read_inode(w, dir, &in) || !LINUX_S_ISDIR(in.i_mode) ||
+	    EXT2_I_SIZE(&in) < (uint64_t)DCACHE_MIN_BLOCKS * w->fs->blocksize)
+		return NULL;
+	wi->dcache = dcache_build(w, dir);
+	return wi->dcache;
+}
+
+/* Keep a cached directory exact: @name now points at @ino (0: removed). */
+static void dir_dcache_note(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_ino_t ino)
+{
+	struct winode *wi = winode_find(w, dir);
+
+	if (!wi || !wi->dcache)
+		return;
+	if (!ino) {
+		dcache_remove(wi->dcache, name);
+	} else if (dcache_set(wi->dcache, name, ino)) {
+		dcache_free(wi->dcache);	/* out of memory: scan instead */
+		wi->dcache = NULL;
+	}
+}
+
+/* The directory itself, never the cache. */
+static int lookup_disk_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_ino_t *ino)
 {
 	errcode_t err = ext2fs_lookup(w->fs, dir, name, (int)strlen(name), NULL, ino);
 
 	if (err == EXT2_ET_FILE_NOT_FOUND)
 		return -ENOENT;
 	return -wbfs_errno(err);
+}
+
+static int lookup_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_ino_t *ino)
+{
+	struct dcache *dc = dir_dcache_locked(w, dir, true);
+
+	return dc ? dcache_lookup(dc, name, ino) : lookup_disk_locked(w, dir, name, ino);
 }
 
 /* 0 when @name does not exist in @dir, -EEXIST when it does, else -errno. */
@@ -74,6 +112,17 @@ static int dir_add_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2
 		if (!err)
 			err = ext2fs_link(w->fs, dir, name, ino, ftype);
 	}
+	if (!err)
+		dir_dcache_note(w, dir, name, ino);
+	return -wbfs_errno(err);
+}
+
+static int unlink_entry_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_ino_t ino)
+{
+	errcode_t err = ext2fs_unlink(w->fs, dir, name, ino, 0);
+
+	if (!err)
+		dir_dcache_note(w, dir, name, 0);
 	return -wbfs_errno(err);
 }
 
@@ -253,9 +302,11 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	}
 	ret = -wbfs_errno(err);
 	if (!ret)
-		ret = lookup_locked(w, parent, name, ino);
-	if (!ret)
+		ret = lookup_disk_locked(w, parent, name, ino);
+	if (!ret) {
+		dir_dcache_note(w, parent, name, *ino);
 		ret = fix_new_inode_locked(w, parent, *ino, S_IFDIR | (mode & 07777), ctx);
+	}
 	if (!ret && (before == 1 || before + 1 >= WBFS_LINK_MAX) &&
 	    !wbfs_read_inode(w, parent, &pin)) {
 		pin.i_links_count = 1;
@@ -291,9 +342,11 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 	}
 	ret = -wbfs_errno(err);
 	if (!ret)
-		ret = lookup_locked(w, parent, name, ino);
-	if (!ret)
+		ret = lookup_disk_locked(w, parent, name, ino);
+	if (!ret) {
+		dir_dcache_note(w, parent, name, *ino);
 		ret = fix_new_inode_locked(w, parent, *ino, S_IFLNK | 0777, ctx);
+	}
 	if (!ret)
 		ret = dir_touch_locked(w, parent, 0);
 out:
@@ -374,7 +427,7 @@ int dir_unlink(struct wbfs *w, ext2_ino_t parent, const char *name, bool is_rmdi
 		ret = dir_is_empty_locked(w, ino);
 	if (ret)
 		goto out;
-	ret = -wbfs_errno(ext2fs_unlink(w->fs, parent, name, ino, 0));
+	ret = unlink_entry_locked(w, parent, name, ino);
 	if (!ret)
 		ret = dir_touch_locked(w, parent, is_rmdir ? -1 : 0);
 	if (!ret)
@@ -419,7 +472,10 @@ static int set_entry_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ex
 	err = ext2fs_dir_iterate2(w->fs, dir, DIRENT_FLAG_INCLUDE_EMPTY, NULL, set_entry_cb, &c);
 	if (err)
 		return -wbfs_errno(err);
-	return c.done ? 0 : -ENOENT;
+	if (!c.done)
+		return -ENOENT;
+	dir_dcache_note(w, dir, name, ino);
+	return 0;
 }
 
 /* A directory moved from @from to @to: its ".." and both link counts. */
@@ -522,7 +578,7 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 			ret = dir_add_locked(w, p2, n2, src, ftype_of(si.i_mode));
 	}
 	if (!ret)
-		ret = -wbfs_errno(ext2fs_unlink(w->fs, p1, n1, src, 0));
+		ret = unlink_entry_locked(w, p1, n1, src);
 	if (!ret && sdir)
 		ret = reparent_locked(w, src, p1, p2);
 	if (!ret)

@@ -550,6 +550,11 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 		goto out_fs;
 	}
 	init_space(w);
+	if (!winode_get(w, EXT2_ROOT_INO, false)) {	/* kept until unmount */
+		wbfs_err(dev, "cannot read the root directory");
+		ret = -EIO;
+		goto out_fs;
+	}
 	if (!w->ro) {
 		ret = mark_mounted(w);
 		if (ret) {

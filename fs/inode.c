@@ -72,6 +72,7 @@ static struct winode *winode_alloc(struct wbfs *w, ext2_ino_t ino,
 
 static void winode_free_mem(struct winode *wi)
 {
+	dcache_free(wi->dcache);
 	mapping_destroy(&wi->map);
 	pthread_rwlock_destroy(&wi->ilock);
 	pthread_mutex_destroy(&wi->attr_lock);

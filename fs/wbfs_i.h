@@ -72,6 +72,7 @@ struct winode {
 	bool ec_valid;				/* ec_lock */
 
 	_Atomic long nr_delalloc;		/* atomic: reserved, unallocated pages */
+	struct dcache *dcache;			/* fs_lock: names of a large directory */
 	struct mapping map;
 	struct wb_inode wb;
 };
@@ -199,6 +200,15 @@ struct dir_snap {
 };
 int dir_snapshot(struct wbfs *w, ext2_ino_t ino, struct dir_snap *snap);
 void dir_snap_free(struct dir_snap *snap);
+
+/* dcache.c */
+#define DCACHE_MIN_BLOCKS 4
+struct dcache;
+struct dcache *dcache_build(struct wbfs *w, ext2_ino_t dir);
+int dcache_lookup(struct dcache *dc, const char *name, ext2_ino_t *ino);
+int dcache_set(struct dcache *dc, const char *name, ext2_ino_t ino);
+void dcache_remove(struct dcache *dc, const char *name);
+void dcache_free(struct dcache *dc);
 
 /* xattr.c */
 int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, size_t len, int flags);
