@@ -81,9 +81,6 @@ struct cache {
 				 * page wakes them only when > 0 (added for zone.c) */
 	bool have_kswapd;		/* constant after create */
 	pthread_t kswapd;
-	bool have_prefault;		/* constant after create */
-	_Atomic bool prefault_stop;	/* atomic */
-	pthread_t prefault;		/* faults the arena in ahead of use */
 };
 
 /** Create the cache. Returns 0 or -errno (-ENOMEM, -EINVAL for bad sizes). */
