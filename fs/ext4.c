@@ -259,6 +259,17 @@ static int dev_open(struct wbfs *w, const char *dev, bool ro)
 		return -ENOTBLK;
 	}
 	w->is_blkdev = S_ISBLK(st.st_mode);
+	if (w->is_blkdev) {
+		/* a mounted device is claimed exclusively: probe, then open shared,
+		 * since the fuseblk mount itself claims it later */
+		fd = open(dev, O_RDONLY | O_EXCL | O_CLOEXEC);
+		if (fd < 0 && errno == EBUSY) {
+			wbfs_err(dev, "device is busy (already mounted?)");
+			return -EBUSY;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
 	fd = open(dev, (ro ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC);
 	if (fd < 0 && !ro && (errno == EROFS || errno == EACCES)) {
 		wbfs_err(dev, "device is read-only (%s); mount with -o ro", strerror(errno));
