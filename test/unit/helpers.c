@@ -51,3 +51,14 @@ int t_tmpfile(char *path, uint64_t size)
 	}
 	return fd;
 }
+
+int t_run(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -3,6 +3,7 @@
 #ifndef WBCFS_TEST_HELPERS_H
 #define WBCFS_TEST_HELPERS_H
 
+#include <check.h>
 #include <stdint.h>
 
 /** Install a fake millisecond clock starting at @start_ms. */
@@ -16,5 +17,8 @@ void t_clock_real(void);
 
 /** A temporary file of @size bytes in /tmp (or $TMPDIR); path in @path (>= 64 bytes). Returns fd. */
 int t_tmpfile(char *path, uint64_t size);
+
+/** Run @s (verbosity from CK_VERBOSITY); EXIT_SUCCESS when nothing failed. */
+int t_run(Suite *s);
 
 #endif

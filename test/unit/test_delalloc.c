@@ -7,6 +7,7 @@
  * blocks, so the flusher can always allocate what was promised.
  */
 #include <check.h>
+#include "helpers.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -137,11 +138,5 @@ static Suite *delalloc_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(delalloc_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return t_run(delalloc_suite());
 }

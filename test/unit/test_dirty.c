@@ -7,6 +7,7 @@
  * it until writeback brings the cache back under.
  */
 #include <check.h>
+#include "helpers.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -284,11 +285,5 @@ static Suite *dirty_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(dirty_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return t_run(dirty_suite());
 }

@@ -8,6 +8,7 @@
  * and concurrent grabs (same page, waiting for a locked one).
  */
 #include <check.h>
+#include "helpers.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -509,11 +510,5 @@ static Suite *mapping_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(mapping_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return t_run(mapping_suite());
 }

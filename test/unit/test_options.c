@@ -5,6 +5,7 @@
  * FUSE options passed through to libfuse, fstab-only words dropped.
  */
 #include <check.h>
+#include "helpers.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,11 +167,5 @@ static Suite *options_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(options_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return t_run(options_suite());
 }

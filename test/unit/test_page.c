@@ -7,6 +7,7 @@
  * and the LRU hint mark_page_accessed. Reclaim decisions are test_reclaim's.
  */
 #include <check.h>
+#include "helpers.h"
 #include <errno.h>
 #include <sched.h>
 #include <pthread.h>
@@ -343,11 +344,5 @@ static Suite *page_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(page_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return t_run(page_suite());
 }

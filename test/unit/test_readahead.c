@@ -7,6 +7,7 @@
  * readahead switched off.
  */
 #include <check.h>
+#include "helpers.h"
 #include <stdlib.h>
 
 #include "wbcfs/readahead.h"
@@ -156,11 +157,5 @@ static Suite *readahead_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(readahead_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return t_run(readahead_suite());
 }

@@ -8,6 +8,7 @@
  * ALLOC_NOWAIT fails instead of waiting when nothing is reclaimable.
  */
 #include <check.h>
+#include "helpers.h"
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -503,11 +504,5 @@ static Suite *reclaim_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(reclaim_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return t_run(reclaim_suite());
 }

@@ -641,11 +641,5 @@ static Suite *writeback_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(writeback_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return t_run(writeback_suite());
 }
