@@ -443,6 +443,7 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	cc.ops = &cops;
 	cc.owner = w;
 	cc.start_kswapd = true;
+	cc.prefault_bytes = w->opts.prefault_bytes;
 	ret = cache_create(&w->cache, &cc);
 	if (ret) {
 		wbfs_err(dev, "cannot create a cache of %zu bytes: %s", cc.size_bytes, strerror(-ret));
@@ -511,45 +512,18 @@ static void init_space(struct wbfs *w)
 	wbfs_refresh_free_locked(w);
 }
 
-int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
+/* libext2fs over the cache: open, check features, read the bitmaps. */
+static int fs_load(struct wbfs *w, const char *dev)
 {
-	int flags = EXT2_FLAG_64BITS;
+	int flags = EXT2_FLAG_64BITS | (w->ro ? 0 : EXT2_FLAG_RW);
 	errcode_t err;
 	int ret;
 
-	w->opts = *o;
-	w->ro = o->ro;
-	w->dev_path = dev;
-	pthread_mutex_init(&w->fs_lock, NULL);
-	pthread_mutex_init(&w->resv_lock, NULL);
-	pthread_mutex_init(&w->itable_lock, NULL);
-	pthread_cond_init(&w->itable_cond, NULL);
-	w->itable_size = 4096;
-	w->itable = calloc(w->itable_size, sizeof(*w->itable));
-	if (!w->itable)
-		return -ENOMEM;
-	if (o->fsck && !o->ro) {
-		ret = run_fsck(dev);
-		if (ret)
-			return ret;
-	}
-	ret = dev_open(w, dev, w->ro);
-	if (ret)
-		return ret;
-	ret = sb_check(w, dev, w->ro, o->fsck);
-	if (ret)
-		goto out_close;
-	ret = cache_and_bdi(w, dev);
-	if (ret)
-		goto out_close;
 	wbfs_iomgr_set(w);
-	if (!w->ro)
-		flags |= EXT2_FLAG_RW;
 	err = ext2fs_open2(dev, NULL, flags, 0, 0, &wbfs_io_manager, &w->fs);
 	if (err) {
 		wbfs_err(dev, "cannot open the filesystem: %s", error_message(err));
-		ret = -EINVAL;
-		goto out_cache;
+		return -EINVAL;
 	}
 	ret = check_features(w, dev);
 	if (ret)
@@ -561,6 +535,46 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 		goto out_fs;
 	}
 	init_space(w);
+	return 0;
+out_fs:
+	/* anything libext2fs writes here lands in the cache and is dropped */
+	ext2fs_close_free(&w->fs);
+	return ret;
+}
+
+static int wbfs_init_locks(struct wbfs *w)
+{
+	pthread_mutex_init(&w->fs_lock, NULL);
+	pthread_mutex_init(&w->resv_lock, NULL);
+	pthread_mutex_init(&w->itable_lock, NULL);
+	pthread_cond_init(&w->itable_cond, NULL);
+	w->itable_size = 4096;
+	w->itable = calloc(w->itable_size, sizeof(*w->itable));
+	return w->itable ? 0 : -ENOMEM;
+}
+
+int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
+{
+	int ret;
+
+	w->opts = *o;
+	w->ro = o->ro;
+	w->dev_path = dev;
+	ret = wbfs_init_locks(w);
+	if (!ret && o->fsck && !o->ro)
+		ret = run_fsck(dev);
+	if (!ret)
+		ret = dev_open(w, dev, w->ro);
+	if (ret)
+		return ret;
+	ret = sb_check(w, dev, w->ro, o->fsck);
+	if (!ret)
+		ret = cache_and_bdi(w, dev);
+	if (ret)
+		goto out_close;
+	ret = fs_load(w, dev);
+	if (ret)
+		goto out_cache;
 	if (!winode_get(w, EXT2_ROOT_INO, false)) {	/* kept until unmount */
 		wbfs_err(dev, "cannot read the root directory");
 		ret = -EIO;
@@ -570,10 +584,12 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 		ret = mark_mounted(w);
 		if (ret) {
 			wbfs_err(dev, "cannot mark the filesystem in use: %s", strerror(-ret));
-			goto out_fs;
+			goto out_inodes;
 		}
 	}
 	return 0;
+out_inodes:
+	winode_release_all(w);
 out_fs:
 	ext2fs_close_free(&w->fs);
 out_cache:

@@ -38,6 +38,7 @@ void options_default(struct wbcfs_options *o)
 	o->queue_depth = 64;
 	o->max_io_kb = 1024;
 	o->readahead_kb = 128;
+	o->prefault_bytes = UINT64_MAX;
 }
 
 int options_parse_size(const char *s, uint64_t *out)
@@ -225,6 +226,13 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 					 dirty_opts[i].max, err, errlen);
 	if (!strcmp(opt, "cache_size"))
 		return set_number(opt, val, 1 << 20, UINT64_MAX, 1, true, &o->cache_size, err, errlen);
+	if (!strcmp(opt, "prefault")) {
+		if (val && !strcmp(val, "all")) {
+			o->prefault_bytes = UINT64_MAX;
+			return 0;
+		}
+		return set_number(opt, val, 0, UINT64_MAX, 1, true, &o->prefault_bytes, err, errlen);
+	}
 	if (!strcmp(opt, "io_engine")) {
 		if (val && !strcmp(val, "uring"))
 			o->io_engine = IO_ENGINE_URING;
@@ -288,6 +296,7 @@ void options_usage(FILE *out)
 		"  queue_depth=N                  I/Os in flight per flusher (1-4096) [64]\n"
 		"  max_io_kb=N                    largest merged write, KiB (4-4096) [1024]\n"
 		"  readahead_kb=N                 maximum readahead window, KiB [128]\n"
+		"  prefault=SIZE|all              cache faulted in at mount [all]\n"
 		"  ro                             mount read-only\n"
 		"  fsck                           run e2fsck -p before mounting\n"
 		"  allow_other                    let other users access the mount\n"

@@ -58,6 +58,7 @@ struct cache_config {
 	const struct cache_ops *ops;
 	void *owner;
 	bool start_kswapd;		/* false in unit tests: reclaim only direct */
+	uint64_t prefault_bytes;	/* fault this much of the arena in at create */
 };
 
 struct cache {
