@@ -424,6 +424,31 @@ static void wbfs_wakeup_flusher(void *owner, long nr_pages, enum wb_reason why)
 		bdi_wakeup(w->bdi, nr_pages, why);
 }
 
+/*
+ * The default cache: a quarter of RAM, but at most half of what the machine
+ * has available right now (MemAvailable), so that a second daemon, or one
+ * started on a loaded machine, does not fault in memory it cannot have.
+ * Never below 64 MiB.
+ */
+static size_t default_cache_size(void)
+{
+	size_t size = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 4;
+	unsigned long long avail_kb;
+	char line[128];
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "MemAvailable: %llu kB", &avail_kb) == 1) {
+			if (avail_kb * 1024 / 2 < size)
+				size = avail_kb * 1024 / 2;
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return size < (64u << 20) ? 64u << 20 : size;
+}
+
 static int cache_and_bdi(struct wbfs *w, const char *dev)
 {
 	static const struct cache_ops cops = {
@@ -437,7 +462,7 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 
 	cc.size_bytes = w->opts.cache_size;
 	if (!cc.size_bytes)
-		cc.size_bytes = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 4;
+		cc.size_bytes = default_cache_size();
 	cc.nr_zones = 1;
 	cc.tunables = w->opts.dirty;
 	cc.ops = &cops;

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,10 +85,18 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c, struct wbcfs_
 /* The mount options libfuse sees: ours first, then the user's pass-through. */
 static int fuse_args_build(struct fuse_args *args, const struct wbfs *w, const char *dev)
 {
-	char opts[OPTIONS_FUSE_MAX + 512];
+	char opts[OPTIONS_FUSE_MAX + 2 * PATH_MAX + 256], fsname[2 * PATH_MAX];
+	size_t n = 0;
 
+	/* libfuse splits options at commas: escape them in the device path */
+	for (; *dev && n + 2 < sizeof(fsname); dev++) {
+		if (*dev == ',' || *dev == '\\')
+			fsname[n++] = '\\';
+		fsname[n++] = *dev;
+	}
+	fsname[n] = '\0';
 	snprintf(opts, sizeof(opts), "fsname=%s,subtype=wbcfs,default_permissions%s%s%s%s%s",
-		 dev, w->is_blkdev ? ",blkdev,blksize=4096" : "", w->ro ? ",ro" : "",
+		 fsname, w->is_blkdev ? ",blkdev,blksize=4096" : "", w->ro ? ",ro" : "",
 		 w->opts.allow_other ? ",allow_other" : "",
 		 w->opts.fuse_opts[0] ? "," : "", w->opts.fuse_opts);
 	if (fuse_opt_add_arg(args, "wbcfs") || fuse_opt_add_arg(args, "-o") ||
@@ -158,6 +167,27 @@ static int daemonize_early(void)
 	return pfd[1];
 }
 
+/*
+ * The daemon changes directory to / and the kernel keeps fsname as given:
+ * both paths are made absolute before anything is opened or mounted.
+ */
+static int absolute_paths(struct cmdline *c)
+{
+	static char dev[PATH_MAX], mnt[PATH_MAX];
+
+	if (!realpath(c->dev, dev)) {
+		fprintf(stderr, "wbcfs: %s: %s\n", c->dev, strerror(errno));
+		return -1;
+	}
+	if (!realpath(c->mnt, mnt)) {
+		fprintf(stderr, "wbcfs: mount point %s: %s\n", c->mnt, strerror(errno));
+		return -1;
+	}
+	c->dev = dev;
+	c->mnt = mnt;
+	return 0;
+}
+
 static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -189,6 +219,12 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 	if (!o->foreground)
 		chdir("/");
 	ret = serve(w, se);
+	if (ret > 0) {
+		/* the loop ended on SIGTERM/SIGINT/SIGHUP: a clean shutdown */
+		fprintf(stderr, "wbcfs: %s: signal %d, writing back and unmounting\n",
+			c->dev, ret);
+		ret = 0;
+	}
 	fuse_remove_signal_handlers(se);
 	fuse_session_unmount(se);
 out_close:
@@ -226,6 +262,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 1;
 	}
+	if (absolute_paths(&c))
+		return 1;
 	if (!o.foreground)
 		notify_fd = daemonize_early();
 	return run(&c, &o, notify_fd);

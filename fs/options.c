@@ -284,7 +284,7 @@ int options_parse(struct wbcfs_options *o, const char *optstr, char *err, size_t
 void options_usage(FILE *out)
 {
 	fprintf(out,
-		"  cache_size=SIZE                page cache size [a quarter of RAM]\n"
+		"  cache_size=SIZE                page cache size [RAM/4, <= MemAvailable/2]\n"
 		"  dirty_ratio=N                  %% of dirtyable cache a writer may dirty [20]\n"
 		"  dirty_background_ratio=N       %% at which background writeback starts [10]\n"
 		"  dirty_bytes=SIZE               dirty limit in bytes, 0 = use the ratio [0]\n"
