@@ -13,6 +13,9 @@ t_main() runs in a finally clause and on SIGTERM/SIGINT: only what the test
 created is touched.  A watchdog thread kills the daemon when the test
 overruns its deadline, so a hung FUSE request cannot wedge the run.
 
+WBCFS_IO_ENGINE=uring|aio|psync in the environment adds io_engine= to every
+wbcfs mount (meson runs each suite once per engine).
+
 Exit codes: 0 pass, 1 fail, 77 skip (meson's convention).
 """
 
@@ -303,6 +306,9 @@ class T_Env:
     def mount_wbcfs(self, dev, mnt, opts, extra_args=(), expect_fail=False,
                     timeout=30):
         binp = t_wbcfs_bin()
+        eng = os.environ.get("WBCFS_IO_ENGINE")
+        if eng and not any(o.startswith("io_engine=") for o in opts):
+            opts = list(opts) + ["io_engine=" + eng]
         log = os.path.join(self.tmp, "wbcfs-%d.log" % len(self.mounts))
         cmd = [binp, dev, mnt, "-f"] + list(extra_args)
         if opts:
@@ -358,6 +364,9 @@ class T_Env:
         if rc != 0:
             raise TFail("wbcfs (pid %d) exited with %d after umount:\n%s"
                         % (m.pid, rc, m.daemon_log()))
+        if "unavailable" in m.daemon_log() and os.environ.get("WBCFS_IO_ENGINE"):
+            raise TFail("wbcfs (pid %d) did not use io_engine=%s:\n%s"
+                        % (m.pid, os.environ["WBCFS_IO_ENGINE"], m.daemon_log()))
         t_log("daemon pid %d exited 0" % m.pid)
 
     def umount(self, m, timeout=120):
