@@ -87,7 +87,7 @@ static int zones_init(struct cache *c, const struct cache_config *cfg)
  * paid at mount (the prefault= option bounds it).
  * MADV_POPULATE_WRITE maps pages without changing their contents.
  */
-static void cache_prefault(struct cache *c, uint64_t bytes)
+void cache_prefault(struct cache *c, uint64_t bytes)
 {
 	size_t len = c->nr_pages << PAGE_SHIFT;
 
@@ -131,7 +131,6 @@ int cache_create(struct cache **out, const struct cache_config *cfg)
 		ret = reclaim_start(c);
 		if (ret)
 			goto out_zones;
-		cache_prefault(c, cfg->prefault_bytes);
 	}
 	*out = c;
 	return 0;

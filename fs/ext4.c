@@ -280,6 +280,14 @@ static int dev_open(struct wbfs *w, const char *dev, bool ro)
 		return -errno;
 	}
 	if (w->is_blkdev) {
+		int bdev_ro = 0;
+
+		/* a read-only block device opens O_RDWR and fails the first write */
+		if (!ro && ioctl(fd, BLKROGET, &bdev_ro) == 0 && bdev_ro) {
+			wbfs_err(dev, "device is read-only; mount with -o ro");
+			close(fd);
+			return -EROFS;
+		}
 		if (ioctl(fd, BLKGETSIZE64, &w->dev_bytes) < 0)
 			w->dev_bytes = 0;
 	} else {
@@ -325,6 +333,11 @@ static int sb_check(struct wbfs *w, const char *dev, bool ro, bool fsck_done)
 	}
 	if (!ro && bsize != 4096) {
 		wbfs_err(dev, "block size %u is not supported read-write (4096 only); mount with -o ro", bsize);
+		goto out;
+	}
+	if (!ro && (sb->s_feature_incompat & EXT4_FEATURE_INCOMPAT_MMP)) {
+		/* checked here: libext2fs would first sleep through an MMP check */
+		wbfs_err(dev, "feature mmp is not supported read-write; mount with -o ro");
 		goto out;
 	}
 	if (sb->s_feature_incompat & EXT3_FEATURE_INCOMPAT_RECOVER) {
@@ -379,6 +392,12 @@ static int check_features(struct wbfs *w, const char *dev)
 		bad = "inline_data";
 	else if (ext2fs_has_feature_ea_inode(sb))
 		bad = "ea_inode";
+	else if (ext2fs_has_feature_verity(sb))
+		bad = "verity";		/* verity files must never be rewritten */
+	else if (ext2fs_has_feature_quota(sb))
+		bad = "quota";		/* usage would go stale: e2fsck objects */
+	else if (ext2fs_has_feature_project(sb))
+		bad = "project";
 	if (bad && !w->ro) {
 		wbfs_err(dev, "feature %s is not supported read-write; mount with -o ro", bad);
 		return -EINVAL;
@@ -468,7 +487,6 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	cc.ops = &cops;
 	cc.owner = w;
 	cc.start_kswapd = true;
-	cc.prefault_bytes = w->opts.prefault_bytes;
 	ret = cache_create(&w->cache, &cc);
 	if (ret) {
 		wbfs_err(dev, "cannot create a cache of %zu bytes: %s", cc.size_bytes, strerror(-ret));
@@ -612,6 +630,8 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 			goto out_inodes;
 		}
 	}
+	/* only once everything is known to be good: bad input fails fast */
+	cache_prefault(w->cache, w->opts.prefault_bytes);
 	return 0;
 out_inodes:
 	winode_release_all(w);

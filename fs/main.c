@@ -247,6 +247,7 @@ int main(int argc, char **argv)
 	struct cmdline c = {0};
 	int notify_fd = -1;
 
+	initialize_ext2_error_table();	/* libext2fs errors by name */
 	options_default(&o);
 	if (parse_cmdline(argc, argv, &c, &o))
 		return 1;

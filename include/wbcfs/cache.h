@@ -58,7 +58,6 @@ struct cache_config {
 	const struct cache_ops *ops;
 	void *owner;
 	bool start_kswapd;		/* false in unit tests: reclaim only direct */
-	uint64_t prefault_bytes;	/* fault this much of the arena in at create */
 };
 
 struct cache {
@@ -88,6 +87,11 @@ struct cache {
 int cache_create(struct cache **out, const struct cache_config *cfg);
 /** Stop kswapd and free the arena. All mappings must be empty. */
 void cache_destroy(struct cache *c);
+/**
+ * Fault the first @bytes of the arena in now (MADV_POPULATE_WRITE), so the
+ * first writers do not pay for it. Contents are unchanged.
+ */
+void cache_prefault(struct cache *c, uint64_t bytes);
 
 /**
  * Allocate a page (refcount 1, not on any list, contents undefined).
