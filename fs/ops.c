@@ -17,8 +17,8 @@
 
 #include "wbfs_i.h"
 
-#define ATTR_TIMEOUT 1.0
-#define ENTRY_TIMEOUT 1.0
+#define ATTR_TIMEOUT 10.0
+#define ENTRY_TIMEOUT 10.0
 
 static struct wbfs *req_wbfs(fuse_req_t req)
 {
@@ -69,10 +69,21 @@ static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	ret = dir_lookup(w, wbfs_ino(parent), name, &ino);
-	if (ret)
+	if (ret == -ENOENT) {
+		/*
+		 * A negative entry the kernel may cache: every create, link,
+		 * rename and mknod goes through this mount and replaces it.
+		 * Workloads that probe for names before creating them (dbench:
+		 * most of its lookups) save a round trip each.
+		 */
+		struct fuse_entry_param e = { .ino = 0, .entry_timeout = ENTRY_TIMEOUT };
+
+		fuse_reply_entry(req, &e);
+	} else if (ret) {
 		fuse_reply_err(req, -ret);
-	else
+	} else {
 		reply_entry(req, w, ino);
+	}
 }
 
 /* Valid replies: fuse_reply_none */
@@ -485,6 +496,14 @@ static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 		return;
 	}
 	fi->fh = (uintptr_t)d;
+	/*
+	 * The kernel may keep this directory's entries across opens: it drops
+	 * them itself when the directory changes through this mount (iversion
+	 * and mtime), and nothing else changes it. Saves the READDIR round
+	 * trips of repeated listings.
+	 */
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
 	fuse_reply_open(req, fi);
 }
 

@@ -281,7 +281,7 @@ class T_Env:
 
     # -- mounting the target
     def mount(self, dev, opts=(), mnt=None, extra_args=(), expect_fail=False,
-              timeout=30):
+              timeout=120):
         """Mount dev on a temp dir with the target under test.
 
         wbcfs: `WBCFS_BIN DEV MNT -f -o allow_other,default_permissions,...`
@@ -304,7 +304,7 @@ class T_Env:
                                 + list(opts), extra_args, expect_fail, timeout)
 
     def mount_wbcfs(self, dev, mnt, opts, extra_args=(), expect_fail=False,
-                    timeout=30):
+                    timeout=120):
         binp = t_wbcfs_bin()
         eng = os.environ.get("WBCFS_IO_ENGINE")
         if eng and not any(o.startswith("io_engine=") for o in opts):
@@ -469,6 +469,9 @@ class T_Env:
                 print("cleanup: killing wbcfs pid %d" % m.pid, flush=True)
                 m.proc.kill()
                 m.proc.wait()
+            # a daemon killed just as it mounted leaves a dead mount behind
+            if t_is_mounted(m.mnt) and run(["umount", m.mnt]) != 0:
+                run(["umount", "-l", m.mnt])
 
 
 def _close_fds_under(mnt):
