@@ -62,7 +62,7 @@ static int fill_pages(struct wbfs *w, struct winode *wi, struct page **pg, unsig
 			iov[k].iov_len = PAGE_SIZE;
 			k++;
 		}
-		got = bdi_read(w->bdi, iov, (int)k, r.pblk << PAGE_SHIFT);
+		got = bdi_read(w->bdi, &wi->wb, iov, (int)k, r.pblk << PAGE_SHIFT);
 		if (got < 0)
 			return (int)got;
 		if ((unsigned long)got < k * PAGE_SIZE)
