@@ -113,10 +113,12 @@ static void wb_inflight_sub(struct bdi *b, long n)
 static void wb_page_end(struct bdi *b, struct page *p, int err)
 {
 	atomic_fetch_sub(&b->stats.writeback, 1);
-	if (err < 0)
+	if (err < 0) {
 		atomic_fetch_add(&b->stats.write_errors, 1);
-	else if (err == 0)
+	} else if (err == 0) {
 		atomic_fetch_add(&b->stats.written, 1);
+		page_clear(p, PG_newblock);	/* its block holds its data now */
+	}
 	/* our reference goes first: while PG_writeback is set the mapping keeps
 	 * the page, and end_page_writeback may free a PG_reclaim page at once */
 	page_put(p);

@@ -194,9 +194,11 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 out_close:
 	if (!w->destroyed) {
 		w->destroyed = true;
-		if (wbfs_close(w) && !ret)
-			ret = -EIO;
+		w->close_ret = wbfs_close(w);
 	}
+	/* data lost or metadata unwritten at unmount: a non-zero exit */
+	if (w->close_ret && !ret)
+		ret = w->close_ret;
 	if (se)
 		fuse_session_destroy(se);
 	fuse_opt_free_args(&args);

@@ -180,3 +180,70 @@ out:
 	wbfs_unlock(w);
 	return ret;
 }
+
+/* ---- fault injection control (mount option fault_inject) --------------- */
+
+/*
+ * On a fault_inject mount, trusted.wbcfs.fault is not stored: it sets and
+ * shows the file's injected I/O errors ("none", "read", "write", "rw"),
+ * for as long as the inode stays in memory. On other mounts it is an
+ * ordinary attribute with no effect.
+ */
+bool xattr_is_fault(struct wbfs *w, const char *name)
+{
+	return w->opts.fault_inject && !strcmp(name, WBFS_FAULT_XATTR);
+}
+
+static const char *const fault_names[] = {
+	[0] = "none",
+	[WB_FAULT_READ] = "read",
+	[WB_FAULT_WRITE] = "write",
+	[WB_FAULT_READ | WB_FAULT_WRITE] = "rw",
+};
+
+static int fault_parse(const char *v, size_t len, unsigned *out)
+{
+	unsigned i;
+
+	while (len && (v[len - 1] == '\n' || v[len - 1] == '\0'))
+		len--;
+	for (i = 0; i < sizeof(fault_names) / sizeof(fault_names[0]); i++) {
+		if (strlen(fault_names[i]) == len && !memcmp(v, fault_names[i], len)) {
+			*out = i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *v, size_t len)
+{
+	struct winode *wi;
+	unsigned fault;
+
+	if (fault_parse(v, len, &fault))
+		return -EINVAL;
+	wi = winode_get(w, ino, false);
+	if (!wi)
+		return -EIO;
+	return bdi_inode_set_fault(w->bdi, &wi->wb, fault);
+}
+
+/* Returns the value's length, or -errno (-ERANGE when @len is too small). */
+int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len)
+{
+	struct winode *wi = winode_get(w, ino, false);
+	const char *name;
+	size_t n;
+
+	if (!wi)
+		return -EIO;
+	name = fault_names[atomic_load(&wi->wb.fault) & (WB_FAULT_READ | WB_FAULT_WRITE)];
+	n = strlen(name);
+	if (!len)
+		return (int)n;
+	if (len < n)
+		return -ERANGE;
+	memcpy(buf, name, n);
+	return (int)n;
+}
