@@ -610,7 +610,8 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 	int ret;
 
 	if (xattr_is_fault(w, name))
-		ret = fuse_req_ctx(req)->uid ? -EPERM : xattr_fault_set(w, wbfs_ino(ino), value, size);
+		ret = fuse_req_ctx(req)->uid ? -EPERM :
+		      xattr_fault_set(w, wbfs_ino(ino), name, value, size);
 	else
 		ret = w->ro ? -EROFS : xattr_set(w, wbfs_ino(ino), name, value, size, flags);
 	fuse_reply_err(req, -ret);
@@ -627,7 +628,7 @@ static void wbcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, siz
 		return;
 	}
 	if (xattr_is_fault(req_wbfs(req), name))
-		ret = xattr_fault_get(req_wbfs(req), wbfs_ino(ino), buf, size);
+		ret = xattr_fault_get(req_wbfs(req), wbfs_ino(ino), name, buf, size);
 	else
 		ret = xattr_get(req_wbfs(req), wbfs_ino(ino), name, buf, size);
 	if (ret < 0)
@@ -666,7 +667,8 @@ static void wbcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int ret;
 
 	if (xattr_is_fault(w, name))
-		ret = fuse_req_ctx(req)->uid ? -EPERM : xattr_fault_set(w, wbfs_ino(ino), "none", 4);
+		ret = fuse_req_ctx(req)->uid ? -EPERM :
+		      xattr_fault_set(w, wbfs_ino(ino), name, "none", 4);
 	else
 		ret = w->ro ? -EROFS : xattr_remove(w, wbfs_ino(ino), name);
 

@@ -221,9 +221,11 @@ int xattr_get(struct wbfs *w, ext2_ino_t ino, const char *name, void *buf, size_
 int xattr_list(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len);
 int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name);
 #define WBFS_FAULT_XATTR "trusted.wbcfs.fault"
+#define WBFS_FAULT_META_XATTR "trusted.wbcfs.fault_meta"
 bool xattr_is_fault(struct wbfs *w, const char *name);
-int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *v, size_t len);
-int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len);
+int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *name, const char *v,
+		    size_t len);
+int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, const char *name, char *buf, size_t len);
 
 /* fuse_io.c */
 int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se);

@@ -186,12 +186,26 @@ out:
 /*
  * On a fault_inject mount, trusted.wbcfs.fault is not stored: it sets and
  * shows the file's injected I/O errors ("none", "read", "write", "rw"),
- * for as long as the inode stays in memory. On other mounts it is an
- * ordinary attribute with no effect.
+ * for as long as the inode stays in memory; trusted.wbcfs.fault_meta, on
+ * any file, does the same for the filesystem's metadata I/O (the device's
+ * own mapping: superblock, bitmaps, inode tables, directories, extent
+ * blocks). On other mounts both are ordinary attributes with no effect.
  */
 bool xattr_is_fault(struct wbfs *w, const char *name)
 {
-	return w->opts.fault_inject && !strcmp(name, WBFS_FAULT_XATTR);
+	return w->opts.fault_inject &&
+	       (!strcmp(name, WBFS_FAULT_XATTR) || !strcmp(name, WBFS_FAULT_META_XATTR));
+}
+
+/* The wb_inode whose faults @name controls. */
+static struct wb_inode *fault_target(struct wbfs *w, ext2_ino_t ino, const char *name)
+{
+	struct winode *wi;
+
+	if (!strcmp(name, WBFS_FAULT_META_XATTR))
+		return &w->meta_wb;
+	wi = winode_get(w, ino, false);
+	return wi ? &wi->wb : NULL;
 }
 
 static const char *const fault_names[] = {
@@ -216,34 +230,35 @@ static int fault_parse(const char *v, size_t len, unsigned *out)
 	return -EINVAL;
 }
 
-int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *v, size_t len)
+int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *name, const char *v,
+		    size_t len)
 {
-	struct winode *wi;
+	struct wb_inode *wb;
 	unsigned fault;
 
 	if (fault_parse(v, len, &fault))
 		return -EINVAL;
-	wi = winode_get(w, ino, false);
-	if (!wi)
+	wb = fault_target(w, ino, name);
+	if (!wb)
 		return -EIO;
-	return bdi_inode_set_fault(w->bdi, &wi->wb, fault);
+	return bdi_inode_set_fault(w->bdi, wb, fault);
 }
 
 /* Returns the value's length, or -errno (-ERANGE when @len is too small). */
-int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len)
+int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, const char *name, char *buf, size_t len)
 {
-	struct winode *wi = winode_get(w, ino, false);
-	const char *name;
+	struct wb_inode *wb = fault_target(w, ino, name);
+	const char *val;
 	size_t n;
 
-	if (!wi)
+	if (!wb)
 		return -EIO;
-	name = fault_names[atomic_load(&wi->wb.fault) & (WB_FAULT_READ | WB_FAULT_WRITE)];
-	n = strlen(name);
+	val = fault_names[atomic_load(&wb->fault) & (WB_FAULT_READ | WB_FAULT_WRITE)];
+	n = strlen(val);
 	if (!len)
 		return (int)n;
 	if (len < n)
 		return -ERANGE;
-	memcpy(buf, name, n);
+	memcpy(buf, val, n);
 	return (int)n;
 }

@@ -17,6 +17,10 @@ For each io engine (WBCFS_IO_ENGINE, or uring, aio and psync in turn):
   lost at umount file L keeps fault=write through umount: the daemon names
                  it lost and exits non-zero; L's newly allocated range reads
                  as zeros (never stale blocks).
+  metadata       trusted.wbcfs.fault_meta=write: fsync of a new file and of
+                 its directory give EIO, other files are still read; cleared,
+                 fsync succeeds.  Left set through umount: exit non-zero, the
+                 superblock stays "not clean", the next mount is refused.
 
 Each round ends with e2fsck -fn clean and the kernel's ext4 (ro) seeing
 A, B and R as written.
@@ -173,6 +177,52 @@ def check_on_disk(env, dev, want):
         env.umount(k)
 
 
+def meta_errors(env, dev, opts):
+    t_step("fault_meta=write: fsync of a new file and of its directory give EIO")
+    m = env.mount(dev, opts)
+    set_fault(m.mnt, "none")                     # the file's own: untouched
+    os.setxattr(m.mnt, FAULT + "_meta", b"write")
+    t_eq(os.getxattr(m.mnt, FAULT + "_meta"), b"write", "fault_meta")
+    n = os.path.join(m.mnt, "n")
+    n_content = data(b"n", 40 * 1024)
+    fd = os.open(n, os.O_CREAT | os.O_WRONLY, 0o644)
+    t_write_all(fd, n_content)
+    t_errno(errno.EIO, os.fsync, fd, what="fsync of N under a metadata write fault")
+    dfd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+    t_errno(errno.EIO, os.fsync, dfd, what="fsync of the directory")
+    t_check(read_file(os.path.join(m.mnt, "r")) is not None, "R still reads")
+    t_step("fault_meta cleared: fsync of N and of the directory succeed")
+    os.setxattr(m.mnt, FAULT + "_meta", b"none")
+    os.fsync(fd)
+    os.fsync(dfd)
+    os.close(dfd)
+    os.close(fd)
+    env.umount(m)
+    return n_content
+
+
+def meta_lost_at_umount(env, dev, opts):
+    t_step("fault_meta=write through umount: exit non-zero, not marked clean")
+    m = env.mount(dev, opts)
+    os.setxattr(m.mnt, FAULT + "_meta", b"write")
+    os.mkdir(os.path.join(m.mnt, "pdir"))
+    p = subprocess.run(["umount", m.mnt], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=120)
+    if p.returncode != 0:
+        raise TFail("umount %s: %s\n%s" % (m.mnt, p.stdout, m.daemon_log()))
+    m.mounted = False
+    rc = m.proc.wait(120)
+    env.mounts.remove(m)
+    log = m.daemon_log()
+    t_log("daemon exited %d; log:\n%s" % (rc, log.strip()))
+    t_check(rc != 0, "daemon exit status is non-zero when metadata was not written")
+    t_check("left marked not clean" in log, "unwritten metadata named in the log")
+    state = env.sb_state(dev)
+    t_check(state.startswith("not clean"), "superblock state %r" % state)
+    rc, out = env.mount(dev, opts, expect_fail=True)
+    t_check(rc != 0, "a not clean filesystem is refused")
+
+
 def one_engine(env, engine):
     t_log("=== io_engine=%s ===" % engine)
     dev = env.new_fs(256 * MIB, name="disk-%s.img" % engine)
@@ -188,6 +238,11 @@ def one_engine(env, engine):
     b2 = check_b(m.mnt, 1)
     lost_at_umount(env, m)
     check_on_disk(env, dev, {"a": a, "b": b2, "r": r_content})
+
+    n = meta_errors(env, dev, opts)
+    check_on_disk(env, dev, {"a": a, "b": b2, "r": r_content, "n": n})
+    meta_lost_at_umount(env, dev, opts)
+    env.fsck(dev)
 
 
 def body(env):
