@@ -297,8 +297,7 @@ static void wb_submit_runs(struct wb_ctx *x, struct mapping *m, unsigned n)
 /*
  * Map a prepared batch to device blocks (the metadata inode's index is
  * its block) and submit merged writes. A mapping failure fails the whole
- * batch: the error goes on the mapping and the pages stay dirty, except
- * when the inode is gone (-ENOENT: nothing left to write them to).
+ * batch: the error goes on the mapping and the pages stay dirty.
  */
 static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, unsigned n)
 {
@@ -314,11 +313,6 @@ static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, unsigned n)
 	}
 	for (i = 0; i < n; i++)
 		unlock_page(x->pages[i]);
-	if (ret == -ENOENT) {
-		for (i = 0; i < n; i++)
-			wb_page_end(b, x->pages[i], 1);
-		return;
-	}
 	if (ret) {
 		wb_inode_failed(b, wi, n, ret);
 		for (i = 0; i < n; i++)

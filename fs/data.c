@@ -4,8 +4,10 @@
  * the bdi with on-demand readahead), write (into cache pages, reserving a
  * block for every page that has none: delayed allocation; ENOSPC is
  * reported here, never at writeback), truncate, fallocate and
- * SEEK_DATA/SEEK_HOLE. Blocks are allocated by the flusher (inode.c,
- * map_pages); the format work of truncate and punch is libext2fs's.
+ * SEEK_DATA/SEEK_HOLE, and the report of dirty pages a failing device
+ * never took (data_report_lost). A failed read leaves no page cached.
+ * Blocks are allocated by the flusher (inode.c, map_pages); the format
+ * work of truncate and punch is libext2fs's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -435,8 +437,63 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 
 /* ---- truncate, punch, fallocate --------------------------------------- */
 
+/* Release reservations of dirty pages in [start, end], then drop the pages. */
+static void drop_range(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end)
+{
+	struct page *pages[64];
+	uint64_t pos = start;
+	unsigned n, i;
+
+	while (pos <= end && (n = mapping_lookup_tag(&wi->map, &pos, end, TAG_DIRTY, pages, 64))) {
+		for (i = 0; i < n; i++) {
+			lock_page(pages[i]);
+			if (page_test_clear(pages[i], PG_delalloc)) {
+				wbfs_unreserve(w, 1);
+				wi->nr_delalloc--;
+			}
+			unlock_page(pages[i]);
+			page_put(pages[i]);
+		}
+		if (!pos)
+			break;
+	}
+	mapping_truncate(&wi->map, start, end);
+}
+
+/* Zero bytes [from, to) within one page, below EOF. */
+static int zero_partial(struct wbfs *w, struct winode *wi, uint64_t from, uint64_t to,
+			uint64_t isize)
+{
+	if (from >= to || from >= isize)
+		return 0;
+	return zero_in_page(w, wi, from, to, isize);
+}
+
+/* Free blocks [first, last] and write the folded inode. Context: fs_lock. */
 static int punch_blocks_locked(struct wbfs *w, struct winode *wi, uint64_t first,
-			       uint64_t last, bool stamp);
+			       uint64_t last, bool stamp)
+{
+	struct ext2_inode_large in;
+	struct timespec now;
+	errcode_t err = 0;
+	int ret;
+
+	ret = wbfs_read_inode(w, wi->ino, &in);
+	if (ret)
+		return ret;
+	if (first <= last && ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in))
+		err = ext2fs_punch(w->fs, wi->ino, (struct ext2_inode *)&in, NULL, first, last);
+	ec_invalidate(wi);
+	if (err)
+		return -wbfs_errno(err);
+	winode_fold_attrs_locked(w, wi->ino, &in);
+	if (stamp) {
+		wbfs_now(&now);
+		wbfs_ts_set(&in, TS_MTIME, &now);
+		wbfs_ts_set(&in, TS_CTIME, &now);
+	}
+	return wbfs_write_inode(w, wi->ino, &in);
+}
 
 /* Punch logical blocks [first, last] of @wi, which nobody else uses now. */
 static void lost_punch(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last)
@@ -506,64 +563,6 @@ long data_report_lost(struct wbfs *w, struct winode *wi)
 		atomic_fetch_add(&w->lost_pages, lost);
 	}
 	return lost;
-}
-
-/* Release reservations of dirty pages in [start, end], then drop the pages. */
-static void drop_range(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end)
-{
-	struct page *pages[64];
-	uint64_t pos = start;
-	unsigned n, i;
-
-	while (pos <= end && (n = mapping_lookup_tag(&wi->map, &pos, end, TAG_DIRTY, pages, 64))) {
-		for (i = 0; i < n; i++) {
-			lock_page(pages[i]);
-			if (page_test_clear(pages[i], PG_delalloc)) {
-				wbfs_unreserve(w, 1);
-				wi->nr_delalloc--;
-			}
-			unlock_page(pages[i]);
-			page_put(pages[i]);
-		}
-		if (!pos)
-			break;
-	}
-	mapping_truncate(&wi->map, start, end);
-}
-
-/* Zero bytes [from, to) within one page, below EOF. */
-static int zero_partial(struct wbfs *w, struct winode *wi, uint64_t from, uint64_t to,
-			uint64_t isize)
-{
-	if (from >= to || from >= isize)
-		return 0;
-	return zero_in_page(w, wi, from, to, isize);
-}
-
-/* Free blocks [first, last] and write the folded inode. Context: fs_lock. */
-static int punch_blocks_locked(struct wbfs *w, struct winode *wi, uint64_t first,
-			       uint64_t last, bool stamp)
-{
-	struct ext2_inode_large in;
-	struct timespec now;
-	errcode_t err = 0;
-	int ret;
-
-	ret = wbfs_read_inode(w, wi->ino, &in);
-	if (ret)
-		return ret;
-	if (first <= last && ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in))
-		err = ext2fs_punch(w->fs, wi->ino, (struct ext2_inode *)&in, NULL, first, last);
-	ec_invalidate(wi);
-	if (err)
-		return -wbfs_errno(err);
-	winode_fold_attrs_locked(w, wi->ino, &in);
-	if (stamp) {
-		wbfs_now(&now);
-		wbfs_ts_set(&in, TS_MTIME, &now);
-		wbfs_ts_set(&in, TS_CTIME, &now);
-	}
-	return wbfs_write_inode(w, wi->ino, &in);
 }
 
 int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)

@@ -833,7 +833,14 @@ static int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *in
 	int ret;
 
 	wbfs_lock(c.w);
-	ret = c.wi->freed ? -ENOENT : map_open(&c);
+	if (c.wi->freed) {
+		/* the file is gone: nothing to write its pages to */
+		for (i = 0; i < n; i++)
+			pblk[i] = BDI_PBLK_SKIP;
+		wbfs_unlock(c.w);
+		return 0;
+	}
+	ret = map_open(&c);
 	while (!ret && i < n) {
 		struct ext_run r;
 
