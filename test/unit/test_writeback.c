@@ -311,12 +311,15 @@ START_TEST(periodic_writes_expired)
 }
 END_TEST
 
+/* A device error (not injected) through each engine's own completion path. */
 START_TEST(write_error_reaches_fsync)
 {
 	struct t_env e;
 	struct t_inode a;
 
+	t_engine = (enum io_engine_type)_i;
 	t_env_init(&e, 1024, true);	/* the device refuses writes */
+	t_engine = IO_ENGINE_URING;
 	t_inode_init(&e, &a, 0);
 	t_dirty(&a, 0, 4, 'e');
 	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -EBADF);
@@ -650,6 +653,36 @@ START_TEST(fault_write_then_recover)
 }
 END_TEST
 
+/*
+ * A failed metadata write is kept dirty and reported by the next metadata
+ * sync (one bdi-wide cursor), and by sync(2) while it keeps failing.
+ */
+START_TEST(meta_error_reported_once)
+{
+	struct t_env e;
+	struct t_inode meta;
+
+	t_fault_inject = true;
+	t_env_init(&e, 1024, false);
+	t_fault_inject = false;
+	t_inode_init(&e, &meta, 0);
+	meta.wb.is_meta = true;
+	bdi_set_meta(e.b, &meta.wb);
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &meta.wb, WB_FAULT_WRITE), 0);
+	t_dirty(&meta, 10, 3, 'M');
+	ck_assert_int_eq(bdi_sync_meta(e.b), -EIO);
+	ck_assert_int_eq(meta.m.nrdirty, 3);
+	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), -EIO);	/* failed again */
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &meta.wb, 0), 0);
+	ck_assert_int_eq(bdi_sync_meta(e.b), 0);		/* already reported */
+	ck_assert_int_eq(meta.m.nrdirty, 0);
+	ck_assert(t_block_is(&e, 12, 'M', 12));
+	bdi_set_meta(e.b, NULL);
+	t_inode_done(&e, &meta);
+	t_env_done(&e);
+}
+END_TEST
+
 /* Without fault_inject nothing fails, whatever the inode says. */
 START_TEST(fault_off_by_default)
 {
@@ -786,7 +819,8 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, periodic_only_expired);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
-	tcase_add_test(tc, write_error_reaches_fsync);
+	tcase_add_loop_test(tc, write_error_reaches_fsync, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
+	tcase_add_test(tc, meta_error_reported_once);
 	tcase_add_test(tc, map_error_reaches_fsync);
 	tcase_add_test(tc, map_eio_reaches_fsync);
 	tcase_set_timeout(tc, 30);
