@@ -13,7 +13,8 @@ For each io engine (WBCFS_IO_ENGINE, or uring, aio and psync in turn):
                  what was written.
   read errors    after a fresh mount (cold cache) file R with fault=read
                  gives EIO on read while B still reads; cleared, R reads its
-                 data.
+                 data.  fault_meta=read: listing a directory not yet read
+                 gives EIO; cleared, it lists and its file reads.
   lost at umount file L keeps fault=write through umount: the daemon names
                  it lost and exits non-zero; L's newly allocated range reads
                  as zeros (never stale blocks).
@@ -130,6 +131,14 @@ def read_errors(env, dev, opts, r_content, b_content):
     t_eq(os.getxattr(r, FAULT), b"none", "fault after removexattr")
     t_check(t_read_all(fd, len(r_content), 0) == r_content, "R after the fault")
     os.close(fd)
+
+    t_step("fault_meta=read: listing an uncached directory gives EIO")
+    sub = os.path.join(m.mnt, "sub")
+    os.setxattr(m.mnt, FAULT + "_meta", b"read")
+    t_errno(errno.EIO, os.listdir, sub, what="listdir of sub under a metadata read fault")
+    os.setxattr(m.mnt, FAULT + "_meta", b"none")
+    t_eq(os.listdir(sub), ["s"], "listdir of sub after the fault")
+    t_eq(read_file(os.path.join(sub, "s")), b"s" * 3000, "sub/s")
     return m
 
 
@@ -230,6 +239,8 @@ def one_engine(env, engine):
     m = env.mount(dev, opts)
     r_content = data(b"r", 700 * 1024 + 5)
     write_file(os.path.join(m.mnt, "r"), r_content)
+    os.mkdir(os.path.join(m.mnt, "sub"))
+    write_file(os.path.join(m.mnt, "sub", "s"), b"s" * 3000)
     a, b = write_errors(env, m.mnt)
     env.umount(m)
     check_on_disk(env, dev, {"a": a, "b": b, "r": r_content})
