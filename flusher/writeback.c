@@ -139,17 +139,21 @@ static void wb_page_fail(struct bdi *b, struct page *p, int err)
 }
 
 /*
- * @n pages of @wi failed to be written: count them, record @err on the
- * mapping, and (re)start the backoff. The delay doubles only when a retry
- * after the previous one failed, not for every write of the same pass.
+ * @n pages of @wi from @index failed to be written: count them, record
+ * @err on the mapping, and (re)start the backoff. The delay doubles only
+ * when a retry after the previous one failed, not for every write of the
+ * same pass. The owner hears of the first failure after a success.
  */
-static void wb_inode_failed(struct bdi *b, struct wb_inode *wi, unsigned n, int err)
+static void wb_inode_failed(struct bdi *b, struct wb_inode *wi, uint64_t index, unsigned n,
+			    int err)
 {
 	uint64_t now = clock_now_ms();
+	bool first;
 
 	atomic_fetch_add(&wi->nr_write_errors, n);
 	mapping_set_error(wi->mapping, err);
 	pthread_mutex_lock(&b->lock);
+	first = !wi->backoff_ms;
 	if (now >= wi->retry_after_ms) {
 		wi->backoff_ms = wi->backoff_ms ? wi->backoff_ms * 2 : WB_BACKOFF_MIN_MS;
 		if (wi->backoff_ms > WB_BACKOFF_MAX_MS)
@@ -157,6 +161,8 @@ static void wb_inode_failed(struct bdi *b, struct wb_inode *wi, unsigned n, int 
 		wi->retry_after_ms = now + wi->backoff_ms;
 	}
 	pthread_mutex_unlock(&b->lock);
+	if (first && !wi->is_meta && b->ops->write_error)
+		b->ops->write_error(b, wi, index, err);
 }
 
 static void wb_io_done(struct io_req *req, int res)
@@ -177,7 +183,7 @@ static void wb_io_done(struct io_req *req, int res)
 				(unsigned long long)(req->off >> PAGE_SHIFT),
 				(unsigned long long)(req->off >> PAGE_SHIFT) + io->n - 1,
 				strerror(-err));
-		wb_inode_failed(io->b, wi, io->n, err);
+		wb_inode_failed(io->b, wi, io->pages[0]->index, io->n, err);
 		for (i = 0; i < io->n; i++)
 			wb_page_fail(io->b, io->pages[i], err);
 	} else {
@@ -201,7 +207,7 @@ static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pag
 	atomic_fetch_add(&x->b->inflight, n);
 	atomic_fetch_add(&x->b->stats.nr_ios, 1);
 	if (!io) {
-		wb_inode_failed(x->b, m->host, n, -ENOMEM);
+		wb_inode_failed(x->b, m->host, pages[0]->index, n, -ENOMEM);
 		for (i = 0; i < n; i++)
 			wb_page_fail(x->b, pages[i], -ENOMEM);
 		wb_inflight_sub(x->b, n);
@@ -314,7 +320,7 @@ static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, unsigned n)
 	for (i = 0; i < n; i++)
 		unlock_page(x->pages[i]);
 	if (ret) {
-		wb_inode_failed(b, wi, n, ret);
+		wb_inode_failed(b, wi, x->idx[0], n, ret);
 		for (i = 0; i < n; i++)
 			wb_page_fail(b, x->pages[i], ret);
 		return;

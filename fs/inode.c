@@ -908,10 +908,22 @@ static int wbfs_sync_fs(struct bdi *b)
 	return -wbfs_errno(err);
 }
 
+/* The first failed write of a file after a success: one line, not one per retry. */
+static void wbfs_write_error(struct bdi *b, struct wb_inode *wb, uint64_t index, int err)
+{
+	struct wbfs *w = bdi_owner(b);
+	struct winode *wi = container_of(wb, struct winode, wb);
+
+	fprintf(stderr, "wbcfs: %s: inode %u: write error at offset %llu: %s; data kept dirty,"
+		" will retry\n", w->dev_path, wi->ino,
+		(unsigned long long)index << PAGE_SHIFT, strerror(-err));
+}
+
 const struct bdi_ops wbfs_bdi_ops = {
 	.map_pages = wbfs_map_pages,
 	.write_inode = wbfs_write_inode_op,
 	.sync_fs = wbfs_sync_fs,
+	.write_error = wbfs_write_error,
 };
 
 /*

@@ -72,6 +72,13 @@ struct bdi_ops {
 	/* Put filesystem-wide metadata (superblock, bitmaps) into the
 	 * metadata cache before the metadata pass of a sync. */
 	int (*sync_fs)(struct bdi *b);
+	/*
+	 * Optional: writes of @wi's pages from @index on failed with @err and
+	 * are kept dirty; called at the first failure after a success, not at
+	 * every retry (the owner logs it). Context: flusher thread, from I/O
+	 * completion; must not sleep or take locks that wait on writeback.
+	 */
+	void (*write_error)(struct bdi *b, struct wb_inode *wi, uint64_t index, int err);
 };
 
 struct bdi_config {

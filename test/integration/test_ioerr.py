@@ -167,6 +167,7 @@ def lost_at_umount(env, m):
     t_log("daemon exited %d; log:\n%s" % (rc, log.strip()))
     t_check(rc != 0, "daemon exit status is non-zero after losing data")
     t_check("could not be written and are lost" in log, "loss named in the log")
+    t_check("write error at offset 0" in log, "the first failed write logged")
 
 
 def check_on_disk(env, dev, want):
