@@ -506,15 +506,63 @@ void mapping_wait_writeback(struct mapping *m, uint64_t start, uint64_t end)
 	}
 }
 
+/* ---- writeback errors (errseq) ------------------------------------------- */
+
+#define ERRSEQ_ERRNO_MASK 0xfffU		/* -errno, 1..4095 */
+#define ERRSEQ_SEEN (1U << 12)			/* reported to at least one cursor */
+#define ERRSEQ_CTR_INC (1U << 13)		/* counter: the remaining bits */
+
+/*
+ * new = errno | (old's counter, + 1 when old was seen); SEEN cleared.
+ * (1) a cursor that saw the old error sees a changed sequence;
+ * (2) an error recorded while the last is unseen changes nothing but the
+ *     errno, so nobody is told twice of errors nobody has looked at;
+ * (3) the counter wraps after 2^19 seen errors: harmless, a cursor that
+ *     old is not kept.
+ */
 void mapping_set_error(struct mapping *m, int err)
 {
-	int zero = 0;
+	errseq_t old = atomic_load(&m->wb_err), new;
 
-	if (err)
-		atomic_compare_exchange_strong(&m->wb_err, &zero, err);
+	if (err >= 0 || -err > (int)ERRSEQ_ERRNO_MASK)
+		err = err ? -EIO : 0;
+	if (!err)
+		return;
+	do {
+		new = (old & ~(ERRSEQ_ERRNO_MASK | ERRSEQ_SEEN)) | (errseq_t)-err;
+		if (old & ERRSEQ_SEEN)
+			new += ERRSEQ_CTR_INC;
+		if (new == old)
+			return;
+	} while (!atomic_compare_exchange_weak(&m->wb_err, &old, new));
 }
 
-int mapping_check_error(struct mapping *m)
+errseq_t mapping_sample_error(struct mapping *m)
 {
-	return atomic_exchange(&m->wb_err, 0);
+	errseq_t cur = atomic_load(&m->wb_err);
+
+	/* an error nobody has seen is reported to new openers too */
+	return (cur & ERRSEQ_SEEN) ? cur : 0;
+}
+
+int mapping_check_error_since(struct mapping *m, errseq_t since)
+{
+	errseq_t cur = atomic_load(&m->wb_err);
+
+	return cur == since ? 0 : -(int)(cur & ERRSEQ_ERRNO_MASK);
+}
+
+int mapping_check_and_advance(struct mapping *m, errseq_t *since)
+{
+	errseq_t old = atomic_load(&m->wb_err), new;
+
+	if (old == *since)
+		return 0;
+	new = old | ERRSEQ_SEEN;
+	/* losing the race means someone set SEEN or a newer error: the
+	 * newer one stays unseen for this cursor, which is what we want */
+	if (new != old)
+		atomic_compare_exchange_strong(&m->wb_err, &old, new);
+	*since = new;
+	return -(int)(new & ERRSEQ_ERRNO_MASK);
 }

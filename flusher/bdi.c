@@ -75,6 +75,7 @@ int bdi_create(struct bdi **out, const struct bdi_config *cfg)
 	b->cache = cfg->cache;
 	b->ops = cfg->ops;
 	b->owner = cfg->owner;
+	b->fault_inject = cfg->fault_inject;
 	b->bw.write_bw = b->bw.avg_write_bw = 25600;	/* 100 MB/s */
 	b->bw.stamp_ms = clock_now_ms();
 	atomic_store(&b->stats.write_bw, 25600);
@@ -174,10 +175,15 @@ int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t 
 		.kind = WORK_INODE, .sync_mode = WB_SYNC_ALL, .reason = WB_REASON_FSYNC,
 		.inode = wi, .start = start, .end = end, .datasync = datasync,
 	};
+	unsigned long errors = atomic_load(&wi->nr_write_errors);
 	int ret = bdi_queue_work_wait(b, &w);
-	int err = mapping_check_error(wi->mapping);
 
-	return err ? err : ret;
+	if (atomic_load(&wi->nr_write_errors) != errors) {
+		int err = mapping_check_error_since(wi->mapping, 0);	/* its errno */
+
+		return err ? err : -EIO;
+	}
+	return ret;
 }
 
 int bdi_sync_meta(struct bdi *b)
@@ -200,8 +206,11 @@ int bdi_sync(struct bdi *b, enum wb_reason why)
 	return bdi_queue_work_wait(b, &w);
 }
 
-long bdi_read(struct bdi *b, const struct iovec *iov, int iovcnt, uint64_t off)
+long bdi_read(struct bdi *b, struct wb_inode *wi, const struct iovec *iov, int iovcnt,
+	      uint64_t off)
 {
+	if (b->fault_inject && wi && (atomic_load(&wi->fault) & WB_FAULT_READ))
+		return -EIO;
 	for (;;) {
 		ssize_t n = preadv(b->fd, iov, iovcnt, (off_t)off);
 
@@ -210,6 +219,21 @@ long bdi_read(struct bdi *b, const struct iovec *iov, int iovcnt, uint64_t off)
 		if (errno != EINTR)
 			return -errno;
 	}
+}
+
+int bdi_inode_set_fault(struct bdi *b, struct wb_inode *wi, unsigned fault)
+{
+	if (!b->fault_inject)
+		return -EPERM;
+	atomic_store(&wi->fault, fault & (WB_FAULT_READ | WB_FAULT_WRITE));
+	if (!(fault & WB_FAULT_WRITE)) {
+		/* the device works again: let writeback retry at once */
+		pthread_mutex_lock(&b->lock);
+		wi->retry_after_ms = 0;
+		wi->backoff_ms = 0;
+		pthread_mutex_unlock(&b->lock);
+	}
+	return 0;
 }
 
 const struct bdi_stats *bdi_get_stats(const struct bdi *b)

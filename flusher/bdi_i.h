@@ -45,6 +45,8 @@ struct bdi {
 					 * the first dirtying, cleared when a pass
 					 * leaves nothing dirty) */
 	struct wb_inode *meta;		/* constant after bdi_set_meta */
+	errseq_t meta_err_since;	/* lock: metadata errors reported up to here */
+	bool fault_inject;		/* constant */
 
 	_Atomic long inflight;		/* atomic: pages under device I/O, bdi-wide */
 	struct bdi_stats stats;

@@ -3,6 +3,11 @@
  * The io engine interface: dispatch to the engine chosen at mount
  * (io_uring, libaio or psync), queueing with back-pressure at the queue
  * depth, and draining. Each engine lives in its own source file.
+ *
+ * Fault injection wraps every engine the same way: a request carrying
+ * inject_err (only honoured once io_engine_set_fault_inject() turned it
+ * on) never reaches the engine; it waits on a list and completes with its
+ * error from the next reap, on the owning thread, like a real completion.
  */
 #include <errno.h>
 #include <string.h>
@@ -36,6 +41,7 @@ int io_engine_init(struct io_engine *e, enum io_engine_type type, unsigned queue
 		return -ENOSYS;
 	e->ops = ops;
 	e->queue_depth = queue_depth ? queue_depth : 1;
+	e->injected_tail = &e->injected;
 	return ops->init(e, e->queue_depth);
 }
 
@@ -46,6 +52,37 @@ void io_engine_exit(struct io_engine *e)
 	e->ops = NULL;
 }
 
+void io_engine_set_fault_inject(struct io_engine *e, bool on)
+{
+	e->fault_inject = on;
+}
+
+/* Park a request that is to fail; io_engine_reap() completes it. */
+static void engine_inject(struct io_engine *e, struct io_req *req)
+{
+	req->inject_next = NULL;
+	*e->injected_tail = req;
+	e->injected_tail = &req->inject_next;
+}
+
+/* Complete every parked failure. Returns how many. */
+static int engine_complete_injected(struct io_engine *e)
+{
+	int done = 0;
+
+	while (e->injected) {
+		struct io_req *req = e->injected;
+
+		e->injected = req->inject_next;
+		if (!e->injected)
+			e->injected_tail = &e->injected;
+		e->inflight--;
+		req->done(req, req->inject_err);	/* may queue more */
+		done++;
+	}
+	return done;
+}
+
 int io_engine_queue(struct io_engine *e, struct io_req *req)
 {
 	while (e->inflight >= e->queue_depth) {
@@ -53,11 +90,15 @@ int io_engine_queue(struct io_engine *e, struct io_req *req)
 
 		if (ret < 0)
 			return ret;
-		ret = e->ops->reap(e, 1);
+		ret = io_engine_reap(e, 1);
 		if (ret < 0)
 			return ret;
 	}
 	e->inflight++;
+	if (e->fault_inject && req->inject_err < 0) {
+		engine_inject(e, req);
+		return 0;
+	}
 	return e->ops->queue(e, req);
 }
 
@@ -68,7 +109,11 @@ int io_engine_submit(struct io_engine *e)
 
 int io_engine_reap(struct io_engine *e, unsigned min)
 {
-	return e->ops->reap(e, min);
+	int done = engine_complete_injected(e), ret;
+
+	/* the engine caps @min at what it has in flight itself */
+	ret = e->ops->reap(e, (unsigned)done >= min ? 0 : min - (unsigned)done);
+	return ret < 0 ? ret : done + ret;
 }
 
 int io_engine_drain(struct io_engine *e)
@@ -76,7 +121,7 @@ int io_engine_drain(struct io_engine *e)
 	int ret = e->ops->submit(e);
 
 	while (!ret && e->inflight) {
-		ret = e->ops->reap(e, 1);
+		ret = io_engine_reap(e, 1);
 		if (ret > 0)
 			ret = 0;
 	}

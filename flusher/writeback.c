@@ -29,6 +29,15 @@
  * before every sleep that others can prolong: a contended page lock, a page
  * under writeback, map_pages/write_inode/sync_fs (owner locks), I_SYNC and
  * the bdi-wide inflight wait (wb_drain_before_sleep()).
+ *
+ * Write errors: a page whose write fails is redirtied before its
+ * writeback ends (never clean in between), the error goes on the mapping
+ * (each opener's errseq cursor reports it at its next fsync or close) and
+ * on the inode's error count (bdi_sync_inode), and background and
+ * periodic writeback leave the inode alone for a backoff that doubles
+ * from WB_BACKOFF_MIN_MS to WB_BACKOFF_MAX_MS, so a dead device does not
+ * spin the flusher. Sync and fsync always try again. What still cannot be
+ * written at unmount is the owner's to report as lost.
  */
 #include <errno.h>
 #include <limits.h>
@@ -49,6 +58,8 @@
  */
 #define WB_BATCH 1024
 #define CHUNK_MIN_PAGES 1024	/* 4 MiB */
+#define WB_BACKOFF_MIN_MS 100	/* first retry after a failed write */
+#define WB_BACKOFF_MAX_MS 30000	/* a permanent error: one retry per 30 s */
 
 /* One flusher worker; everything here is owned by its thread. */
 struct wb_ctx {
@@ -102,19 +113,62 @@ static void wb_inflight_sub(struct bdi *b, long n)
 static void wb_page_end(struct bdi *b, struct page *p, int err)
 {
 	atomic_fetch_sub(&b->stats.writeback, 1);
-	if (err < 0)
+	if (err < 0) {
 		atomic_fetch_add(&b->stats.write_errors, 1);
-	else if (err == 0)
+	} else if (err == 0) {
 		atomic_fetch_add(&b->stats.written, 1);
+		page_clear(p, PG_newblock);	/* its block holds its data now */
+	}
 	/* our reference goes first: while PG_writeback is set the mapping keeps
 	 * the page, and end_page_writeback may free a PG_reclaim page at once */
 	page_put(p);
 	end_page_writeback(p);
 }
 
+/*
+ * The write of @p failed (@err < 0): keep its data dirty so that a later
+ * writeback, or an fsync once the device works again, writes it, then end
+ * its writeback. Redirtying first means the page is never clean in
+ * between, so reclaim cannot drop it. The redirty is not a new dirtying.
+ */
+static void wb_page_fail(struct bdi *b, struct page *p, int err)
+{
+	if (set_page_dirty(p))
+		atomic_fetch_sub(&b->stats.dirtied, 1);
+	wb_page_end(b, p, err);
+}
+
+/*
+ * @n pages of @wi from @index failed to be written: count them, record
+ * @err on the mapping, and (re)start the backoff. The delay doubles only
+ * when a retry after the previous one failed, not for every write of the
+ * same pass. The owner hears of the first failure after a success.
+ */
+static void wb_inode_failed(struct bdi *b, struct wb_inode *wi, uint64_t index, unsigned n,
+			    int err)
+{
+	uint64_t now = clock_now_ms();
+	bool first;
+
+	atomic_fetch_add(&wi->nr_write_errors, n);
+	mapping_set_error(wi->mapping, err);
+	pthread_mutex_lock(&b->lock);
+	first = !wi->backoff_ms;
+	if (now >= wi->retry_after_ms) {
+		wi->backoff_ms = wi->backoff_ms ? wi->backoff_ms * 2 : WB_BACKOFF_MIN_MS;
+		if (wi->backoff_ms > WB_BACKOFF_MAX_MS)
+			wi->backoff_ms = WB_BACKOFF_MAX_MS;
+		wi->retry_after_ms = now + wi->backoff_ms;
+	}
+	pthread_mutex_unlock(&b->lock);
+	if (first && !wi->is_meta && b->ops->write_error)
+		b->ops->write_error(b, wi, index, err);
+}
+
 static void wb_io_done(struct io_req *req, int res)
 {
 	struct wb_io *io = container_of(req, struct wb_io, req);
+	struct wb_inode *wi = io->m->host;
 	int err = 0;
 	unsigned i;
 
@@ -122,10 +176,20 @@ static void wb_io_done(struct io_req *req, int res)
 		err = res;
 	else if ((size_t)res != (size_t)io->n * PAGE_SIZE)
 		err = -EIO;
-	if (err)
-		mapping_set_error(io->m, err);
-	for (i = 0; i < io->n; i++)
-		wb_page_end(io->b, io->pages[i], err);
+	if (err) {
+		if (wi->is_meta)
+			fprintf(stderr, "wbcfs: %s: metadata write of blocks %llu-%llu failed: %s;"
+				" kept dirty\n", io->b->name,
+				(unsigned long long)(req->off >> PAGE_SHIFT),
+				(unsigned long long)(req->off >> PAGE_SHIFT) + io->n - 1,
+				strerror(-err));
+		wb_inode_failed(io->b, wi, io->pages[0]->index, io->n, err);
+		for (i = 0; i < io->n; i++)
+			wb_page_fail(io->b, io->pages[i], err);
+	} else {
+		for (i = 0; i < io->n; i++)
+			wb_page_end(io->b, io->pages[i], 0);
+	}
 	wb_inflight_sub(io->b, io->n);
 	wb_bw_feed(io->b);
 	free(io);
@@ -143,9 +207,9 @@ static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pag
 	atomic_fetch_add(&x->b->inflight, n);
 	atomic_fetch_add(&x->b->stats.nr_ios, 1);
 	if (!io) {
+		wb_inode_failed(x->b, m->host, pages[0]->index, n, -ENOMEM);
 		for (i = 0; i < n; i++)
-			wb_page_end(x->b, pages[i], -ENOMEM);
-		mapping_set_error(m, -ENOMEM);
+			wb_page_fail(x->b, pages[i], -ENOMEM);
 		wb_inflight_sub(x->b, n);
 		return;
 	}
@@ -161,6 +225,8 @@ static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pag
 	}
 	io->req = (struct io_req){ .op = IO_WRITE, .fd = x->b->fd, .off = pblk << PAGE_SHIFT,
 				   .iov = io->iov, .iovcnt = (int)n, .done = wb_io_done };
+	if (x->b->fault_inject && (atomic_load(&((struct wb_inode *)m->host)->fault) & WB_FAULT_WRITE))
+		io->req.inject_err = -EIO;
 	ret = io_engine_queue(&x->eng, &io->req);
 	if (ret)
 		wb_io_done(&io->req, ret);
@@ -237,7 +303,7 @@ static void wb_submit_runs(struct wb_ctx *x, struct mapping *m, unsigned n)
 /*
  * Map a prepared batch to device blocks (the metadata inode's index is
  * its block) and submit merged writes. A mapping failure fails the whole
- * batch: the error goes on the mapping, the pages end writeback clean.
+ * batch: the error goes on the mapping and the pages stay dirty.
  */
 static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, unsigned n)
 {
@@ -254,9 +320,9 @@ static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, unsigned n)
 	for (i = 0; i < n; i++)
 		unlock_page(x->pages[i]);
 	if (ret) {
-		mapping_set_error(wi->mapping, ret);
+		wb_inode_failed(b, wi, x->idx[0], n, ret);
 		for (i = 0; i < n; i++)
-			wb_page_end(b, x->pages[i], ret);
+			wb_page_fail(b, x->pages[i], ret);
 		return;
 	}
 	wb_submit_runs(x, wi->mapping, n);
@@ -413,6 +479,8 @@ static long wb_single_inode(struct wb_ctx *x, struct wb_inode *wi, struct wb_wor
 	wi->state &= ~I_SYNC;
 	if (atomic_load(&wi->mapping->nrdirty) > 0)
 		wi->state |= I_DIRTY_PAGES;
+	else
+		wi->backoff_ms = 0;	/* all written: a new error starts afresh */
 	if (!wi->is_meta)
 		requeue_inode(b, wi, sync, written >= budget);
 	pthread_cond_broadcast(&b->done_cond);
@@ -489,6 +557,11 @@ static long wb_io_tail(struct wb_ctx *x, struct wb_work *w)
 	struct wb_inode *wi = list_last_entry(&b->b_io, struct wb_inode, io_list);
 	long chunk;
 
+	/* after a failed write, only sync and fsync try before the backoff ends */
+	if (w->sync_mode == WB_SYNC_NONE && wi->retry_after_ms > clock_now_ms()) {
+		list_move(&wi->io_list, &b->b_more_io);
+		return 0;
+	}
 	if (wi->state & I_SYNC) {
 		if (w->sync_mode == WB_SYNC_NONE) {
 			list_move(&wi->io_list, &b->b_more_io);
@@ -571,18 +644,28 @@ static bool wb_meta_due(struct bdi *b, struct wb_work *w)
 	if (!meta)
 		return false;
 	pthread_mutex_lock(&b->lock);
-	due = (meta->state & I_DIRTY_PAGES) &&
+	due = (meta->state & I_DIRTY_PAGES) && clock_now_ms() >= meta->retry_after_ms &&
 	      (w->reason != WB_REASON_PERIODIC || clock_now_ms() - meta->dirtied_when >= expire ||
 	       wb_over_bg(b));
 	pthread_mutex_unlock(&b->lock);
 	return due;
 }
 
-/* After a metadata pass: report (and consume) its write errors. */
+/*
+ * After a metadata pass: report metadata write errors recorded since the
+ * last report (one bdi-wide cursor: the next sync, syncfs or fsync sees
+ * each, whichever pass failed).
+ */
 static void wb_meta_error(struct bdi *b, struct wb_work *w)
 {
-	if (b->meta)
-		wb_work_error(w, mapping_check_error(b->meta->mapping));
+	int err;
+
+	if (!b->meta)
+		return;
+	pthread_mutex_lock(&b->lock);
+	err = mapping_check_and_advance(b->meta->mapping, &b->meta_err_since);
+	pthread_mutex_unlock(&b->lock);
+	wb_work_error(w, err);
 }
 
 /*
@@ -718,6 +801,7 @@ static void wb_engine_init(struct wb_ctx *x)
 			x->b->name, io_engine_name(x->b->engine), strerror(-ret));
 		io_engine_init(&x->eng, IO_ENGINE_PSYNC, x->b->queue_depth);
 	}
+	io_engine_set_fault_inject(&x->eng, x->b->fault_inject);
 }
 
 /* Run the oldest queued work and complete it. Context: b->lock held; dropped inside. */

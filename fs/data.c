@@ -4,8 +4,10 @@
  * the bdi with on-demand readahead), write (into cache pages, reserving a
  * block for every page that has none: delayed allocation; ENOSPC is
  * reported here, never at writeback), truncate, fallocate and
- * SEEK_DATA/SEEK_HOLE. Blocks are allocated by the flusher (inode.c,
- * map_pages); the format work of truncate and punch is libext2fs's.
+ * SEEK_DATA/SEEK_HOLE, and the report of dirty pages a failing device
+ * never took (data_report_lost). A failed read leaves no page cached.
+ * Blocks are allocated by the flusher (inode.c, map_pages); the format
+ * work of truncate and punch is libext2fs's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -62,7 +64,7 @@ static int fill_pages(struct wbfs *w, struct winode *wi, struct page **pg, unsig
 			iov[k].iov_len = PAGE_SIZE;
 			k++;
 		}
-		got = bdi_read(w->bdi, iov, (int)k, r.pblk << PAGE_SHIFT);
+		got = bdi_read(w->bdi, &wi->wb, iov, (int)k, r.pblk << PAGE_SHIFT);
 		if (got < 0)
 			return (int)got;
 		if ((unsigned long)got < k * PAGE_SIZE)
@@ -112,6 +114,10 @@ static int read_pages(struct wbfs *w, struct winode *wi, uint64_t start, unsigne
 		else
 			page_set(pg[i], PG_error);
 		unlock_page(pg[i]);
+		/* a page that failed to read leaves the cache (unless another
+		 * reader holds it: it stays !uptodate and is read again) */
+		if (ret)
+			mapping_try_remove_page(&wi->map, pg[i]);
 		page_put(pg[i]);
 	}
 	return ret;
@@ -147,6 +153,7 @@ static int read_miss(struct wbfs *w, struct wfile *f, uint64_t index, unsigned r
 	struct winode *wi = f->wi;
 	struct ra_window win;
 	unsigned io_pages = w->opts.max_io_kb / 4;
+	int ret;
 
 	pthread_mutex_lock(&f->ra_lock);
 	ra_sync(&f->ra, index, req, io_pages, ra_count_cached, &wi->map, &win);
@@ -156,7 +163,13 @@ static int read_miss(struct wbfs *w, struct wfile *f, uint64_t index, unsigned r
 		win.size = req;
 		win.async_size = 0;
 	}
-	return read_window(w, wi, &win, index, isize);
+	ret = read_window(w, wi, &win, index, isize);
+	/* a bad block elsewhere in the window must not fail this read */
+	if (ret == -EIO && (win.start != index || win.size != 1)) {
+		win = (struct ra_window){ .start = index, .size = 1 };
+		ret = read_window(w, wi, &win, index, isize);
+	}
+	return ret;
 }
 
 /* The reader met a PG_readahead page: read the next window now. */
@@ -480,6 +493,76 @@ static int punch_blocks_locked(struct wbfs *w, struct winode *wi, uint64_t first
 		wbfs_ts_set(&in, TS_CTIME, &now);
 	}
 	return wbfs_write_inode(w, wi->ino, &in);
+}
+
+/* Punch logical blocks [first, last] of @wi, which nobody else uses now. */
+static void lost_punch(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last)
+{
+	int ret;
+
+	wbfs_lock(w);
+	ret = punch_blocks_locked(w, wi, first, last, false);
+	wbfs_unlock(w);
+	if (ret)
+		fprintf(stderr, "wbcfs: %s: inode %u: cannot free blocks %llu-%llu of lost pages: %s\n",
+			w->dev_path, wi->ino, (unsigned long long)first,
+			(unsigned long long)last, strerror(-ret));
+}
+
+/*
+ * @wi is being dropped with dirty pages that could not be written (the
+ * device keeps failing): report them as lost, one line for the inode,
+ * and count them for the exit status. Pages that never got a block give
+ * back their reservation; blocks writeback allocated for them
+ * (PG_newblock) hold nothing valid, so they are punched and the file
+ * reads zeros there instead of stale data; a block that held older data
+ * keeps it. Context: the inode is being evicted (no other user).
+ * Returns the number of pages lost.
+ */
+long data_report_lost(struct wbfs *w, struct winode *wi)
+{
+	struct page *pages[64];
+	uint64_t pos = 0, first = UINT64_MAX, run = 0, run_end = 0;
+	long lost = 0;
+	unsigned n, i;
+
+	while ((n = mapping_lookup_tag(&wi->map, &pos, UINT64_MAX, TAG_DIRTY, pages, 64))) {
+		for (i = 0; i < n; i++) {
+			struct page *p = pages[i];
+
+			lock_page(p);
+			if (first == UINT64_MAX)
+				first = p->index;
+			lost++;
+			if (page_test_clear(p, PG_delalloc)) {
+				wbfs_unreserve(w, 1);
+				wi->nr_delalloc--;
+			}
+			if (page_test_clear(p, PG_newblock)) {
+				if (run_end && p->index == run_end) {
+					run_end++;
+				} else {
+					if (run_end)
+						lost_punch(w, wi, run, run_end - 1);
+					run = p->index;
+					run_end = p->index + 1;
+				}
+			}
+			unlock_page(p);
+			page_put(p);
+		}
+		if (!pos)
+			break;
+	}
+	if (run_end)
+		lost_punch(w, wi, run, run_end - 1);
+	if (lost) {
+		fprintf(stderr, "wbcfs: %s: inode %u: %ld dirty pages (%llu bytes, first at offset"
+			" %llu) could not be written and are lost\n", w->dev_path, wi->ino, lost,
+			(unsigned long long)lost * PAGE_SIZE, (unsigned long long)first << PAGE_SHIFT);
+		atomic_fetch_add(&w->lost_pages, lost);
+	}
+	return lost;
 }
 
 int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)

@@ -505,6 +505,7 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	bc.cache = w->cache;
 	bc.ops = &wbfs_bdi_ops;
 	bc.owner = w;
+	bc.fault_inject = w->opts.fault_inject;
 	ret = bdi_create(&w->bdi, &bc);
 	if (ret) {
 		wbfs_err(dev, "cannot start the flusher: %s", strerror(-ret));
@@ -648,22 +649,40 @@ out_close:
  * Unmount: write every dirty page, release inodes still held, mark the
  * filesystem clean, write the final metadata and flush the device.
  */
+/*
+ * Unmount: write everything; each inode still dirty after that is
+ * retried once more as it is evicted, and what still cannot be written is
+ * reported lost (data_report_lost) and makes the result -EIO. Then the
+ * metadata, the eviction's included, is written once more: only when
+ * that succeeds is the superblock marked clean, so a metadata write
+ * failure leaves the filesystem for e2fsck.
+ */
 int wbfs_close(struct wbfs *w)
 {
+	bool meta_ok = true;
 	int ret = 0, r;
 
 	if (!w->ro) {
 		ret = bdi_sync(w->bdi, WB_REASON_UMOUNT);
 		if (ret)
-			fprintf(stderr, "wbcfs: %s: writeback error at unmount: %s\n",
-				w->dev_path, strerror(-ret));
+			fprintf(stderr, "wbcfs: %s: writeback error at unmount: %s; retrying"
+				" each file once more\n", w->dev_path, strerror(-ret));
+		ret = 0;	/* what is finally lost is counted in lost_pages */
 	}
 	winode_release_all(w);
-	wbfs_lock(w);
 	if (!w->ro) {
+		r = bdi_sync(w->bdi, WB_REASON_UMOUNT);
+		meta_ok = r == 0;
+		if (r) {
+			fprintf(stderr, "wbcfs: %s: metadata could not be written at unmount: %s;"
+				" the filesystem is left marked not clean (run e2fsck)\n",
+				w->dev_path, strerror(-r));
+			ret = r;
+		}
+	}
+	wbfs_lock(w);
+	if (!w->ro && meta_ok) {
 		w->fs->super->s_state |= EXT2_VALID_FS;
-		if (ret)
-			w->fs->super->s_state |= EXT2_ERROR_FS;
 		ext2fs_mark_super_dirty(w->fs);
 	}
 	r = -wbfs_errno(ext2fs_close_free(&w->fs));
@@ -677,5 +696,11 @@ int wbfs_close(struct wbfs *w)
 	}
 	teardown_cache(w);
 	close(w->dev_fd);
+	if (atomic_load(&w->lost_pages)) {
+		fprintf(stderr, "wbcfs: %s: %ld dirty pages could not be written and are lost\n",
+			w->dev_path, atomic_load(&w->lost_pages));
+		if (!ret)
+			ret = -EIO;
+	}
 	return ret;
 }

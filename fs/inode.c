@@ -170,9 +170,12 @@ static void winode_evict(struct wbfs *w, struct winode *wi)
 	wbfs_lock(w);
 	unlinked = wi->unlinked && !wi->freed;
 	wbfs_unlock(w);
-	/* the pages and attributes die with @wi: write them first */
-	if (!unlinked && !w->ro && winode_is_dirty(wi))
-		bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, false);
+	/* the pages and attributes die with @wi: write them first; what
+	 * still cannot be written is reported lost, never dropped silently */
+	if (!unlinked && !w->ro && winode_is_dirty(wi) &&
+	    bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, false) &&
+	    atomic_load(&wi->map.nrdirty))
+		data_report_lost(w, wi);
 	data_drop_all(w, wi);
 	bdi_inode_remove(w->bdi, &wi->wb);
 	wbfs_lock(w);
@@ -701,8 +704,12 @@ static int map_set_range(struct map_ctx *c, uint64_t lblk, uint64_t pblk, uint32
 	return 0;
 }
 
-/* Clear PG_delalloc of the page at @index; true if it held a reservation. */
-static bool map_take_delalloc(struct winode *wi, uint64_t index)
+/*
+ * Clear PG_delalloc of the page at @index; true if it held a reservation.
+ * @fresh: its block holds nothing valid (just allocated, or unwritten
+ * and now made written) until the page's write succeeds: PG_newblock.
+ */
+static bool map_take_delalloc(struct winode *wi, uint64_t index, bool fresh)
 {
 	struct page *p = mapping_get_page(&wi->map, index);
 	bool was;
@@ -710,6 +717,8 @@ static bool map_take_delalloc(struct winode *wi, uint64_t index)
 	if (!p)
 		return false;
 	was = page_test_clear(p, PG_delalloc);
+	if (fresh)
+		page_set(p, PG_newblock);
 	page_put(p);
 	return was;
 }
@@ -735,7 +744,7 @@ static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_
 			return ret;
 		for (i = 0; i < glen; i++) {
 			pblk_out[done + i] = got + i;
-			if (map_take_delalloc(c->wi, lblk + done + i))
+			if (map_take_delalloc(c->wi, lblk + done + i, true))
 				c->delalloc_done++;
 		}
 		pthread_mutex_lock(&c->wi->ec_lock);
@@ -753,7 +762,7 @@ static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_
 static int map_existing(struct map_ctx *c, const struct ext_run *r, uint64_t *pblk)
 {
 	*pblk = r->pblk;
-	if (map_take_delalloc(c->wi, r->lblk))	/* fallocated under a delalloc page */
+	if (map_take_delalloc(c->wi, r->lblk, r->uninit))	/* fallocated under a delalloc page */
 		c->delalloc_done++;
 	if (!r->uninit)
 		return 0;
@@ -824,7 +833,14 @@ static int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *in
 	int ret;
 
 	wbfs_lock(c.w);
-	ret = c.wi->freed ? -ENOENT : map_open(&c);
+	if (c.wi->freed) {
+		/* the file is gone: nothing to write its pages to */
+		for (i = 0; i < n; i++)
+			pblk[i] = BDI_PBLK_SKIP;
+		wbfs_unlock(c.w);
+		return 0;
+	}
+	ret = map_open(&c);
 	while (!ret && i < n) {
 		struct ext_run r;
 
@@ -892,10 +908,22 @@ static int wbfs_sync_fs(struct bdi *b)
 	return -wbfs_errno(err);
 }
 
+/* The first failed write of a file after a success: one line, not one per retry. */
+static void wbfs_write_error(struct bdi *b, struct wb_inode *wb, uint64_t index, int err)
+{
+	struct wbfs *w = bdi_owner(b);
+	struct winode *wi = container_of(wb, struct winode, wb);
+
+	fprintf(stderr, "wbcfs: %s: inode %u: write error at offset %llu: %s; data kept dirty,"
+		" will retry\n", w->dev_path, wi->ino,
+		(unsigned long long)index << PAGE_SHIFT, strerror(-err));
+}
+
 const struct bdi_ops wbfs_bdi_ops = {
 	.map_pages = wbfs_map_pages,
 	.write_inode = wbfs_write_inode_op,
 	.sync_fs = wbfs_sync_fs,
+	.write_error = wbfs_write_error,
 };
 
 /*

@@ -79,7 +79,7 @@ static int meta_fill(struct wbfs *w, struct page *p)
 		page_set(p, PG_uptodate);
 		return 0;
 	}
-	n = bdi_read(w->bdi, &iov, 1, off);
+	n = bdi_read(w->bdi, &w->meta_wb, &iov, 1, off);
 	if (n < 0)
 		return (int)n;
 	if (n < (long)PAGE_SIZE)

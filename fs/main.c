@@ -5,7 +5,9 @@
  * bad device or option fails with a one-line message and writes nothing.
  * The daemon forks before any thread starts (threads do not survive a
  * fork); the parent waits for the child's word that the mount succeeded
- * and exits with its status, as mount.fuse3 and fstab expect.
+ * and exits with its status, as mount.fuse3 and fstab expect. Once
+ * detached, what the daemon prints on standard error (writeback errors,
+ * data lost at unmount) goes to syslog instead.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "wbfs_i.h"
@@ -122,6 +125,31 @@ static int serve(struct wbfs *w, struct fuse_session *se)
 	return ret;
 }
 
+/* stderr of a detached daemon: one syslog record per line. */
+static ssize_t syslog_write(void *cookie, const char *buf, size_t len)
+{
+	int n = (int)len;
+
+	if (n && buf[n - 1] == '\n')
+		n--;
+	if (n)
+		syslog(LOG_ERR, "%.*s", n, buf);
+	return (ssize_t)len;
+}
+
+static void stderr_to_syslog(void)
+{
+	cookie_io_functions_t io = { .write = syslog_write };
+	FILE *f;
+
+	openlog("wbcfs", LOG_PID, LOG_DAEMON);
+	f = fopencookie(NULL, "w", io);
+	if (!f)
+		return;
+	setvbuf(f, NULL, _IOLBF, 0);
+	stderr = f;
+}
+
 /* Tell the waiting parent how the mount went, then detach. */
 static void notify_parent(int fd, char status, bool detach)
 {
@@ -142,6 +170,7 @@ static void notify_parent(int fd, char status, bool detach)
 		if (devnull > 2)
 			close(devnull);
 	}
+	stderr_to_syslog();
 }
 
 /* Fork: the parent exits with the child's mount status. Returns the pipe fd in the child. */
@@ -230,9 +259,11 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 out_close:
 	if (!w->destroyed) {
 		w->destroyed = true;
-		if (wbfs_close(w) && !ret)
-			ret = -EIO;
+		w->close_ret = wbfs_close(w);
 	}
+	/* data lost or metadata unwritten at unmount: a non-zero exit */
+	if (w->close_ret && !ret)
+		ret = w->close_ret;
 	if (se)
 		fuse_session_destroy(se);
 	fuse_opt_free_args(&args);

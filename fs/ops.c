@@ -335,6 +335,7 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi)
 		return -ENOMEM;
 	f->wi = wi;
 	f->flags = fi->flags;
+	f->wb_err = mapping_sample_error(&wi->map);
 	pthread_mutex_init(&f->ra_lock, NULL);
 	ra_state_init(&f->ra, w->opts.readahead_kb / 4);
 	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode))
@@ -455,10 +456,29 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 		fuse_reply_write(req, (size_t)ret);
 }
 
-/* Valid replies: fuse_reply_err */
+/*
+ * Writeback errors of the file not yet reported to this open file: each
+ * is reported once per open file (errseq), by fsync or by close.
+ */
+static int file_check_error(struct wfile *f)
+{
+	int ret;
+
+	pthread_mutex_lock(&f->ra_lock);
+	ret = mapping_check_and_advance(&f->wi->map, &f->wb_err);
+	pthread_mutex_unlock(&f->ra_lock);
+	return ret;
+}
+
+/*
+ * close(2): nothing is written here, but a writeback of the file that
+ * failed since it was opened (or since the error was last reported to
+ * it, by fsync or an earlier close of a dup) is reported, as EIO.
+ * Valid replies: fuse_reply_err
+ */
 static void wbcfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, 0);
+	fuse_reply_err(req, -file_check_error(fi_file(fi)));
 }
 
 /* Valid replies: fuse_reply_err */
@@ -477,8 +497,13 @@ static void wbcfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 static void wbcfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	struct wbfs *w = req_wbfs(req);
+	struct wfile *f = fi_file(fi);
+	int ret = winode_sync(w, f->wi, datasync != 0);
+	int err = file_check_error(f);
 
-	fuse_reply_err(req, -winode_sync(w, fi_file(fi)->wi, datasync != 0));
+	/* a data write that failed now, or before without being reported
+	 * to this file, is its error; -EIO from winode_sync is the same one */
+	fuse_reply_err(req, err ? -err : -ret);
 }
 
 struct wdir {
@@ -601,8 +626,13 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 			   size_t size, int flags)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = w->ro ? -EROFS : xattr_set(w, wbfs_ino(ino), name, value, size, flags);
+	int ret;
 
+	if (xattr_is_fault(w, name))
+		ret = fuse_req_ctx(req)->uid ? -EPERM :
+		      xattr_fault_set(w, wbfs_ino(ino), name, value, size);
+	else
+		ret = w->ro ? -EROFS : xattr_set(w, wbfs_ino(ino), name, value, size, flags);
 	fuse_reply_err(req, -ret);
 }
 
@@ -616,7 +646,10 @@ static void wbcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, siz
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ret = xattr_get(req_wbfs(req), wbfs_ino(ino), name, buf, size);
+	if (xattr_is_fault(req_wbfs(req), name))
+		ret = xattr_fault_get(req_wbfs(req), wbfs_ino(ino), name, buf, size);
+	else
+		ret = xattr_get(req_wbfs(req), wbfs_ino(ino), name, buf, size);
 	if (ret < 0)
 		fuse_reply_err(req, -ret);
 	else if (!size)
@@ -650,7 +683,13 @@ static void wbcfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void wbcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = w->ro ? -EROFS : xattr_remove(w, wbfs_ino(ino), name);
+	int ret;
+
+	if (xattr_is_fault(w, name))
+		ret = fuse_req_ctx(req)->uid ? -EPERM :
+		      xattr_fault_set(w, wbfs_ino(ino), name, "none", 4);
+	else
+		ret = w->ro ? -EROFS : xattr_remove(w, wbfs_ino(ino), name);
 
 	fuse_reply_err(req, -ret);
 }
@@ -703,7 +742,7 @@ static void wbcfs_destroy(void *userdata)
 
 	if (!w->destroyed) {
 		w->destroyed = true;
-		wbfs_close(w);
+		w->close_ret = wbfs_close(w);
 	}
 }
 

@@ -199,6 +199,8 @@ static int parse_flag(struct wbcfs_options *o, const char *key, const char *val,
 		f = &o->fsck;
 	else if (!strcmp(key, "allow_other"))
 		f = &o->allow_other;
+	else if (!strcmp(key, "fault_inject"))
+		f = &o->fault_inject;
 	else {
 		*matched = false;
 		return 0;
@@ -300,6 +302,7 @@ void options_usage(FILE *out)
 		"  ro                             mount read-only\n"
 		"  fsck                           run e2fsck -p before mounting\n"
 		"  allow_other                    let other users access the mount\n"
+		"  fault_inject                   testing: per-file I/O errors (trusted.wbcfs.fault)\n"
 		"  default_permissions            (always on) kernel permission checks\n"
 		"  fsname=NAME, subtype=NAME      FUSE names (fsname is the device for fuseblk)\n"
 		"  SIZE takes k, M, G, T suffixes (binary).\n");

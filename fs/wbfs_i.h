@@ -80,8 +80,10 @@ struct winode {
 /* An open file: FUSE fh points here. */
 struct wfile {
 	struct winode *wi;
-	pthread_mutex_t ra_lock;	/* protects: ra */
+	pthread_mutex_t ra_lock;	/* protects: ra, wb_err */
 	struct ra_state ra;
+	errseq_t wb_err;		/* ra_lock: writeback errors reported to this
+					 * open file up to here (f_wb_err) */
 	int flags;			/* open(2) flags */
 };
 
@@ -116,6 +118,8 @@ struct wbfs {
 
 	struct fuse_session *se;
 	bool destroyed;
+	int close_ret;			/* wbfs_close's result, for the exit status */
+	_Atomic long lost_pages;	/* atomic: dirty pages dropped unwritten */
 };
 
 /* ext4.c */
@@ -175,6 +179,7 @@ int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size);
 int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len);
 int data_lseek(struct wbfs *w, struct winode *wi, uint64_t off, int whence, uint64_t *out);
 void data_drop_all(struct wbfs *w, struct winode *wi);
+long data_report_lost(struct wbfs *w, struct winode *wi);
 
 /* dir.c */
 int dir_lookup(struct wbfs *w, ext2_ino_t parent, const char *name, ext2_ino_t *ino);
@@ -215,6 +220,12 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 int xattr_get(struct wbfs *w, ext2_ino_t ino, const char *name, void *buf, size_t len);
 int xattr_list(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len);
 int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name);
+#define WBFS_FAULT_XATTR "trusted.wbcfs.fault"
+#define WBFS_FAULT_META_XATTR "trusted.wbcfs.fault_meta"
+bool xattr_is_fault(struct wbfs *w, const char *name);
+int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *name, const char *v,
+		    size_t len);
+int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, const char *name, char *buf, size_t len);
 
 /* fuse_io.c */
 int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se);

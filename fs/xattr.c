@@ -180,3 +180,85 @@ out:
 	wbfs_unlock(w);
 	return ret;
 }
+
+/* ---- fault injection control (mount option fault_inject) --------------- */
+
+/*
+ * On a fault_inject mount, trusted.wbcfs.fault is not stored: it sets and
+ * shows the file's injected I/O errors ("none", "read", "write", "rw"),
+ * for as long as the inode stays in memory; trusted.wbcfs.fault_meta, on
+ * any file, does the same for the filesystem's metadata I/O (the device's
+ * own mapping: superblock, bitmaps, inode tables, directories, extent
+ * blocks). On other mounts both are ordinary attributes with no effect.
+ */
+bool xattr_is_fault(struct wbfs *w, const char *name)
+{
+	return w->opts.fault_inject &&
+	       (!strcmp(name, WBFS_FAULT_XATTR) || !strcmp(name, WBFS_FAULT_META_XATTR));
+}
+
+/* The wb_inode whose faults @name controls. */
+static struct wb_inode *fault_target(struct wbfs *w, ext2_ino_t ino, const char *name)
+{
+	struct winode *wi;
+
+	if (!strcmp(name, WBFS_FAULT_META_XATTR))
+		return &w->meta_wb;
+	wi = winode_get(w, ino, false);
+	return wi ? &wi->wb : NULL;
+}
+
+static const char *const fault_names[] = {
+	[0] = "none",
+	[WB_FAULT_READ] = "read",
+	[WB_FAULT_WRITE] = "write",
+	[WB_FAULT_READ | WB_FAULT_WRITE] = "rw",
+};
+
+static int fault_parse(const char *v, size_t len, unsigned *out)
+{
+	unsigned i;
+
+	while (len && (v[len - 1] == '\n' || v[len - 1] == '\0'))
+		len--;
+	for (i = 0; i < sizeof(fault_names) / sizeof(fault_names[0]); i++) {
+		if (strlen(fault_names[i]) == len && !memcmp(v, fault_names[i], len)) {
+			*out = i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *name, const char *v,
+		    size_t len)
+{
+	struct wb_inode *wb;
+	unsigned fault;
+
+	if (fault_parse(v, len, &fault))
+		return -EINVAL;
+	wb = fault_target(w, ino, name);
+	if (!wb)
+		return -EIO;
+	return bdi_inode_set_fault(w->bdi, wb, fault);
+}
+
+/* Returns the value's length, or -errno (-ERANGE when @len is too small). */
+int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, const char *name, char *buf, size_t len)
+{
+	struct wb_inode *wb = fault_target(w, ino, name);
+	const char *val;
+	size_t n;
+
+	if (!wb)
+		return -EIO;
+	val = fault_names[atomic_load(&wb->fault) & (WB_FAULT_READ | WB_FAULT_WRITE)];
+	n = strlen(val);
+	if (!len)
+		return (int)n;
+	if (len < n)
+		return -ERANGE;
+	memcpy(buf, val, n);
+	return (int)n;
+}

@@ -28,6 +28,10 @@
 #define I_SYNC		0x4	/* a flusher is writing this inode */
 #define I_FREEING	0x8	/* being evicted: never queue again */
 
+/* wb_inode.fault bits (fault injection, honoured only with bdi_config.fault_inject) */
+#define WB_FAULT_READ	0x1	/* reads of its pages fail with EIO */
+#define WB_FAULT_WRITE	0x2	/* writes of its pages fail with EIO */
+
 /* map_pages result for a page that must not be written (beyond EOF). */
 #define BDI_PBLK_SKIP UINT64_MAX
 
@@ -43,6 +47,11 @@ struct wb_inode {
 	struct mapping *mapping;	/* constant */
 	struct bdi *bdi;		/* constant */
 	bool is_meta;			/* constant: device mapping, index == block */
+	_Atomic unsigned fault;		/* atomic: WB_FAULT_* (testing aid) */
+	_Atomic unsigned long nr_write_errors;	/* atomic: failed page writes, cumulative */
+	uint64_t retry_after_ms;	/* bdi->list_lock: after a failed write, background
+					 * and periodic writeback leave it alone until then */
+	unsigned backoff_ms;		/* bdi->list_lock: the current retry delay */
 };
 
 struct bdi_ops {
@@ -63,6 +72,13 @@ struct bdi_ops {
 	/* Put filesystem-wide metadata (superblock, bitmaps) into the
 	 * metadata cache before the metadata pass of a sync. */
 	int (*sync_fs)(struct bdi *b);
+	/*
+	 * Optional: writes of @wi's pages from @index on failed with @err and
+	 * are kept dirty; called at the first failure after a success, not at
+	 * every retry (the owner logs it). Context: flusher thread, from I/O
+	 * completion; must not sleep or take locks that wait on writeback.
+	 */
+	void (*write_error)(struct bdi *b, struct wb_inode *wi, uint64_t index, int err);
 };
 
 struct bdi_config {
@@ -75,6 +91,7 @@ struct bdi_config {
 	struct cache *cache;
 	const struct bdi_ops *ops;
 	void *owner;
+	bool fault_inject;		/* honour wb_inode.fault (mount option fault_inject) */
 };
 
 struct bdi_stats {
@@ -117,8 +134,9 @@ void bdi_wakeup(struct bdi *b, long nr_pages, enum wb_reason why);
 /**
  * fsync data part: write every dirty page of @wi in [start, end] (page
  * indices) with WB_SYNC_ALL and wait, then its write_inode unless
- * @datasync and only times changed. Returns 0 or the first -errno recorded
- * on the mapping since the last check.
+ * @datasync and only times changed. Returns 0, -EIO when a page write of
+ * @wi failed meanwhile (the page stays dirty; the error is also recorded
+ * on the mapping, for each opener's cursor), or write_inode's -errno.
  */
 int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
 		   bool datasync);
@@ -132,8 +150,18 @@ int bdi_flush_device(struct bdi *b);
  */
 int bdi_sync(struct bdi *b, enum wb_reason why);
 
-/** Synchronous read through the bdi's fd (for read misses). Returns bytes or -errno. */
-long bdi_read(struct bdi *b, const struct iovec *iov, int iovcnt, uint64_t off);
+/**
+ * Synchronous read through the bdi's fd (for read misses) of pages of @wi
+ * (NULL: not a file's pages). Returns bytes or -errno; -EIO when @wi has
+ * WB_FAULT_READ and the bdi was created with fault_inject.
+ */
+long bdi_read(struct bdi *b, struct wb_inode *wi, const struct iovec *iov, int iovcnt,
+	      uint64_t off);
+/**
+ * Fault injection (testing aid): set @wi's WB_FAULT_* bits. Returns 0, or
+ * -EPERM when the bdi was not created with fault_inject.
+ */
+int bdi_inode_set_fault(struct bdi *b, struct wb_inode *wi, unsigned fault);
 
 const struct bdi_stats *bdi_get_stats(const struct bdi *b);
 

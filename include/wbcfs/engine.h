@@ -8,6 +8,7 @@
 #ifndef WBCFS_ENGINE_H
 #define WBCFS_ENGINE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -31,6 +32,14 @@ struct io_req {
 	int iovcnt;
 	void (*done)(struct io_req *req, int res);	/* res: bytes or -errno */
 	void *priv;
+	/*
+	 * Fault injection (testing): when the engine has it enabled
+	 * (io_engine_set_fault_inject) and this is a -errno, the request is
+	 * not sent to the device but completes with it from the next reap,
+	 * as a failing device would. 0: a normal request.
+	 */
+	int inject_err;
+	struct io_req *inject_next;	/* engine: on its injected-failure list */
 };
 
 struct io_engine;
@@ -52,6 +61,8 @@ struct io_engine {
 	unsigned queue_depth;
 	unsigned inflight;		/* queued or submitted, not yet completed */
 	void *priv;			/* engine's own state */
+	bool fault_inject;		/* honour io_req.inject_err; off by default */
+	struct io_req *injected, **injected_tail;	/* to complete with their error */
 };
 
 extern const struct io_engine_ops io_engine_uring_ops;
@@ -61,9 +72,15 @@ extern const struct io_engine_ops io_engine_psync_ops;
 /** Returns 0 or -errno (-ENOSYS when the engine is unavailable). */
 int io_engine_init(struct io_engine *e, enum io_engine_type type, unsigned queue_depth);
 void io_engine_exit(struct io_engine *e);
+/**
+ * Honour io_req.inject_err from now on (mount option fault_inject). Off
+ * after io_engine_init, so a request can never fail by accident.
+ */
+void io_engine_set_fault_inject(struct io_engine *e, bool on);
 /** Queue; if the engine is at queue_depth, reaps until there is room. */
 int io_engine_queue(struct io_engine *e, struct io_req *req);
 int io_engine_submit(struct io_engine *e);
+/** Complete injected failures, then reap the engine; returns the number completed or -errno. */
 int io_engine_reap(struct io_engine *e, unsigned min);
 /** Submit and reap until nothing is in flight. */
 int io_engine_drain(struct io_engine *e);

@@ -25,6 +25,16 @@ enum mapping_tag {
 struct mapping;
 struct cache;
 
+/*
+ * Writeback error sequence, after the kernel's errseq_t: the last -errno
+ * (low 12 bits), a SEEN flag (someone was told of it) and a counter
+ * bumped by every error recorded after the last one was seen. Each opener
+ * keeps a cursor sampled at open; an error is reported once per cursor,
+ * so every fd open on a file sees a failed writeback at its next fsync,
+ * and a second failure is reported again.
+ */
+typedef uint32_t errseq_t;
+
 struct mapping_ops {
 	/* A page went clean -> dirty. Context: any thread; no mapping lock held. */
 	void (*dirtied)(struct mapping *m, struct page *p);
@@ -41,7 +51,7 @@ struct mapping {
 	_Atomic long nrpages;		/* atomic (written under lock) */
 	_Atomic long nrdirty;		/* atomic */
 	_Atomic long nrwriteback;	/* atomic */
-	_Atomic int wb_err;		/* atomic: first -errno of a failed writeback since last check */
+	_Atomic errseq_t wb_err;	/* atomic: writeback error sequence (below) */
 	uint64_t writeback_index;	/* flusher only: cyclic writeback resume point */
 	struct cache *cache;		/* constant */
 	const struct mapping_ops *ops;	/* constant */
@@ -112,8 +122,24 @@ bool mapping_try_remove_page(struct mapping *m, struct page *p);
 /** Wait until no page in [start, end] is under writeback. */
 void mapping_wait_writeback(struct mapping *m, uint64_t start, uint64_t end);
 
-/** Record a writeback error (first wins) / fetch-and-clear it. */
+/**
+ * Record a writeback error (-errno; 0 does nothing): a new error for
+ * every cursor that has not seen it yet. Context: any thread; lock-free.
+ */
 void mapping_set_error(struct mapping *m, int err);
-int mapping_check_error(struct mapping *m);
+/**
+ * A cursor for a new opener (the kernel's file->f_wb_err): an error
+ * nobody has seen yet is still reported to it, one already reported
+ * is not.
+ */
+errseq_t mapping_sample_error(struct mapping *m);
+/** -errno of an error recorded since @since, or 0. Does not advance. */
+int mapping_check_error_since(struct mapping *m, errseq_t since);
+/**
+ * -errno of an error recorded since *@since, or 0; moves *@since to the
+ * current sequence and marks the error seen, so this cursor reports it
+ * once. Context: the caller serialises uses of the same cursor.
+ */
+int mapping_check_and_advance(struct mapping *m, errseq_t *since);
 
 #endif

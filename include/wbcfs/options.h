@@ -30,6 +30,7 @@ struct wbcfs_options {
 	bool ro;
 	bool fsck;			/* run e2fsck -p before mounting */
 	bool allow_other;
+	bool fault_inject;		/* testing aid: per-file I/O error injection */
 	bool debug;			/* -d */
 	bool foreground;		/* -f */
 	char fuse_opts[OPTIONS_FUSE_MAX];	/* comma list for libfuse */

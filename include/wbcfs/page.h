@@ -28,6 +28,8 @@ enum page_flag {
 	PG_readahead,	/* async readahead marker */
 	PG_delalloc,	/* dirty page whose block is reserved, not yet allocated */
 	PG_error,	/* last I/O on this page failed */
+	PG_newblock,	/* writeback gave it a block that holds nothing valid until
+			 * a write of it succeeds (cleared then) */
 };
 
 struct mapping;

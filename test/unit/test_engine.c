@@ -3,7 +3,9 @@
  * The io engines against a temporary file: each available engine
  * (io_uring, libaio, psync) writes vectored batches larger than its queue
  * depth at the right offsets, reads them back, fsyncs, and reports errors
- * (-EBADF on a read-only descriptor) through the completion callback.
+ * (-EBADF on a read-only descriptor) through the completion callback;
+ * fault injection fails exactly the marked requests, from reap, and only
+ * once it is turned on.
  */
 #include <check.h>
 #include <errno.h>
@@ -141,6 +143,107 @@ static void t_engine_reap_unsubmitted(enum io_engine_type type)
 	unlink(path);
 }
 
+/*
+ * Fault injection: with it on, requests carrying inject_err complete with
+ * it from reap (never synchronously from queue) and leave the file alone,
+ * the others are written; with it off (the default) inject_err is ignored.
+ */
+static void t_engine_inject(enum io_engine_type type)
+{
+	static char buf[16][BS / 2];
+	struct iovec iov[16][2];
+	struct io_req req[16];
+	struct io_engine e;
+	char path[64], check[BS];
+	int fd = t_tmpfile(path, 16 * BS), i, ret, round;
+
+	ck_assert_int_ge(fd, 0);
+	ret = io_engine_init(&e, type, 4);
+	if (ret == -ENOSYS || ret == -EPERM) {
+		close(fd);
+		unlink(path);
+		return;
+	}
+	ck_assert_int_eq(ret, 0);
+	ck_assert(!e.fault_inject);
+	for (round = 0; round < 2; round++) {
+		bool on = round == 1;
+
+		io_engine_set_fault_inject(&e, on);
+		done_count = bad_res = 0;
+		for (i = 0; i < 16; i++) {
+			memset(buf[i], 'a' + round, BS / 2);
+			iov[i][0] = (struct iovec){ buf[i], BS / 2 };
+			iov[i][1] = (struct iovec){ buf[i], BS / 2 };
+			req[i] = (struct io_req){ .op = IO_WRITE, .fd = fd, .off = (uint64_t)i * BS,
+						  .iov = iov[i], .iovcnt = 2, .done = t_done,
+						  .inject_err = i % 2 ? -EIO : 0 };
+			ck_assert_int_eq(io_engine_queue(&e, &req[i]), 0);
+		}
+		ck_assert_int_eq(io_engine_drain(&e), 0);
+		ck_assert_int_eq(done_count, 16);
+		ck_assert_int_eq(bad_res, on ? 8 : 0);	/* odd ones failed */
+		ck_assert_uint_eq(e.inflight, 0);
+		for (i = 0; i < 16; i++) {
+			char want = (on && i % 2) ? 'a' : 'a' + round;
+
+			ck_assert_int_eq(pread(fd, check, BS, (off_t)i * BS), BS);
+			ck_assert_int_eq(check[0], want);
+			ck_assert_int_eq(check[BS - 1], want);
+		}
+	}
+	io_engine_exit(&e);
+	close(fd);
+	unlink(path);
+}
+
+static int inject_res[4];
+
+static void t_done_record(struct io_req *req, int res)
+{
+	inject_res[req - (struct io_req *)req->priv] = res;
+}
+
+/* An injected failure is delivered by reap with its own -errno. */
+static void t_engine_inject_errno(enum io_engine_type type)
+{
+	struct io_req req[4];
+	struct io_engine e;
+	char path[64], page[BS];
+	struct iovec iov = { page, BS };
+	int fd = t_tmpfile(path, BS), i, ret;
+
+	ck_assert_int_ge(fd, 0);
+	ret = io_engine_init(&e, type, 8);
+	if (ret == -ENOSYS || ret == -EPERM) {
+		close(fd);
+		unlink(path);
+		return;
+	}
+	io_engine_set_fault_inject(&e, true);
+	for (i = 0; i < 4; i++) {
+		inject_res[i] = 1;
+		req[i] = (struct io_req){ .op = i == 3 ? IO_FSYNC : IO_READ, .fd = fd, .iov = &iov,
+					  .iovcnt = 1, .done = t_done_record, .priv = req,
+					  .inject_err = i == 1 ? -ENOSPC : i == 2 ? -EIO : 0 };
+		ck_assert_int_eq(io_engine_queue(&e, &req[i]), 0);
+	}
+	ck_assert_int_eq(inject_res[1], 1);	/* not completed inside queue */
+	ck_assert_int_eq(io_engine_drain(&e), 0);
+	ck_assert_int_eq(inject_res[0], BS);
+	ck_assert_int_eq(inject_res[1], -ENOSPC);
+	ck_assert_int_eq(inject_res[2], -EIO);
+	ck_assert_int_eq(inject_res[3], 0);
+	io_engine_exit(&e);
+	close(fd);
+	unlink(path);
+}
+
+START_TEST(engine_inject) { t_engine_inject((enum io_engine_type)_i); }
+END_TEST
+START_TEST(engine_inject_errno) { t_engine_inject_errno((enum io_engine_type)_i); }
+END_TEST
+
 START_TEST(uring_reap_unsubmitted) { t_engine_reap_unsubmitted(IO_ENGINE_URING); }
 END_TEST
 START_TEST(aio_reap_unsubmitted) { t_engine_reap_unsubmitted(IO_ENGINE_AIO); }
@@ -194,6 +297,10 @@ static Suite *engine_suite(void)
 	tcase_add_test(tc, uring_error);
 	tcase_add_test(tc, aio_error);
 	tcase_add_test(tc, psync_error);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("inject");
+	tcase_add_loop_test(tc, engine_inject, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
+	tcase_add_loop_test(tc, engine_inject_errno, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("names");
 	tcase_add_test(tc, parse_names);

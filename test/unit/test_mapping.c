@@ -8,6 +8,7 @@
  * and concurrent grabs (same page, waiting for a locked one).
  */
 #include <check.h>
+#include <errno.h>
 #include "helpers.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -460,17 +461,73 @@ START_TEST(grab_waits_for_locked_page)
 }
 END_TEST
 
-START_TEST(errors_first_wins)
+/* Every cursor sampled before an error sees it once, at its next check. */
+START_TEST(errseq_each_cursor_once)
 {
 	struct cache *c = t_cache(64);
 	struct mapping m;
+	errseq_t fd1, fd2;
 
 	mapping_init(&m, c, &t_ops, NULL);
-	ck_assert_int_eq(mapping_check_error(&m), 0);
-	mapping_set_error(&m, -5);
-	mapping_set_error(&m, -28);
-	ck_assert_int_eq(mapping_check_error(&m), -5);
-	ck_assert_int_eq(mapping_check_error(&m), 0);
+	fd1 = mapping_sample_error(&m);
+	fd2 = mapping_sample_error(&m);
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd1), 0);
+	mapping_set_error(&m, -EIO);
+	ck_assert_int_eq(mapping_check_error_since(&m, fd2), -EIO);	/* peek */
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd1), -EIO);
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd1), 0);	/* once */
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd2), -EIO);	/* and once more */
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd2), 0);
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+/* An error after the last one was seen is a new error for everyone. */
+START_TEST(errseq_new_error_after_seen)
+{
+	struct cache *c = t_cache(64);
+	struct mapping m;
+	errseq_t fd1, fd2;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	fd1 = mapping_sample_error(&m);
+	mapping_set_error(&m, -EIO);
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd1), -EIO);
+	fd2 = mapping_sample_error(&m);		/* opened after it was seen */
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd2), 0);
+	mapping_set_error(&m, -EIO);		/* the retry failed too */
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd1), -EIO);
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd2), -EIO);
+	mapping_set_error(&m, -ENOSPC);
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd1), -ENOSPC);	/* the latest errno */
+	mapping_destroy(&m);
+	cache_destroy(c);
+}
+END_TEST
+
+/*
+ * An error nobody has seen yet reaches an opener that came after it;
+ * errors recorded while unseen are reported once, not once each; 0 and
+ * out-of-range values are not recorded as themselves.
+ */
+START_TEST(errseq_unseen_reaches_new_opener)
+{
+	struct cache *c = t_cache(64);
+	struct mapping m;
+	errseq_t fd;
+
+	mapping_init(&m, c, &t_ops, NULL);
+	mapping_set_error(&m, 0);
+	fd = mapping_sample_error(&m);
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd), 0);
+	mapping_set_error(&m, -EIO);
+	mapping_set_error(&m, -EIO);
+	fd = mapping_sample_error(&m);
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd), -EIO);
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd), 0);
+	mapping_set_error(&m, -100000);
+	ck_assert_int_eq(mapping_check_and_advance(&m, &fd), -EIO);
 	mapping_destroy(&m);
 	cache_destroy(c);
 }
@@ -503,7 +560,9 @@ static Suite *mapping_suite(void)
 	tcase_add_test(tc, grab_waits_for_locked_page);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
-	tcase_add_test(tc, errors_first_wins);
+	tcase_add_test(tc, errseq_each_cursor_once);
+	tcase_add_test(tc, errseq_new_error_after_seen);
+	tcase_add_test(tc, errseq_unseen_reaches_new_opener);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -45,6 +45,7 @@ START_TEST(defaults)
 	ck_assert_uint_eq(o.max_io_kb, 1024);
 	ck_assert_uint_eq(o.readahead_kb, 128);
 	ck_assert_uint_eq(o.prefault_bytes, UINT64_MAX);
+	ck_assert(!o.fault_inject);
 	ck_assert(!o.ro && !o.fsck && !o.allow_other);
 	ck_assert_str_eq(o.fuse_opts, "");
 }
@@ -84,6 +85,9 @@ START_TEST(own_options)
 	ck_assert_uint_eq(o.max_io_kb, 512);
 	ck_assert_uint_eq(o.readahead_kb, 0);
 	ck_assert_int_eq(o.io_engine, IO_ENGINE_PSYNC);
+	ck_assert_int_eq(t_parse("fault_inject"), 0);
+	ck_assert(o.fault_inject);
+	ck_assert_int_eq(t_parse("fault_inject=1"), -EINVAL);
 	ck_assert_int_eq(t_parse("prefault=1G"), 0);
 	ck_assert_uint_eq(o.prefault_bytes, 1ULL << 30);
 	ck_assert_int_eq(t_parse("prefault=0"), 0);

@@ -83,6 +83,7 @@ static const struct bdi_ops t_ops = { .map_pages = t_map, .write_inode = t_write
 				      .sync_fs = t_sync_fs };
 static enum io_engine_type t_engine = IO_ENGINE_URING;
 static unsigned t_flushers = 1;
+static bool t_fault_inject;
 
 struct t_env {
 	struct cache *c;
@@ -119,6 +120,7 @@ static void t_env_init(struct t_env *e, unsigned max_io_kb, bool rdonly)
 	bc.fd = e->fd;
 	bc.cache = e->c;
 	bc.owner = e;
+	bc.fault_inject = t_fault_inject;
 	ck_assert_int_eq(bdi_create(&e->b, &bc), 0);
 }
 
@@ -279,6 +281,9 @@ START_TEST(background_over_threshold)
 		usleep(10000);
 	dirty_thresholds(e.c, &bg, &thresh);
 	ck_assert_int_le(e.c->stats.nr_dirty, (long)bg);
+	/* pages leave the dirty count when their writes start, not end */
+	for (i = 0; i < 200 && bdi_get_stats(e.b)->writeback; i++)
+		usleep(10000);
 	ck_assert_int_gt(bdi_get_stats(e.b)->written, 0);
 	t_inode_done(&e, &a);
 	t_env_done(&e);
@@ -296,7 +301,8 @@ START_TEST(periodic_writes_expired)
 	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 10);
 	t_inode_init(&e, &a, 0);
 	t_dirty(&a, 0, 8, 'p');
-	for (i = 0; i < 300 && a.m.nrdirty; i++)
+	/* nrdirty drops when writeback starts: wait for the writes too */
+	for (i = 0; i < 300 && (a.m.nrdirty || a.m.nrwriteback); i++)
 		usleep(10000);
 	ck_assert_int_eq(a.m.nrdirty, 0);
 	ck_assert(t_block_is(&e, 7, 'p', 7));
@@ -305,17 +311,25 @@ START_TEST(periodic_writes_expired)
 }
 END_TEST
 
+/* A device error (not injected) through each engine's own completion path. */
 START_TEST(write_error_reaches_fsync)
 {
 	struct t_env e;
 	struct t_inode a;
 
+	t_engine = (enum io_engine_type)_i;
 	t_env_init(&e, 1024, true);	/* the device refuses writes */
+	t_engine = IO_ENGINE_URING;
 	t_inode_init(&e, &a, 0);
 	t_dirty(&a, 0, 4, 'e');
 	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -EBADF);
 	ck_assert_int_eq(bdi_get_stats(e.b)->write_errors, 4);
-	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);	/* reported once */
+	ck_assert_int_eq(a.m.nrdirty, 4);	/* kept dirty */
+	ck_assert_int_eq(bdi_get_stats(e.b)->reclaimable, 4);
+	ck_assert_int_eq(bdi_get_stats(e.b)->writeback, 0);
+	/* a second fsync tries again, and fails again */
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -EBADF);
+	ck_assert_int_eq(bdi_get_stats(e.b)->write_errors, 8);
 	t_inode_done(&e, &a);
 	t_env_done(&e);
 }
@@ -331,6 +345,11 @@ START_TEST(map_error_reaches_fsync)
 	a.map_err = -ENOSPC;
 	t_dirty(&a, 0, 4, 'n');
 	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -ENOSPC);
+	ck_assert_int_eq(a.m.nrdirty, 4);
+	a.map_err = 0;
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	ck_assert_int_eq(a.m.nrdirty, 0);
+	ck_assert(t_block_is(&e, 3, 'n', 3));
 	t_inode_done(&e, &a);
 	t_env_done(&e);
 }
@@ -576,8 +595,180 @@ START_TEST(map_eio_reaches_fsync)
 	t_dirty(&a, 0, 4, 'n');
 	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -EIO);
 	ck_assert_int_eq(bdi_get_stats(e.b)->write_errors, 4);
-	ck_assert_int_eq(a.m.nrdirty, 0);	/* lost, and reported */
+	ck_assert_int_eq(a.m.nrdirty, 4);	/* kept, and reported */
+	a.map_err = 0;
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	ck_assert_int_eq(a.m.nrdirty, 0);
+	ck_assert(t_block_is(&e, 2, 'n', 2));
 	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+/*
+ * Fault injection, with each engine: writes of the faulted inode fail
+ * with EIO and its pages stay dirty while another inode is written; every
+ * errseq cursor sampled before sees the error once; once the fault is
+ * cleared an fsync writes the kept data.
+ */
+START_TEST(fault_write_then_recover)
+{
+	struct t_env e;
+	struct t_inode a, b;
+	errseq_t fd1, fd2, fb;
+
+	t_engine = (enum io_engine_type)_i;
+	t_fault_inject = true;
+	t_env_init(&e, 1024, false);
+	t_fault_inject = false;
+	t_engine = IO_ENGINE_URING;
+	t_inode_init(&e, &a, 0);
+	t_inode_init(&e, &b, 1000);
+	fd1 = mapping_sample_error(&a.m);
+	fd2 = mapping_sample_error(&a.m);
+	fb = mapping_sample_error(&b.m);
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &a.wb, WB_FAULT_WRITE), 0);
+	t_dirty(&a, 0, 8, 'f');
+	t_dirty(&b, 0, 8, 'g');
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -EIO);
+	ck_assert_int_eq(a.m.nrdirty, 8);
+	ck_assert(!t_block_is(&e, 0, 'f', 0));
+	ck_assert_int_eq(bdi_sync_inode(e.b, &b.wb, 0, UINT64_MAX, false), 0);
+	ck_assert(t_block_is(&e, 1007, 'g', 7));
+	ck_assert_int_eq(mapping_check_and_advance(&a.m, &fd1), -EIO);
+	ck_assert_int_eq(mapping_check_and_advance(&a.m, &fd1), 0);
+	ck_assert_int_eq(mapping_check_and_advance(&b.m, &fb), 0);	/* b never failed */
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &a.wb, 0), 0);
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	ck_assert_int_eq(a.m.nrdirty, 0);
+	ck_assert(t_block_is(&e, 7, 'f', 7));
+	ck_assert_int_eq(mapping_check_and_advance(&a.m, &fd2), -EIO);	/* not yet seen by it */
+	ck_assert_int_eq(mapping_check_and_advance(&a.m, &fd2), 0);
+	fd1 = mapping_sample_error(&a.m);	/* opened after: nothing to report */
+	ck_assert_int_eq(mapping_check_and_advance(&a.m, &fd1), 0);
+	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), 0);
+	t_inode_done(&e, &a);
+	t_inode_done(&e, &b);
+	t_env_done(&e);
+}
+END_TEST
+
+/*
+ * A failed metadata write is kept dirty and reported by the next metadata
+ * sync (one bdi-wide cursor), and by sync(2) while it keeps failing.
+ */
+START_TEST(meta_error_reported_once)
+{
+	struct t_env e;
+	struct t_inode meta;
+
+	t_fault_inject = true;
+	t_env_init(&e, 1024, false);
+	t_fault_inject = false;
+	t_inode_init(&e, &meta, 0);
+	meta.wb.is_meta = true;
+	bdi_set_meta(e.b, &meta.wb);
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &meta.wb, WB_FAULT_WRITE), 0);
+	t_dirty(&meta, 10, 3, 'M');
+	ck_assert_int_eq(bdi_sync_meta(e.b), -EIO);
+	ck_assert_int_eq(meta.m.nrdirty, 3);
+	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), -EIO);	/* failed again */
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &meta.wb, 0), 0);
+	ck_assert_int_eq(bdi_sync_meta(e.b), 0);		/* already reported */
+	ck_assert_int_eq(meta.m.nrdirty, 0);
+	ck_assert(t_block_is(&e, 12, 'M', 12));
+	bdi_set_meta(e.b, NULL);
+	t_inode_done(&e, &meta);
+	t_env_done(&e);
+}
+END_TEST
+
+/* Without fault_inject nothing fails, whatever the inode says. */
+START_TEST(fault_off_by_default)
+{
+	struct t_env e;
+	struct t_inode a;
+	struct iovec iov;
+	char buf[PAGE_SIZE];
+
+	t_env_init(&e, 1024, false);
+	t_inode_init(&e, &a, 0);
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &a.wb, WB_FAULT_WRITE), -EPERM);
+	atomic_store(&a.wb.fault, WB_FAULT_WRITE | WB_FAULT_READ);
+	t_dirty(&a, 0, 2, 'o');
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	ck_assert(t_block_is(&e, 1, 'o', 1));
+	iov = (struct iovec){ buf, PAGE_SIZE };
+	ck_assert_int_eq(bdi_read(e.b, &a.wb, &iov, 1, PAGE_SIZE), (long)PAGE_SIZE);
+	ck_assert_int_eq(buf[1], 'o');
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+/* A read fault fails reads of that inode's pages only. */
+START_TEST(fault_read)
+{
+	struct t_env e;
+	struct t_inode a, b;
+	struct iovec iov;
+	char buf[PAGE_SIZE];
+
+	t_fault_inject = true;
+	t_env_init(&e, 1024, false);
+	t_fault_inject = false;
+	t_inode_init(&e, &a, 0);
+	t_inode_init(&e, &b, 0);
+	iov = (struct iovec){ buf, PAGE_SIZE };
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &a.wb, WB_FAULT_READ), 0);
+	ck_assert_int_eq(bdi_read(e.b, &a.wb, &iov, 1, 0), -EIO);
+	ck_assert_int_eq(bdi_read(e.b, &b.wb, &iov, 1, 0), (long)PAGE_SIZE);
+	ck_assert_int_eq(bdi_read(e.b, NULL, &iov, 1, 0), (long)PAGE_SIZE);
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &a.wb, 0), 0);
+	ck_assert_int_eq(bdi_read(e.b, &a.wb, &iov, 1, 0), (long)PAGE_SIZE);
+	t_inode_done(&e, &a);
+	t_inode_done(&e, &b);
+	t_env_done(&e);
+}
+END_TEST
+
+/*
+ * A permanent write error does not spin the flusher: background
+ * writeback over the threshold retries the failing inode with a backoff
+ * (100 ms, doubling), while other inodes are still written.
+ */
+START_TEST(fault_backoff)
+{
+	struct t_env e;
+	struct t_inode a, b;
+	unsigned long errs;
+	int i;
+
+	t_fault_inject = true;
+	t_env_init(&e, 1024, false);
+	t_fault_inject = false;
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_BACKGROUND_BYTES, 8 * PAGE_SIZE);
+	t_inode_init(&e, &a, 0);
+	t_inode_init(&e, &b, 1000);
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &a.wb, WB_FAULT_WRITE), 0);
+	t_dirty(&a, 0, 64, 'k');
+	t_dirty(&b, 0, 64, 'l');
+	bdi_wakeup(e.b, 0, WB_REASON_BACKGROUND);
+	for (i = 0; i < 200 && b.m.nrdirty; i++)
+		usleep(10000);
+	ck_assert_int_eq(b.m.nrdirty, 0);
+	usleep(1000 * 1000);
+	errs = atomic_load(&a.wb.nr_write_errors);
+	ck_assert_uint_gt(errs, 0);
+	/* 0, 100, 300, 700 ms (+ the wait for b): a handful of passes of 64 pages */
+	ck_assert_uint_le(errs, 8 * 64);
+	ck_assert_int_eq(a.m.nrdirty, 64);
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &a.wb, 0), 0);
+	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), 0);
+	ck_assert_int_eq(a.m.nrdirty, 0);
+	ck_assert(t_block_is(&e, 63, 'k', 63));
+	t_inode_done(&e, &a);
+	t_inode_done(&e, &b);
 	t_env_done(&e);
 }
 END_TEST
@@ -628,9 +819,15 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, periodic_only_expired);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
-	tcase_add_test(tc, write_error_reaches_fsync);
+	tcase_add_loop_test(tc, write_error_reaches_fsync, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
+	tcase_add_test(tc, meta_error_reported_once);
 	tcase_add_test(tc, map_error_reaches_fsync);
 	tcase_add_test(tc, map_eio_reaches_fsync);
+	tcase_set_timeout(tc, 30);
+	tcase_add_loop_test(tc, fault_write_then_recover, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
+	tcase_add_test(tc, fault_off_by_default);
+	tcase_add_test(tc, fault_read);
+	tcase_add_test(tc, fault_backoff);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("bandwidth");
 	tcase_add_test(tc, bandwidth_estimator);
