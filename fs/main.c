@@ -118,8 +118,8 @@ static int serve(struct wbfs *w, struct fuse_session *se)
 	if (!cfg)
 		return -ENOMEM;
 	fuse_loop_cfg_set_clone_fd(cfg, 1);
-	fuse_loop_cfg_set_max_threads(cfg, 16);
-	fuse_loop_cfg_set_idle_threads(cfg, 8);
+	fuse_loop_cfg_set_max_threads(cfg, w->opts.max_threads);
+	fuse_loop_cfg_set_idle_threads(cfg, (w->opts.max_threads + 1) / 2);
 	ret = fuse_session_loop_mt(se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	return ret;

@@ -38,6 +38,7 @@ void options_default(struct wbcfs_options *o)
 	o->queue_depth = 64;
 	o->max_io_kb = 1024;
 	o->readahead_kb = 128;
+	o->max_threads = 16;
 	o->prefault_bytes = UINT64_MAX;
 }
 
@@ -169,6 +170,7 @@ static int parse_unsigned_opt(struct wbcfs_options *o, const char *key, const ch
 		{ "queue_depth", offsetof(struct wbcfs_options, queue_depth), 1, 4096, 1 },
 		{ "max_io_kb", offsetof(struct wbcfs_options, max_io_kb), 4, 4096, 4 },
 		{ "readahead_kb", offsetof(struct wbcfs_options, readahead_kb), 0, 65536, 4 },
+		{ "max_threads", offsetof(struct wbcfs_options, max_threads), 1, 256, 1 },
 	};
 	uint64_t v;
 	size_t i;
@@ -296,6 +298,7 @@ void options_usage(FILE *out)
 		"  flushers=N                     flusher threads per device (1-16) [1]\n"
 		"  io_engine=uring|aio|psync      writeback engine [uring]\n"
 		"  queue_depth=N                  I/Os in flight per flusher (1-4096) [64]\n"
+		"  max_threads=N                  FUSE worker threads (1-256) [16]\n"
 		"  max_io_kb=N                    largest merged write, KiB (4-4096) [1024]\n"
 		"  readahead_kb=N                 maximum readahead window, KiB [128]\n"
 		"  prefault=SIZE|all              cache faulted in at mount [all]\n"

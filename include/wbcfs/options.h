@@ -26,6 +26,7 @@ struct wbcfs_options {
 	unsigned queue_depth;		/* 1-4096; default 64 */
 	unsigned max_io_kb;		/* 4-4096, multiple of 4; default 1024 */
 	unsigned readahead_kb;		/* 0-65536, multiple of 4; default 128 */
+	unsigned max_threads;		/* FUSE worker threads, 1-256; default 16 */
 	uint64_t prefault_bytes;	/* arena faulted in at mount; UINT64_MAX = all (default) */
 	bool ro;
 	bool fsck;			/* run e2fsck -p before mounting */

@@ -95,6 +95,10 @@ START_TEST(own_options)
 	ck_assert_int_eq(t_parse("prefault=all"), 0);
 	ck_assert_uint_eq(o.prefault_bytes, UINT64_MAX);
 	t_refused("prefault=some", "prefault: 'some' is not a size");
+	ck_assert_uint_eq(o.max_threads, 16);
+	ck_assert_int_eq(t_parse("max_threads=4"), 0);
+	ck_assert_uint_eq(o.max_threads, 4);
+	t_refused("max_threads=0", "max_threads: value 0 out of range 1-256");
 	ck_assert_int_eq(t_parse("ro,fsck,allow_other"), 0);
 	ck_assert(o.ro && o.fsck && o.allow_other);
 	ck_assert_int_eq(t_parse("dirty_expire_centisecs=100,dirty_writeback_centisecs=0"), 0);
