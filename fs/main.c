@@ -183,7 +183,7 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 		goto out_close;
 	w->se = se;
 	if (wbfs_fuse_io_install(w, se))
-		fprintf(stderr, "wbcfs: %s: syncfs hook not installed; sync(2) will not reach wbcfs\n", c->dev);
+		fprintf(stderr, "wbcfs: %s: FUSE channel hooks not installed; sync(2) will not reach wbcfs, shared mmap and parallel writes are off\n", c->dev);
 	fuse_set_signal_handlers(se);
 	notify_parent(notify_fd, 0, true);
 	if (!o->foreground)
