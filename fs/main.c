@@ -158,6 +158,13 @@ static int daemonize_early(void)
 	return pfd[1];
 }
 
+/* The counters /.wbcfs/vmstat does not show yet, in the daemon's log (-f). */
+static void log_stats(struct wbfs *w, const char *dev)
+{
+	fprintf(stderr, "wbcfs: %s: nr_parallel_writes_max %ld\n", dev,
+		atomic_load(&w->stats.nr_parallel_writes_max));
+}
+
 static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -183,7 +190,8 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 		goto out_close;
 	w->se = se;
 	if (wbfs_fuse_io_install(w, se))
-		fprintf(stderr, "wbcfs: %s: FUSE channel hooks not installed; sync(2) will not reach wbcfs, shared mmap and parallel writes are off\n", c->dev);
+		fprintf(stderr, "wbcfs: %s: FUSE channel hooks not installed: no syncfs, "
+			"no shared mmap, no parallel writes\n", c->dev);
 	fuse_set_signal_handlers(se);
 	notify_parent(notify_fd, 0, true);
 	if (!o->foreground)
@@ -191,6 +199,7 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 	ret = serve(w, se);
 	fuse_remove_signal_handlers(se);
 	fuse_session_unmount(se);
+	log_stats(w, c->dev);
 out_close:
 	if (!w->destroyed) {
 		w->destroyed = true;

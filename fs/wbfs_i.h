@@ -57,8 +57,12 @@ struct winode {
 	bool freed;				/* fs_lock: on-disk inode released */
 	mode_t mode;				/* fs_lock (format bits constant) */
 
-	pthread_rwlock_t ilock;			/* protects: the page range against
-						 * truncate/punch; writers exclusive */
+	pthread_rwlock_t ilock;			/* protects: the page range and i_size
+						 * against truncate/punch/fallocate;
+						 * exclusive for those and for writes
+						 * past EOF, shared for reads and for
+						 * writes below EOF (page locks) */
+	_Atomic long nr_writers;		/* atomic: writes inside ilock now */
 	pthread_mutex_t attr_lock;		/* protects: size, mtime, ctime, *_dirty; leaf */
 	uint64_t size;				/* attr_lock (changes also hold ilock) */
 	struct timespec mtime, ctime;		/* attr_lock: valid when times_dirty */
@@ -83,6 +87,12 @@ struct wfile {
 	pthread_mutex_t ra_lock;	/* protects: ra */
 	struct ra_state ra;
 	int flags;			/* open(2) flags */
+};
+
+/* Filesystem-wide counters, for /.wbcfs/vmstat and the unmount log. */
+struct wbfs_stats {
+	_Atomic long nr_parallel_writes_max;	/* atomic: most writes inside one
+						 * inode's ilock at once */
 };
 
 struct wbfs {
@@ -113,6 +123,8 @@ struct wbfs {
 	int64_t headroom;		/* constant: blocks kept for metadata */
 	int64_t root_reserved;		/* constant: s_r_blocks_count */
 	uint64_t overhead;		/* constant: metadata blocks, for statfs */
+
+	struct wbfs_stats stats;
 
 	struct fuse_session *se;
 	bool destroyed;
@@ -151,6 +163,7 @@ int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st);
 void winode_fold_attrs_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 uint64_t winode_size(struct winode *wi);
 void winode_set_size(struct winode *wi, uint64_t size, bool touch);
+void winode_stamp_times(struct winode *wi);
 void winode_touch(struct wbfs *w, struct winode *wi);
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino);
