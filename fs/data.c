@@ -432,8 +432,14 @@ static void write_exit(struct winode *wi)
 	atomic_fetch_sub(&wi->nr_writers, 1);
 }
 
+/*
+ * Write @len bytes at @off. @from_page_cache: the kernel writes back pages
+ * of a shared mapping, which it holds already; anything else may have to
+ * be dropped from the kernel's page cache (inval.c), from the old EOF on
+ * when the write grows the file (its page's tail was zeroed).
+ */
 ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
-		   uint64_t off, bool privileged)
+		   uint64_t off, bool privileged, bool from_page_cache)
 {
 	uint64_t isize;
 	ssize_t ret;
@@ -456,6 +462,8 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	write_exit(wi);
 	pthread_rwlock_unlock(&wi->ilock);
 	if (ret > 0) {
+		if (!from_page_cache)
+			wbfs_inval_queue(w, wi, off < isize ? off : isize, off + (uint64_t)ret);
 		winode_touch(w, wi);
 		dirty_balance_simple(w->cache);
 	}
@@ -546,6 +554,8 @@ int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)
 		wbfs_unlock(w);
 	}
 	pthread_rwlock_unlock(&wi->ilock);
+	if (size != old)
+		wbfs_inval_queue(w, wi, size < old ? size : old, UINT64_MAX);
 	return ret;
 }
 
@@ -615,6 +625,7 @@ static int alloc_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off
 
 int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len)
 {
+	uint64_t old;
 	int ret;
 
 	if (!len)
@@ -625,15 +636,19 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		pthread_rwlock_wrlock(&wi->ilock);
 		ret = punch_hole(w, wi, off, len);
 		pthread_rwlock_unlock(&wi->ilock);
+		wbfs_inval_queue(w, wi, off, off + len);
 		return ret;
 	}
 	if (mode & ~FALLOC_FL_KEEP_SIZE)
 		return -EOPNOTSUPP;
 	pthread_rwlock_wrlock(&wi->ilock);
-	if (off > winode_size(wi) && !(mode & FALLOC_FL_KEEP_SIZE))
-		zero_eof_tail(w, wi, winode_size(wi));
+	old = winode_size(wi);
+	if (off > old && !(mode & FALLOC_FL_KEEP_SIZE))
+		zero_eof_tail(w, wi, old);
 	ret = alloc_range(w, wi, mode, off, len);
 	pthread_rwlock_unlock(&wi->ilock);
+	if (off > old && !(mode & FALLOC_FL_KEEP_SIZE))
+		wbfs_inval_queue(w, wi, old, UINT64_MAX);	/* the zeroed tail */
 	return ret;
 }
 

@@ -161,8 +161,9 @@ static int daemonize_early(void)
 /* The counters /.wbcfs/vmstat does not show yet, in the daemon's log (-f). */
 static void log_stats(struct wbfs *w, const char *dev)
 {
-	fprintf(stderr, "wbcfs: %s: nr_parallel_writes_max %ld\n", dev,
-		atomic_load(&w->stats.nr_parallel_writes_max));
+	fprintf(stderr, "wbcfs: %s: nr_parallel_writes_max %ld nr_inval_sent %ld\n", dev,
+		atomic_load(&w->stats.nr_parallel_writes_max),
+		atomic_load(&w->stats.nr_inval_sent));
 }
 
 static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
@@ -192,6 +193,9 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 	if (wbfs_fuse_io_install(w, se))
 		fprintf(stderr, "wbcfs: %s: FUSE channel hooks not installed: no syncfs, "
 			"no shared mmap, no parallel writes\n", c->dev);
+	if (wbfs_inval_start(w))
+		fprintf(stderr, "wbcfs: %s: no page cache notifier thread: shared mmaps "
+			"may see stale data\n", c->dev);
 	fuse_set_signal_handlers(se);
 	notify_parent(notify_fd, 0, true);
 	if (!o->foreground)
@@ -199,6 +203,7 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 	ret = serve(w, se);
 	fuse_remove_signal_handlers(se);
 	fuse_session_unmount(se);
+	wbfs_inval_stop(w);
 	log_stats(w, c->dev);
 out_close:
 	if (!w->destroyed) {

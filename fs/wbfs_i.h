@@ -63,6 +63,8 @@ struct winode {
 						 * past EOF, shared for reads and for
 						 * writes below EOF (page locks) */
 	_Atomic long nr_writers;		/* atomic: writes inside ilock now */
+	_Atomic bool kcached;			/* atomic: the kernel may cache pages
+						 * (mmap); see inval.c */
 	pthread_mutex_t attr_lock;		/* protects: size, mtime, ctime, *_dirty; leaf */
 	uint64_t size;				/* attr_lock (changes also hold ilock) */
 	struct timespec mtime, ctime;		/* attr_lock: valid when times_dirty */
@@ -93,6 +95,8 @@ struct wfile {
 struct wbfs_stats {
 	_Atomic long nr_parallel_writes_max;	/* atomic: most writes inside one
 						 * inode's ilock at once */
+	_Atomic long nr_inval_sent;		/* atomic: page cache invalidations
+						 * sent to the kernel */
 };
 
 struct wbfs {
@@ -125,6 +129,7 @@ struct wbfs {
 	uint64_t overhead;		/* constant: metadata blocks, for statfs */
 
 	struct wbfs_stats stats;
+	struct inval_queue *inval;	/* inval.c; NULL before the session runs */
 
 	struct fuse_session *se;
 	bool destroyed;
@@ -183,7 +188,7 @@ struct read_reply {
 int data_read(struct wbfs *w, struct wfile *f, uint64_t off, size_t size, struct read_reply *rr);
 void data_read_done(struct read_reply *rr);
 ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
-		   uint64_t off, bool privileged);
+		   uint64_t off, bool privileged, bool from_page_cache);
 int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size);
 int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len);
 int data_lseek(struct wbfs *w, struct winode *wi, uint64_t off, int whence, uint64_t *out);
@@ -228,6 +233,13 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 int xattr_get(struct wbfs *w, ext2_ino_t ino, const char *name, void *buf, size_t len);
 int xattr_list(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len);
 int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name);
+
+/* inval.c */
+struct inval_queue;
+void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size);
+void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
+int wbfs_inval_start(struct wbfs *w);
+void wbfs_inval_stop(struct wbfs *w);
 
 /* fuse_io.c */
 int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se);
