@@ -435,8 +435,9 @@ static void write_exit(struct winode *wi)
 /*
  * Write @len bytes at @off. @from_page_cache: the kernel writes back pages
  * of a shared mapping, which it holds already; anything else may have to
- * be dropped from the kernel's page cache (inval.c), from the old EOF on
- * when the write grows the file (its page's tail was zeroed).
+ * be dropped from the kernel's page cache (inval.c) before the write is
+ * answered, from the old EOF on when the write grows the file (its page's
+ * tail was zeroed). Context: a WRITE's worker, before its reply.
  */
 ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
 		   uint64_t off, bool privileged, bool from_page_cache)
@@ -463,7 +464,7 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	pthread_rwlock_unlock(&wi->ilock);
 	if (ret > 0) {
 		if (!from_page_cache)
-			wbfs_inval_queue(w, wi, off < isize ? off : isize, off + (uint64_t)ret);
+			wbfs_inval_write(w, wi, off < isize ? off : isize, off + (uint64_t)ret);
 		winode_touch(w, wi);
 		dirty_balance_simple(w->cache);
 	}

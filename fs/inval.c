@@ -24,10 +24,19 @@
  * Why a thread: a notification returns only when the kernel has dropped
  * the pages, which may mean waiting for a fault's READ (page lock) or
  * writing back dirty mapped pages (WRITEs to us). Sent by a worker before
- * its reply, it can deadlock (a SETATTR holds the kernel's writeback off
- * until its reply: libfuse's notify documentation), and workers blocked in
- * notifications starve the READs and WRITEs the kernel waits on. The
- * notifier holds no lock of ours while it sends.
+ * its reply, it can deadlock (a SETATTR or fallocate holds the kernel's
+ * writeback off until its reply: libfuse's notify documentation), and
+ * workers blocked in notifications starve the READs and WRITEs the kernel
+ * waits on. The notifier holds no lock of ours while it sends.
+ *
+ * Writes are the exception: write(2) must not return while a stale page
+ * can still be read through a mapping, so a WRITE's worker sends the
+ * notification itself before it replies (wbfs_inval_write), holding no
+ * lock of ours. That is safe because the kernel holds the inode lock
+ * around a direct write, so no truncate or fallocate of the file can be
+ * holding its writeback off meanwhile; at most INVAL_SYNC_MAX workers wait
+ * like this at once, the rest queue, so READs and writeback WRITEs always
+ * find a free worker.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -53,6 +62,10 @@ struct inval_queue {
 
 /* Ranges this far back in the queue absorb a new one of the same inode. */
 #define INVAL_MERGE_WINDOW 8
+/* Workers that may wait in a notification at once (main.c runs up to 16). */
+#define INVAL_SYNC_MAX 4
+
+static _Atomic int inval_sync_busy;	/* atomic: workers inside a notification */
 
 /** A READ of [off, off+size): page aligned means the kernel's page cache. */
 void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size)
@@ -83,21 +96,20 @@ static bool inval_merge_locked(struct inval_queue *iq, ext2_ino_t ino, uint64_t 
 	return false;
 }
 
-/**
- * Queue an invalidation of bytes [start, end) of @wi (end UINT64_MAX: to
- * the end) when the kernel may cache its pages. Never blocks on the
- * kernel. Context: any thread; takes the queue lock (a leaf).
- */
-void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end)
+/* May the kernel hold pages of @wi? Context: after the caller's page stores. */
+static bool inval_kernel_caches(struct winode *wi)
 {
-	struct inval_queue *iq = w->inval;
-
-	if (!iq || start >= end)
-		return;
 	/* orders the caller's page stores before reading the mark; pairs with
 	 * the fence in wbfs_inval_note_read */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (!atomic_load(&wi->kcached))
+	return atomic_load(&wi->kcached);
+}
+
+static void inval_enqueue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end)
+{
+	struct inval_queue *iq = w->inval;
+
+	if (!iq)
 		return;
 	start &= ~(uint64_t)(PAGE_SIZE - 1);
 	pthread_mutex_lock(&iq->lock);
@@ -121,9 +133,19 @@ out_signal:
 	pthread_mutex_unlock(&iq->lock);
 }
 
-static void inval_send(struct inval_queue *iq, const struct inval_range *r)
+/**
+ * Queue an invalidation of bytes [start, end) of @wi (end UINT64_MAX: to
+ * the end) when the kernel may cache its pages. Never blocks on the
+ * kernel. Context: any thread; takes the queue lock (a leaf).
+ */
+void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end)
 {
-	struct wbfs *w = iq->w;
+	if (start < end && inval_kernel_caches(wi))
+		inval_enqueue(w, wi, start, end);
+}
+
+static void inval_send(struct wbfs *w, const struct inval_range *r)
+{
 	off_t len = r->end == UINT64_MAX ? 0 : (off_t)(r->end - r->start);
 
 	if (w->destroyed)
@@ -131,6 +153,27 @@ static void inval_send(struct inval_queue *iq, const struct inval_range *r)
 	/* -ENOENT: the kernel has forgotten the inode, so it caches nothing */
 	fuse_lowlevel_notify_inval_inode(w->se, wbfs_fuse_ino(r->ino), (off_t)r->start, len);
 	atomic_fetch_add(&w->stats.nr_inval_sent, 1);
+}
+
+/**
+ * A write changed bytes [start, end) of @wi: drop them from the kernel's
+ * page cache before the write is answered, or queue them when too many
+ * workers wait already. Context: a WRITE's worker before its reply; holds
+ * no lock; may wait for the kernel.
+ */
+void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end)
+{
+	struct inval_range r = { wi->ino, start & ~(uint64_t)(PAGE_SIZE - 1), end };
+
+	if (start >= end || !inval_kernel_caches(wi))
+		return;
+	if (atomic_fetch_add(&inval_sync_busy, 1) < INVAL_SYNC_MAX) {
+		inval_send(w, &r);
+		atomic_fetch_sub(&inval_sync_busy, 1);
+		return;
+	}
+	atomic_fetch_sub(&inval_sync_busy, 1);
+	inval_enqueue(w, wi, start, end);
 }
 
 static void *inval_thread(void *arg)
@@ -161,7 +204,7 @@ static void *inval_thread(void *arg)
 		iq->nr = 0;
 		pthread_mutex_unlock(&iq->lock);
 		for (i = 0; i < n; i++)
-			inval_send(iq, &batch[i]);
+			inval_send(iq->w, &batch[i]);
 	}
 	free(batch);
 	return NULL;

@@ -238,6 +238,7 @@ int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name);
 struct inval_queue;
 void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size);
 void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
+void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
 int wbfs_inval_start(struct wbfs *w);
 void wbfs_inval_stop(struct wbfs *w);
 
