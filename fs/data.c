@@ -555,6 +555,8 @@ int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)
 		wbfs_unlock(w);
 	}
 	pthread_rwlock_unlock(&wi->ilock);
+	if (!ret && size > old)
+		wbfs_inval_zero_eof_page(w, wi, old, size);
 	if (size != old)
 		wbfs_inval_queue(w, wi, size < old ? size : old, UINT64_MAX);
 	return ret;
@@ -648,8 +650,11 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		zero_eof_tail(w, wi, old);
 	ret = alloc_range(w, wi, mode, off, len);
 	pthread_rwlock_unlock(&wi->ilock);
-	if (off > old && !(mode & FALLOC_FL_KEEP_SIZE))
-		wbfs_inval_queue(w, wi, old, UINT64_MAX);	/* the zeroed tail */
+	if (off > old && !(mode & FALLOC_FL_KEEP_SIZE)) {	/* the zeroed tail */
+		if (!ret)
+			wbfs_inval_zero_eof_page(w, wi, old, off + len);
+		wbfs_inval_queue(w, wi, old, UINT64_MAX);
+	}
 	return ret;
 }
 

@@ -176,6 +176,33 @@ void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_
 	inval_enqueue(w, wi, start, end);
 }
 
+/**
+ * i_size grew from @old_size to @new_size by truncate or fallocate, and
+ * the daemon zeroed the tail of the old EOF page. The kernel may hold that
+ * page dirty with stores a mapping made past the old EOF, which it would
+ * write back as file data now that i_size covers them; dropping the page
+ * would write it back first. So zeros are stored straight into the
+ * kernel's copy (NOTIFY_STORE takes only the page lock, never waits for
+ * writeback, which the kernel holds off until this request is answered).
+ * Context: the request's worker before its reply; no lock of ours held
+ * (a fault holding the page lock may wait on a READ, which needs ilock).
+ */
+void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,
+			      uint64_t new_size)
+{
+	static const char zeros[PAGE_SIZE];
+	uint64_t end = (old_size + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+
+	if (end > new_size)
+		end = new_size;
+	if (old_size >= end || !w->inval || w->destroyed || !inval_kernel_caches(wi))
+		return;
+	bv.buf[0].mem = (void *)zeros;
+	bv.buf[0].size = end - old_size;
+	fuse_lowlevel_notify_store(w->se, wbfs_fuse_ino(wi->ino), (off_t)old_size, &bv, 0);
+}
+
 static void *inval_thread(void *arg)
 {
 	struct inval_queue *iq = arg;

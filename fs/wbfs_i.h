@@ -7,7 +7,8 @@
  * cache/ and flusher/ without that lock.
  *
  * Lock ordering (outer to inner):
- *   winode->ilock            (write/truncate/setattr on one file)
+ *   winode->ilock            (truncate/fallocate/writes past EOF exclusive;
+ *                             reads and writes below EOF shared)
  *     page lock (PG_locked)  (data pages of that file)
  *       wbfs->fs_lock        (libext2fs; map_pages, iomgr)
  *         meta page lock     (pages of the device mapping, in iomgr)
@@ -15,6 +16,9 @@
  *         wbfs->resv_lock    (free-block mirror and reservations)
  *   wbfs->itable_lock is a leaf: never held while taking another lock
  *   except in winode_get/put, where it nests nothing that sleeps.
+ *   The inval.c queue lock is a leaf. Notifications to the kernel
+ *   (inval.c) are sent holding none of these: the kernel may answer them
+ *   only after READs and WRITEs that take ilock and page locks.
  */
 #ifndef WBCFS_FS_WBFS_I_H
 #define WBCFS_FS_WBFS_I_H
@@ -239,6 +243,8 @@ struct inval_queue;
 void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size);
 void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
 void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
+void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,
+			      uint64_t new_size);
 int wbfs_inval_start(struct wbfs *w);
 void wbfs_inval_stop(struct wbfs *w);
 

@@ -6,7 +6,7 @@ Mappings: a store through a MAP_SHARED mapping is seen by read(2); write(2)
 is seen through a mapping (also while another process keeps faulting the
 same pages in); truncate down and up shows through a mapping; a file grown
 by write(2) and then mapped; a store past EOF in the last page does not
-become file data when write(2) extends the file; two processes see each other's stores; msync +
+become file data when write(2), ftruncate or fallocate extends the file; two processes see each other's stores; msync +
 fsync make the stores durable (read from the device with debugfs while
 still mounted); munmap and close without msync lose nothing; O_RDONLY files
 map MAP_PRIVATE and MAP_SHARED read-only, and refuse a writable shared map.
@@ -231,22 +231,31 @@ def t_extend_then_map(model):
 
 
 def t_eof_tail(model):
-    t_step("a store past EOF in the last page is not file data once write(2) extends the file")
-    name = "eof-tail"
-    fd = model.create(name, pattern(15, 6000))
-    m = mmap.mmap(fd, 6000, mmap.MAP_SHARED, RW)
-    view = (ctypes.c_char * 6000).from_buffer(m)
-    addr = ctypes.addressof(view)
-    ctypes.memmove(addr + 7000, b"beyond EOF", 10)     # same page, past EOF
-    data = pattern(16, 100)
-    t_write_all(fd, data, 10000)
-    model.store(name, 10000, data)
-    got = ctypes.string_at(addr + 6000, PAGE * 2 - 6000)
-    t_eq(got, bytes(PAGE * 2 - 6000), "the mapping between the old EOF and its page end")
-    model.check_fd(name, fd, "after the extending write")
-    del view
-    m.close()
-    os.close(fd)
+    for how in ("write", "ftruncate", "fallocate"):
+        t_step("a store past EOF in the last page is not file data once %s extends the file"
+               % how)
+        name = "eof-tail-" + how
+        fd = model.create(name, pattern(15, 6000))
+        m = mmap.mmap(fd, 6000, mmap.MAP_SHARED, RW)
+        view = (ctypes.c_char * 6000).from_buffer(m)
+        addr = ctypes.addressof(view)
+        ctypes.memmove(addr + 7000, b"beyond EOF", 10)     # same page, past EOF
+        if how == "write":
+            data = pattern(16, 100)
+            t_write_all(fd, data, 10000)
+            model.store(name, 10000, data)
+        elif how == "ftruncate":
+            os.ftruncate(fd, 10100)
+            model.truncate(name, 10100)
+        else:
+            os.posix_fallocate(fd, 9000, 1100)
+            model.truncate(name, 10100)
+        got = ctypes.string_at(addr + 6000, PAGE * 2 - 6000)
+        t_eq(got, bytes(PAGE * 2 - 6000), "the mapping between the old EOF and its page end")
+        model.check_fd(name, fd, "after %s extended the file" % how)
+        del view
+        m.close()
+        os.close(fd)
 
 
 CHILD_PEER = r"""
