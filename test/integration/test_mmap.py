@@ -3,11 +3,12 @@
 """Shared mmap coherent with read(2)/write(2), and parallel writes.
 
 Mappings: a store through a MAP_SHARED mapping is seen by read(2); write(2)
-is seen through a mapping (also while another process keeps faulting the
+is seen through a mapping (also while other processes keep faulting the
 same pages in); truncate down and up shows through a mapping; a file grown
 by write(2) and then mapped; a store past EOF in the last page does not
-become file data when write(2), ftruncate or fallocate extends the file; two processes see each other's stores; msync +
-fsync make the stores durable (read from the device with debugfs while
+become file data when write(2), ftruncate or fallocate extends the file;
+two processes see each other's stores; msync + fsync make the stores
+durable (read from the device with debugfs while
 still mounted); munmap and close without msync lose nothing; O_RDONLY files
 map MAP_PRIVATE and MAP_SHARED read-only, and refuse a writable shared map.
 
@@ -15,7 +16,8 @@ Parallel writes: 8 threads pwrite 1 MiB pieces to distinct ranges of one
 pre-written file, then again while another thread appends to it; the
 content must match, and the daemon must have had more than one write
 inside the same file at once (nr_parallel_writes_max in its log at
-unmount).
+unmount). Then 8 threads write 512-byte slices of every page of a sparse
+file (page locks, delalloc reservations).
 
 Every file is kept in a model; after unmount, e2fsck -fn must be clean and
 the kernel's ext4 must see the model's bytes.
@@ -456,6 +458,39 @@ def t_parallel_writes(model):
     model.files[name] = bytearray(b"".join(want))
 
 
+def t_parallel_subpage(model):
+    t_step("%d threads write 512-byte slices of the same pages of a sparse file"
+           % NTHREADS)
+    name = "parallel-slices"
+    path = model.path(name)
+    npages = 1024
+    slice_len = PAGE // NTHREADS
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.ftruncate(fd, npages * PAGE + 100)
+    os.close(fd)
+
+    def slicer(tid):
+        def fn():
+            wfd = os.open(path, os.O_WRONLY)
+            try:
+                for pg in range(npages):
+                    data = bytes([(tid * 31 + pg) % 251 + 1]) * slice_len
+                    t_write_all(wfd, data, pg * PAGE + tid * slice_len)
+            finally:
+                os.close(wfd)
+        return fn
+    run_threads([slicer(t) for t in range(NTHREADS)])
+    want = bytearray(npages * PAGE + 100)
+    for pg in range(npages):
+        for tid in range(NTHREADS):
+            off = pg * PAGE + tid * slice_len
+            want[off:off + slice_len] = bytes([(tid * 31 + pg) % 251 + 1]) * slice_len
+    model.files[name] = want
+    fd = os.open(path, os.O_RDONLY)
+    model.check_fd(name, fd, "after the slice writers")
+    os.close(fd)
+
+
 def check_pieces(path, want, what):
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -497,6 +532,7 @@ def body(env):
     t_msync_durable(env, model, dev)
     t_readonly_maps(model)
     t_parallel_writes(model)
+    t_parallel_subpage(model)
     t_step("every file through the mount matches the model")
     for name in sorted(model.files):
         fd = os.open(model.path(name), os.O_RDONLY)
