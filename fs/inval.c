@@ -32,11 +32,18 @@
  * Writes are the exception: write(2) must not return while a stale page
  * can still be read through a mapping, so a WRITE's worker sends the
  * notification itself before it replies (wbfs_inval_write), holding no
- * lock of ours. That is safe because the kernel holds the inode lock
- * around a direct write, so no truncate or fallocate of the file can be
- * holding its writeback off meanwhile; at most INVAL_SYNC_MAX workers wait
- * like this at once, the rest queue, so READs and writeback WRITEs always
- * find a free worker.
+ * lock of ours. That is safe because the kernel holds writeback off only
+ * until it has the reply of a SETATTR, fallocate or O_TRUNC open, never
+ * of a WRITE: what the invalidation waits for (a fault's READ, writeback
+ * WRITEs) is served by other workers, which need no lock this one holds.
+ * (A sync direct write even holds the kernel's inode lock, so no such
+ * request of the same file is in flight.) At most INVAL_SYNC_MAX workers
+ * wait like this at once, the rest queue, so those requests always find a
+ * free worker.
+ *
+ * Truncate and fallocate that grow a file get zeros stored over the old
+ * EOF page's tail in the kernel's copy before their reply
+ * (wbfs_inval_zero_eof_page): NOTIFY_STORE takes page locks only.
  */
 #include <errno.h>
 #include <stdio.h>
