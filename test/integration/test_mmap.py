@@ -26,6 +26,7 @@ the kernel's ext4 must see the model's bytes.
 """
 
 import ctypes
+import errno
 import mmap
 import os
 import random
@@ -379,8 +380,8 @@ def t_readonly_maps(model):
     t_write_all(wfd, data, PAGE)
     model.store(name, PAGE, data)
     check_map(shared, 0, model.files[name], "read-only MAP_SHARED after write(2)")
-    t_errno(13, mmap.mmap, fd, size, mmap.MAP_SHARED, RW,
-            what="writable MAP_SHARED of an O_RDONLY descriptor")  # EACCES
+    t_errno(errno.EACCES, mmap.mmap, fd, size, mmap.MAP_SHARED, RW,
+            what="writable MAP_SHARED of an O_RDONLY descriptor")
     shared.close()
     priv.close()
     os.close(fd)
