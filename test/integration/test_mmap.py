@@ -16,8 +16,10 @@ Parallel writes: 8 threads pwrite 1 MiB pieces to distinct ranges of one
 pre-written file, then again while another thread appends to it; the
 content must match, and the daemon must have had more than one write
 inside the same file at once (nr_parallel_writes_max in its log at
-unmount). Then 8 threads write 512-byte slices of every page of a sparse
-file (page locks, delalloc reservations).
+unmount); the same through the one descriptor O_CREAT returned, in a
+mount of its own (CREATE replies carry the open flags there). Then 8
+threads write 512-byte slices of every page of a sparse file (page locks,
+delalloc reservations).
 
 Every file is kept in a model; after unmount, e2fsck -fn must be clean and
 the kernel's ext4 must see the model's bytes.
@@ -492,6 +494,35 @@ def t_parallel_subpage(model):
     os.close(fd)
 
 
+def t_parallel_create_fd(env, dev, opts):
+    """Own mount, so that its nr_parallel_writes_max counts these writes
+    alone: they all go through the descriptor O_CREAT returned, whose open
+    flags came in the CREATE reply (the others test OPEN replies)."""
+    t_step("%d threads pwrite through one descriptor that O_CREAT returned" % NTHREADS)
+    m = env.mount(dev, opts=opts)
+    path = os.path.join(m.mnt, "created")
+    nr = 32
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    for i in range(nr):
+        t_write_all(fd, piece(i, 0), i * MIB)
+
+    def writer(tid):
+        def fn():
+            for rnd in (1, 2, 3):
+                for i in range(tid, nr, NTHREADS):
+                    t_write_all(fd, piece(i, rnd), i * MIB)
+        return fn
+    run_threads([writer(t) for t in range(NTHREADS)])
+    want = [piece(i, 3) for i in range(nr)]
+    check_pieces(path, want, "after parallel writes through the O_CREAT descriptor")
+    os.close(fd)
+    log = m.log
+    env.umount(m)
+    if not t_is_kernel():
+        check_parallel_counter(log)
+    return bytearray(b"".join(want))
+
+
 def check_pieces(path, want, what):
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -520,8 +551,11 @@ def check_parallel_counter(log):
 
 def body(env):
     dev = env.new_fs(1 * GIB)
-    m = env.mount(dev, opts=("cache_size=512M",))
+    opts = ("cache_size=512M",)
+    created = t_parallel_create_fd(env, dev, opts)
+    m = env.mount(dev, opts=opts)
     model = Model(m.mnt)
+    model.files["created"] = created
     t_store_then_read(model)
     t_write_then_map(model)
     t_write_while_faulting(env, model)
