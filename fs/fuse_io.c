@@ -192,6 +192,12 @@ static const struct fuse_custom_io fio_ops = {
 	.writev = fio_writev,
 };
 
+/** The hooks themselves (for unit tests, which drive them over pipes). */
+const struct fuse_custom_io *wbfs_fuse_io_ops(void)
+{
+	return &fio_ops;
+}
+
 /** Install the hooks on a mounted session. Returns 0 or -errno. */
 int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se)
 {

@@ -250,6 +250,7 @@ void wbfs_inval_stop(struct wbfs *w);
 
 /* fuse_io.c */
 int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se);
+const struct fuse_custom_io *wbfs_fuse_io_ops(void);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops wbfs_ops;
