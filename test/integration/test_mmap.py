@@ -7,7 +7,8 @@ is seen through a mapping (also while other processes keep faulting the
 same pages in); truncate down and up shows through a mapping; a file grown
 by write(2) and then mapped; a store past EOF in the last page does not
 become file data when write(2), ftruncate or fallocate extends the file;
-two processes see each other's stores; msync + fsync make the stores
+two processes see each other's stores; one process storing through a
+mapping while another writes other pages and a third reads; msync + fsync make the stores
 durable (read from the device with debugfs while
 still mounted); munmap and close without msync lose nothing; O_RDONLY files
 map MAP_PRIVATE and MAP_SHARED read-only, and refuse a writable shared map.
@@ -189,6 +190,64 @@ def t_write_while_faulting(env, model):
         for child in children:
             child.wait(60)
         os.unlink(stop)
+    os.close(fd)
+
+
+CHILD_STORER = r"""
+import mmap, os, random, sys
+path, npages, nstores = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+fd = os.open(path, os.O_RDWR)
+m = mmap.mmap(fd, npages * 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+rng = random.Random(77)
+sys.stdout.write("ready\n"); sys.stdout.flush()
+for i in range(nstores):
+    pg = rng.randrange(npages // 2)
+    m[pg * 4096:(pg + 1) * 4096] = bytes([i % 251 + 1]) * 4096
+    if i % 500 == 499:
+        m.flush()
+m.close()
+"""
+
+CHILD_READER = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+while not os.path.exists(sys.argv[2]):
+    os.pread(fd, 1 << 20, 0)
+"""
+
+
+def t_mixed_stress(env, model):
+    t_step("stores through a mapping, write(2) and read(2) of one file at once")
+    name = "mixed"
+    npages, nstores, nwrites = 256, 4000, 400
+    size = npages * PAGE
+    fd = model.create(name, bytes(size))
+    path = model.path(name)
+    stop = os.path.join(env.tmp, "stop-reader")
+    reader = subprocess.Popen([sys.executable, "-c", CHILD_READER, path, stop])
+    storer = subprocess.Popen([sys.executable, "-c", CHILD_STORER, path, str(npages),
+                               str(nstores)], stdout=subprocess.PIPE, text=True)
+    try:
+        t_eq(storer.stdout.readline().strip(), "ready", "storing child")
+        rng = random.Random(78)
+        for i in range(nwrites):
+            pg = rng.randrange(npages // 2, npages)     # the other half
+            data = bytes([i % 251 + 1]) * (rng.choice((1, 2)) * PAGE)
+            data = data[:size - pg * PAGE]
+            t_write_all(fd, data, pg * PAGE)
+            model.store(name, pg * PAGE, data)
+        t_eq(storer.wait(120), 0, "storing child's exit status")
+    finally:
+        open(stop, "w").close()
+        reader.wait(60)
+        if storer.poll() is None:
+            storer.kill()
+        os.unlink(stop)
+    rng = random.Random(77)
+    for i in range(nstores):
+        pg = rng.randrange(npages // 2)
+        model.store(name, pg * PAGE, bytes([i % 251 + 1]) * PAGE)
+    model.check_fd(name, fd, "after the mixed stores, writes and reads")
     os.close(fd)
 
 
@@ -559,6 +618,7 @@ def body(env):
     t_store_then_read(model)
     t_write_then_map(model)
     t_write_while_faulting(env, model)
+    t_mixed_stress(env, model)
     t_truncate(model)
     t_extend_then_map(model)
     t_eof_tail(model)
