@@ -407,8 +407,53 @@ static ssize_t write_pages(struct wbfs *w, struct winode *wi, const char *buf, s
 	return done ? (ssize_t)done : ret;
 }
 
+/*
+ * Lock @wi for a write of [off, off+len). A write that lies below i_size
+ * allocates nothing but delalloc reservations and leaves i_size alone, so
+ * it shares the lock with other such writes (and reads); each page is
+ * still written whole under its page lock. A write that reaches past EOF
+ * grows i_size and may zero the old EOF page: exclusive, like truncate and
+ * fallocate. i_size changes only under the exclusive lock, so the check
+ * made under the shared lock holds until it is dropped.
+ * Returns true when the lock is shared.
+ */
+static bool write_lock(struct winode *wi, uint64_t off, size_t len)
+{
+	if (off + len <= winode_size(wi)) {
+		pthread_rwlock_rdlock(&wi->ilock);
+		if (off + len <= winode_size(wi))
+			return true;
+		pthread_rwlock_unlock(&wi->ilock);
+	}
+	pthread_rwlock_wrlock(&wi->ilock);
+	return false;
+}
+
+/* One more writer inside @wi's ilock: keep the fs-wide maximum. */
+static void write_enter(struct wbfs *w, struct winode *wi)
+{
+	long n = atomic_fetch_add(&wi->nr_writers, 1) + 1;
+	long max = atomic_load(&w->stats.nr_parallel_writes_max);
+
+	while (n > max &&
+	       !atomic_compare_exchange_weak(&w->stats.nr_parallel_writes_max, &max, n))
+		;
+}
+
+static void write_exit(struct winode *wi)
+{
+	atomic_fetch_sub(&wi->nr_writers, 1);
+}
+
+/*
+ * Write @len bytes at @off. @from_page_cache: the kernel writes back pages
+ * of a shared mapping, which it holds already; anything else may have to
+ * be dropped from the kernel's page cache (inval.c) before the write is
+ * answered, from the old EOF on when the write grows the file (its page's
+ * tail was zeroed). Context: a WRITE's worker, before its reply.
+ */
 ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
-		   uint64_t off, bool privileged)
+		   uint64_t off, bool privileged, bool from_page_cache)
 {
 	uint64_t isize;
 	ssize_t ret;
@@ -417,18 +462,22 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 		return -EFBIG;
 	if (len > WBFS_MAX_FILE_BYTES - off)
 		len = WBFS_MAX_FILE_BYTES - off;
-	pthread_rwlock_wrlock(&wi->ilock);
+	write_lock(wi, off, len);
+	write_enter(w, wi);
 	isize = winode_size(wi);
 	ret = off > isize ? zero_eof_tail(w, wi, isize) : 0;
 	if (!ret)
 		ret = write_pages(w, wi, buf, len, off, isize, privileged);
 	if (ret > 0) {
-		winode_set_size(wi, winode_size(wi), true);	/* mtime, ctime */
+		winode_stamp_times(wi);
 		if (wi->has_priv && !privileged)
 			write_kill_priv(w, wi);
 	}
+	write_exit(wi);
 	pthread_rwlock_unlock(&wi->ilock);
 	if (ret > 0) {
+		if (!from_page_cache)
+			wbfs_inval_write(w, wi, off < isize ? off : isize, off + (uint64_t)ret);
 		winode_touch(w, wi);
 		dirty_balance_simple(w->cache);
 	}
@@ -589,6 +638,10 @@ int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)
 		wbfs_unlock(w);
 	}
 	pthread_rwlock_unlock(&wi->ilock);
+	if (!ret && size > old)
+		wbfs_inval_zero_eof_page(w, wi, old, size);
+	if (size != old)
+		wbfs_inval_queue(w, wi, size < old ? size : old, UINT64_MAX);
 	return ret;
 }
 
@@ -658,6 +711,7 @@ static int alloc_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off
 
 int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len)
 {
+	uint64_t old;
 	int ret;
 
 	if (!len)
@@ -668,15 +722,22 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		pthread_rwlock_wrlock(&wi->ilock);
 		ret = punch_hole(w, wi, off, len);
 		pthread_rwlock_unlock(&wi->ilock);
+		wbfs_inval_queue(w, wi, off, off + len);
 		return ret;
 	}
 	if (mode & ~FALLOC_FL_KEEP_SIZE)
 		return -EOPNOTSUPP;
 	pthread_rwlock_wrlock(&wi->ilock);
-	if (off > winode_size(wi) && !(mode & FALLOC_FL_KEEP_SIZE))
-		zero_eof_tail(w, wi, winode_size(wi));
+	old = winode_size(wi);
+	if (off > old && !(mode & FALLOC_FL_KEEP_SIZE))
+		zero_eof_tail(w, wi, old);
 	ret = alloc_range(w, wi, mode, off, len);
 	pthread_rwlock_unlock(&wi->ilock);
+	if (off > old && !(mode & FALLOC_FL_KEEP_SIZE)) {	/* the zeroed tail */
+		if (!ret)
+			wbfs_inval_zero_eof_page(w, wi, old, off + len);
+		wbfs_inval_queue(w, wi, old, UINT64_MAX);
+	}
 	return ret;
 }
 

@@ -55,6 +55,7 @@ static struct winode *winode_alloc(struct wbfs *w, ext2_ino_t ino,
 				   const struct ext2_inode_large *in)
 {
 	struct winode *wi = calloc(1, sizeof(*wi));
+	pthread_rwlockattr_t ra;
 
 	if (!wi)
 		return NULL;
@@ -62,7 +63,12 @@ static struct winode *winode_alloc(struct wbfs *w, ext2_ino_t ino,
 	wi->mode = in->i_mode;
 	wi->size = EXT2_I_SIZE(in);
 	wi->has_priv = (in->i_mode & (S_ISUID | S_ISGID)) != 0;
-	pthread_rwlock_init(&wi->ilock, NULL);
+	/* truncate and extending writes must not starve behind a stream of
+	 * shared writers and readers; nobody takes ilock recursively */
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&wi->ilock, &ra);
+	pthread_rwlockattr_destroy(&ra);
 	pthread_mutex_init(&wi->attr_lock, NULL);
 	pthread_mutex_init(&wi->ec_lock, NULL);
 	mapping_init(&wi->map, w->cache, &bdi_mapping_ops, &wi->wb);
@@ -268,6 +274,16 @@ void winode_set_size(struct winode *wi, uint64_t size, bool touch)
 		wi->ctime = wi->mtime;
 		wi->times_dirty = true;
 	}
+	pthread_mutex_unlock(&wi->attr_lock);
+}
+
+/* Data changed: stamp mtime and ctime. Context: ilock held (shared or not). */
+void winode_stamp_times(struct winode *wi)
+{
+	pthread_mutex_lock(&wi->attr_lock);
+	wbfs_now(&wi->mtime);
+	wi->ctime = wi->mtime;
+	wi->times_dirty = true;
 	pthread_mutex_unlock(&wi->attr_lock);
 }
 

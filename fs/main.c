@@ -217,6 +217,14 @@ static int absolute_paths(struct cmdline *c)
 	return 0;
 }
 
+/* The counters /.wbcfs/vmstat does not show yet, in the daemon's log (-f). */
+static void log_stats(struct wbfs *w, const char *dev)
+{
+	fprintf(stderr, "wbcfs: %s: nr_parallel_writes_max %ld nr_inval_sent %ld\n", dev,
+		atomic_load(&w->stats.nr_parallel_writes_max),
+		atomic_load(&w->stats.nr_inval_sent));
+}
+
 static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -242,7 +250,11 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 		goto out_close;
 	w->se = se;
 	if (wbfs_fuse_io_install(w, se))
-		fprintf(stderr, "wbcfs: %s: syncfs hook not installed; sync(2) will not reach wbcfs\n", c->dev);
+		fprintf(stderr, "wbcfs: %s: FUSE channel hooks not installed: no syncfs, "
+			"no shared mmap, no parallel writes\n", c->dev);
+	if (wbfs_inval_start(w))
+		fprintf(stderr, "wbcfs: %s: no page cache notifier thread: shared mmaps "
+			"may see stale data\n", c->dev);
 	fuse_set_signal_handlers(se);
 	notify_parent(notify_fd, 0, true);
 	if (!o->foreground)
@@ -256,6 +268,8 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 	}
 	fuse_remove_signal_handlers(se);
 	fuse_session_unmount(se);
+	wbfs_inval_stop(w);
+	log_stats(w, c->dev);
 out_close:
 	if (!w->destroyed) {
 		w->destroyed = true;

@@ -407,8 +407,10 @@ static void wbcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
 	struct read_reply rr;
-	int ret = data_read(req_wbfs(req), fi_file(fi), (uint64_t)off, size, &rr);
+	int ret;
 
+	wbfs_inval_note_read(fi_file(fi)->wi, (uint64_t)off, size);
+	ret = data_read(req_wbfs(req), fi_file(fi), (uint64_t)off, size, &rr);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -448,7 +450,8 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 		}
 		data = copy;
 	}
-	ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off, fuse_req_ctx(req)->uid == 0);
+	ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off,
+			 fuse_req_ctx(req)->uid == 0, fi->writepage);
 	free(copy);
 	if (ret < 0)
 		fuse_reply_err(req, (int)-ret);

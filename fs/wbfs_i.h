@@ -7,7 +7,8 @@
  * cache/ and flusher/ without that lock.
  *
  * Lock ordering (outer to inner):
- *   winode->ilock            (write/truncate/setattr on one file)
+ *   winode->ilock            (truncate/fallocate/writes past EOF exclusive;
+ *                             reads and writes below EOF shared)
  *     page lock (PG_locked)  (data pages of that file)
  *       wbfs->fs_lock        (libext2fs; map_pages, iomgr)
  *         meta page lock     (pages of the device mapping, in iomgr)
@@ -15,6 +16,9 @@
  *         wbfs->resv_lock    (free-block mirror and reservations)
  *   wbfs->itable_lock is a leaf: never held while taking another lock
  *   except in winode_get/put, where it nests nothing that sleeps.
+ *   The inval.c queue lock is a leaf. Notifications to the kernel
+ *   (inval.c) are sent holding none of these: the kernel may answer them
+ *   only after READs and WRITEs that take ilock and page locks.
  */
 #ifndef WBCFS_FS_WBFS_I_H
 #define WBCFS_FS_WBFS_I_H
@@ -57,8 +61,14 @@ struct winode {
 	bool freed;				/* fs_lock: on-disk inode released */
 	mode_t mode;				/* fs_lock (format bits constant) */
 
-	pthread_rwlock_t ilock;			/* protects: the page range against
-						 * truncate/punch; writers exclusive */
+	pthread_rwlock_t ilock;			/* protects: the page range and i_size
+						 * against truncate/punch/fallocate;
+						 * exclusive for those and for writes
+						 * past EOF, shared for reads and for
+						 * writes below EOF (page locks) */
+	_Atomic long nr_writers;		/* atomic: writes inside ilock now */
+	_Atomic bool kcached;			/* atomic: the kernel may cache pages
+						 * (mmap); see inval.c */
 	pthread_mutex_t attr_lock;		/* protects: size, mtime, ctime, *_dirty; leaf */
 	uint64_t size;				/* attr_lock (changes also hold ilock) */
 	struct timespec mtime, ctime;		/* attr_lock: valid when times_dirty */
@@ -85,6 +95,14 @@ struct wfile {
 	errseq_t wb_err;		/* ra_lock: writeback errors reported to this
 					 * open file up to here (f_wb_err) */
 	int flags;			/* open(2) flags */
+};
+
+/* Filesystem-wide counters, for /.wbcfs/vmstat and the unmount log. */
+struct wbfs_stats {
+	_Atomic long nr_parallel_writes_max;	/* atomic: most writes inside one
+						 * inode's ilock at once */
+	_Atomic long nr_inval_sent;		/* atomic: page cache invalidations
+						 * sent to the kernel */
 };
 
 struct wbfs {
@@ -115,6 +133,9 @@ struct wbfs {
 	int64_t headroom;		/* constant: blocks kept for metadata */
 	int64_t root_reserved;		/* constant: s_r_blocks_count */
 	uint64_t overhead;		/* constant: metadata blocks, for statfs */
+
+	struct wbfs_stats stats;
+	struct inval_queue *inval;	/* inval.c; NULL before the session runs */
 
 	struct fuse_session *se;
 	bool destroyed;
@@ -155,6 +176,7 @@ int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st);
 void winode_fold_attrs_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 uint64_t winode_size(struct winode *wi);
 void winode_set_size(struct winode *wi, uint64_t size, bool touch);
+void winode_stamp_times(struct winode *wi);
 void winode_touch(struct wbfs *w, struct winode *wi);
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino);
@@ -174,7 +196,7 @@ struct read_reply {
 int data_read(struct wbfs *w, struct wfile *f, uint64_t off, size_t size, struct read_reply *rr);
 void data_read_done(struct read_reply *rr);
 ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
-		   uint64_t off, bool privileged);
+		   uint64_t off, bool privileged, bool from_page_cache);
 int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size);
 int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len);
 int data_lseek(struct wbfs *w, struct winode *wi, uint64_t off, int whence, uint64_t *out);
@@ -227,8 +249,19 @@ int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *name, const char
 		    size_t len);
 int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, const char *name, char *buf, size_t len);
 
+/* inval.c */
+struct inval_queue;
+void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size);
+void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
+void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
+void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,
+			      uint64_t new_size);
+int wbfs_inval_start(struct wbfs *w);
+void wbfs_inval_stop(struct wbfs *w);
+
 /* fuse_io.c */
 int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se);
+const struct fuse_custom_io *wbfs_fuse_io_ops(void);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops wbfs_ops;

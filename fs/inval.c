@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * Coherence of the kernel's page cache of mmapped files with ours.
+ *
+ * Files are opened direct_io, so the kernel holds pages of a file only
+ * for mmap: faults and their readahead (shared or private mappings), and
+ * dirty pages of shared mappings, which come back to us as WRITEs flagged
+ * FUSE_WRITE_CACHE. The kernel drops its own pages of a range before it
+ * sends a direct write, a truncate or a hole punch, but a fault that races
+ * with that request can bring the old bytes back before the daemon has
+ * changed them, and an extending write also changes the zeroed tail of the
+ * old EOF page, which the kernel does not drop. So after each change of a
+ * file whose pages the kernel may hold, the changed range is queued here
+ * and a notifier thread sends FUSE_NOTIFY_INVAL_INODE for it.
+ *
+ * Which files: page-cache READs are page aligned in offset and size
+ * (wbfs_inval_note_read marks the inode), and a direct read(2) that happens
+ * to be aligned only costs a notification per change. A fault whose READ
+ * copied the old bytes marked the inode before copying, so the write that
+ * changed them sees the mark (both sequentially consistent) and queues;
+ * the kernel's invalidation then waits for the faulting page's lock and
+ * drops it.
+ *
+ * Why a thread: a notification returns only when the kernel has dropped
+ * the pages, which may mean waiting for a fault's READ (page lock) or
+ * writing back dirty mapped pages (WRITEs to us). Sent by a worker before
+ * its reply, it can deadlock (a SETATTR or fallocate holds the kernel's
+ * writeback off until its reply: libfuse's notify documentation), and
+ * workers blocked in notifications starve the READs and WRITEs the kernel
+ * waits on. The notifier holds no lock of ours while it sends.
+ *
+ * Writes are the exception: write(2) must not return while a stale page
+ * can still be read through a mapping, so a WRITE's worker sends the
+ * notification itself before it replies (wbfs_inval_write), holding no
+ * lock of ours. That is safe because the kernel holds writeback off only
+ * until it has the reply of a SETATTR, fallocate or O_TRUNC open, never
+ * of a WRITE: what the invalidation waits for (a fault's READ, writeback
+ * WRITEs) is served by other workers, which need no lock this one holds.
+ * (A sync direct write even holds the kernel's inode lock, so no such
+ * request of the same file is in flight.) At most INVAL_SYNC_MAX workers
+ * wait like this at once, the rest queue, so those requests always find a
+ * free worker.
+ *
+ * Truncate and fallocate that grow a file get zeros stored over the old
+ * EOF page's tail in the kernel's copy before their reply
+ * (wbfs_inval_zero_eof_page): NOTIFY_STORE takes page locks only.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "wbfs_i.h"
+
+struct inval_range {
+	ext2_ino_t ino;
+	uint64_t start;		/* bytes */
+	uint64_t end;		/* exclusive; UINT64_MAX: to EOF and beyond */
+};
+
+struct inval_queue {
+	pthread_mutex_t lock;	/* protects: q, nr, cap, stopping */
+	pthread_cond_t cond;	/* lock: work queued or stopping */
+	struct inval_range *q;	/* lock */
+	size_t nr, cap;		/* lock */
+	bool stopping;		/* lock */
+	pthread_t thread;
+	struct wbfs *w;		/* constant */
+};
+
+/* Ranges this far back in the queue absorb a new one of the same inode. */
+#define INVAL_MERGE_WINDOW 8
+/* Workers that may wait in a notification at once (main.c runs up to 16). */
+#define INVAL_SYNC_MAX 4
+
+static _Atomic int inval_sync_busy;	/* atomic: workers inside a notification */
+
+/** A READ of [off, off+size): page aligned means the kernel's page cache. */
+void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size)
+{
+	if (((off | size) & (PAGE_SIZE - 1)) || !size)
+		return;
+	if (!atomic_load(&wi->kcached))
+		atomic_store(&wi->kcached, true);
+	/* orders the mark before this READ copies the page out; pairs with
+	 * the fence in wbfs_inval_queue */
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+static bool inval_merge_locked(struct inval_queue *iq, ext2_ino_t ino, uint64_t start,
+			       uint64_t end)
+{
+	size_t i = iq->nr, stop = iq->nr > INVAL_MERGE_WINDOW ? iq->nr - INVAL_MERGE_WINDOW : 0;
+
+	while (i-- > stop) {
+		struct inval_range *r = &iq->q[i];
+
+		if (r->ino != ino)
+			continue;
+		r->start = start < r->start ? start : r->start;
+		r->end = end > r->end ? end : r->end;
+		return true;
+	}
+	return false;
+}
+
+/* May the kernel hold pages of @wi? Context: after the caller's page stores. */
+static bool inval_kernel_caches(struct winode *wi)
+{
+	/* orders the caller's page stores before reading the mark; pairs with
+	 * the fence in wbfs_inval_note_read */
+	atomic_thread_fence(memory_order_seq_cst);
+	return atomic_load(&wi->kcached);
+}
+
+static void inval_enqueue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end)
+{
+	struct inval_queue *iq = w->inval;
+
+	if (!iq)
+		return;
+	start &= ~(uint64_t)(PAGE_SIZE - 1);
+	pthread_mutex_lock(&iq->lock);
+	if (!iq->stopping && !inval_merge_locked(iq, wi->ino, start, end)) {
+		if (iq->nr == iq->cap) {
+			size_t cap = iq->cap ? iq->cap * 2 : 64;
+			struct inval_range *q = realloc(iq->q, cap * sizeof(*q));
+
+			if (!q) {
+				fprintf(stderr, "wbcfs: inode %u: no memory to queue a page "
+					"cache invalidation\n", wi->ino);
+				goto out_signal;
+			}
+			iq->q = q;
+			iq->cap = cap;
+		}
+		iq->q[iq->nr++] = (struct inval_range){ wi->ino, start, end };
+	}
+out_signal:
+	pthread_cond_signal(&iq->cond);
+	pthread_mutex_unlock(&iq->lock);
+}
+
+/**
+ * Queue an invalidation of bytes [start, end) of @wi (end UINT64_MAX: to
+ * the end) when the kernel may cache its pages. Never blocks on the
+ * kernel. Context: any thread; takes the queue lock (a leaf).
+ */
+void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end)
+{
+	if (start < end && inval_kernel_caches(wi))
+		inval_enqueue(w, wi, start, end);
+}
+
+static void inval_send(struct wbfs *w, const struct inval_range *r)
+{
+	off_t len = r->end == UINT64_MAX ? 0 : (off_t)(r->end - r->start);
+
+	if (w->destroyed)
+		return;
+	/* -ENOENT: the kernel has forgotten the inode, so it caches nothing */
+	fuse_lowlevel_notify_inval_inode(w->se, wbfs_fuse_ino(r->ino), (off_t)r->start, len);
+	atomic_fetch_add(&w->stats.nr_inval_sent, 1);
+}
+
+/**
+ * A write changed bytes [start, end) of @wi: drop them from the kernel's
+ * page cache before the write is answered, or queue them when too many
+ * workers wait already. Context: a WRITE's worker before its reply; holds
+ * no lock; may wait for the kernel.
+ */
+void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end)
+{
+	struct inval_range r = { wi->ino, start & ~(uint64_t)(PAGE_SIZE - 1), end };
+
+	if (start >= end || !inval_kernel_caches(wi))
+		return;
+	if (atomic_fetch_add(&inval_sync_busy, 1) < INVAL_SYNC_MAX) {
+		inval_send(w, &r);
+		atomic_fetch_sub(&inval_sync_busy, 1);
+		return;
+	}
+	atomic_fetch_sub(&inval_sync_busy, 1);
+	inval_enqueue(w, wi, start, end);
+}
+
+/**
+ * i_size grew from @old_size to @new_size by truncate or fallocate, and
+ * the daemon zeroed the tail of the old EOF page. The kernel may hold that
+ * page dirty with stores a mapping made past the old EOF, which it would
+ * write back as file data now that i_size covers them; dropping the page
+ * would write it back first. So zeros are stored straight into the
+ * kernel's copy (NOTIFY_STORE takes only the page lock, never waits for
+ * writeback, which the kernel holds off until this request is answered).
+ * Context: the request's worker before its reply; no lock of ours held
+ * (a fault holding the page lock may wait on a READ, which needs ilock).
+ */
+void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,
+			      uint64_t new_size)
+{
+	static const char zeros[PAGE_SIZE];
+	uint64_t end = (old_size + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+
+	if (end > new_size)
+		end = new_size;
+	if (old_size >= end || !w->inval || w->destroyed || !inval_kernel_caches(wi))
+		return;
+	bv.buf[0].mem = (void *)zeros;
+	bv.buf[0].size = end - old_size;
+	fuse_lowlevel_notify_store(w->se, wbfs_fuse_ino(wi->ino), (off_t)old_size, &bv, 0);
+}
+
+static void *inval_thread(void *arg)
+{
+	struct inval_queue *iq = arg;
+	struct inval_range *batch = NULL;
+	size_t n, i, cap = 0;
+
+	for (;;) {
+		pthread_mutex_lock(&iq->lock);
+		while (!iq->nr && !iq->stopping)
+			pthread_cond_wait(&iq->cond, &iq->lock);
+		if (!iq->nr) {
+			pthread_mutex_unlock(&iq->lock);
+			break;
+		}
+		/* swap the queue out: writers queue on while we send */
+		n = iq->nr;
+		{
+			struct inval_range *q = iq->q;
+			size_t c = iq->cap;
+
+			iq->q = batch;
+			iq->cap = cap;
+			batch = q;
+			cap = c;
+		}
+		iq->nr = 0;
+		pthread_mutex_unlock(&iq->lock);
+		for (i = 0; i < n; i++)
+			inval_send(iq->w, &batch[i]);
+	}
+	free(batch);
+	return NULL;
+}
+
+/** Start the notifier of session @w->se. Returns 0 or -errno. */
+int wbfs_inval_start(struct wbfs *w)
+{
+	struct inval_queue *iq = calloc(1, sizeof(*iq));
+	int ret;
+
+	if (!iq)
+		return -ENOMEM;
+	iq->w = w;
+	pthread_mutex_init(&iq->lock, NULL);
+	pthread_cond_init(&iq->cond, NULL);
+	ret = -pthread_create(&iq->thread, NULL, inval_thread, iq);
+	if (ret) {
+		pthread_cond_destroy(&iq->cond);
+		pthread_mutex_destroy(&iq->lock);
+		free(iq);
+		return ret;
+	}
+	w->inval = iq;
+	return 0;
+}
+
+/**
+ * Send what is queued and stop the notifier. Context: after the session
+ * loop ended, before the session is destroyed.
+ */
+void wbfs_inval_stop(struct wbfs *w)
+{
+	struct inval_queue *iq = w->inval;
+
+	if (!iq)
+		return;
+	pthread_mutex_lock(&iq->lock);
+	iq->stopping = true;
+	pthread_cond_signal(&iq->cond);
+	pthread_mutex_unlock(&iq->lock);
+	pthread_join(iq->thread, NULL);
+	w->inval = NULL;
+	pthread_cond_destroy(&iq->cond);
+	pthread_mutex_destroy(&iq->lock);
+	free(iq->q);
+	free(iq);
+}
