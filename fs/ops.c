@@ -25,6 +25,15 @@ static struct wbfs *req_wbfs(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+/* A request on a control inode (fs/ctl.c) is answered there. */
+#define CTL_ROUTE(ino, op, ...)				\
+	do {						\
+		if (ctl_owns(ino)) {			\
+			ctl_ops.op(__VA_ARGS__);	\
+			return;				\
+		}					\
+	} while (0)
+
 static bool name_too_long(const char *name)
 {
 	return strlen(name) > WBFS_NAME_MAX;
@@ -68,6 +77,10 @@ static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
+	if (ctl_owns(parent) || ctl_is_root_name(w, parent, name)) {
+		ctl_ops.lookup(req, parent, name);
+		return;
+	}
 	ret = dir_lookup(w, wbfs_ino(parent), name, &ino);
 	if (ret)
 		fuse_reply_err(req, -ret);
@@ -79,8 +92,10 @@ static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void wbcfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	struct wbfs *w = req_wbfs(req);
-	struct winode *wi = winode_find(w, wbfs_ino(ino));
+	struct winode *wi;
 
+	CTL_ROUTE(ino, forget, req, ino, nlookup);
+	wi = winode_find(w, wbfs_ino(ino));
 	if (wi)
 		winode_forget(w, wi, nlookup);
 	fuse_reply_none(req);
@@ -93,7 +108,7 @@ static void wbcfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_
 	size_t i;
 
 	for (i = 0; i < count; i++) {
-		struct winode *wi = winode_find(w, wbfs_ino(f[i].ino));
+		struct winode *wi = ctl_owns(f[i].ino) ? NULL : winode_find(w, wbfs_ino(f[i].ino));
 
 		if (wi)
 			winode_forget(w, wi, f[i].nlookup);
@@ -105,8 +120,10 @@ static void wbcfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_
 static void wbcfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stat st;
-	int ret = winode_stat(req_wbfs(req), wbfs_ino(ino), &st);
+	int ret;
 
+	CTL_ROUTE(ino, getattr, req, ino, fi);
+	ret = winode_stat(req_wbfs(req), wbfs_ino(ino), &st);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -166,6 +183,7 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 	struct stat st;
 	int ret = 0;
 
+	CTL_ROUTE(fino, setattr, req, fino, attr, to_set, fi);
 	if (w->ro) {
 		fuse_reply_err(req, EROFS);
 		return;
@@ -195,21 +213,24 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 static void wbcfs_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	char buf[4097];
-	int ret = dir_readlink(req_wbfs(req), wbfs_ino(ino), buf, sizeof(buf));
+	int ret;
 
+	CTL_ROUTE(ino, readlink, req, ino);
+	ret = dir_readlink(req_wbfs(req), wbfs_ino(ino), buf, sizeof(buf));
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
 		fuse_reply_readlink(req, buf);
 }
 
-static int check_new_name(struct wbfs *w, const char *name)
+/* The control directory and its entries are never created, removed or renamed. */
+static int check_new_name(struct wbfs *w, fuse_ino_t parent, const char *name)
 {
 	if (w->ro)
 		return -EROFS;
 	if (name_too_long(name))
 		return -ENAMETOOLONG;
-	return 0;
+	return ctl_check_name(w, parent, name);
 }
 
 /* Valid replies: fuse_reply_entry, fuse_reply_err */
@@ -218,7 +239,7 @@ static void wbcfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 {
 	struct wbfs *w = req_wbfs(req);
 	ext2_ino_t ino;
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
 		ret = dir_create(w, wbfs_ino(parent), name, mode, rdev, fuse_req_ctx(req), &ino);
@@ -233,7 +254,7 @@ static void wbcfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 {
 	struct wbfs *w = req_wbfs(req);
 	ext2_ino_t ino;
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
 		ret = dir_mkdir(w, wbfs_ino(parent), name, mode, fuse_req_ctx(req), &ino);
@@ -247,7 +268,7 @@ static void wbcfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 static void wbcfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
 		ret = dir_unlink(w, wbfs_ino(parent), name, false);
@@ -258,7 +279,7 @@ static void wbcfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void wbcfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
 		ret = dir_unlink(w, wbfs_ino(parent), name, true);
@@ -270,7 +291,7 @@ static void wbcfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, c
 {
 	struct wbfs *w = req_wbfs(req);
 	ext2_ino_t ino;
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
 		ret = dir_symlink(w, wbfs_ino(parent), name, link, fuse_req_ctx(req), &ino);
@@ -285,10 +306,10 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
-		ret = check_new_name(w, newname);
+		ret = check_new_name(w, newparent, newname);
 	if (!ret)
 		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags);
 	fuse_reply_err(req, -ret);
@@ -298,8 +319,10 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = check_new_name(w, newname);
+	int ret = check_new_name(w, newparent, newname);
 
+	if (!ret && ctl_owns(ino))
+		ret = -EPERM;
 	if (!ret)
 		ret = dir_link(w, wbfs_ino(ino), wbfs_ino(newparent), newname);
 	if (ret)
@@ -325,7 +348,8 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi)
 	f->wi = wi;
 	f->flags = fi->flags;
 	pthread_mutex_init(&f->ra_lock, NULL);
-	ra_state_init(&f->ra, w->opts.readahead_kb / 4);
+	/* readahead_kb changes live through the control directory */
+	ra_state_init(&f->ra, __atomic_load_n(&w->opts.readahead_kb, __ATOMIC_RELAXED) / 4);
 	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode))
 		ret = data_truncate(w, wi, 0);
 	if (ret) {
@@ -343,8 +367,10 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi)
 /* Valid replies: fuse_reply_open, fuse_reply_err */
 static void wbcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	int ret = file_open(req_wbfs(req), wbfs_ino(ino), fi);
+	int ret;
 
+	CTL_ROUTE(ino, open, req, ino, fi);
+	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (fuse_reply_open(req, fi) == -ENOENT)
@@ -359,7 +385,7 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 	struct fuse_entry_param e;
 	struct winode *wi;
 	ext2_ino_t ino;
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
 		ret = dir_create(w, wbfs_ino(parent), name, (mode & ~S_IFMT) | S_IFREG, 0,
@@ -395,8 +421,10 @@ static void wbcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
 	struct read_reply rr;
-	int ret = data_read(req_wbfs(req), fi_file(fi), (uint64_t)off, size, &rr);
+	int ret;
 
+	CTL_ROUTE(ino, read, req, ino, size, off, fi);
+	ret = data_read(req_wbfs(req), fi_file(fi), (uint64_t)off, size, &rr);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -418,7 +446,7 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 	char *copy = NULL;
 	ssize_t ret;
 
-	if (w->ro) {
+	if (w->ro && !ctl_owns(ino)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -436,6 +464,11 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 		}
 		data = copy;
 	}
+	if (ctl_owns(ino)) {
+		ctl_ops.write(req, ino, data, len, off, fi);
+		free(copy);
+		return;
+	}
 	ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off, fuse_req_ctx(req)->uid == 0);
 	free(copy);
 	if (ret < 0)
@@ -447,6 +480,7 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 /* Valid replies: fuse_reply_err */
 static void wbcfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	CTL_ROUTE(ino, flush, req, ino, fi);
 	fuse_reply_err(req, 0);
 }
 
@@ -456,6 +490,7 @@ static void wbcfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	struct wbfs *w = req_wbfs(req);
 	struct wfile *f = fi_file(fi);
 
+	CTL_ROUTE(ino, release, req, ino, fi);
 	pthread_mutex_destroy(&f->ra_lock);
 	winode_put_open(w, f->wi);
 	free(f);
@@ -467,6 +502,7 @@ static void wbcfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 {
 	struct wbfs *w = req_wbfs(req);
 
+	CTL_ROUTE(ino, fsync, req, ino, datasync, fi);
 	fuse_reply_err(req, -winode_sync(w, fi_file(fi)->wi, datasync != 0));
 }
 
@@ -478,8 +514,10 @@ struct wdir {
 /* Valid replies: fuse_reply_open, fuse_reply_err */
 static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct wdir *d = calloc(1, sizeof(*d));
+	struct wdir *d;
 
+	CTL_ROUTE(ino, opendir, req, ino, fi);
+	d = calloc(1, sizeof(*d));
 	if (!d) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -497,6 +535,7 @@ static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 	size_t used = 0, i;
 	int ret;
 
+	CTL_ROUTE(ino, readdir, req, ino, size, off, fi);
 	if (off == 0 || !d->loaded) {
 		dir_snap_free(&d->snap);
 		ret = dir_snapshot(req_wbfs(req), wbfs_ino(ino), &d->snap);
@@ -504,6 +543,8 @@ static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 			fuse_reply_err(req, -ret);
 			return;
 		}
+		if (ino == FUSE_ROOT_ID)
+			ctl_hide_in_root(req_wbfs(req), &d->snap);
 		d->loaded = true;
 	}
 	buf = malloc(size);
@@ -530,6 +571,7 @@ static void wbcfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 {
 	struct wdir *d = (struct wdir *)(uintptr_t)fi->fh;
 
+	CTL_ROUTE(ino, releasedir, req, ino, fi);
 	dir_snap_free(&d->snap);
 	free(d);
 	fuse_reply_err(req, 0);
@@ -542,6 +584,7 @@ static void wbcfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	struct wbfs *w = req_wbfs(req);
 	int ret = 0;
 
+	CTL_ROUTE(ino, fsyncdir, req, ino, datasync, fi);
 	if (!w->ro) {
 		ret = bdi_sync_meta(w->bdi);
 		if (!ret)
@@ -582,7 +625,10 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 			   size_t size, int flags)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = w->ro ? -EROFS : xattr_set(w, wbfs_ino(ino), name, value, size, flags);
+	int ret;
+
+	CTL_ROUTE(ino, setxattr, req, ino, name, value, size, flags);
+	ret = w->ro ? -EROFS : xattr_set(w, wbfs_ino(ino), name, value, size, flags);
 
 	fuse_reply_err(req, -ret);
 }
@@ -590,9 +636,11 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 /* Valid replies: fuse_reply_buf, fuse_reply_xattr, fuse_reply_err */
 static void wbcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	char *buf = size ? malloc(size) : NULL;
+	char *buf;
 	int ret;
 
+	CTL_ROUTE(ino, getxattr, req, ino, name, size);
+	buf = size ? malloc(size) : NULL;
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -610,9 +658,11 @@ static void wbcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, siz
 /* Valid replies: fuse_reply_buf, fuse_reply_xattr, fuse_reply_err */
 static void wbcfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	char *buf = size ? malloc(size) : NULL;
+	char *buf;
 	int ret;
 
+	CTL_ROUTE(ino, listxattr, req, ino, size);
+	buf = size ? malloc(size) : NULL;
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -631,7 +681,10 @@ static void wbcfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void wbcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = w->ro ? -EROFS : xattr_remove(w, wbfs_ino(ino), name);
+	int ret;
+
+	CTL_ROUTE(ino, removexattr, req, ino, name);
+	ret = w->ro ? -EROFS : xattr_remove(w, wbfs_ino(ino), name);
 
 	fuse_reply_err(req, -ret);
 }
@@ -641,7 +694,10 @@ static void wbcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			    struct fuse_file_info *fi)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = w->ro ? -EROFS : data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len);
+	int ret;
+
+	CTL_ROUTE(ino, fallocate, req, ino, mode, off, len, fi);
+	ret = w->ro ? -EROFS : data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len);
 
 	fuse_reply_err(req, -ret);
 }
@@ -653,6 +709,7 @@ static void wbcfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	uint64_t out;
 	int ret;
 
+	CTL_ROUTE(ino, lseek, req, ino, off, whence, fi);
 	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
 		fuse_reply_err(req, EINVAL);
 		return;

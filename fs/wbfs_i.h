@@ -114,6 +114,8 @@ struct wbfs {
 	int64_t root_reserved;		/* constant: s_r_blocks_count */
 	uint64_t overhead;		/* constant: metadata blocks, for statfs */
 
+	struct timespec ctl_time;	/* constant: mount time, the control files' times */
+
 	struct fuse_session *se;
 	bool destroyed;
 };
@@ -218,6 +220,20 @@ int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name);
 
 /* fuse_io.c */
 int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se);
+
+/* ctl.c: the control directory; FUSE inodes from CTL_INO_BASE up */
+#define CTL_INO_BASE (1ULL << 32)
+extern const struct fuse_lowlevel_ops ctl_ops;
+/** Is @ino one of the control directory's inodes? */
+bool ctl_owns(fuse_ino_t ino);
+/** Is @name in @parent the control directory itself (root, ctl_name)? */
+bool ctl_is_root_name(struct wbfs *w, fuse_ino_t parent, const char *name);
+/** -EPERM when @name in @parent is, or is inside, the control directory. */
+int ctl_check_name(struct wbfs *w, fuse_ino_t parent, const char *name);
+/** Drop the entry the control directory shadows from a snapshot of the root. */
+void ctl_hide_in_root(struct wbfs *w, struct dir_snap *snap);
+/** At mount: stamp the control files' times, warn if a real entry is shadowed. */
+void ctl_mount_check(struct wbfs *w);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops wbfs_ops;
