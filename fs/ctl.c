@@ -316,6 +316,21 @@ static void ctl_lru_counts(struct cache *c, long *active, long *inactive)
 	}
 }
 
+struct ctl_stat_line {
+	const char *name;
+	long v;
+};
+
+static int ctl_print_lines(struct ctl_buf *b, const struct ctl_stat_line *l, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (ctl_buf_printf(b, "%s %ld\n", l[i].name, l[i].v))
+			return -ENOMEM;
+	return 0;
+}
+
 /* /proc/vmstat's names and units (pages of 4 KiB). */
 static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 {
@@ -324,49 +339,38 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 	const struct bdi_stats *bs = bdi_get_stats(w->bdi);
 	unsigned long bg, thresh;
 	long active, inactive;
-	const struct { const char *name; long v; } *e, lines[] = {
-		{ "nr_free_pages", ctl_gauge(cache_free_pages(c)) },
-		{ "nr_file_pages", ctl_gauge(atomic_load(&s->nr_file_pages)) },
-		{ "nr_active_file", 0 },
-		{ "nr_inactive_file", 0 },
-		{ "nr_dirty", ctl_gauge(atomic_load(&s->nr_dirty)) },
-		{ "nr_writeback", ctl_gauge(atomic_load(&s->nr_writeback)) },
-		{ "nr_dirtied", atomic_load(&s->nr_dirtied) },
-		{ "nr_written", atomic_load(&s->nr_written) },
-		{ "nr_dirty_threshold", 0 },
-		{ "nr_dirty_background_threshold", 0 },
-		{ "nr_cache_pages", (long)c->nr_pages },
-		{ "nr_dirtyable_pages", (long)dirty_dirtyable_pages(c) },
-		{ "pgalloc", atomic_load(&s->pgalloc) },
-		{ "pgactivate", atomic_load(&s->pgactivate) },
-		{ "pgscan", atomic_load(&s->pgscan) },
-		{ "pgsteal", atomic_load(&s->pgsteal) },
-		{ "allocstall", atomic_load(&s->allocstall) },
-		{ "kswapd_wakeups", atomic_load(&s->kswapd_wakeups) },
-		{ "nr_vmscan_immediate_reclaim", atomic_load(&s->nr_vmscan_immediate_reclaim) },
-		{ "nr_vmscan_write", atomic_load(&s->nr_vmscan_write) },
-		{ "nr_write_errors", atomic_load(&bs->write_errors) },
-		{ "nr_write_ios", atomic_load(&bs->nr_ios) },
-		{ NULL, 0 },
-	};
 
 	dirty_thresholds(c, &bg, &thresh);
 	ctl_lru_counts(c, &active, &inactive);
-	for (e = lines; e->name; e++) {
-		long v = e->v;
+	{
+		const struct ctl_stat_line lines[] = {
+			{ "nr_free_pages", ctl_gauge(cache_free_pages(c)) },
+			{ "nr_file_pages", ctl_gauge(atomic_load(&s->nr_file_pages)) },
+			{ "nr_active_file", ctl_gauge(active) },
+			{ "nr_inactive_file", ctl_gauge(inactive) },
+			{ "nr_dirty", ctl_gauge(atomic_load(&s->nr_dirty)) },
+			{ "nr_writeback", ctl_gauge(atomic_load(&s->nr_writeback)) },
+			{ "nr_dirtied", atomic_load(&s->nr_dirtied) },
+			{ "nr_written", atomic_load(&s->nr_written) },
+			{ "nr_dirty_threshold", (long)thresh },
+			{ "nr_dirty_background_threshold", (long)bg },
+			{ "nr_cache_pages", (long)c->nr_pages },
+			{ "nr_dirtyable_pages", (long)dirty_dirtyable_pages(c) },
+			{ "pgalloc", atomic_load(&s->pgalloc) },
+			{ "pgactivate", atomic_load(&s->pgactivate) },
+			{ "pgscan", atomic_load(&s->pgscan) },
+			{ "pgsteal", atomic_load(&s->pgsteal) },
+			{ "allocstall", atomic_load(&s->allocstall) },
+			{ "kswapd_wakeups", atomic_load(&s->kswapd_wakeups) },
+			{ "nr_vmscan_immediate_reclaim",
+			  atomic_load(&s->nr_vmscan_immediate_reclaim) },
+			{ "nr_vmscan_write", atomic_load(&s->nr_vmscan_write) },
+			{ "nr_write_errors", atomic_load(&bs->write_errors) },
+			{ "nr_write_ios", atomic_load(&bs->nr_ios) },
+		};
 
-		if (!strcmp(e->name, "nr_active_file"))
-			v = ctl_gauge(active);
-		else if (!strcmp(e->name, "nr_inactive_file"))
-			v = ctl_gauge(inactive);
-		else if (!strcmp(e->name, "nr_dirty_threshold"))
-			v = (long)thresh;
-		else if (!strcmp(e->name, "nr_dirty_background_threshold"))
-			v = (long)bg;
-		if (ctl_buf_printf(b, "%s %ld\n", e->name, v))
-			return -ENOMEM;
+		return ctl_print_lines(b, lines, sizeof(lines) / sizeof(lines[0]));
 	}
-	return 0;
 }
 
 #define K(pages) ((unsigned long)ctl_gauge(pages) * (PAGE_SIZE / 1024))
