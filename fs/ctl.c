@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * The control directory, /.wbcfs/ (mount option ctl_name): the daemon's
- * /proc/vmstat (vmstat), the bdi's debugfs stats (bdi) and one file per
- * live tunable, as /proc/sys/vm has them. It is virtual: its FUSE inode
+ * /proc/vmstat (vmstat) and /proc/zoneinfo (zoneinfo), the bdi's debugfs
+ * stats (bdi) and one file per live tunable, as /proc/sys/vm has them. It is virtual: its FUSE inode
  * numbers are above 2^32, where no ext4 inode number can be, and nothing
  * done on it reaches libext2fs. It is left out of the root's readdir but
  * found by lookup, shadowing a real entry of the same name. Mode 0700,
@@ -185,12 +185,13 @@ uint64_t ctl_tunable_read(const struct ctl_tunables *t, unsigned which)
 
 /* ---- the nodes ---------------------------------------------------------------- */
 
-enum ctl_kind { CTL_DIR, CTL_VMSTAT, CTL_BDI, CTL_TUNABLE };
+enum ctl_kind { CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TUNABLE };
 
 /* Node n has FUSE inode CTL_INO_BASE + n: above every 32-bit ext4 inode. */
 enum {
 	CTL_NODE_DIR,
 	CTL_NODE_VMSTAT,
+	CTL_NODE_ZONEINFO,
 	CTL_NODE_BDI,
 	CTL_NODE_TUN0,
 	CTL_NR_NODES = CTL_NODE_TUN0 + CTL_NR_TUNABLES
@@ -201,6 +202,7 @@ static enum ctl_kind ctl_node_kind(unsigned node)
 	switch (node) {
 	case CTL_NODE_DIR: return CTL_DIR;
 	case CTL_NODE_VMSTAT: return CTL_VMSTAT;
+	case CTL_NODE_ZONEINFO: return CTL_ZONEINFO;
 	case CTL_NODE_BDI: return CTL_BDI;
 	default: return CTL_TUNABLE;
 	}
@@ -211,6 +213,7 @@ static const char *ctl_node_name(struct wbfs *w, unsigned node)
 	switch (node) {
 	case CTL_NODE_DIR: return w->opts.ctl_name;
 	case CTL_NODE_VMSTAT: return "vmstat";
+	case CTL_NODE_ZONEINFO: return "zoneinfo";
 	case CTL_NODE_BDI: return "bdi";
 	default: return ctl_tunable_name(node - CTL_NODE_TUN0);
 	}
@@ -373,6 +376,43 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 	}
 }
 
+/* /proc/zoneinfo's layout, one block per zone, in pages. */
+static int ctl_gen_zone(struct ctl_buf *b, struct zone *z)
+{
+	return ctl_buf_printf(b,
+		"Zone %u\n"
+		"  pages free     %ld\n"
+		"        min      %ld\n"
+		"        low      %ld\n"
+		"        high     %ld\n"
+		"        present  %ld\n"
+		"  nr_active_file %ld\n"
+		"  nr_inactive_file %ld\n"
+		"  nr_dirty       %ld\n"
+		"  nr_writeback   %ld\n"
+		"  pgalloc        %ld\n"
+		"  pgscan         %ld\n"
+		"  pgsteal        %ld\n"
+		"  nr_vmscan_immediate_reclaim %ld\n",
+		z->id, ctl_gauge(__atomic_load_n(&z->nr_free, __ATOMIC_RELAXED)),
+		z->wmark_min, z->wmark_low, z->wmark_high, z->present_pages,
+		ctl_gauge(__atomic_load_n(&z->nr_active, __ATOMIC_RELAXED)),
+		ctl_gauge(__atomic_load_n(&z->nr_inactive, __ATOMIC_RELAXED)),
+		ctl_gauge(atomic_load(&z->nr_dirty)), ctl_gauge(atomic_load(&z->nr_writeback)),
+		atomic_load(&z->pgalloc), atomic_load(&z->pgscan), atomic_load(&z->pgsteal),
+		atomic_load(&z->nr_immediate));
+}
+
+static int ctl_gen_zoneinfo(struct wbfs *w, struct ctl_buf *b)
+{
+	unsigned i;
+	int ret = 0;
+
+	for (i = 0; i < w->cache->nr_zones && !ret; i++)
+		ret = ctl_gen_zone(b, &w->cache->zones[i]);
+	return ret;
+}
+
 #define K(pages) ((unsigned long)ctl_gauge(pages) * (PAGE_SIZE / 1024))
 
 /* The layout of the kernel's debugfs bdi/<dev>/stats. */
@@ -432,6 +472,8 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 	switch (ctl_node_kind(f->node)) {
 	case CTL_VMSTAT:
 		return ctl_gen_vmstat(w, &f->out);
+	case CTL_ZONEINFO:
+		return ctl_gen_zoneinfo(w, &f->out);
 	case CTL_BDI:
 		return ctl_gen_bdi(w, &f->out);
 	case CTL_TUNABLE:

@@ -147,14 +147,14 @@ def check_visibility(env, m, ctl):
     t_eq(oct(st.st_mode), oct(0o40700), "mode of .wbcfs")
     t_eq((st.st_uid, st.st_gid), (0, 0), "owner of .wbcfs")
     t_check(st.st_ino >= 1 << 32, "inode of .wbcfs %d collides with ext4's" % st.st_ino)
-    want = {"vmstat", "bdi"} | set(MOUNT_TUNABLES)
+    want = {"vmstat", "zoneinfo", "bdi"} | set(MOUNT_TUNABLES)
     got = set(os.listdir(ctl.dir))
     t_eq(got, want, "entries of .wbcfs")
     t_check("hidden-by-ctl" not in got, "the shadowed directory shows through")
     inos = {st.st_ino}
     for f in got:
         s = os.stat(ctl.path(f))
-        want_mode = 0o100400 if f in ("vmstat", "bdi") else 0o100600
+        want_mode = 0o100400 if f in ("vmstat", "zoneinfo", "bdi") else 0o100600
         t_eq(oct(s.st_mode), oct(want_mode), "mode of %s" % f)
         t_eq(s.st_size, 0, "size of %s" % f)
         t_check(s.st_ino >= 1 << 32, "inode of %s is %d" % (f, s.st_ino))
@@ -206,7 +206,7 @@ def check_non_root(m, ctl):
 
 
 def check_vmstat_bdi(ctl):
-    t_step("vmstat: every field, sane values; reads at offsets; bdi fields")
+    t_step("vmstat: every field, sane values; reads at offsets; zoneinfo; bdi fields")
     v = ctl.vmstat()
     missing = [f for f in VMSTAT_FIELDS if f not in v]
     t_check(not missing, "vmstat lacks %s" % missing)
@@ -226,6 +226,15 @@ def check_vmstat_bdi(ctl):
         t_check(len(whole) > 200, "vmstat is %d bytes" % len(whole))
         t_eq(os.pread(f.fileno(), 30, 7), whole[7:37], "pread of vmstat at 7")
         t_eq(os.pread(f.fileno(), 100, len(whole)), b"", "pread at the end")
+    z = ctl.read("zoneinfo").splitlines()
+    t_eq(z[0], "Zone 0", "first line of zoneinfo")
+    zi = {}
+    for ln in z[1:]:
+        k, _, val = ln.strip().rpartition(" ")
+        zi[k.strip()] = int(val)
+    t_eq(zi.get("present"), CACHE_PAGES, "zoneinfo present")
+    t_check(0 < zi["min"] < zi["low"] < zi["high"] < CACHE_PAGES, "watermarks %r" % zi)
+    t_check(zi["pages free"] > CACHE_PAGES // 2, "zoneinfo pages free %r" % zi)
     b = ctl.bdi()
     missing = [f for f in BDI_FIELDS if f not in b]
     t_check(not missing, "bdi lacks %s" % missing)
