@@ -301,6 +301,16 @@ def check_tunables(ctl):
                    ("readahead_kb", 256)):
         t_eq(ctl.put(f, b"%d\n" % val), len(b"%d\n" % val), "write to " + f)
         t_eq(ctl.get(f), val, f + " after writing %d" % val)
+    os.truncate(ctl.path("dirty_ratio"), 0)
+    os.utime(ctl.path("dirty_ratio"))
+    t_eq(ctl.get("dirty_ratio"), 35, "dirty_ratio after truncate and utime")
+    t_errno(errno.EACCES, os.truncate, ctl.path("vmstat"), 0)
+    with open(ctl.path("dirty_background_ratio"), "r+") as f:
+        t_eq(f.read(), "15\n", "read through an O_RDWR handle")
+        f.seek(0)
+        f.write("16\n")
+    t_eq(ctl.get("dirty_background_ratio"), 16, "after a write through O_RDWR")
+    ctl.put("dirty_background_ratio", b"15\n")
     t_run(["sh", "-c", "echo 38 > '%s'" % ctl.path("dirty_ratio")])
     t_eq(ctl.get("dirty_ratio"), 38, "dirty_ratio after echo 38 >")
     v = ctl.vmstat()
