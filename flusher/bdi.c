@@ -197,6 +197,7 @@ int bdi_sync(struct bdi *b, enum wb_reason why)
 {
 	struct wb_work w = { .kind = WORK_SYNC, .sync_mode = WB_SYNC_ALL, .reason = why };
 
+	atomic_fetch_add(&b->stats.syncs, 1);
 	return bdi_queue_work_wait(b, &w);
 }
 

@@ -370,6 +370,7 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_vmscan_write", atomic_load(&s->nr_vmscan_write) },
 			{ "nr_write_errors", atomic_load(&bs->write_errors) },
 			{ "nr_write_ios", atomic_load(&bs->nr_ios) },
+			{ "nr_syncs", atomic_load(&bs->syncs) },
 		};
 
 		return ctl_print_lines(b, lines, sizeof(lines) / sizeof(lines[0]));

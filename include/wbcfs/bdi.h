@@ -87,6 +87,8 @@ struct bdi_stats {
 	_Atomic long write_errors;	/* cumulative failed page writes */
 	_Atomic long nr_ios;		/* cumulative device writes submitted (merged
 					 * requests, not pages) */
+	_Atomic long syncs;		/* cumulative bdi_sync calls: sync(2) and
+					 * syncfs from anyone, mount, umount */
 };
 
 struct bdi;	/* private layout in flusher/bdi_i.h */
