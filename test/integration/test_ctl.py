@@ -6,7 +6,8 @@ others); vmstat and bdi fields and their movement with writes, fsync and
 writeback; every tunable reads its mount value, takes new values live
 with /proc/sys/vm's rules and refuses bad ones keeping the old; lowering
 dirty_expire/writeback_centisecs and the background threshold makes dirty
-data go out without sync; ctl_name=NAME renames it; tools/wbcfs-stat.
+data go out without sync; reclaim counters move in a 16 MiB cache;
+ctl_name=NAME renames it; tools/wbcfs-stat.
 Ends with e2fsck -fn and the kernel's ext4 seeing the same tree.
 
     WBCFS_BIN=build/wbcfs test/integration/test_ctl.py
@@ -421,6 +422,37 @@ def check_live_writeback(m, ctl):
     ctl.put("dirty_background_ratio", b"20\n")
 
 
+def check_reclaim(env, dev):
+    t_step("cache_size=16M, dirty limits near the top: reclaim meets dirty pages, "
+           "asks the flusher, and vmstat counts it")
+    m = env.mount(dev, ["cache_size=16M", "dirty_bytes=15M", "dirty_background_bytes=14M"])
+    ctl = Ctl(m.mnt)
+    before = ctl.vmstat()
+    data = os.urandom(MIB)
+    path = os.path.join(m.mnt, "reclaim")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for i in range(64):
+            t_write_all(fd, data)
+    finally:
+        os.close(fd)
+    v = ctl.vmstat()
+    t_log("pgscan %d pgsteal %d immediate %d vmscan_write %d allocstall %d" % (
+        v["pgscan"] - before["pgscan"], v["pgsteal"] - before["pgsteal"],
+        v["nr_vmscan_immediate_reclaim"] - before["nr_vmscan_immediate_reclaim"],
+        v["nr_vmscan_write"] - before["nr_vmscan_write"], v["allocstall"]))
+    for f in ("pgscan", "pgsteal", "nr_vmscan_immediate_reclaim", "nr_vmscan_write"):
+        t_check(v[f] > before[f], "%s did not grow under reclaim (%d)" % (f, v[f]))
+    t_check(v["pgsteal"] >= 64 * 256 - CACHE_PAGES // 4 - 512,
+            "pgsteal %d for 64 MiB through a 16 MiB cache" % v["pgsteal"])
+    t_eq(v["nr_cache_pages"], 4096, "nr_cache_pages of a 16M cache")
+    with open(path, "rb") as f:
+        for i in range(64):
+            t_check(f.read(MIB) == data, "reclaim: MiB %d read back wrong" % i)
+    env.umount(m)
+    env.fsck(dev)
+
+
 def check_stat_tool(env, m, ctl_name):
     tool = os.path.join(TOOLS, "wbcfs-stat")
     t_step("tools/wbcfs-stat prints a header and a line per interval")
@@ -469,6 +501,7 @@ def body(env):
     check_stat_tool(env, m, ".wbcfs")
     env.umount(m)
     env.fsck(dev)
+    check_reclaim(env, dev)
 
     t_step("ctl_name=.ctl: the control directory moves, the real /.wbcfs shows")
     m = env.mount(dev, ["cache_size=64M", "ctl_name=.ctl"])
