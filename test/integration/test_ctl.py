@@ -15,6 +15,7 @@ Ends with e2fsck -fn and the kernel's ext4 seeing the same tree.
 
 import errno
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -467,9 +468,14 @@ def check_stat_tool(env, m, ctl_name):
     t_step("wbcfs-stat: SIGINT ends it with 0; not a wbcfs mount: exit 1 with a message")
     proc = subprocess.Popen(base + [m.mnt, "0.2"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
-    time.sleep(1)
+    # SIGINT once it runs its loop (its header is out): a SIGINT while
+    # python3 itself is still starting up is not the tool's to handle
+    ready, _, _ = select.select([proc.stdout], [], [], 30)
+    t_check(ready, "wbcfs-stat printed nothing within 30 s")
+    first = proc.stdout.readline()
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=10)
+    out = first + out
     t_eq(proc.returncode, 0, "exit of wbcfs-stat after SIGINT:\n" + out.decode())
     t_check(b"Traceback" not in out, "traceback on SIGINT:\n" + out.decode())
     p = t_run([tool, env.tmp], check=False)
