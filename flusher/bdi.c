@@ -203,6 +203,7 @@ int bdi_sync(struct bdi *b, enum wb_reason why)
 {
 	struct wb_work w = { .kind = WORK_SYNC, .sync_mode = WB_SYNC_ALL, .reason = why };
 
+	atomic_fetch_add(&b->stats.syncs, 1);
 	return bdi_queue_work_wait(b, &w);
 }
 
@@ -254,6 +255,25 @@ void bdi_list_counts(struct bdi *b, long *b_dirty, long *b_io, long *b_more_io)
 	list_for_each_entry(wi, &b->b_more_io, io_list)
 		(*b_more_io)++;
 	pthread_mutex_unlock(&b->lock);
+}
+
+unsigned bdi_state(struct bdi *b)
+{
+	unsigned st = 0;
+
+	pthread_mutex_lock(&b->lock);
+	if (!b->stopping)
+		st |= BDI_STATE_RUNNING;
+	if (atomic_load(&b->inflight) > 0)
+		st |= BDI_STATE_WRITEBACK;
+	if (!list_empty(&b->b_dirty) || !list_empty(&b->b_io) || !list_empty(&b->b_more_io))
+		st |= BDI_STATE_DIRTY_IO;
+	if (b->bg_pending || b->vmscan_nr)
+		st |= BDI_STATE_BG_PENDING;
+	if (b->kupdate_armed)
+		st |= BDI_STATE_PERIODIC;
+	pthread_mutex_unlock(&b->lock);
+	return st;
 }
 
 void *bdi_owner(const struct bdi *b)

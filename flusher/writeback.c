@@ -603,6 +603,9 @@ static long wb_writeback(struct wb_ctx *x, struct wb_work *w)
 				break;
 		}
 		got = wb_io_tail(x, w);
+		/* reclaim never writes itself: pages it asked for count here */
+		if (w->reason == WB_REASON_VMSCAN && got > 0)
+			atomic_fetch_add(&b->cache->stats.nr_vmscan_write, got);
 		w->nr_pages -= got;
 		total += got;
 		round += got;

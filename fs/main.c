@@ -237,6 +237,7 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 	ret = wbfs_open(w, c->dev, o);
 	if (ret)
 		goto out_free;
+	ctl_mount_check(w);
 	ret = fuse_args_build(&args, w, c->dev);
 	if (!ret) {
 		se = fuse_session_new(&args, &wbfs_ops, sizeof(wbfs_ops), w);

@@ -25,6 +25,15 @@ static struct wbfs *req_wbfs(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+/* A request on a control inode (fs/ctl.c) is answered there. */
+#define CTL_ROUTE(ino, op, ...)				\
+	do {						\
+		if (ctl_owns(ino)) {			\
+			ctl_ops.op(__VA_ARGS__);	\
+			return;				\
+		}					\
+	} while (0)
+
 static bool name_too_long(const char *name)
 {
 	return strlen(name) > WBFS_NAME_MAX;
@@ -68,6 +77,10 @@ static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
+	if (ctl_owns(parent) || ctl_is_root_name(w, parent, name)) {
+		ctl_ops.lookup(req, parent, name);
+		return;
+	}
 	ret = dir_lookup(w, wbfs_ino(parent), name, &ino);
 	if (ret == -ENOENT) {
 		/*
@@ -90,8 +103,10 @@ static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void wbcfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	struct wbfs *w = req_wbfs(req);
-	struct winode *wi = winode_find(w, wbfs_ino(ino));
+	struct winode *wi;
 
+	CTL_ROUTE(ino, forget, req, ino, nlookup);
+	wi = winode_find(w, wbfs_ino(ino));
 	if (wi)
 		winode_forget(w, wi, nlookup);
 	fuse_reply_none(req);
@@ -104,7 +119,7 @@ static void wbcfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_
 	size_t i;
 
 	for (i = 0; i < count; i++) {
-		struct winode *wi = winode_find(w, wbfs_ino(f[i].ino));
+		struct winode *wi = ctl_owns(f[i].ino) ? NULL : winode_find(w, wbfs_ino(f[i].ino));
 
 		if (wi)
 			winode_forget(w, wi, f[i].nlookup);
@@ -116,8 +131,10 @@ static void wbcfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_
 static void wbcfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stat st;
-	int ret = winode_stat(req_wbfs(req), wbfs_ino(ino), &st);
+	int ret;
 
+	CTL_ROUTE(ino, getattr, req, ino, fi);
+	ret = winode_stat(req_wbfs(req), wbfs_ino(ino), &st);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -177,6 +194,7 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 	struct stat st;
 	int ret = 0;
 
+	CTL_ROUTE(fino, setattr, req, fino, attr, to_set, fi);
 	if (w->ro) {
 		fuse_reply_err(req, EROFS);
 		return;
@@ -206,21 +224,24 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 static void wbcfs_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	char buf[4097];
-	int ret = dir_readlink(req_wbfs(req), wbfs_ino(ino), buf, sizeof(buf));
+	int ret;
 
+	CTL_ROUTE(ino, readlink, req, ino);
+	ret = dir_readlink(req_wbfs(req), wbfs_ino(ino), buf, sizeof(buf));
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
 		fuse_reply_readlink(req, buf);
 }
 
-static int check_new_name(struct wbfs *w, const char *name)
+/* The control directory and its entries are never created, removed or renamed. */
+static int check_new_name(struct wbfs *w, fuse_ino_t parent, const char *name)
 {
 	if (w->ro)
 		return -EROFS;
 	if (name_too_long(name))
 		return -ENAMETOOLONG;
-	return 0;
+	return ctl_check_name(w, parent, name);
 }
 
 /* Valid replies: fuse_reply_entry, fuse_reply_err */
@@ -229,7 +250,7 @@ static void wbcfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 {
 	struct wbfs *w = req_wbfs(req);
 	ext2_ino_t ino;
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
 		ret = dir_create(w, wbfs_ino(parent), name, mode, rdev, fuse_req_ctx(req), &ino);
@@ -244,7 +265,7 @@ static void wbcfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 {
 	struct wbfs *w = req_wbfs(req);
 	ext2_ino_t ino;
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
 		ret = dir_mkdir(w, wbfs_ino(parent), name, mode, fuse_req_ctx(req), &ino);
@@ -258,7 +279,7 @@ static void wbcfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 static void wbcfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
 		ret = dir_unlink(w, wbfs_ino(parent), name, false);
@@ -269,7 +290,7 @@ static void wbcfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void wbcfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
 		ret = dir_unlink(w, wbfs_ino(parent), name, true);
@@ -281,7 +302,7 @@ static void wbcfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, c
 {
 	struct wbfs *w = req_wbfs(req);
 	ext2_ino_t ino;
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
 		ret = dir_symlink(w, wbfs_ino(parent), name, link, fuse_req_ctx(req), &ino);
@@ -296,10 +317,10 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
-		ret = check_new_name(w, newname);
+		ret = check_new_name(w, newparent, newname);
 	if (!ret)
 		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags);
 	fuse_reply_err(req, -ret);
@@ -309,8 +330,10 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = check_new_name(w, newname);
+	int ret = check_new_name(w, newparent, newname);
 
+	if (!ret && ctl_owns(ino))
+		ret = -EPERM;
 	if (!ret)
 		ret = dir_link(w, wbfs_ino(ino), wbfs_ino(newparent), newname);
 	if (ret)
@@ -337,7 +360,8 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi)
 	f->flags = fi->flags;
 	f->wb_err = mapping_sample_error(&wi->map);
 	pthread_mutex_init(&f->ra_lock, NULL);
-	ra_state_init(&f->ra, w->opts.readahead_kb / 4);
+	/* readahead_kb changes live through the control directory */
+	ra_state_init(&f->ra, __atomic_load_n(&w->opts.readahead_kb, __ATOMIC_RELAXED) / 4);
 	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode))
 		ret = data_truncate(w, wi, 0);
 	if (ret) {
@@ -355,8 +379,10 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi)
 /* Valid replies: fuse_reply_open, fuse_reply_err */
 static void wbcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	int ret = file_open(req_wbfs(req), wbfs_ino(ino), fi);
+	int ret;
 
+	CTL_ROUTE(ino, open, req, ino, fi);
+	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (fuse_reply_open(req, fi) == -ENOENT)
@@ -371,7 +397,7 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 	struct fuse_entry_param e;
 	struct winode *wi;
 	ext2_ino_t ino;
-	int ret = check_new_name(w, name);
+	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
 		ret = dir_create(w, wbfs_ino(parent), name, (mode & ~S_IFMT) | S_IFREG, 0,
@@ -409,6 +435,7 @@ static void wbcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct read_reply rr;
 	int ret;
 
+	CTL_ROUTE(ino, read, req, ino, size, off, fi);
 	wbfs_inval_note_read(fi_file(fi)->wi, (uint64_t)off, size);
 	ret = data_read(req_wbfs(req), fi_file(fi), (uint64_t)off, size, &rr);
 	if (ret) {
@@ -432,7 +459,7 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 	char *copy = NULL;
 	ssize_t ret;
 
-	if (w->ro) {
+	if (w->ro && !ctl_owns(ino)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -449,6 +476,11 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 			return;
 		}
 		data = copy;
+	}
+	if (ctl_owns(ino)) {
+		ctl_ops.write(req, ino, data, len, off, fi);
+		free(copy);
+		return;
 	}
 	ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off,
 			 fuse_req_ctx(req)->uid == 0, fi->writepage);
@@ -481,6 +513,7 @@ static int file_check_error(struct wfile *f)
  */
 static void wbcfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	CTL_ROUTE(ino, flush, req, ino, fi);
 	fuse_reply_err(req, -file_check_error(fi_file(fi)));
 }
 
@@ -490,6 +523,7 @@ static void wbcfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	struct wbfs *w = req_wbfs(req);
 	struct wfile *f = fi_file(fi);
 
+	CTL_ROUTE(ino, release, req, ino, fi);
 	pthread_mutex_destroy(&f->ra_lock);
 	winode_put_open(w, f->wi);
 	free(f);
@@ -500,10 +534,13 @@ static void wbcfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 static void wbcfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	struct wbfs *w = req_wbfs(req);
-	struct wfile *f = fi_file(fi);
-	int ret = winode_sync(w, f->wi, datasync != 0);
-	int err = file_check_error(f);
+	struct wfile *f;
+	int ret, err;
 
+	CTL_ROUTE(ino, fsync, req, ino, datasync, fi);
+	f = fi_file(fi);
+	ret = winode_sync(w, f->wi, datasync != 0);
+	err = file_check_error(f);
 	/* a data write that failed now, or before without being reported
 	 * to this file, is its error; -EIO from winode_sync is the same one */
 	fuse_reply_err(req, err ? -err : -ret);
@@ -517,8 +554,10 @@ struct wdir {
 /* Valid replies: fuse_reply_open, fuse_reply_err */
 static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct wdir *d = calloc(1, sizeof(*d));
+	struct wdir *d;
 
+	CTL_ROUTE(ino, opendir, req, ino, fi);
+	d = calloc(1, sizeof(*d));
 	if (!d) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -544,6 +583,7 @@ static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 	size_t used = 0, i;
 	int ret;
 
+	CTL_ROUTE(ino, readdir, req, ino, size, off, fi);
 	if (off == 0 || !d->loaded) {
 		dir_snap_free(&d->snap);
 		ret = dir_snapshot(req_wbfs(req), wbfs_ino(ino), &d->snap);
@@ -551,6 +591,8 @@ static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 			fuse_reply_err(req, -ret);
 			return;
 		}
+		if (ino == FUSE_ROOT_ID)
+			ctl_hide_in_root(req_wbfs(req), &d->snap);
 		d->loaded = true;
 	}
 	buf = malloc(size);
@@ -577,6 +619,7 @@ static void wbcfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 {
 	struct wdir *d = (struct wdir *)(uintptr_t)fi->fh;
 
+	CTL_ROUTE(ino, releasedir, req, ino, fi);
 	dir_snap_free(&d->snap);
 	free(d);
 	fuse_reply_err(req, 0);
@@ -589,6 +632,7 @@ static void wbcfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	struct wbfs *w = req_wbfs(req);
 	int ret = 0;
 
+	CTL_ROUTE(ino, fsyncdir, req, ino, datasync, fi);
 	if (!w->ro) {
 		ret = bdi_sync_meta(w->bdi);
 		if (!ret)
@@ -631,6 +675,7 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 	struct wbfs *w = req_wbfs(req);
 	int ret;
 
+	CTL_ROUTE(ino, setxattr, req, ino, name, value, size, flags);
 	if (xattr_is_fault(w, name))
 		ret = fuse_req_ctx(req)->uid ? -EPERM :
 		      xattr_fault_set(w, wbfs_ino(ino), name, value, size);
@@ -642,9 +687,11 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 /* Valid replies: fuse_reply_buf, fuse_reply_xattr, fuse_reply_err */
 static void wbcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	char *buf = size ? malloc(size) : NULL;
+	char *buf;
 	int ret;
 
+	CTL_ROUTE(ino, getxattr, req, ino, name, size);
+	buf = size ? malloc(size) : NULL;
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -665,9 +712,11 @@ static void wbcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, siz
 /* Valid replies: fuse_reply_buf, fuse_reply_xattr, fuse_reply_err */
 static void wbcfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	char *buf = size ? malloc(size) : NULL;
+	char *buf;
 	int ret;
 
+	CTL_ROUTE(ino, listxattr, req, ino, size);
+	buf = size ? malloc(size) : NULL;
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -688,6 +737,7 @@ static void wbcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct wbfs *w = req_wbfs(req);
 	int ret;
 
+	CTL_ROUTE(ino, removexattr, req, ino, name);
 	if (xattr_is_fault(w, name))
 		ret = fuse_req_ctx(req)->uid ? -EPERM :
 		      xattr_fault_set(w, wbfs_ino(ino), name, "none", 4);
@@ -702,7 +752,10 @@ static void wbcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			    struct fuse_file_info *fi)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret = w->ro ? -EROFS : data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len);
+	int ret;
+
+	CTL_ROUTE(ino, fallocate, req, ino, mode, off, len, fi);
+	ret = w->ro ? -EROFS : data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len);
 
 	fuse_reply_err(req, -ret);
 }
@@ -714,6 +767,7 @@ static void wbcfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	uint64_t out;
 	int ret;
 
+	CTL_ROUTE(ino, lseek, req, ino, off, whence, fi);
 	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
 		fuse_reply_err(req, EINVAL);
 		return;

@@ -40,6 +40,7 @@ void options_default(struct wbcfs_options *o)
 	o->readahead_kb = 128;
 	o->max_threads = 16;
 	o->prefault_bytes = UINT64_MAX;
+	strcpy(o->ctl_name, OPTIONS_CTL_NAME_DEFAULT);
 }
 
 int options_parse_size(const char *s, uint64_t *out)
@@ -215,6 +216,25 @@ static int parse_flag(struct wbcfs_options *o, const char *key, const char *val,
 	return 0;
 }
 
+/* ctl_name: one path component, not "." or "..", at most NAME_MAX bytes. */
+static int set_ctl_name(struct wbcfs_options *o, const char *val, char *err, size_t errlen)
+{
+	if (!val || !*val) {
+		snprintf(err, errlen, "ctl_name: needs a value");
+		return -EINVAL;
+	}
+	if (strchr(val, '/') || !strcmp(val, ".") || !strcmp(val, "..")) {
+		snprintf(err, errlen, "ctl_name: '%s' is not a file name", val);
+		return -EINVAL;
+	}
+	if (strlen(val) > OPTIONS_NAME_MAX) {
+		snprintf(err, errlen, "ctl_name: longer than %d bytes", OPTIONS_NAME_MAX);
+		return -EINVAL;
+	}
+	strcpy(o->ctl_name, val);
+	return 0;
+}
+
 static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errlen)
 {
 	char *val = strchr(opt, '=');
@@ -237,6 +257,8 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 		}
 		return set_number(opt, val, 0, UINT64_MAX, 1, true, &o->prefault_bytes, err, errlen);
 	}
+	if (!strcmp(opt, "ctl_name"))
+		return set_ctl_name(o, val, err, errlen);
 	if (!strcmp(opt, "io_engine")) {
 		if (val && !strcmp(val, "uring"))
 			o->io_engine = IO_ENGINE_URING;
@@ -302,6 +324,7 @@ void options_usage(FILE *out)
 		"  max_io_kb=N                    largest merged write, KiB (4-4096) [1024]\n"
 		"  readahead_kb=N                 maximum readahead window, KiB [128]\n"
 		"  prefault=SIZE|all              cache faulted in at mount [all]\n"
+		"  ctl_name=NAME                  control directory in the root [.wbcfs]\n"
 		"  ro                             mount read-only\n"
 		"  fsck                           run e2fsck -p before mounting\n"
 		"  allow_other                    let other users access the mount\n"

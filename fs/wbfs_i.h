@@ -136,6 +136,7 @@ struct wbfs {
 
 	struct wbfs_stats stats;
 	struct inval_queue *inval;	/* inval.c; NULL before the session runs */
+	struct timespec ctl_time;	/* constant: mount time, the control files' times */
 
 	struct fuse_session *se;
 	bool destroyed;
@@ -262,6 +263,20 @@ void wbfs_inval_stop(struct wbfs *w);
 /* fuse_io.c */
 int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se);
 const struct fuse_custom_io *wbfs_fuse_io_ops(void);
+
+/* ctl.c: the control directory; FUSE inodes from CTL_INO_BASE up */
+#define CTL_INO_BASE (1ULL << 32)
+extern const struct fuse_lowlevel_ops ctl_ops;
+/** Is @ino one of the control directory's inodes? */
+bool ctl_owns(fuse_ino_t ino);
+/** Is @name in @parent the control directory itself (root, ctl_name)? */
+bool ctl_is_root_name(struct wbfs *w, fuse_ino_t parent, const char *name);
+/** -EPERM when @name in @parent is, or is inside, the control directory. */
+int ctl_check_name(struct wbfs *w, fuse_ino_t parent, const char *name);
+/** Drop the entry the control directory shadows from a snapshot of the root. */
+void ctl_hide_in_root(struct wbfs *w, struct dir_snap *snap);
+/** At mount: stamp the control files' times, warn if a real entry is shadowed. */
+void ctl_mount_check(struct wbfs *w);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops wbfs_ops;

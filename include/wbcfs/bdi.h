@@ -104,6 +104,8 @@ struct bdi_stats {
 	_Atomic long write_errors;	/* cumulative failed page writes */
 	_Atomic long nr_ios;		/* cumulative device writes submitted (merged
 					 * requests, not pages) */
+	_Atomic long syncs;		/* cumulative bdi_sync calls: sync(2) and
+					 * syncfs from anyone, mount, umount */
 };
 
 struct bdi;	/* private layout in flusher/bdi_i.h */
@@ -185,6 +187,15 @@ void bdi_bw_update(struct bdi_bw *bw, uint64_t now_ms, long written_total);
  * estimate (the kernel's wb_bandwidth_estimate_start). Pure.
  */
 void bdi_bw_start(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool idle);
+/* bdi_state() bits, numbered as the kernel's WB_* state bits */
+#define BDI_STATE_RUNNING	0x1	/* flushers running, not stopping (WB_registered) */
+#define BDI_STATE_WRITEBACK	0x2	/* pages under device I/O (WB_writeback_running) */
+#define BDI_STATE_DIRTY_IO	0x4	/* inodes on b_dirty/b_io/b_more_io (WB_has_dirty_io) */
+#define BDI_STATE_BG_PENDING	0x8	/* background writeback asked for, not started */
+#define BDI_STATE_PERIODIC	0x10	/* a periodic (kupdate) pass is scheduled */
+
+/** A snapshot of the BDI_STATE_* bits, for /.wbcfs/bdi. Takes bdi->lock. */
+unsigned bdi_state(struct bdi *b);
 /** Inode counts on the lists, for /.wbcfs/bdi. */
 void bdi_list_counts(struct bdi *b, long *b_dirty, long *b_io, long *b_more_io);
 void *bdi_owner(const struct bdi *b);

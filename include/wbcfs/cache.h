@@ -45,7 +45,8 @@ struct cache_stats {
 	_Atomic long pgsteal;
 	_Atomic long pgactivate;
 	_Atomic long nr_vmscan_immediate_reclaim;
-	_Atomic long nr_vmscan_write;
+	_Atomic long nr_vmscan_write;	/* pages the flusher sent to the device
+					 * for work that reclaim asked for */
 	_Atomic long allocstall;	/* allocations that did direct reclaim */
 	_Atomic long kswapd_wakeups;
 };

@@ -17,6 +17,8 @@
 #include "engine.h"
 
 #define OPTIONS_FUSE_MAX 1024
+#define OPTIONS_NAME_MAX 255	/* a file name, as ext4's */
+#define OPTIONS_CTL_NAME_DEFAULT ".wbcfs"
 
 struct wbcfs_options {
 	uint64_t cache_size;		/* bytes; 0 = a quarter of RAM */
@@ -28,6 +30,7 @@ struct wbcfs_options {
 	unsigned readahead_kb;		/* 0-65536, multiple of 4; default 128 */
 	unsigned max_threads;		/* FUSE worker threads, 1-256; default 16 */
 	uint64_t prefault_bytes;	/* arena faulted in at mount; UINT64_MAX = all (default) */
+	char ctl_name[OPTIONS_NAME_MAX + 1];	/* control directory in the root; default ".wbcfs" */
 	bool ro;
 	bool fsck;			/* run e2fsck -p before mounting */
 	bool allow_other;

@@ -26,13 +26,14 @@ OPTIONS = ("cache_size", "dirty_ratio", "dirty_background_ratio", "dirty_bytes",
            "dirty_background_bytes", "dirty_expire_centisecs",
            "dirty_writeback_centisecs", "flushers", "io_engine", "queue_depth",
            "max_io_kb", "readahead_kb", "max_threads", "ro", "fsck", "allow_other",
-           "default_permissions", "fsname")
+           "default_permissions", "fsname", "ctl_name")
 
 BAD_OPTIONS = ("no_such_option", "cache_size=12Q", "cache_size=abc",
                "dirty_ratio=101", "dirty_ratio=-1", "dirty_background_ratio=x",
                "dirty_expire_centisecs=soon", "io_engine=bogus",
                "queue_depth=0", "queue_depth=abc", "max_io_kb=-4",
-               "readahead_kb=lots", "flushers=-1", "dirty_bytes=1Z")
+               "readahead_kb=lots", "flushers=-1", "dirty_bytes=1Z",
+               "ctl_name=a/b", "ctl_name=..")
 
 
 CLONE_NEWNS = 0x00020000

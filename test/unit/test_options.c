@@ -48,6 +48,30 @@ START_TEST(defaults)
 	ck_assert(!o.fault_inject);
 	ck_assert(!o.ro && !o.fsck && !o.allow_other);
 	ck_assert_str_eq(o.fuse_opts, "");
+	ck_assert_str_eq(o.ctl_name, ".wbcfs");
+}
+END_TEST
+
+START_TEST(ctl_name)
+{
+	char longname[300];
+
+	ck_assert_int_eq(t_parse("ctl_name=.control"), 0);
+	ck_assert_str_eq(o.ctl_name, ".control");
+	ck_assert_str_eq(o.fuse_opts, "");
+	t_refused("ctl_name", "ctl_name: needs a value");
+	t_refused("ctl_name=", "ctl_name: needs a value");
+	t_refused("ctl_name=a/b", "ctl_name: 'a/b' is not a file name");
+	t_refused("ctl_name=.", "is not a file name");
+	t_refused("ctl_name=..", "is not a file name");
+	memset(longname, 'n', sizeof(longname));
+	memcpy(longname, "ctl_name=", 9);
+	longname[9 + 256] = 0;
+	t_refused(longname, "ctl_name: longer than 255 bytes");
+	longname[9 + 255] = 0;
+	ck_assert_int_eq(t_parse(longname), 0);
+	ck_assert_uint_eq(strlen(o.ctl_name), 255);
+	ck_assert_str_eq(o.ctl_name + 250, "nnnnn");
 }
 END_TEST
 
@@ -168,6 +192,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, sizes);
 	tcase_add_test(tc, own_options);
 	tcase_add_test(tc, ratio_and_bytes_exclude);
+	tcase_add_test(tc, ctl_name);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_add_checked_fixture(tc, setup, NULL);

@@ -1,0 +1,841 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The control directory, /.wbcfs/ (mount option ctl_name): the daemon's
+ * /proc/vmstat (vmstat) and /proc/zoneinfo (zoneinfo), the bdi's debugfs
+ * stats (bdi) and one file per live tunable, as /proc/sys/vm has them. It is virtual: its FUSE inode
+ * numbers are above 2^32, where no ext4 inode number can be, and nothing
+ * done on it reaches libext2fs. It is left out of the root's readdir but
+ * found by lookup, shadowing a real entry of the same name. Mode 0700,
+ * owned by root; the kernel checks that (default_permissions) and the
+ * handlers refuse other users again with EACCES.
+ *
+ * A file's content is generated at open into a buffer owned by the open
+ * file (seq_file's way) and served direct_io, so its size of 0 in stat
+ * does not matter and reads at any offset see one consistent snapshot.
+ * A write to a tunable file is parsed and applied at once; the cache and
+ * the flusher read the tunables live (thresholds at each evaluation, the
+ * periodic interval at each flusher tick of at most 100 ms).
+ *
+ * ops.c routes every request on a control inode here (ctl_ops); the
+ * hooks there are one line each.
+ *
+ * Lock ordering: ctl_fh->lock, then ctl_tun_lock (leaf). Neither is held
+ * across a fuse_reply_*.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wbcfs/ctl.h"
+#include "wbfs_i.h"
+
+#define CTL_ATTR_TIMEOUT 1.0
+#define CTL_CENTISECS_MAX (100ULL * 3600 * 24 * 100)	/* 100 days */
+#define CTL_DIRTY_BYTES_MIN (2 * PAGE_SIZE)
+#define CTL_READAHEAD_KB_MAX 65536
+
+/* protects: the read-modify-write of a tunable and its ratio/bytes twin */
+static pthread_mutex_t ctl_tun_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- pure helpers (include/wbcfs/ctl.h) ------------------------------------ */
+
+static int ctl_buf_reserve(struct ctl_buf *b, size_t need)
+{
+	size_t cap = b->cap ? b->cap : 256;
+	char *p;
+
+	if (need <= b->cap)
+		return 0;
+	while (cap < need)
+		cap *= 2;
+	p = realloc(b->data, cap);
+	if (!p)
+		return -ENOMEM;
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
+int ctl_buf_printf(struct ctl_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || ctl_buf_reserve(b, b->len + (size_t)n + 1))
+		return -ENOMEM;
+	va_start(ap, fmt);
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+int ctl_buf_put(struct ctl_buf *b, size_t off, const void *data, size_t n)
+{
+	if (ctl_buf_reserve(b, off + n + 1))
+		return -ENOMEM;
+	if (off > b->len)
+		memset(b->data + b->len, 0, off - b->len);
+	memcpy(b->data + off, data, n);
+	b->len = off + n;
+	return 0;
+}
+
+void ctl_buf_free(struct ctl_buf *b)
+{
+	free(b->data);
+	memset(b, 0, sizeof(*b));
+}
+
+static const char *const ctl_tunable_names[CTL_NR_TUNABLES] = {
+	[DT_DIRTY_RATIO] = "dirty_ratio",
+	[DT_DIRTY_BACKGROUND_RATIO] = "dirty_background_ratio",
+	[DT_DIRTY_BYTES] = "dirty_bytes",
+	[DT_DIRTY_BACKGROUND_BYTES] = "dirty_background_bytes",
+	[DT_DIRTY_EXPIRE_CENTISECS] = "dirty_expire_centisecs",
+	[DT_DIRTY_WRITEBACK_CENTISECS] = "dirty_writeback_centisecs",
+	[CTL_TUN_READAHEAD_KB] = "readahead_kb",
+};
+
+const char *ctl_tunable_name(unsigned which)
+{
+	return which < CTL_NR_TUNABLES ? ctl_tunable_names[which] : NULL;
+}
+
+static bool ctl_blank(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\n';
+}
+
+int ctl_parse_u64(const char *buf, size_t len, uint64_t *out)
+{
+	size_t i = 0;
+	uint64_t v = 0;
+	bool digits = false;
+
+	while (i < len && ctl_blank(buf[i]))
+		i++;
+	for (; i < len && isdigit((unsigned char)buf[i]); i++) {
+		unsigned d = (unsigned)(buf[i] - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
+			return -EINVAL;
+		v = v * 10 + d;
+		digits = true;
+	}
+	while (i < len && ctl_blank(buf[i]))
+		i++;
+	if (!digits || i != len)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* The ranges of /proc/sys/vm (and the mount options for readahead_kb). */
+static bool ctl_tunable_valid(unsigned which, uint64_t v)
+{
+	switch (which) {
+	case DT_DIRTY_RATIO:
+	case DT_DIRTY_BACKGROUND_RATIO:
+		return v <= 100;
+	case DT_DIRTY_BYTES:
+		return v >= CTL_DIRTY_BYTES_MIN;
+	case DT_DIRTY_BACKGROUND_BYTES:
+		return v >= 1;
+	case DT_DIRTY_EXPIRE_CENTISECS:
+	case DT_DIRTY_WRITEBACK_CENTISECS:
+		return v <= CTL_CENTISECS_MAX;
+	case CTL_TUN_READAHEAD_KB:
+		return v <= CTL_READAHEAD_KB_MAX && v % 4 == 0;
+	default:
+		return false;
+	}
+}
+
+int ctl_tunable_write(const struct ctl_tunables *t, unsigned which, const char *buf,
+		      size_t len)
+{
+	uint64_t v;
+	int ret;
+
+	if (ctl_parse_u64(buf, len, &v) || !ctl_tunable_valid(which, v))
+		return -EINVAL;
+	if (which == CTL_TUN_READAHEAD_KB) {
+		__atomic_store_n(t->readahead_kb, (unsigned)v, __ATOMIC_RELAXED);
+		return 0;
+	}
+	pthread_mutex_lock(&ctl_tun_lock);
+	ret = dirty_tunable_set(t->dirty, (enum dirty_tunable)which, v);
+	pthread_mutex_unlock(&ctl_tun_lock);
+	return ret;
+}
+
+uint64_t ctl_tunable_read(const struct ctl_tunables *t, unsigned which)
+{
+	if (which == CTL_TUN_READAHEAD_KB)
+		return __atomic_load_n(t->readahead_kb, __ATOMIC_RELAXED);
+	return dirty_tunable_get(t->dirty, (enum dirty_tunable)which);
+}
+
+/* ---- the nodes ---------------------------------------------------------------- */
+
+enum ctl_kind { CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TUNABLE };
+
+/* Node n has FUSE inode CTL_INO_BASE + n: above every 32-bit ext4 inode. */
+enum {
+	CTL_NODE_DIR,
+	CTL_NODE_VMSTAT,
+	CTL_NODE_ZONEINFO,
+	CTL_NODE_BDI,
+	CTL_NODE_TUN0,
+	CTL_NR_NODES = CTL_NODE_TUN0 + CTL_NR_TUNABLES
+};
+
+static enum ctl_kind ctl_node_kind(unsigned node)
+{
+	switch (node) {
+	case CTL_NODE_DIR: return CTL_DIR;
+	case CTL_NODE_VMSTAT: return CTL_VMSTAT;
+	case CTL_NODE_ZONEINFO: return CTL_ZONEINFO;
+	case CTL_NODE_BDI: return CTL_BDI;
+	default: return CTL_TUNABLE;
+	}
+}
+
+static const char *ctl_node_name(struct wbfs *w, unsigned node)
+{
+	switch (node) {
+	case CTL_NODE_DIR: return w->opts.ctl_name;
+	case CTL_NODE_VMSTAT: return "vmstat";
+	case CTL_NODE_ZONEINFO: return "zoneinfo";
+	case CTL_NODE_BDI: return "bdi";
+	default: return ctl_tunable_name(node - CTL_NODE_TUN0);
+	}
+}
+
+static mode_t ctl_node_mode(unsigned node)
+{
+	switch (ctl_node_kind(node)) {
+	case CTL_DIR: return S_IFDIR | 0700;
+	case CTL_TUNABLE: return S_IFREG | 0600;
+	default: return S_IFREG | 0400;
+	}
+}
+
+bool ctl_owns(fuse_ino_t ino)
+{
+	return ino >= CTL_INO_BASE && ino < CTL_INO_BASE + CTL_NR_NODES;
+}
+
+static unsigned ctl_node(fuse_ino_t ino)
+{
+	return (unsigned)(ino - CTL_INO_BASE);
+}
+
+bool ctl_is_root_name(struct wbfs *w, fuse_ino_t parent, const char *name)
+{
+	return parent == FUSE_ROOT_ID && !strcmp(name, w->opts.ctl_name);
+}
+
+int ctl_check_name(struct wbfs *w, fuse_ino_t parent, const char *name)
+{
+	if (ctl_owns(parent) || ctl_is_root_name(w, parent, name))
+		return -EPERM;
+	return 0;
+}
+
+static struct wbfs *ctl_wbfs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static bool ctl_req_root(fuse_req_t req)
+{
+	return fuse_req_ctx(req)->uid == 0;
+}
+
+static struct ctl_tunables ctl_tunables_of(struct wbfs *w)
+{
+	return (struct ctl_tunables){ .dirty = &w->cache->tun,
+				      .readahead_kb = &w->opts.readahead_kb };
+}
+
+static void ctl_stat(struct wbfs *w, unsigned node, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = CTL_INO_BASE + node;
+	st->st_mode = ctl_node_mode(node);
+	st->st_nlink = ctl_node_kind(node) == CTL_DIR ? 2 : 1;
+	st->st_blksize = PAGE_SIZE;
+	st->st_atim = st->st_mtim = st->st_ctim = w->ctl_time;
+}
+
+void ctl_mount_check(struct wbfs *w)
+{
+	ext2_ino_t ino;
+
+	wbfs_now(&w->ctl_time);
+	if (dir_lookup(w, EXT2_ROOT_INO, w->opts.ctl_name, &ino) == 0)
+		fprintf(stderr, "wbcfs: %s: warning: /%s exists in the filesystem; the control "
+			"directory hides it (mount with ctl_name=NAME to reach it)\n",
+			w->dev_path, w->opts.ctl_name);
+}
+
+void ctl_hide_in_root(struct wbfs *w, struct dir_snap *snap)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < snap->n; i++) {
+		if (!strcmp(snap->e[i].name, w->opts.ctl_name))
+			free(snap->e[i].name);
+		else
+			snap->e[k++] = snap->e[i];
+	}
+	snap->n = k;
+}
+
+/* ---- generated content ---------------------------------------------------- */
+
+/* A gauge may dip below zero for a moment (an inc racing a dec). */
+static long ctl_gauge(long v)
+{
+	return v < 0 ? 0 : v;
+}
+
+static void ctl_lru_counts(struct cache *c, long *active, long *inactive)
+{
+	unsigned i;
+
+	*active = *inactive = 0;
+	for (i = 0; i < c->nr_zones; i++) {
+		*active += __atomic_load_n(&c->zones[i].nr_active, __ATOMIC_RELAXED);
+		*inactive += __atomic_load_n(&c->zones[i].nr_inactive, __ATOMIC_RELAXED);
+	}
+}
+
+struct ctl_stat_line {
+	const char *name;
+	long v;
+};
+
+static int ctl_print_lines(struct ctl_buf *b, const struct ctl_stat_line *l, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (ctl_buf_printf(b, "%s %ld\n", l[i].name, l[i].v))
+			return -ENOMEM;
+	return 0;
+}
+
+/* /proc/vmstat's names and units (pages of 4 KiB). */
+static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
+{
+	struct cache *c = w->cache;
+	struct cache_stats *s = &c->stats;
+	const struct bdi_stats *bs = bdi_get_stats(w->bdi);
+	unsigned long bg, thresh;
+	long active, inactive;
+
+	dirty_thresholds(c, &bg, &thresh);
+	ctl_lru_counts(c, &active, &inactive);
+	{
+		const struct ctl_stat_line lines[] = {
+			{ "nr_free_pages", ctl_gauge(cache_free_pages(c)) },
+			{ "nr_file_pages", ctl_gauge(atomic_load(&s->nr_file_pages)) },
+			{ "nr_active_file", ctl_gauge(active) },
+			{ "nr_inactive_file", ctl_gauge(inactive) },
+			{ "nr_dirty", ctl_gauge(atomic_load(&s->nr_dirty)) },
+			{ "nr_writeback", ctl_gauge(atomic_load(&s->nr_writeback)) },
+			{ "nr_dirtied", atomic_load(&s->nr_dirtied) },
+			{ "nr_written", atomic_load(&s->nr_written) },
+			{ "nr_dirty_threshold", (long)thresh },
+			{ "nr_dirty_background_threshold", (long)bg },
+			{ "nr_cache_pages", (long)c->nr_pages },
+			{ "nr_dirtyable_pages", (long)dirty_dirtyable_pages(c) },
+			{ "pgalloc", atomic_load(&s->pgalloc) },
+			{ "pgactivate", atomic_load(&s->pgactivate) },
+			{ "pgscan", atomic_load(&s->pgscan) },
+			{ "pgsteal", atomic_load(&s->pgsteal) },
+			{ "allocstall", atomic_load(&s->allocstall) },
+			{ "kswapd_wakeups", atomic_load(&s->kswapd_wakeups) },
+			{ "nr_vmscan_immediate_reclaim",
+			  atomic_load(&s->nr_vmscan_immediate_reclaim) },
+			{ "nr_vmscan_write", atomic_load(&s->nr_vmscan_write) },
+			{ "nr_write_errors", atomic_load(&bs->write_errors) },
+			{ "nr_write_ios", atomic_load(&bs->nr_ios) },
+			{ "nr_syncs", atomic_load(&bs->syncs) },
+		};
+
+		return ctl_print_lines(b, lines, sizeof(lines) / sizeof(lines[0]));
+	}
+}
+
+/* /proc/zoneinfo's layout, one block per zone, in pages. */
+static int ctl_gen_zone(struct ctl_buf *b, struct zone *z)
+{
+	return ctl_buf_printf(b,
+		"Zone %u\n"
+		"  pages free     %ld\n"
+		"        min      %ld\n"
+		"        low      %ld\n"
+		"        high     %ld\n"
+		"        present  %ld\n"
+		"  nr_active_file %ld\n"
+		"  nr_inactive_file %ld\n"
+		"  nr_dirty       %ld\n"
+		"  nr_writeback   %ld\n"
+		"  pgalloc        %ld\n"
+		"  pgscan         %ld\n"
+		"  pgsteal        %ld\n"
+		"  nr_vmscan_immediate_reclaim %ld\n",
+		z->id, ctl_gauge(__atomic_load_n(&z->nr_free, __ATOMIC_RELAXED)),
+		z->wmark_min, z->wmark_low, z->wmark_high, z->present_pages,
+		ctl_gauge(__atomic_load_n(&z->nr_active, __ATOMIC_RELAXED)),
+		ctl_gauge(__atomic_load_n(&z->nr_inactive, __ATOMIC_RELAXED)),
+		ctl_gauge(atomic_load(&z->nr_dirty)), ctl_gauge(atomic_load(&z->nr_writeback)),
+		atomic_load(&z->pgalloc), atomic_load(&z->pgscan), atomic_load(&z->pgsteal),
+		atomic_load(&z->nr_immediate));
+}
+
+static int ctl_gen_zoneinfo(struct wbfs *w, struct ctl_buf *b)
+{
+	unsigned i;
+	int ret = 0;
+
+	for (i = 0; i < w->cache->nr_zones && !ret; i++)
+		ret = ctl_gen_zone(b, &w->cache->zones[i]);
+	return ret;
+}
+
+#define K(pages) ((unsigned long)ctl_gauge(pages) * (PAGE_SIZE / 1024))
+
+/* The layout of the kernel's debugfs bdi/<dev>/stats. */
+static int ctl_gen_bdi(struct wbfs *w, struct ctl_buf *b)
+{
+	const struct bdi_stats *s = bdi_get_stats(w->bdi);
+	unsigned long bg, thresh;
+	long nd, nio, nmore;
+	unsigned state = bdi_state(w->bdi);
+
+	dirty_thresholds(w->cache, &bg, &thresh);
+	bdi_list_counts(w->bdi, &nd, &nio, &nmore);
+	/*
+	 * BdiDirtyThresh is this bdi's share of DirtyThresh. With one device
+	 * per cache the share is all of it; a per-bdi share (by each device's
+	 * recent writeout fraction) comes with the throttling controller.
+	 */
+	return ctl_buf_printf(b,
+		"BdiWriteback:       %10lu kB\n"
+		"BdiReclaimable:     %10lu kB\n"
+		"BdiDirtyThresh:     %10lu kB\n"
+		"DirtyThresh:        %10lu kB\n"
+		"BackgroundThresh:   %10lu kB\n"
+		"BdiDirtied:         %10lu kB\n"
+		"BdiWritten:         %10lu kB\n"
+		"BdiWriteBandwidth:  %10lu kBps\n"
+		"BdiAvgWriteBandwidth: %8lu kBps\n"
+		"b_dirty:            %10ld\n"
+		"b_io:               %10ld\n"
+		"b_more_io:          %10ld\n"
+		"state:              %10x\n",
+		K(atomic_load(&s->writeback)), K(atomic_load(&s->reclaimable)),
+		K((long)thresh), K((long)thresh), K((long)bg),
+		K(atomic_load(&s->dirtied)), K(atomic_load(&s->written)),
+		K(atomic_load(&s->write_bw)), K(atomic_load(&s->avg_write_bw)),
+		nd, nio, nmore, state);
+}
+
+/* ---- open files ----------------------------------------------------------- */
+
+struct ctl_fh {
+	pthread_mutex_t lock;	/* protects: out, in */
+	unsigned node;		/* constant */
+	struct ctl_buf out;	/* lock: generated at open, what reads return */
+	struct ctl_buf in;	/* lock: bytes written so far, parsed at each write */
+};
+
+static struct ctl_fh *ctl_fh_of(struct fuse_file_info *fi)
+{
+	return (struct ctl_fh *)(uintptr_t)fi->fh;
+}
+
+static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
+{
+	struct ctl_tunables t = ctl_tunables_of(w);
+
+	switch (ctl_node_kind(f->node)) {
+	case CTL_VMSTAT:
+		return ctl_gen_vmstat(w, &f->out);
+	case CTL_ZONEINFO:
+		return ctl_gen_zoneinfo(w, &f->out);
+	case CTL_BDI:
+		return ctl_gen_bdi(w, &f->out);
+	case CTL_TUNABLE:
+		return ctl_buf_printf(&f->out, "%llu\n", (unsigned long long)
+				      ctl_tunable_read(&t, f->node - CTL_NODE_TUN0));
+	default:
+		return -EISDIR;
+	}
+}
+
+/* Valid replies: fuse_reply_open, fuse_reply_err */
+static void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct wbfs *w = ctl_wbfs(req);
+	unsigned node = ctl_node(ino);
+	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
+	struct ctl_fh *f;
+	int ret;
+
+	if (!ctl_req_root(req) || (writing && ctl_node_kind(node) != CTL_TUNABLE)) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	if (ctl_node_kind(node) == CTL_DIR) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_init(&f->lock, NULL);
+	f->node = node;
+	ret = ctl_generate(w, f);
+	if (ret) {
+		ctl_buf_free(&f->out);
+		pthread_mutex_destroy(&f->lock);
+		free(f);
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	fi->fh = (uintptr_t)f;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		ctl_buf_free(&f->out);
+		pthread_mutex_destroy(&f->lock);
+		free(f);
+	}
+}
+
+/* Valid replies: fuse_reply_buf, fuse_reply_err */
+static void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct ctl_fh *f = ctl_fh_of(fi);
+	char *copy = NULL;
+	size_t n = 0;
+
+	pthread_mutex_lock(&f->lock);
+	if (off >= 0 && (size_t)off < f->out.len) {
+		n = f->out.len - (size_t)off;
+		if (n > size)
+			n = size;
+		copy = malloc(n);
+		if (copy)
+			memcpy(copy, f->out.data + off, n);
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (n && !copy)
+		fuse_reply_err(req, ENOMEM);
+	else
+		fuse_reply_buf(req, copy, n);
+	free(copy);
+}
+
+/*
+ * The bytes written so far at [0, off + len) are parsed as one value, so
+ * a value may arrive in pieces ("2" then "0\n"). A bad value is refused
+ * and forgotten; the tunable keeps its value.
+ */
+static int ctl_write_locked(struct wbfs *w, struct ctl_fh *f, const char *data, size_t len,
+			    off_t off)
+{
+	struct ctl_tunables t = ctl_tunables_of(w);
+	size_t old_len = f->in.len;
+	int ret;
+
+	if (off < 0 || (size_t)off > f->in.len)
+		return -EINVAL;
+	if (len > 4096 || (size_t)off + len > 4096)
+		return -EINVAL;
+	ret = ctl_buf_put(&f->in, (size_t)off, data, len);
+	if (ret)
+		return ret;
+	ret = ctl_tunable_write(&t, f->node - CTL_NODE_TUN0, f->in.data, f->in.len);
+	if (ret) {
+		f->in.len = old_len < (size_t)off ? old_len : (size_t)off;
+		return ret;
+	}
+	/* thresholds may have dropped: writers and the flusher look again now */
+	cache_wake_dirty(w->cache);
+	bdi_wakeup(w->bdi, 0, WB_REASON_BACKGROUND);
+	return 0;
+}
+
+/* Valid replies: fuse_reply_write, fuse_reply_err */
+static void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	struct ctl_fh *f = ctl_fh_of(fi);
+	int ret;
+
+	if (!ctl_req_root(req) || ctl_node_kind(f->node) != CTL_TUNABLE) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	pthread_mutex_lock(&f->lock);
+	ret = ctl_write_locked(ctl_wbfs(req), f, buf, size, off);
+	pthread_mutex_unlock(&f->lock);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_write(req, size);
+}
+
+/* Valid replies: fuse_reply_err */
+static void ctl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ctl_fh *f = ctl_fh_of(fi);
+
+	ctl_buf_free(&f->out);
+	ctl_buf_free(&f->in);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+	fuse_reply_err(req, 0);
+}
+
+/* Valid replies: fuse_reply_err */
+static void ctl_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+/* Valid replies: fuse_reply_err */
+static void ctl_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+/* ---- attributes, names, directory ------------------------------------------ */
+
+/* Valid replies: fuse_reply_entry, fuse_reply_err */
+static void ctl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct wbfs *w = ctl_wbfs(req);
+	struct fuse_entry_param e;
+	unsigned node;
+
+	memset(&e, 0, sizeof(e));
+	if (parent == FUSE_ROOT_ID) {
+		node = CTL_NODE_DIR;
+	} else {
+		if (!ctl_req_root(req)) {
+			fuse_reply_err(req, EACCES);
+			return;
+		}
+		for (node = CTL_NODE_VMSTAT; node < CTL_NR_NODES; node++)
+			if (!strcmp(name, ctl_node_name(w, node)))
+				break;
+		if (node == CTL_NR_NODES) {
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+	}
+	ctl_stat(w, node, &e.attr);
+	e.ino = CTL_INO_BASE + node;
+	e.attr_timeout = CTL_ATTR_TIMEOUT;
+	e.entry_timeout = CTL_ATTR_TIMEOUT;
+	fuse_reply_entry(req, &e);
+}
+
+/* Nodes are static: nothing to forget. Valid replies: fuse_reply_none */
+static void ctl_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fuse_reply_none(req);
+}
+
+/* Valid replies: fuse_reply_attr, fuse_reply_err */
+static void ctl_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+
+	ctl_stat(ctl_wbfs(req), ctl_node(ino), &st);
+	fuse_reply_attr(req, &st, CTL_ATTR_TIMEOUT);
+}
+
+/*
+ * Truncation of a tunable file (`echo 5 > f` without atomic O_TRUNC) and
+ * time updates are accepted and change nothing; mode and owner are fixed.
+ * Valid replies: fuse_reply_attr, fuse_reply_err
+ */
+static void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			struct fuse_file_info *fi)
+{
+	unsigned node = ctl_node(ino);
+	struct stat st;
+
+	if (!ctl_req_root(req)) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if ((to_set & FUSE_SET_ATTR_SIZE) && ctl_node_kind(node) != CTL_TUNABLE) {
+		fuse_reply_err(req, ctl_node_kind(node) == CTL_DIR ? EISDIR : EACCES);
+		return;
+	}
+	ctl_stat(ctl_wbfs(req), node, &st);
+	fuse_reply_attr(req, &st, CTL_ATTR_TIMEOUT);
+}
+
+/* Valid replies: fuse_reply_open, fuse_reply_err */
+static void ctl_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (!ctl_req_root(req))
+		fuse_reply_err(req, EACCES);
+	else if (ctl_node_kind(ctl_node(ino)) != CTL_DIR)
+		fuse_reply_err(req, ENOTDIR);
+	else
+		fuse_reply_open(req, fi);
+}
+
+/* Entry i (offset i + 1): ".", "..", then the nodes. */
+static bool ctl_dirent(struct wbfs *w, size_t i, const char **name, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (i == 0 || i == 1) {
+		*name = i ? ".." : ".";
+		st->st_ino = i ? FUSE_ROOT_ID : CTL_INO_BASE + CTL_NODE_DIR;
+		st->st_mode = S_IFDIR;
+		return true;
+	}
+	if (i - 1 >= CTL_NR_NODES)
+		return false;
+	*name = ctl_node_name(w, (unsigned)(i - 1));
+	st->st_ino = CTL_INO_BASE + (i - 1);
+	st->st_mode = ctl_node_mode((unsigned)(i - 1)) & S_IFMT;
+	return true;
+}
+
+/* Valid replies: fuse_reply_buf, fuse_reply_err */
+static void ctl_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	struct wbfs *w = ctl_wbfs(req);
+	char *buf = malloc(size ? size : 1);
+	size_t used = 0, i;
+	const char *name;
+	struct stat st;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (i = off < 0 ? 0 : (size_t)off; ctl_dirent(w, i, &name, &st); i++) {
+		size_t n = fuse_add_direntry(req, buf + used, size - used, name, &st,
+					     (off_t)(i + 1));
+
+		if (n > size - used)
+			break;
+		used += n;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+/* Valid replies: fuse_reply_err */
+static void ctl_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+/* Valid replies: fuse_reply_err */
+static void ctl_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+/* Valid replies: fuse_reply_err */
+static void ctl_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	fuse_reply_err(req, EINVAL);
+}
+
+/* Valid replies: fuse_reply_err */
+static void ctl_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			 size_t size, int flags)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+/* Valid replies: fuse_reply_err */
+static void ctl_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	fuse_reply_err(req, ENODATA);
+}
+
+/* Valid replies: fuse_reply_xattr, fuse_reply_buf */
+static void ctl_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	if (!size)
+		fuse_reply_xattr(req, 0);
+	else
+		fuse_reply_buf(req, NULL, 0);
+}
+
+/* Valid replies: fuse_reply_err */
+static void ctl_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, ENODATA);
+}
+
+/* Valid replies: fuse_reply_err */
+static void ctl_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			  struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EOPNOTSUPP);
+}
+
+/* Valid replies: fuse_reply_err (never ENOSYS: that would turn lseek off for the mount) */
+static void ctl_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		      struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EINVAL);
+}
+
+/* Only the handlers ops.c routes here; lookup is routed by parent and name. */
+const struct fuse_lowlevel_ops ctl_ops = {
+	.lookup = ctl_lookup,
+	.forget = ctl_forget,
+	.getattr = ctl_getattr,
+	.setattr = ctl_setattr,
+	.readlink = ctl_readlink,
+	.open = ctl_open,
+	.read = ctl_read,
+	.write = ctl_write,
+	.flush = ctl_flush,
+	.release = ctl_release,
+	.fsync = ctl_fsync,
+	.opendir = ctl_opendir,
+	.readdir = ctl_readdir,
+	.releasedir = ctl_releasedir,
+	.fsyncdir = ctl_fsyncdir,
+	.setxattr = ctl_setxattr,
+	.getxattr = ctl_getxattr,
+	.listxattr = ctl_listxattr,
+	.removexattr = ctl_removexattr,
+	.fallocate = ctl_fallocate,
+	.lseek = ctl_lseek,
+};

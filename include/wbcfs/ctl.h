@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The pure parts of the control directory (fs/ctl.c): a growable text
+ * buffer the control files are generated into at open (seq_file's role),
+ * and the parsing and validation of values written to the tunable files
+ * with the rules of /proc/sys/vm. The FUSE side lives in fs/ctl.c.
+ */
+#ifndef WBCFS_CTL_H
+#define WBCFS_CTL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "dirty.h"
+
+/* A generated file: text, not NUL-terminated in @len. */
+struct ctl_buf {
+	char *data;
+	size_t len;
+	size_t cap;
+};
+
+/** Append printf output. Returns 0 or -ENOMEM (the buffer is unchanged). */
+int ctl_buf_printf(struct ctl_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/** Put @n bytes at @off, growing the buffer; len becomes off + n. Returns 0 or -ENOMEM. */
+int ctl_buf_put(struct ctl_buf *b, size_t off, const void *data, size_t n);
+void ctl_buf_free(struct ctl_buf *b);
+
+/*
+ * The tunable files: the dirty_* tunables (enum dirty_tunable values),
+ * then readahead_kb.
+ */
+#define CTL_TUN_READAHEAD_KB	NR_DIRTY_TUNABLES
+#define CTL_NR_TUNABLES		(NR_DIRTY_TUNABLES + 1)
+
+/* The live values the tunable files read and write. */
+struct ctl_tunables {
+	struct dirty_tunables *dirty;	/* the cache's: read live by cache and flusher */
+	unsigned *readahead_kb;		/* atomic (__atomic builtins): read at each open */
+};
+
+const char *ctl_tunable_name(unsigned which);
+
+/**
+ * Parse a written value as /proc/sys does: optional leading blanks, decimal
+ * digits, optional trailing blanks and newlines, nothing else.
+ * Returns 0 or -EINVAL (empty, sign, other characters, overflow).
+ */
+int ctl_parse_u64(const char *buf, size_t len, uint64_t *out);
+
+/**
+ * Parse @buf and set tunable @which with the kernel's rules: ratios 0-100;
+ * dirty_bytes at least two pages and dirty_background_bytes at least 1
+ * (writing the ratio is the way back to ratios, as in /proc/sys/vm);
+ * writing a ratio zeroes its bytes twin and the other way round;
+ * centisecs up to 100 days; readahead_kb 0-65536 in multiples of 4.
+ * On error nothing changes. Returns 0 or -EINVAL.
+ */
+int ctl_tunable_write(const struct ctl_tunables *t, unsigned which, const char *buf,
+		      size_t len);
+/** Current value of tunable @which. */
+uint64_t ctl_tunable_read(const struct ctl_tunables *t, unsigned which);
+
+#endif

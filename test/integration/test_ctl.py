@@ -1,0 +1,529 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The control directory /.wbcfs: hidden from the root's readdir but found
+by lookup, shadowing a real entry of that name; root-only (EACCES for
+others); vmstat and bdi fields and their movement with writes, fsync and
+writeback; every tunable reads its mount value, takes new values live
+with /proc/sys/vm's rules and refuses bad ones keeping the old; lowering
+dirty_expire/writeback_centisecs and the background threshold makes dirty
+data go out without sync; reclaim counters move in a 16 MiB cache;
+ctl_name=NAME renames it; tools/wbcfs-stat.
+Ends with e2fsck -fn and the kernel's ext4 seeing the same tree.
+
+    WBCFS_BIN=build/wbcfs test/integration/test_ctl.py
+"""
+
+import errno
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from wbtest import (MIB, TSkip, t_check, t_eq, t_errno, t_is_kernel,  # noqa: E402
+                    t_log, t_main, t_manifest, t_run, t_step, t_write_all)
+
+TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
+CACHE_PAGES = 16384     # cache_size=64M
+VMSTAT_FIELDS = ("nr_free_pages", "nr_file_pages", "nr_dirty", "nr_writeback",
+                 "nr_dirtied", "nr_written", "nr_dirty_threshold",
+                 "nr_dirty_background_threshold", "nr_vmscan_immediate_reclaim",
+                 "nr_vmscan_write", "pgscan", "pgsteal", "nr_cache_pages",
+                 "nr_write_errors", "nr_write_ios", "nr_syncs")
+BDI_FIELDS = ("BdiWriteback", "BdiReclaimable", "BdiDirtyThresh", "DirtyThresh",
+              "BackgroundThresh", "BdiDirtied", "BdiWritten", "BdiWriteBandwidth",
+              "b_dirty", "b_io", "b_more_io", "state")
+# mount-time values, none of them the default, so reading them back proves
+# the files show the mount's settings
+MOUNT_TUNABLES = {
+    "dirty_ratio": 40, "dirty_background_ratio": 20, "dirty_bytes": 0,
+    "dirty_background_bytes": 0, "dirty_expire_centisecs": 6000,
+    "dirty_writeback_centisecs": 700, "readahead_kb": 64,
+}
+BAD_VALUES = {
+    "dirty_ratio": (b"101\n", b"abc\n", b"\n", b"-1\n", b"5%\n", b"1 2\n"),
+    "dirty_background_ratio": (b"1000\n", b"x\n"),
+    "dirty_bytes": (b"4096\n", b"0\n", b"64M\n"),
+    "dirty_background_bytes": (b"0\n", b"1.5\n"),
+    "dirty_expire_centisecs": (b"864000001\n", b"soon\n"),
+    "dirty_writeback_centisecs": (b"99999999999\n", b" \n"),
+    "readahead_kb": (b"6\n", b"65540\n"),
+}
+
+
+def as_user(uid, fn):
+    """Run fn() in a forked child as uid/gid @uid; 'ok' or 'errno:NAME'."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            res = fn() or "ok"
+        except OSError as e:
+            res = "errno:" + errno.errorcode.get(e.errno, str(e.errno))
+        except BaseException as e:  # noqa: B902
+            res = "exc:%r" % e
+        os.write(w, res.encode())
+        os._exit(0)
+    os.close(w)
+    out = b""
+    while True:
+        b = os.read(r, 4096)
+        if not b:
+            break
+        out += b
+    os.close(r)
+    os.waitpid(pid, 0)
+    return out.decode()
+
+
+class Ctl:
+    def __init__(self, mnt, name=".wbcfs"):
+        self.dir = os.path.join(mnt, name)
+
+    def path(self, f):
+        return os.path.join(self.dir, f)
+
+    def read(self, f):
+        with open(self.path(f), "rb") as fh:
+            return fh.read().decode()
+
+    def vmstat(self):
+        out = {}
+        for line in self.read("vmstat").splitlines():
+            k, v = line.split()
+            out[k] = int(v)
+        return out
+
+    def bdi(self):
+        out = {}
+        for line in self.read("bdi").splitlines():
+            k, v = line.split(":", 1)
+            v = v.split()[0]
+            out[k.strip()] = int(v, 16) if k == "state" else int(v)
+        return out
+
+    def get(self, f):
+        s = self.read(f)
+        t_check(s.endswith("\n"), "%s: %r does not end with a newline" % (f, s))
+        return int(s)
+
+    def put(self, f, data):
+        fd = os.open(self.path(f), os.O_WRONLY | os.O_TRUNC)
+        try:
+            return os.write(fd, data)
+        finally:
+            os.close(fd)
+
+
+def wait_for(what, cond, timeout):
+    end = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > end:
+            return None
+        time.sleep(0.1)
+
+
+def write_file(path, nbytes):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        t_write_all(fd, os.urandom(nbytes))
+    finally:
+        os.close(fd)
+
+
+def check_visibility(env, m, ctl):
+    t_step("not in readdir of the root, found by lookup, shadows the real entry")
+    names = os.listdir(m.mnt)
+    t_check(".wbcfs" not in names, "readdir of the root shows .wbcfs: %r" % names)
+    t_check("lost+found" in names, "readdir of the root lost lost+found: %r" % names)
+    st = os.stat(ctl.dir)
+    t_eq(oct(st.st_mode), oct(0o40700), "mode of .wbcfs")
+    t_eq((st.st_uid, st.st_gid), (0, 0), "owner of .wbcfs")
+    t_check(st.st_ino >= 1 << 32, "inode of .wbcfs %d collides with ext4's" % st.st_ino)
+    want = {"vmstat", "zoneinfo", "bdi"} | set(MOUNT_TUNABLES)
+    got = set(os.listdir(ctl.dir))
+    t_eq(got, want, "entries of .wbcfs")
+    t_check("hidden-by-ctl" not in got, "the shadowed directory shows through")
+    inos = {st.st_ino}
+    for f in got:
+        s = os.stat(ctl.path(f))
+        want_mode = 0o100400 if f in ("vmstat", "zoneinfo", "bdi") else 0o100600
+        t_eq(oct(s.st_mode), oct(want_mode), "mode of %s" % f)
+        t_eq(s.st_size, 0, "size of %s" % f)
+        t_check(s.st_ino >= 1 << 32, "inode of %s is %d" % (f, s.st_ino))
+        inos.add(s.st_ino)
+    t_eq(len(inos), len(got) + 1, "distinct inode numbers")
+    t_errno(errno.ENOENT, os.stat, ctl.path("nope"))
+    t_check("control directory hides it" in m.daemon_log(),
+            "no warning about the shadowed /.wbcfs in the log:\n" + m.daemon_log())
+    os.statvfs(ctl.dir)
+    t_eq(os.listxattr(ctl.path("vmstat")), [], "xattrs of vmstat")
+
+
+def check_refusals(m, ctl):
+    t_step("nothing is created, removed, renamed or written where it must not be")
+    t_errno((errno.EPERM, errno.EACCES), os.open, ctl.path("new"),
+            os.O_WRONLY | os.O_CREAT, 0o644)
+    t_errno(errno.EPERM, os.mkdir, ctl.path("d"))
+    t_errno(errno.EPERM, os.unlink, ctl.path("vmstat"))
+    t_errno(errno.EPERM, os.rename, ctl.dir, os.path.join(m.mnt, "moved"))
+    t_errno(errno.EPERM, os.rmdir, ctl.dir)
+    t_errno(errno.EPERM, os.link, ctl.path("vmstat"), os.path.join(m.mnt, "l"))
+    t_errno(errno.EACCES, os.open, ctl.path("vmstat"), os.O_WRONLY)
+    t_errno(errno.EACCES, os.open, ctl.path("bdi"), os.O_RDWR)
+    t_errno(errno.EPERM, os.chmod, ctl.path("dirty_ratio"), 0o666)
+    t_errno(errno.EPERM, os.chown, ctl.path("dirty_ratio"), 1, 1)
+    t_check(not os.path.exists(os.path.join(m.mnt, "moved")), "rename happened")
+
+
+def check_non_root(m, ctl):
+    t_step("another user (uid 65534) gets EACCES; the rest of the mount works")
+    with open(os.path.join(m.mnt, "public"), "w") as f:
+        f.write("hello\n")
+    os.chmod(os.path.join(m.mnt, "public"), 0o644)
+
+    def read_public():
+        with open(os.path.join(m.mnt, "public")) as f:
+            return "ok" if f.read() == "hello\n" else "bad content"
+
+    t_eq(as_user(65534, read_public), "ok", "non-root reads a normal file")
+    t_eq(as_user(65534, lambda: os.listdir(m.mnt) and None), "ok", "non-root lists /")
+    t_eq(as_user(65534, lambda: os.stat(ctl.dir) and None), "ok", "non-root stats .wbcfs")
+    t_eq(as_user(65534, lambda: os.listdir(ctl.dir) and None), "errno:EACCES",
+         "non-root lists .wbcfs")
+    t_eq(as_user(65534, lambda: open(ctl.path("vmstat")).read() and None),
+         "errno:EACCES", "non-root reads vmstat")
+    t_eq(as_user(65534, lambda: ctl.put("dirty_ratio", b"5\n") and None),
+         "errno:EACCES", "non-root writes dirty_ratio")
+    t_eq(ctl.get("dirty_ratio"), MOUNT_TUNABLES["dirty_ratio"], "dirty_ratio after that")
+
+
+def check_vmstat_bdi(ctl):
+    t_step("vmstat: every field, sane values; reads at offsets; zoneinfo; bdi fields")
+    v = ctl.vmstat()
+    missing = [f for f in VMSTAT_FIELDS if f not in v]
+    t_check(not missing, "vmstat lacks %s" % missing)
+    t_check(all(x >= 0 for x in v.values()), "negative counter in %r" % v)
+    t_eq(v["nr_cache_pages"], CACHE_PAGES, "nr_cache_pages")
+    t_check(v["nr_free_pages"] + v["nr_file_pages"] <= CACHE_PAGES,
+            "free %d + file %d > cache" % (v["nr_free_pages"], v["nr_file_pages"]))
+    t_check(v["nr_free_pages"] > CACHE_PAGES // 2, "nr_free_pages %d" % v["nr_free_pages"])
+    t_check(0 < v["nr_dirty_background_threshold"] < v["nr_dirty_threshold"],
+            "thresholds %d/%d" % (v["nr_dirty_background_threshold"],
+                                  v["nr_dirty_threshold"]))
+    # 40% and 20% of the dirtyable pages (free + file - reserve)
+    t_check(CACHE_PAGES * 30 // 100 < v["nr_dirty_threshold"] <= CACHE_PAGES * 40 // 100,
+            "nr_dirty_threshold %d for dirty_ratio=40" % v["nr_dirty_threshold"])
+    with open(ctl.path("vmstat"), "rb") as f:
+        whole = f.read()
+        t_check(len(whole) > 200, "vmstat is %d bytes" % len(whole))
+        t_eq(os.pread(f.fileno(), 30, 7), whole[7:37], "pread of vmstat at 7")
+        t_eq(os.pread(f.fileno(), 100, len(whole)), b"", "pread at the end")
+    z = ctl.read("zoneinfo").splitlines()
+    t_eq(z[0], "Zone 0", "first line of zoneinfo")
+    zi = {}
+    for ln in z[1:]:
+        k, _, val = ln.strip().rpartition(" ")
+        zi[k.strip()] = int(val)
+    t_eq(zi.get("present"), CACHE_PAGES, "zoneinfo present")
+    t_check(0 < zi["min"] < zi["low"] < zi["high"] < CACHE_PAGES, "watermarks %r" % zi)
+    t_check(zi["pages free"] > CACHE_PAGES // 2, "zoneinfo pages free %r" % zi)
+    b = ctl.bdi()
+    missing = [f for f in BDI_FIELDS if f not in b]
+    t_check(not missing, "bdi lacks %s" % missing)
+    t_eq(b["BdiDirtyThresh"], b["DirtyThresh"], "BdiDirtyThresh (one device)")
+    t_check(b["BackgroundThresh"] < b["DirtyThresh"], "bdi thresholds %r" % b)
+    t_check(b["state"] & 1, "bdi state %x lacks 'running'" % b["state"])
+    t_check(b["BdiWriteBandwidth"] > 0, "BdiWriteBandwidth %d" % b["BdiWriteBandwidth"])
+
+
+def check_dirty_counts(m, ctl):
+    t_step("nr_dirty rises after writes without fsync, falls after fsync; nr_written grows")
+    size = 4 * MIB
+    pages = size // 4096
+    before = ctl.vmstat()
+    bdi_before = ctl.bdi()
+    path = os.path.join(m.mnt, "dirty1")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        t_write_all(fd, os.urandom(size))
+        mid = ctl.vmstat()
+        bdi_mid = ctl.bdi()
+        t_log("nr_dirty %d -> %d, nr_dirtied %d -> %d" % (
+            before["nr_dirty"], mid["nr_dirty"], before["nr_dirtied"], mid["nr_dirtied"]))
+        t_check(mid["nr_dirty"] >= before["nr_dirty"] + pages,
+                "nr_dirty %d -> %d after %d pages written" % (
+                    before["nr_dirty"], mid["nr_dirty"], pages))
+        t_check(mid["nr_dirtied"] >= before["nr_dirtied"] + pages, "nr_dirtied did not grow")
+        t_check(bdi_mid["BdiReclaimable"] >= size // 1024, "BdiReclaimable %d kB"
+                % bdi_mid["BdiReclaimable"])
+        t_check(bdi_mid["b_dirty"] + bdi_mid["b_io"] + bdi_mid["b_more_io"] >= 1,
+                "no inode on the bdi lists: %r" % bdi_mid)
+        t_check(bdi_mid["state"] & 4, "state %x lacks dirty_io" % bdi_mid["state"])
+        t_check(bdi_mid["BdiDirtied"] >= bdi_before["BdiDirtied"] + size // 1024,
+                "BdiDirtied did not grow")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    after = ctl.vmstat()
+    bdi_after = ctl.bdi()
+    t_log("after fsync: nr_dirty %d, nr_written %d -> %d" % (
+        after["nr_dirty"], before["nr_written"], after["nr_written"]))
+    t_check(after["nr_dirty"] < 64, "nr_dirty %d after fsync" % after["nr_dirty"])
+    t_check(after["nr_written"] >= before["nr_written"] + pages,
+            "nr_written %d -> %d for %d pages" % (before["nr_written"],
+                                                  after["nr_written"], pages))
+    t_check(bdi_after["BdiWritten"] >= bdi_before["BdiWritten"] + size // 1024,
+            "BdiWritten %d -> %d" % (bdi_before["BdiWritten"], bdi_after["BdiWritten"]))
+    t_check(after["nr_write_ios"] > before["nr_write_ios"], "nr_write_ios did not grow")
+    t_eq(after["nr_write_errors"], 0, "nr_write_errors")
+    t_step("sync -f brings nr_dirty to ~0 as well")
+    write_file(os.path.join(m.mnt, "dirty2"), 2 * MIB)
+    t_check(ctl.vmstat()["nr_dirty"] >= 512, "dirty2 not dirty")
+    syncs = ctl.vmstat()["nr_syncs"]
+    t_run(["sync", "-f", os.path.join(m.mnt, "dirty2")])
+    t_check(ctl.vmstat()["nr_syncs"] > syncs, "nr_syncs did not count sync -f")
+    t_check(ctl.vmstat()["nr_dirty"] < 64, "nr_dirty %d after sync -f"
+            % ctl.vmstat()["nr_dirty"])
+
+
+def check_tunables(ctl):
+    t_step("every tunable reads its mount value; writes read back")
+    for f, want in MOUNT_TUNABLES.items():
+        t_eq(ctl.get(f), want, "mount value of " + f)
+    for f, val in (("dirty_ratio", 35), ("dirty_background_ratio", 15),
+                   ("dirty_expire_centisecs", 5000), ("dirty_writeback_centisecs", 600),
+                   ("readahead_kb", 256)):
+        t_eq(ctl.put(f, b"%d\n" % val), len(b"%d\n" % val), "write to " + f)
+        t_eq(ctl.get(f), val, f + " after writing %d" % val)
+    os.truncate(ctl.path("dirty_ratio"), 0)
+    os.utime(ctl.path("dirty_ratio"))
+    t_eq(ctl.get("dirty_ratio"), 35, "dirty_ratio after truncate and utime")
+    t_errno(errno.EACCES, os.truncate, ctl.path("vmstat"), 0)
+    with open(ctl.path("dirty_background_ratio"), "r+") as f:
+        t_eq(f.read(), "15\n", "read through an O_RDWR handle")
+        f.seek(0)
+        f.write("16\n")
+    t_eq(ctl.get("dirty_background_ratio"), 16, "after a write through O_RDWR")
+    ctl.put("dirty_background_ratio", b"15\n")
+    t_run(["sh", "-c", "echo 38 > '%s'" % ctl.path("dirty_ratio")])
+    t_eq(ctl.get("dirty_ratio"), 38, "dirty_ratio after echo 38 >")
+    v = ctl.vmstat()
+    t_check(CACHE_PAGES * 28 // 100 < v["nr_dirty_threshold"] <= CACHE_PAGES * 38 // 100,
+            "nr_dirty_threshold %d did not follow dirty_ratio=38" % v["nr_dirty_threshold"])
+
+    t_step("a value in pieces, and without a newline")
+    fd = os.open(ctl.path("dirty_ratio"), os.O_WRONLY)
+    try:
+        os.write(fd, b"2")
+        os.write(fd, b"5\n")
+    finally:
+        os.close(fd)
+    t_eq(ctl.get("dirty_ratio"), 25, "dirty_ratio after '2' + '5\\n'")
+    ctl.put("dirty_ratio", b"33")
+    t_eq(ctl.get("dirty_ratio"), 33, "dirty_ratio after '33' without newline")
+
+    t_step("bad values: EINVAL, the old value stays")
+    for f, bads in BAD_VALUES.items():
+        old = ctl.get(f)
+        for bad in bads:
+            t_errno(errno.EINVAL, ctl.put, f, bad, what="write %r to %s" % (bad, f))
+            t_eq(ctl.get(f), old, "%s after refused %r" % (f, bad))
+
+    t_step("dirty_bytes and dirty_ratio zero each other (and the background pair)")
+    ctl.put("dirty_bytes", b"33554432\n")
+    t_eq(ctl.get("dirty_bytes"), 32 * MIB, "dirty_bytes")
+    t_eq(ctl.get("dirty_ratio"), 0, "dirty_ratio after dirty_bytes")
+    t_eq(ctl.vmstat()["nr_dirty_threshold"], 32 * MIB // 4096, "threshold from dirty_bytes")
+    ctl.put("dirty_ratio", b"40\n")
+    t_eq(ctl.get("dirty_bytes"), 0, "dirty_bytes after dirty_ratio")
+    t_eq(ctl.get("dirty_ratio"), 40, "dirty_ratio")
+    ctl.put("dirty_background_bytes", b"8388608\n")
+    t_eq(ctl.get("dirty_background_ratio"), 0, "dirty_background_ratio after bytes")
+    t_eq(ctl.vmstat()["nr_dirty_background_threshold"], 2048, "bg threshold from bytes")
+    ctl.put("dirty_background_ratio", b"20\n")
+    t_eq(ctl.get("dirty_background_bytes"), 0, "dirty_background_bytes after ratio")
+    t_eq(ctl.get("dirty_ratio"), 40, "dirty_ratio untouched by the background pair")
+    for f, val in MOUNT_TUNABLES.items():
+        if val:
+            ctl.put(f, b"%d\n" % val)
+    for f, val in MOUNT_TUNABLES.items():
+        t_eq(ctl.get(f), val, f + " restored")
+
+
+def without_syncs(ctl, what, attempt, tries=5):
+    """Run attempt() (None on success, else why it failed) until one run
+    sees no whole-filesystem sync: sync(2) from any process on the machine
+    reaches this mount too and writes its dirty data, which would make
+    "still dirty" fail and "written by writeback" pass for the wrong
+    reason. nr_syncs counts them."""
+    for _ in range(tries):
+        before = ctl.vmstat()["nr_syncs"]
+        err = attempt()
+        if ctl.vmstat()["nr_syncs"] == before:
+            if err:
+                t_check(False, err)
+            return
+        t_log("%s: a sync from elsewhere reached the mount meanwhile; again" % what)
+    t_check(False, "%s: every one of %d tries was disturbed by a sync" % (what, tries))
+
+
+def check_live_writeback(m, ctl):
+    t_step("expire 60 s / interval 7 s: 4 MiB stay dirty for 3 s; then "
+           "dirty_expire_centisecs=100, dirty_writeback_centisecs=50: written within 5 s")
+
+    def periodic():
+        ctl.put("dirty_expire_centisecs", b"6000\n")
+        ctl.put("dirty_writeback_centisecs", b"700\n")
+        write_file(os.path.join(m.mnt, "aging"), 4 * MIB)
+        if ctl.vmstat()["nr_dirty"] < 1024:
+            return "aging not dirty"
+        time.sleep(3)
+        d = ctl.vmstat()["nr_dirty"]
+        if d < 1024:
+            return "nr_dirty %d: written before it expired" % d
+        t0 = time.monotonic()
+        ctl.put("dirty_expire_centisecs", b"100\n")
+        ctl.put("dirty_writeback_centisecs", b"50\n")
+        if not wait_for("nr_dirty < 64", lambda: ctl.vmstat()["nr_dirty"] < 64, 5):
+            return "nr_dirty still %d after 5 s" % ctl.vmstat()["nr_dirty"]
+        t_log("periodic writeback cleaned it in %.1fs" % (time.monotonic() - t0))
+        return None
+
+    without_syncs(ctl, "periodic writeback", periodic)
+    ctl.put("dirty_expire_centisecs", b"6000\n")
+    ctl.put("dirty_writeback_centisecs", b"700\n")
+
+    t_step("dirty_background_bytes=1M below 4 MiB dirty: background writeback runs")
+
+    def background():
+        ctl.put("dirty_background_ratio", b"20\n")
+        write_file(os.path.join(m.mnt, "bg"), 4 * MIB)
+        if ctl.vmstat()["nr_dirty"] < 1024:
+            return "bg not dirty"
+        time.sleep(1)
+        if ctl.vmstat()["nr_dirty"] < 1024:
+            return "written before the threshold changed"
+        ctl.put("dirty_background_bytes", b"1048576\n")
+        if not wait_for("nr_dirty <= 256", lambda: ctl.vmstat()["nr_dirty"] <= 256, 5):
+            return ("nr_dirty still %d after 5 s over a 1 MiB background threshold"
+                    % ctl.vmstat()["nr_dirty"])
+        return None
+
+    without_syncs(ctl, "background writeback", background)
+    ctl.put("dirty_background_ratio", b"20\n")
+
+
+def check_reclaim(env, dev):
+    t_step("cache_size=16M, dirty limits near the top: reclaim meets dirty pages, "
+           "asks the flusher, and vmstat counts it")
+    m = env.mount(dev, ["cache_size=16M", "dirty_bytes=15M", "dirty_background_bytes=14M"])
+    ctl = Ctl(m.mnt)
+    before = ctl.vmstat()
+    data = os.urandom(MIB)
+    path = os.path.join(m.mnt, "reclaim")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for i in range(64):
+            t_write_all(fd, data)
+    finally:
+        os.close(fd)
+    v = ctl.vmstat()
+    t_log("pgscan %d pgsteal %d immediate %d vmscan_write %d allocstall %d" % (
+        v["pgscan"] - before["pgscan"], v["pgsteal"] - before["pgsteal"],
+        v["nr_vmscan_immediate_reclaim"] - before["nr_vmscan_immediate_reclaim"],
+        v["nr_vmscan_write"] - before["nr_vmscan_write"], v["allocstall"]))
+    for f in ("pgscan", "pgsteal", "nr_vmscan_immediate_reclaim", "nr_vmscan_write"):
+        t_check(v[f] > before[f], "%s did not grow under reclaim (%d)" % (f, v[f]))
+    t_check(v["pgsteal"] >= 64 * 256 - CACHE_PAGES // 4 - 512,
+            "pgsteal %d for 64 MiB through a 16 MiB cache" % v["pgsteal"])
+    t_eq(v["nr_cache_pages"], 4096, "nr_cache_pages of a 16M cache")
+    with open(path, "rb") as f:
+        for i in range(64):
+            t_check(f.read(MIB) == data, "reclaim: MiB %d read back wrong" % i)
+    env.umount(m)
+    env.fsck(dev)
+
+
+def check_stat_tool(env, m, ctl_name):
+    tool = os.path.join(TOOLS, "wbcfs-stat")
+    t_step("tools/wbcfs-stat prints a header and a line per interval")
+    base = [tool] + (["--ctl", ctl_name] if ctl_name != ".wbcfs" else [])
+    p = t_run(base + ["--count", "3", m.mnt, "0.2"], timeout=30)
+    lines = p.stdout.strip().splitlines()
+    t_eq(len(lines), 4, "lines from wbcfs-stat:\n" + p.stdout)
+    t_check("dirty_MB" in lines[0] and "free_MB" in lines[0], "header %r" % lines[0])
+    for ln in lines[1:]:
+        t_check(len(ln.split()) == 7 and all(float(x) >= 0 for x in ln.split()),
+                "bad line %r" % ln)
+    t_step("wbcfs-stat: SIGINT ends it with 0; not a wbcfs mount: exit 1 with a message")
+    proc = subprocess.Popen(base + [m.mnt, "0.2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    # SIGINT once it runs its loop (its header is out): a SIGINT while
+    # python3 itself is still starting up is not the tool's to handle
+    ready, _, _ = select.select([proc.stdout], [], [], 30)
+    t_check(ready, "wbcfs-stat printed nothing within 30 s")
+    first = proc.stdout.readline()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=10)
+    out = first + out
+    t_eq(proc.returncode, 0, "exit of wbcfs-stat after SIGINT:\n" + out.decode())
+    t_check(b"Traceback" not in out, "traceback on SIGINT:\n" + out.decode())
+    p = t_run([tool, env.tmp], check=False)
+    t_eq(p.returncode, 1, "wbcfs-stat on a plain directory")
+    t_check("not a" in p.stdout, "message: %r" % p.stdout)
+    p = t_run([tool, "/proc"], check=False)
+    t_eq(p.returncode, 1, "wbcfs-stat on /proc")
+    t_check("not a wbcfs mount" in p.stdout, "message: %r" % p.stdout)
+
+
+def body(env):
+    if t_is_kernel():
+        raise TSkip("the control directory is wbcfs's own")
+    dev = env.new_fs(512 * MIB)
+    t_step("a real /.wbcfs in the filesystem, to be shadowed")
+    t_run(["debugfs", "-w", "-R", "mkdir /.wbcfs", dev])
+    t_run(["debugfs", "-w", "-R", "mkdir /.wbcfs/hidden-by-ctl", dev])
+    opts = ["cache_size=64M"] + ["%s=%d" % kv for kv in MOUNT_TUNABLES.items()
+                                 if not kv[0].endswith("bytes")]
+    m = env.mount(dev, opts)
+    ctl = Ctl(m.mnt)
+    check_visibility(env, m, ctl)
+    check_refusals(m, ctl)
+    check_non_root(m, ctl)
+    check_vmstat_bdi(ctl)
+    check_tunables(ctl)
+    check_dirty_counts(m, ctl)
+    check_live_writeback(m, ctl)
+    check_stat_tool(env, m, ".wbcfs")
+    env.umount(m)
+    env.fsck(dev)
+    check_reclaim(env, dev)
+
+    t_step("ctl_name=.ctl: the control directory moves, the real /.wbcfs shows")
+    m = env.mount(dev, ["cache_size=64M", "ctl_name=.ctl"])
+    ctl = Ctl(m.mnt, ".ctl")
+    names = os.listdir(m.mnt)
+    t_check(".wbcfs" in names and ".ctl" not in names, "root entries %r" % names)
+    t_eq(os.listdir(os.path.join(m.mnt, ".wbcfs")), ["hidden-by-ctl"], "the real /.wbcfs")
+    t_eq(oct(os.stat(ctl.dir).st_mode), oct(0o40700), "mode of .ctl")
+    t_eq(ctl.get("dirty_ratio"), 20, "dirty_ratio (default) under .ctl")
+    t_check("nr_dirty" in ctl.vmstat(), "vmstat under .ctl")
+    t_check("control directory hides it" not in m.daemon_log(), "warning without a shadow")
+    check_stat_tool(env, m, ".ctl")
+    man = t_manifest(m.mnt)
+    env.umount(m)
+    env.verify_after_umount(dev, man)
+
+
+if __name__ == "__main__":
+    t_main("ctl", body, deadline_s=300)
