@@ -141,7 +141,7 @@ def t_wbcfs_bin():
     if not p or not os.access(p, os.X_OK):
         # A missing daemon is a failure, not a skip: meson always builds it.
         raise TFail("wbcfs executable not found (WBCFS_BIN=%r)" % p)
-    return p
+    return os.path.abspath(p)   # tests chdir and put it on PATH
 
 
 def t_require_machine(need_fuse=None):
