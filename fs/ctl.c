@@ -371,6 +371,8 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_write_errors", atomic_load(&bs->write_errors) },
 			{ "nr_write_ios", atomic_load(&bs->nr_ios) },
 			{ "nr_syncs", atomic_load(&bs->syncs) },
+			{ "nr_parallel_writes_max", atomic_load(&w->stats.nr_parallel_writes_max) },
+			{ "nr_inval_sent", atomic_load(&w->stats.nr_inval_sent) },
 		};
 
 		return ctl_print_lines(b, lines, sizeof(lines) / sizeof(lines[0]));

@@ -217,7 +217,7 @@ static int absolute_paths(struct cmdline *c)
 	return 0;
 }
 
-/* The counters /.wbcfs/vmstat does not show yet, in the daemon's log (-f). */
+/* The write-path counters of /.wbcfs/vmstat, also in the daemon's log (-f). */
 static void log_stats(struct wbfs *w, const char *dev)
 {
 	fprintf(stderr, "wbcfs: %s: nr_parallel_writes_max %ld nr_inval_sent %ld\n", dev,
