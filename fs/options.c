@@ -39,6 +39,7 @@ void options_default(struct wbcfs_options *o)
 	o->max_io_kb = 1024;
 	o->readahead_kb = 128;
 	o->max_threads = 16;
+	o->poll_us = 50;
 	o->prefault_bytes = UINT64_MAX;
 	strcpy(o->ctl_name, OPTIONS_CTL_NAME_DEFAULT);
 }
@@ -172,6 +173,7 @@ static int parse_unsigned_opt(struct wbcfs_options *o, const char *key, const ch
 		{ "max_io_kb", offsetof(struct wbcfs_options, max_io_kb), 4, 4096, 4 },
 		{ "readahead_kb", offsetof(struct wbcfs_options, readahead_kb), 0, 65536, 4 },
 		{ "max_threads", offsetof(struct wbcfs_options, max_threads), 1, 256, 1 },
+		{ "poll_us", offsetof(struct wbcfs_options, poll_us), 0, 1000, 1 },
 	};
 	uint64_t v;
 	size_t i;
@@ -321,6 +323,7 @@ void options_usage(FILE *out)
 		"  io_engine=uring|aio|psync      writeback engine [uring]\n"
 		"  queue_depth=N                  I/Os in flight per flusher (1-4096) [64]\n"
 		"  max_threads=N                  FUSE worker threads (1-256) [16]\n"
+		"  poll_us=N                      busy-poll for requests, us (0-1000) [50]\n"
 		"  max_io_kb=N                    largest merged write, KiB (4-4096) [1024]\n"
 		"  readahead_kb=N                 maximum readahead window, KiB [128]\n"
 		"  prefault=SIZE|all              cache faulted in at mount [all]\n"

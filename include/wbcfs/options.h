@@ -29,6 +29,7 @@ struct wbcfs_options {
 	unsigned max_io_kb;		/* 4-4096, multiple of 4; default 1024 */
 	unsigned readahead_kb;		/* 0-65536, multiple of 4; default 128 */
 	unsigned max_threads;		/* FUSE worker threads, 1-256; default 16 */
+	unsigned poll_us;		/* FUSE device busy-poll, 0-1000 us; default 50 */
 	uint64_t prefault_bytes;	/* arena faulted in at mount; UINT64_MAX = all (default) */
 	char ctl_name[OPTIONS_NAME_MAX + 1];	/* control directory in the root; default ".wbcfs" */
 	bool ro;

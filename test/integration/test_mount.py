@@ -25,7 +25,7 @@ from wbtest import (GIB, MIB, Mount, TFail, t_check, t_eq, t_errno,  # noqa: E40
 OPTIONS = ("cache_size", "dirty_ratio", "dirty_background_ratio", "dirty_bytes",
            "dirty_background_bytes", "dirty_expire_centisecs",
            "dirty_writeback_centisecs", "flushers", "io_engine", "queue_depth",
-           "max_io_kb", "readahead_kb", "max_threads", "ro", "fsck", "allow_other",
+           "max_io_kb", "readahead_kb", "max_threads", "poll_us", "ro", "fsck", "allow_other",
            "default_permissions", "fsname", "ctl_name")
 
 BAD_OPTIONS = ("no_such_option", "cache_size=12Q", "cache_size=abc",

@@ -123,6 +123,10 @@ START_TEST(own_options)
 	ck_assert_int_eq(t_parse("max_threads=4"), 0);
 	ck_assert_uint_eq(o.max_threads, 4);
 	t_refused("max_threads=0", "max_threads: value 0 out of range 1-256");
+	ck_assert_uint_eq(o.poll_us, 50);
+	ck_assert_int_eq(t_parse("poll_us=0"), 0);
+	ck_assert_uint_eq(o.poll_us, 0);
+	t_refused("poll_us=1001", "poll_us: value 1001 out of range 0-1000");
 	ck_assert_int_eq(t_parse("ro,fsck,allow_other"), 0);
 	ck_assert(o.ro && o.fsck && o.allow_other);
 	ck_assert_int_eq(t_parse("dirty_expire_centisecs=100,dirty_writeback_centisecs=0"), 0);
