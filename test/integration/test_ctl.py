@@ -431,20 +431,33 @@ def check_reclaim(env, dev):
     before = ctl.vmstat()
     data = os.urandom(MIB)
     path = os.path.join(m.mnt, "reclaim")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        for i in range(64):
-            t_write_all(fd, data)
-    finally:
-        os.close(fd)
-    v = ctl.vmstat()
+    # Whether reclaim meets a page still dirty is timing: with psync the
+    # flusher can keep the inactive tail clean for a whole pass. Rewrite the
+    # file (up to 5 passes) until it has; every pass must scan and steal.
+    for rnd in range(5):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for i in range(64):
+                t_write_all(fd, data)
+        finally:
+            os.close(fd)
+        v = ctl.vmstat()
+        if v["nr_vmscan_immediate_reclaim"] > before["nr_vmscan_immediate_reclaim"]:
+            break
+        t_log("pass %d: reclaim met no dirty page; again" % rnd)
     t_log("pgscan %d pgsteal %d immediate %d vmscan_write %d allocstall %d" % (
         v["pgscan"] - before["pgscan"], v["pgsteal"] - before["pgsteal"],
         v["nr_vmscan_immediate_reclaim"] - before["nr_vmscan_immediate_reclaim"],
         v["nr_vmscan_write"] - before["nr_vmscan_write"], v["allocstall"]))
-    for f in ("pgscan", "pgsteal", "nr_vmscan_immediate_reclaim", "nr_vmscan_write"):
+    for f in ("pgscan", "pgsteal", "nr_vmscan_immediate_reclaim"):
         t_check(v[f] > before[f], "%s did not grow under reclaim (%d)" % (f, v[f]))
-    t_check(v["pgsteal"] >= 64 * 256 - CACHE_PAGES // 4 - 512,
+    # pages the flusher wrote for reclaim's work items: whether any are left
+    # for them once background writeback has run is timing (psync: often 0)
+    t_check(before["nr_vmscan_write"] <= v["nr_vmscan_write"]
+            <= v["nr_written"] - before["nr_written"] + before["nr_vmscan_write"],
+            "nr_vmscan_write %d outside [%d, pages written since]"
+            % (v["nr_vmscan_write"], before["nr_vmscan_write"]))
+    t_check(v["pgsteal"] - before["pgsteal"] >= 64 * 256 - CACHE_PAGES // 4 - 512,
             "pgsteal %d for 64 MiB through a 16 MiB cache" % v["pgsteal"])
     t_eq(v["nr_cache_pages"], 4096, "nr_cache_pages of a 16M cache")
     with open(path, "rb") as f:
