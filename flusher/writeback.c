@@ -558,7 +558,8 @@ static long wb_io_tail(struct wb_ctx *x, struct wb_work *w)
 	long chunk;
 
 	/* after a failed write, only sync and fsync try before the backoff ends */
-	if (w->sync_mode == WB_SYNC_NONE && wi->retry_after_ms > clock_now_ms()) {
+	if (w->sync_mode == WB_SYNC_NONE && wi->retry_after_ms &&
+	    wi->retry_after_ms > clock_now_ms()) {
 		list_move(&wi->io_list, &b->b_more_io);
 		return 0;
 	}

@@ -93,19 +93,12 @@ void ctl_buf_free(struct ctl_buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
-static const char *const ctl_tunable_names[CTL_NR_TUNABLES] = {
-	[DT_DIRTY_RATIO] = "dirty_ratio",
-	[DT_DIRTY_BACKGROUND_RATIO] = "dirty_background_ratio",
-	[DT_DIRTY_BYTES] = "dirty_bytes",
-	[DT_DIRTY_BACKGROUND_BYTES] = "dirty_background_bytes",
-	[DT_DIRTY_EXPIRE_CENTISECS] = "dirty_expire_centisecs",
-	[DT_DIRTY_WRITEBACK_CENTISECS] = "dirty_writeback_centisecs",
-	[CTL_TUN_READAHEAD_KB] = "readahead_kb",
-};
-
+/* The dirty_* names are the cache's own; the rest are the control files'. */
 const char *ctl_tunable_name(unsigned which)
 {
-	return which < CTL_NR_TUNABLES ? ctl_tunable_names[which] : NULL;
+	if (which < NR_DIRTY_TUNABLES)
+		return dirty_tunable_name((enum dirty_tunable)which);
+	return which == CTL_TUN_READAHEAD_KB ? "readahead_kb" : NULL;
 }
 
 static bool ctl_blank(char ch)

@@ -245,10 +245,39 @@ void wbfs_ts_set(struct ext2_inode_large *in, int which, const struct timespec *
 
 /* ---- opening ---------------------------------------------------------- */
 
+/*
+ * The opened device, checked for what only an open fd tells: a read-only
+ * block device (it opens O_RDWR and fails the first write), its size, and
+ * for an image another wbcfs holding it. Closes @fd on refusal.
+ */
+static int dev_check_open(struct wbfs *w, const char *dev, int fd, const struct stat *st,
+			  bool ro)
+{
+	int bdev_ro = 0;
+
+	if (!w->is_blkdev) {
+		w->dev_bytes = (uint64_t)st->st_size;
+		if (flock(fd, (ro ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
+			wbfs_err(dev, "image is in use by another wbcfs");
+			close(fd);
+			return -EBUSY;
+		}
+		return 0;
+	}
+	if (!ro && ioctl(fd, BLKROGET, &bdev_ro) == 0 && bdev_ro) {
+		wbfs_err(dev, "device is read-only; mount with -o ro");
+		close(fd);
+		return -EROFS;
+	}
+	if (ioctl(fd, BLKGETSIZE64, &w->dev_bytes) < 0)
+		w->dev_bytes = 0;
+	return 0;
+}
+
 static int dev_open(struct wbfs *w, const char *dev, bool ro)
 {
 	struct stat st;
-	int fd;
+	int fd, ret;
 
 	if (stat(dev, &st) < 0) {
 		wbfs_err(dev, "%s", strerror(errno));
@@ -279,27 +308,10 @@ static int dev_open(struct wbfs *w, const char *dev, bool ro)
 		wbfs_err(dev, "%s", strerror(errno));
 		return -errno;
 	}
-	if (w->is_blkdev) {
-		int bdev_ro = 0;
-
-		/* a read-only block device opens O_RDWR and fails the first write */
-		if (!ro && ioctl(fd, BLKROGET, &bdev_ro) == 0 && bdev_ro) {
-			wbfs_err(dev, "device is read-only; mount with -o ro");
-			close(fd);
-			return -EROFS;
-		}
-		if (ioctl(fd, BLKGETSIZE64, &w->dev_bytes) < 0)
-			w->dev_bytes = 0;
-	} else {
-		w->dev_bytes = (uint64_t)st.st_size;
-		if (flock(fd, (ro ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
-			wbfs_err(dev, "image is in use by another wbcfs");
-			close(fd);
-			return -EBUSY;
-		}
-	}
-	w->dev_fd = fd;
-	return 0;
+	ret = dev_check_open(w, dev, fd, &st, ro);
+	if (!ret)
+		w->dev_fd = fd;
+	return ret;
 }
 
 /* Read the raw superblock to check magic and features before libext2fs. */

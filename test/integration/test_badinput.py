@@ -14,7 +14,6 @@ values. The device's sha256 is compared before and after each attempt.
     WBCFS_BIN=build/wbcfs test/integration/test_badinput.py
 """
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -22,25 +21,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (MIB, TFail, TSkip, t_check, t_is_kernel, t_log,  # noqa: E402
-                    t_main, t_run, t_step, t_wbcfs_bin)
+                    t_main, t_run, t_sha256_file, t_step, t_wbcfs_bin)
 
 IMG = 256 * MIB
-
-
-def sha(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(4 * MIB)
-            if not b:
-                return h.hexdigest()
-            h.update(b)
 
 
 def refused(env, dev, backing, args, want, what):
     """wbcfs DEV MNT -f ARGS must fail with one line containing the device
     (or option) name and `want`; backing's bytes must not change."""
-    before = sha(backing) if backing else None
+    before = t_sha256_file(backing) if backing else None
     mnt = env.mkdir("mnt-refuse")
     cmd = [t_wbcfs_bin(), dev, mnt, "-f"] + list(args)
     t0 = time.monotonic()
@@ -63,7 +52,7 @@ def refused(env, dev, backing, args, want, what):
     t_check(want.lower() in line.lower(), "%s: error %r does not say %r"
             % (what, line, want))
     if backing:
-        t_check(sha(backing) == before, "%s: the device was modified" % what)
+        t_check(t_sha256_file(backing) == before, "%s: the device was modified" % what)
     t_log("%-34s exit %d in %.2fs: %s" % (what, p.returncode, dt, line))
     return line
 
@@ -123,9 +112,9 @@ def body(env):
         p = image(env, feat + ".img", ["-O", feat])
         refused(env, p, p, [], "feature " + feat, feat + ", rw")
         if feat in ("quota", "verity", "mmp", "bigalloc"):
-            before = sha(p)
+            before = t_sha256_file(p)
             mounts_ro(env, p, feat + ", ro")
-            t_check(sha(p) == before, "%s: -o ro mount modified the device" % feat)
+            t_check(t_sha256_file(p) == before, "%s: -o ro mount modified the device" % feat)
         os.unlink(p)
 
     t_step("a journal that needs recovery")
@@ -151,9 +140,9 @@ def body(env):
     rodev = t_run(["losetup", "-r", "--find", "--show", ok]).stdout.strip()
     env.loops.append(rodev)
     refused(env, rodev, ok, [], "read-only", "read-only device, rw")
-    before = sha(ok)
+    before = t_sha256_file(ok)
     mounts_ro(env, rodev, "read-only device, -o ro")
-    t_check(sha(ok) == before, "-o ro mount of a read-only device wrote to it")
+    t_check(t_sha256_file(ok) == before, "-o ro mount of a read-only device wrote to it")
     env.detach(rodev)
 
     t_step("unknown options and bad values")

@@ -23,7 +23,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (MIB, TSkip, t_check, t_eq, t_errno, t_is_kernel,  # noqa: E402
-                    t_log, t_main, t_manifest, t_run, t_step, t_write_all)
+                    t_as_user, t_log, t_main, t_manifest, t_run, t_step,
+                    t_write_all)
 
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
 CACHE_PAGES = 16384     # cache_size=64M
@@ -51,35 +52,6 @@ BAD_VALUES = {
     "dirty_writeback_centisecs": (b"99999999999\n", b" \n"),
     "readahead_kb": (b"6\n", b"65540\n"),
 }
-
-
-def as_user(uid, fn):
-    """Run fn() in a forked child as uid/gid @uid; 'ok' or 'errno:NAME'."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            res = fn() or "ok"
-        except OSError as e:
-            res = "errno:" + errno.errorcode.get(e.errno, str(e.errno))
-        except BaseException as e:  # noqa: B902
-            res = "exc:%r" % e
-        os.write(w, res.encode())
-        os._exit(0)
-    os.close(w)
-    out = b""
-    while True:
-        b = os.read(r, 4096)
-        if not b:
-            break
-        out += b
-    os.close(r)
-    os.waitpid(pid, 0)
-    return out.decode()
 
 
 class Ctl:
@@ -195,14 +167,14 @@ def check_non_root(m, ctl):
         with open(os.path.join(m.mnt, "public")) as f:
             return "ok" if f.read() == "hello\n" else "bad content"
 
-    t_eq(as_user(65534, read_public), "ok", "non-root reads a normal file")
-    t_eq(as_user(65534, lambda: os.listdir(m.mnt) and None), "ok", "non-root lists /")
-    t_eq(as_user(65534, lambda: os.stat(ctl.dir) and None), "ok", "non-root stats .wbcfs")
-    t_eq(as_user(65534, lambda: os.listdir(ctl.dir) and None), "errno:EACCES",
+    t_eq(t_as_user(65534, 65534, read_public), "ok", "non-root reads a normal file")
+    t_eq(t_as_user(65534, 65534, lambda: os.listdir(m.mnt) and None), "ok", "non-root lists /")
+    t_eq(t_as_user(65534, 65534, lambda: os.stat(ctl.dir) and None), "ok", "non-root stats .wbcfs")
+    t_eq(t_as_user(65534, 65534, lambda: os.listdir(ctl.dir) and None), "errno:EACCES",
          "non-root lists .wbcfs")
-    t_eq(as_user(65534, lambda: open(ctl.path("vmstat")).read() and None),
+    t_eq(t_as_user(65534, 65534, lambda: open(ctl.path("vmstat")).read() and None),
          "errno:EACCES", "non-root reads vmstat")
-    t_eq(as_user(65534, lambda: ctl.put("dirty_ratio", b"5\n") and None),
+    t_eq(t_as_user(65534, 65534, lambda: ctl.put("dirty_ratio", b"5\n") and None),
          "errno:EACCES", "non-root writes dirty_ratio")
     t_eq(ctl.get("dirty_ratio"), MOUNT_TUNABLES["dirty_ratio"], "dirty_ratio after that")
 

@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (MIB, GIB, TFail, t_check, t_eq, t_errno, t_fail, t_log,  # noqa: E402
                     t_main, t_manifest, t_step, t_statfs, t_write_all,
-                    t_read_all, t_is_kernel, t_compare)
+                    t_read_all, t_is_kernel, t_compare, t_as_user)
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
@@ -68,36 +68,6 @@ def write_file(path, data, mode=0o644):
 def read_file(path):
     with open(path, "rb") as f:
         return f.read()
-
-
-def as_user(uid, gid, fn):
-    """Run fn() in a forked child with uid/gid; returns its result string:
-    'ok' or 'errno:NAME' or 'exc:...'."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-            res = fn() or "ok"
-        except OSError as e:
-            res = "errno:" + errno.errorcode.get(e.errno, str(e.errno))
-        except BaseException as e:  # noqa: B902
-            res = "exc:%r" % e
-        os.write(w, res.encode())
-        os._exit(0)
-    os.close(w)
-    out = b""
-    while True:
-        b = os.read(r, 4096)
-        if not b:
-            break
-        out += b
-    os.close(r)
-    os.waitpid(pid, 0)
-    return out.decode()
 
 
 class Posix:
@@ -908,7 +878,7 @@ class Posix:
         os.chmod(suid, 0o6777)
 
         def expect(what, fn, want):
-            got = as_user(1000, 1000, fn)
+            got = t_as_user(1000, 1000, fn)
             t_eq(got, want, "as uid 1000: " + what)
 
         expect("stat the mount root", lambda: os.stat(self.mnt) and None, "ok")

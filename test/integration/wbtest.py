@@ -716,6 +716,36 @@ def t_read_all(fd, n, off):
     return bytes(out)
 
 
+def t_as_user(uid, gid, fn):
+    """Run fn() in a forked child with uid/gid; returns its result string:
+    'ok' or 'errno:NAME' or 'exc:...'."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            res = fn() or "ok"
+        except OSError as e:
+            res = "errno:" + errno.errorcode.get(e.errno, str(e.errno))
+        except BaseException as e:  # noqa: B902
+            res = "exc:%r" % e
+        os.write(w, res.encode())
+        os._exit(0)
+    os.close(w)
+    out = b""
+    while True:
+        b = os.read(r, 4096)
+        if not b:
+            break
+        out += b
+    os.close(r)
+    os.waitpid(pid, 0)
+    return out.decode()
+
+
 def t_sha256_file(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
