@@ -201,6 +201,81 @@ class Mount:
             return f.read()[-4000:]
 
 
+BLKIO_ROOT = "/sys/fs/cgroup/blkio"
+
+
+def t_dev_majmin(dev):
+    """'MAJ:MIN' of a block device node."""
+    rdev = os.stat(dev).st_rdev
+    return "%d:%d" % (os.major(rdev), os.minor(rdev))
+
+
+class BlkioCgroup:
+    """A cgroup v1 blkio group: write_bps(dev, bps) limits what its tasks
+    write to dev, add(pid) moves a process (all its threads) in, preexec()
+    is a subprocess preexec_fn that starts the child inside.  Made through
+    T_Env.blkio_cgroup(), which removes it at cleanup."""
+
+    def __init__(self, name):
+        self.name = name
+        self.path = os.path.join(BLKIO_ROOT, name)
+        os.mkdir(self.path)
+        t_log("blkio cgroup %s created" % self.path)
+
+    def _put(self, f, text):
+        with open(os.path.join(self.path, f), "w") as fh:
+            fh.write(text)
+
+    def write_bps(self, dev, bps):
+        """Limit writes to block device dev (a /dev path) to bps bytes/s."""
+        self._put("blkio.throttle.write_bps_device",
+                  "%s %d" % (t_dev_majmin(dev), bps))
+        t_log("blkio %s: writes to %s (%s) limited to %d B/s"
+              % (self.name, dev, t_dev_majmin(dev), bps))
+
+    def add(self, pid):
+        """Move a process (in v1, cgroup.procs moves every thread)."""
+        self._put("cgroup.procs", str(pid))
+
+    def preexec(self):
+        """For subprocess.Popen(preexec_fn=...): the child joins the group
+        before it execs."""
+        path = os.path.join(self.path, "cgroup.procs")
+
+        def fn():
+            with open(path, "w") as fh:
+                fh.write(str(os.getpid()))
+        return fn
+
+    def pids(self):
+        try:
+            with open(os.path.join(self.path, "cgroup.procs")) as fh:
+                return [int(x) for x in fh.read().split()]
+        except OSError:
+            return []
+
+    def remove(self):
+        """Move the tasks back to the root group and rmdir; quiet, for
+        cleanup paths."""
+        if not os.path.isdir(self.path):
+            return
+        for _ in range(50):
+            for pid in self.pids():
+                try:
+                    with open(os.path.join(BLKIO_ROOT, "cgroup.procs"),
+                              "w") as fh:
+                        fh.write(str(pid))
+                except OSError:
+                    pass            # exited meanwhile
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)     # a task was still leaving or forking
+        print("cleanup: could not remove cgroup %s (tasks %s)"
+              % (self.path, self.pids()), flush=True)
+
+
 class T_Env:
     """Everything one test created, undone by cleanup() in reverse order."""
 
@@ -213,6 +288,7 @@ class T_Env:
         self.mounts = []        # Mount objects
         self.procs = []         # other daemons (pids) we must reap
         self.shm = []           # tmpfs dirs we made
+        self.cgroups = []       # BlkioCgroup objects we made
         self.watchdog_fired = False
         self._cleaned = False
         self._wd = threading.Timer(deadline_s, self._watchdog)
@@ -420,6 +496,20 @@ class T_Env:
             self.umount(k)
         t_compare(manifest, got, "mounted", "kernel-ext4", keys=keys)
 
+    # -- slow disks: cgroup v1 blkio throttling
+    def blkio_cgroup(self, name=None):
+        """A new blkio cgroup (default name wbt-<pid>-<n>), removed by
+        cleanup() whatever happens: its tasks go back to the root cgroup,
+        then it is rmdir'ed.  Skips the test when cgroup v1 blkio is not
+        mounted."""
+        if not os.path.isfile(os.path.join(BLKIO_ROOT,
+                                           "blkio.throttle.write_bps_device")):
+            raise TSkip("no cgroup v1 blkio throttling at %s" % BLKIO_ROOT)
+        name = name or "wbt-%d-%d" % (os.getpid(), len(self.cgroups))
+        cg = BlkioCgroup(name)
+        self.cgroups.append(cg)
+        return cg
+
     # -- cleanup
     def cleanup(self):
         if self._cleaned:
@@ -429,6 +519,9 @@ class T_Env:
         for m in reversed(self.mounts):
             self._undo_mount(m)
         self.mounts = []
+        for cg in reversed(self.cgroups):
+            cg.remove()
+        self.cgroups = []
         for dev in reversed(self.loops):
             p = subprocess.run(["losetup", "-d", dev], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
