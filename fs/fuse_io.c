@@ -250,6 +250,7 @@ static void fio_held_send(struct fio_held *h)
 {
 	if (write(h->fd, h->msg, h->len) != (ssize_t)h->len && errno != ENOENT)
 		fprintf(stderr, "wbcfs: held write reply not delivered: %s\n", strerror(errno));
+	close(h->fd);
 	atomic_fetch_sub(&fio_held_count, 1);
 	free(h);
 }
@@ -310,8 +311,20 @@ static bool fio_hold(int fd, const struct iovec *iov, int count)
 	h = malloc(sizeof(*h));
 	if (!h)
 		return false;
+	/*
+	 * The reply must go out on the fd the request was read from (each
+	 * cloned /dev/fuse fd has its own list of requests being processed),
+	 * and libfuse closes a worker's fd when an idle worker exits, which
+	 * would abort the held request: hold a reference of our own.
+	 */
+	h->fd = dup(fd);
+	if (h->fd < 0) {
+		free(h);
+		return false;
+	}
 	for (i = 0; i < count; i++) {
 		if (len + iov[i].iov_len > FIO_HELD_MAX_MSG) {
+			close(h->fd);
 			free(h);
 			return false;
 		}
@@ -319,7 +332,6 @@ static bool fio_hold(int fd, const struct iovec *iov, int count)
 		len += iov[i].iov_len;
 	}
 	h->len = len;
-	h->fd = fd;
 	h->unique = out->unique;
 	h->pid = fio_hold_next.pid;
 	h->tw = fio_hold_next.tw;
