@@ -20,8 +20,8 @@
  *   (or from the previous workload's rate) by 1/8 of the gap per 200 ms,
  *   which takes ~7 s for 100 writers. For the first 3 s after that, each
  *   ratelimit update moves halfway to balanced_dirty_ratelimit, a
- *   measurement of write_bw / N (by at most 2x, as the first samples
- *   straddle the end of freerun); the kernel's damped steps take over
+ *   measurement of write_bw / N, when it is within 2x (samples that
+ *   straddle the end of freerun are not); the kernel's damped steps take over
  *   from there (they close a 20% gap by only ~0.5% per 200 ms and rely
  *   on the position control meanwhile). The same 3 s of halving follow a
  *   change of the device's bandwidth estimate by a quarter or more.
@@ -382,20 +382,24 @@ static void wb_update_dirty_ratelimit(struct throttle_wb *tw, struct dtc *c, lon
 		if (dr > x)
 			step = dr - x;
 	}
-	shift = dr / (2 * step + 1);
-	step = shift < 64 ? ((step >> shift) + 7) / 8 : 0;
+	if (tw->rl_fresh) {
+		/*
+		 * The first seconds after a seed: half the agreed gap, undamped
+		 * (see top). Only a gap both errors agree on moves it: below the
+		 * setpoint dirty_ratelimit never falls, above it never rises,
+		 * or writers still running free near freerun (an inflated
+		 * dirty_rate) would drive it to nothing.
+		 */
+		step /= 2;
+		tw->rl_fresh--;
+	} else {
+		shift = dr / (2 * step + 1);
+		step = shift < 64 ? ((step >> shift) + 7) / 8 : 0;
+	}
 	if (dr < balanced)
 		dr += step;
 	else
 		dr -= step;
-	if (tw->rl_fresh) {
-		/* the first seconds after the seed: halve the gap (see top) */
-		unsigned long cur = (unsigned long)tw->dirty_ratelimit;
-
-		dr = (cur + balanced) / 2;
-		dr = dr < cur / 2 ? cur / 2 : dr > 2 * cur ? 2 * cur : dr;
-		tw->rl_fresh--;
-	}
 	tw->dirty_ratelimit = (long)(dr > 1 ? dr : 1);
 	tw->balanced_dirty_ratelimit = (long)balanced;
 	tw->last_dirty_rate = (long)dirty_rate;
@@ -592,8 +596,15 @@ static struct throttle_verdict bdp(struct throttle_wb *tw, struct throttle_task 
 		return v;
 	}
 	if (pause > max_p) {
-		/* pay for what fits in max_pause; the rest is owed (see top) */
-		long credit = max_p + (t->paused_when ? (long)(now - t->paused_when) : 0);
+		/*
+		 * Pay for the whole pages that fit in max_pause (plus the think
+		 * time); the rest is owed (see top). The task's clock advances
+		 * by exactly what was paid, so the fraction of a page the pause
+		 * paid for beyond them is credited to the next evaluation
+		 * instead of lost (which would favour tasks by their timing).
+		 */
+		uint64_t t0 = t->paused_when ? t->paused_when : now;
+		long credit = max_p + (long)(now - t0);
 		long payable = credit > 0 ? (long)((uint64_t)task_rl * (uint64_t)credit / HZ) : 0;
 
 		pause = max_p;
@@ -601,6 +612,14 @@ static struct throttle_verdict bdp(struct throttle_wb *tw, struct throttle_task 
 			period = HZ * payable / task_rl;
 			t->nr_dirtied = pages - payable;
 			pages = payable;
+			trace_bdp(d, tw, &c, dirty_rl, task_rl, pages, ndp, period, pause, start,
+				  now, t->paused_when, t->pid);
+			note_pause(d, pause);
+			t->paused_when = t0 + (uint64_t)period;
+			t->at_limit = false;
+			t->nr_dirtied_pause = ndp;
+			v.pause_ms = pause;
+			return v;
 		}
 	}
 do_pause:
