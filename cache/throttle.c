@@ -348,6 +348,16 @@ static long nr_active_tasks(struct throttle_domain *d, uint64_t now)
 	return n ? n : 1;
 }
 
+/* nr_active_tasks, recounted at most every 100 ms. Lock held. */
+static long nr_active_cached(struct throttle_domain *d, uint64_t now)
+{
+	if (!d->nr_active || now - d->nr_active_stamp >= 100) {
+		d->nr_active = nr_active_tasks(d, now);
+		d->nr_active_stamp = now;
+	}
+	return d->nr_active;
+}
+
 /*
  * wb_update_dirty_ratelimit: balanced = task_ratelimit * write_bw /
  * dirty_rate estimates write_bw / N; dirty_ratelimit steps towards it
@@ -540,6 +550,18 @@ static struct throttle_verdict bdp(struct throttle_wb *tw, struct throttle_task 
 		t->paused_when = now;
 		t->nr_dirtied = 0;
 		t->nr_dirtied_pause = dirty_poll_interval(dirty, thresh);
+		/*
+		 * All tasks together may not jump from freerun past the limit
+		 * before any of them looks again: the kernel bounds that with
+		 * per-CPU counters (few tasks run at once); FUSE brings the
+		 * writes of every task at once, so share half the headroom.
+		 */
+		if (thresh > dirty) {
+			long share = (long)((thresh - dirty) / 2) / nr_active_cached(d, now);
+
+			if (t->nr_dirtied_pause > share)
+				t->nr_dirtied_pause = share > 1 ? share : 1;
+		}
 		return v;
 	}
 	v.kick = true;
@@ -735,7 +757,7 @@ struct throttle_verdict throttle_resume(struct throttle_wb *tw, pid_t pid)
 
 	pthread_mutex_lock(&d->lock);
 	t = task_get(d, pid, now);
-	if (t && (t->at_limit || t->nr_dirtied >= t->nr_dirtied_pause))
+	if (t && (t->at_limit || (t->nr_dirtied > 0 && t->nr_dirtied >= t->nr_dirtied_pause)))
 		v = bdp(tw, t, now, t->start_ms);
 	else if (t)
 		t->at_limit = false;

@@ -338,6 +338,7 @@ struct throttle_wb *bdi_throttle_wb(struct bdi *b)
 
 #define BW_PERIOD_MS 4096	/* roundup_pow_of_two(3 * HZ) */
 #define BW_INTERVAL_MS 200	/* BANDWIDTH_INTERVAL */
+#define BW_FIRST_PAGES 256	/* the warm-up's first sample: at least 1 MiB */
 
 /*
  * write_bw = (written * HZ + write_bw * (period - elapsed)) / period, so
@@ -361,6 +362,8 @@ void bdi_bw_update(struct bdi_bw *bw, uint64_t now_ms, long written_total)
 		bw->measured_ms = BW_PERIOD_MS;
 		goto stamp;
 	}
+	if (!bw->measured_ms && written < BW_FIRST_PAGES && elapsed < 1000)
+		return;	/* a first sample of a few pages says nothing yet: gather more */
 	if (bw->measured_ms < BW_PERIOD_MS) {
 		/*
 		 * Warm-up: the 100 MB/s a device starts with is a guess, not a
@@ -388,8 +391,26 @@ stamp:
 
 void bdi_bw_sample(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool idle)
 {
-	if (idle && written_total == bw->written_stamp) {
-		bw->stamp_ms = now_ms;	/* idle time is not device time */
+	uint64_t elapsed = now_ms - bw->stamp_ms;
+	long written = written_total - bw->written_stamp;
+
+	/*
+	 * Idle time is not device time: with nothing under writeback now and
+	 * less written since the last sample than an eighth of the estimate
+	 * would have (a trickle of periodic or metadata writes), the interval
+	 * was mostly idle and is dropped. Folding it in would drag the
+	 * estimate toward zero between bursts, and the throttle's ratelimits
+	 * with it (the kernel restarts its stamps when writeback starts
+	 * after an idle second, to the same end).
+	 */
+	if (idle && elapsed >= BW_INTERVAL_MS &&
+	    (uint64_t)written * 1000 < (uint64_t)(bw->write_bw / 8) * elapsed) {
+		bw->stamp_ms = now_ms;
+		bw->written_stamp = written_total;
+		return;
+	}
+	if (idle && !written) {
+		bw->stamp_ms = now_ms;
 		return;
 	}
 	bdi_bw_update(bw, now_ms, written_total);

@@ -187,8 +187,9 @@ struct bdi_bw {
 void bdi_bw_update(struct bdi_bw *bw, uint64_t now_ms, long written_total);
 /**
  * bdi_bw_update, except that while the device is @idle (nothing under
- * writeback) and nothing was written since the last update, the time
- * passed is not counted: an idle device is not a slow one. Pure.
+ * writeback) and nothing, or only a trickle (under 1/8 of the estimate's
+ * rate), was written since the last update, the interval is not counted:
+ * an idle device is not a slow one. Pure.
  */
 void bdi_bw_sample(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool idle);
 /** Fold this bdi's completed writes into its estimate (bdi_bw_sample under bw_lock). */

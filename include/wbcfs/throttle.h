@@ -171,6 +171,8 @@ struct throttle_domain {
 	/* tasks (lock) */
 	struct throttle_task *tasks[THROTTLE_TASK_HASH];
 	long dirty_leaks;			/* unpaid pages of reaped tasks */
+	long nr_active;				/* tasks dirtying in the last second */
+	uint64_t nr_active_stamp;		/* when it was counted */
 	uint64_t reap_stamp;
 	bool (*task_alive)(pid_t pid);		/* NULL: kill(pid, 0) */
 	/* trace ring (lock) */

@@ -794,6 +794,31 @@ START_TEST(bandwidth_warmup)
 }
 END_TEST
 
+/* A trickle while idle does not drag the estimate down; a burst counts. */
+START_TEST(bandwidth_idle_trickle)
+{
+	struct bdi_bw bw = { .stamp_ms = 1000, .written_stamp = 0,
+			     .write_bw = 12800, .avg_write_bw = 12800, .measured_ms = 4096 };
+	uint64_t t;
+	long w = 0;
+
+	for (t = 1200; t <= 11000; t += 200) {	/* 2 metadata pages a second */
+		if (t % 1000 == 0)
+			w += 2;
+		bdi_bw_sample(&bw, t, w, true);
+	}
+	ck_assert_int_eq(bw.write_bw, 12800);
+	ck_assert_int_eq(bw.stamp_ms, 11000);
+	/* 2560 pages that completed within 200 ms: a real sample */
+	bdi_bw_sample(&bw, 11200, w + 2560, true);
+	ck_assert_int_eq(bw.write_bw, 12800);
+	ck_assert_int_eq(bw.stamp_ms, 11200);
+	/* busy (I/O in flight) but slow: counted, the estimate drops */
+	bdi_bw_sample(&bw, 11400, w + 2560 + 128, false);
+	ck_assert_int_lt(bw.write_bw, 12800);
+}
+END_TEST
+
 /* After an idle gap the next estimate covers only the busy time. */
 START_TEST(bandwidth_idle_reset)
 {
@@ -854,6 +879,7 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, bandwidth_estimator);
 	tcase_add_test(tc, bandwidth_idle_reset);
 	tcase_add_test(tc, bandwidth_warmup);
+	tcase_add_test(tc, bandwidth_idle_trickle);
 	suite_add_tcase(s, tc);
 	return s;
 }
