@@ -129,6 +129,17 @@ void dirty_thresholds(struct cache *c, unsigned long *bg_thresh, unsigned long *
 	*bg_thresh = bg;
 }
 
+void dirty_throttle_global(void *arg, struct throttle_global *g)
+{
+	struct cache *c = arg;
+	long dirty = atomic_load(&c->stats.nr_dirty);
+	long wb = atomic_load(&c->stats.nr_writeback);
+
+	g->nr_dirty = dirty > 0 ? (unsigned long)dirty : 0;
+	g->nr_writeback = wb > 0 ? (unsigned long)wb : 0;
+	dirty_thresholds(c, &g->bg_thresh, &g->thresh);
+}
+
 bool dirty_over_background(struct cache *c)
 {
 	unsigned long bg, thresh;

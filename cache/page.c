@@ -109,6 +109,13 @@ static struct cache_stats *page_stats(struct page *p)
 	return &p->zone->cache->stats;
 }
 
+static __thread long page_dirtied_by_thread;
+
+long page_thread_dirtied(void)
+{
+	return page_dirtied_by_thread;
+}
+
 bool set_page_dirty(struct page *p)
 {
 	struct mapping *m = p->mapping;
@@ -118,6 +125,7 @@ bool set_page_dirty(struct page *p)
 	atomic_fetch_add(&p->zone->nr_dirty, 1);
 	atomic_fetch_add(&page_stats(p)->nr_dirty, 1);
 	atomic_fetch_add(&page_stats(p)->nr_dirtied, 1);
+	page_dirtied_by_thread++;
 	if (m) {
 		atomic_fetch_add(&m->nrdirty, 1);
 		mapping_tag_set(m, p->index, TAG_DIRTY);

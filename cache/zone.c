@@ -127,13 +127,18 @@ int cache_create(struct cache **out, const struct cache_config *cfg)
 	pthread_cond_init(&c->free_wait, NULL);
 	pthread_cond_init(&c->dirty_wait, NULL);
 	pthread_cond_init(&c->kswapd_wait, NULL);
+	ret = throttle_domain_init(&c->throttle, dirty_throttle_global, c, CACHE_TRACE_RECORDS);
+	if (ret)
+		goto out_zones;
 	if (cfg->start_kswapd) {
 		ret = reclaim_start(c);
 		if (ret)
-			goto out_zones;
+			goto out_throttle;
 	}
 	*out = c;
 	return 0;
+out_throttle:
+	throttle_domain_destroy(&c->throttle);
 out_zones:
 	free(c->zones);
 out_pages:
@@ -153,6 +158,7 @@ void cache_destroy(struct cache *c)
 	pthread_cond_broadcast(&c->dirty_wait);
 	pthread_mutex_unlock(&c->wait_lock);
 	reclaim_stop(c);
+	throttle_domain_destroy(&c->throttle);
 	munmap(c->arena, c->nr_pages << PAGE_SHIFT);
 	free(c->pages);
 	free(c->zones);

@@ -15,6 +15,8 @@
 #include "wbcfs/clock.h"
 #include "bdi_i.h"
 
+static const struct throttle_wb_ops bdi_throttle_ops;
+
 static void bdi_account_dirtied(struct mapping *m, struct page *p)
 {
 	struct wb_inode *wi = m->host;
@@ -80,6 +82,7 @@ int bdi_create(struct bdi **out, const struct bdi_config *cfg)
 	b->bw.stamp_ms = clock_now_ms();
 	atomic_store(&b->stats.write_bw, 25600);
 	atomic_store(&b->stats.avg_write_bw, 25600);
+	throttle_wb_init(&b->tw, &b->cache->throttle, b->name, &bdi_throttle_ops, b);
 	b->threads = calloc(b->nr_flushers, sizeof(*b->threads));
 	if (!b->threads) {
 		bdi_free(b);
@@ -101,6 +104,7 @@ void bdi_destroy(struct bdi *b)
 {
 	unsigned i;
 
+	throttle_wb_remove(&b->tw);
 	pthread_mutex_lock(&b->lock);
 	b->stopping = true;
 	pthread_cond_broadcast(&b->work_cond);
@@ -288,6 +292,50 @@ int bdi_fd(const struct bdi *b)
 
 /* ---- bandwidth estimation (ALGORITHMS.md §2) ---------------------------- */
 
+void bdi_bw_feed(struct bdi *b, uint64_t now_ms)
+{
+	pthread_mutex_lock(&b->bw_lock);
+	bdi_bw_sample(&b->bw, now_ms, atomic_load(&b->stats.written),
+		      atomic_load(&b->inflight) == 0);
+	atomic_store(&b->stats.write_bw, b->bw.write_bw);
+	atomic_store(&b->stats.avg_write_bw, b->bw.avg_write_bw);
+	pthread_mutex_unlock(&b->bw_lock);
+}
+
+/* The throttle controller reads the device through these. */
+static void bdi_tw_stat(struct throttle_wb *tw, struct throttle_wb_stat *st)
+{
+	struct bdi *b = tw->arg;
+
+	st->reclaimable = atomic_load(&b->stats.reclaimable);
+	st->writeback = atomic_load(&b->stats.writeback);
+	st->dirtied = atomic_load(&b->stats.dirtied);
+	st->written = atomic_load(&b->stats.written);
+	st->write_bw = atomic_load(&b->stats.write_bw);
+	st->avg_write_bw = atomic_load(&b->stats.avg_write_bw);
+}
+
+static void bdi_tw_update_bw(struct throttle_wb *tw, uint64_t now_ms)
+{
+	bdi_bw_feed(tw->arg, now_ms);
+}
+
+static void bdi_tw_kick(struct throttle_wb *tw)
+{
+	bdi_wakeup(tw->arg, 0, WB_REASON_BACKGROUND);
+}
+
+static const struct throttle_wb_ops bdi_throttle_ops = {
+	.stat = bdi_tw_stat,
+	.update_bw = bdi_tw_update_bw,
+	.kick = bdi_tw_kick,
+};
+
+struct throttle_wb *bdi_throttle_wb(struct bdi *b)
+{
+	return &b->tw;
+}
+
 #define BW_PERIOD_MS 4096	/* roundup_pow_of_two(3 * HZ) */
 #define BW_INTERVAL_MS 200	/* BANDWIDTH_INTERVAL */
 
@@ -310,6 +358,20 @@ void bdi_bw_update(struct bdi_bw *bw, uint64_t now_ms, long written_total)
 	if (elapsed > BW_PERIOD_MS) {
 		bw->write_bw = (long)(w / (int64_t)elapsed);
 		bw->avg_write_bw = bw->write_bw;
+		bw->measured_ms = BW_PERIOD_MS;
+		goto stamp;
+	}
+	if (bw->measured_ms < BW_PERIOD_MS) {
+		/*
+		 * Warm-up: the 100 MB/s a device starts with is a guess, not a
+		 * measurement of the last period, so it gets no weight; the
+		 * kernel's formula would take ~15 s to forget it, and the
+		 * throttle's ratelimits with it.
+		 */
+		bw->write_bw = (long)((w + (int64_t)old * (int64_t)bw->measured_ms) /
+				      (int64_t)(bw->measured_ms + elapsed));
+		bw->avg_write_bw = bw->write_bw > 1 ? bw->write_bw : 1;
+		bw->measured_ms += elapsed;
 		goto stamp;
 	}
 	bw->write_bw = (long)((w + (int64_t)old * (int64_t)(BW_PERIOD_MS - elapsed)) / BW_PERIOD_MS);
@@ -322,6 +384,15 @@ void bdi_bw_update(struct bdi_bw *bw, uint64_t now_ms, long written_total)
 stamp:
 	bw->stamp_ms = now_ms;
 	bw->written_stamp = written_total;
+}
+
+void bdi_bw_sample(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool idle)
+{
+	if (idle && written_total == bw->written_stamp) {
+		bw->stamp_ms = now_ms;	/* idle time is not device time */
+		return;
+	}
+	bdi_bw_update(bw, now_ms, written_total);
 }
 
 void bdi_bw_start(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool idle)

@@ -53,6 +53,7 @@ struct bdi {
 
 	pthread_mutex_t bw_lock;	/* protects: bw */
 	struct bdi_bw bw;
+	struct throttle_wb tw;		/* this device in the cache's throttle domain */
 
 	int fd;				/* constant */
 	char name[64];			/* constant */

@@ -84,11 +84,7 @@ struct wb_io {
 
 static void wb_bw_feed(struct bdi *b)
 {
-	pthread_mutex_lock(&b->bw_lock);
-	bdi_bw_update(&b->bw, clock_now_ms(), atomic_load(&b->stats.written));
-	atomic_store(&b->stats.write_bw, b->bw.write_bw);
-	atomic_store(&b->stats.avg_write_bw, b->bw.avg_write_bw);
-	pthread_mutex_unlock(&b->bw_lock);
+	bdi_bw_feed(b, clock_now_ms());
 }
 
 /* A writeback round starts: forget an idle gap (ALGORITHMS.md §2). */
@@ -189,6 +185,7 @@ static void wb_io_done(struct io_req *req, int res)
 	} else {
 		for (i = 0; i < io->n; i++)
 			wb_page_end(io->b, io->pages[i], 0);
+		throttle_wb_completed(&io->b->tw, io->n);
 	}
 	wb_inflight_sub(io->b, io->n);
 	wb_bw_feed(io->b);
@@ -514,9 +511,21 @@ static long wb_chunk(struct bdi *b, long nr)
 	return (chunk + CHUNK_MIN_PAGES) / CHUNK_MIN_PAGES * CHUNK_MIN_PAGES;
 }
 
+/*
+ * wb_over_bg_thresh: the domain's dirty pages over bg_thresh, or, under
+ * strictlimit, this device's over its share of it (which is what keeps a
+ * strictlimit device under its own limit).
+ */
 static bool wb_over_bg(struct bdi *b)
 {
-	return dirty_over_background(b->cache);
+	unsigned long wb_thresh, wb_bg, thresh, bg;
+
+	if (dirty_over_background(b->cache))
+		return true;
+	if (!atomic_load(&b->tw.strictlimit))
+		return false;	/* one device per cache: its share is the whole */
+	throttle_wb_thresholds(&b->tw, &wb_thresh, &wb_bg, &thresh, &bg);
+	return atomic_load(&b->stats.reclaimable) > (long)wb_bg;
 }
 
 /* Should a SYNC_NONE pass stop? Context: b->lock held. */
@@ -847,7 +856,7 @@ static void wb_worker_step(struct wb_ctx *x, uint64_t *last_kupdate)
 		if (!wb_do_background(x))
 			wb_timed_wait(b, 10);	/* nothing writable now: retry soon */
 	} else {
-		wb_bw_feed(b);	/* the idle tick: lets the estimator see idleness */
+		wb_bw_feed(b);	/* the idle tick: idle time does not count as device time */
 		wb_timed_wait(b, interval && interval < 100 ? (long)interval : 100);
 	}
 }

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wbcfs/clock.h"
 #include "wbcfs/ctl.h"
 #include "wbfs_i.h"
 
@@ -98,7 +99,15 @@ const char *ctl_tunable_name(unsigned which)
 {
 	if (which < NR_DIRTY_TUNABLES)
 		return dirty_tunable_name((enum dirty_tunable)which);
-	return which == CTL_TUN_READAHEAD_KB ? "readahead_kb" : NULL;
+	switch (which) {
+	case CTL_TUN_READAHEAD_KB: return "readahead_kb";
+	case CTL_TUN_MIN_RATIO: return "min_ratio";
+	case CTL_TUN_MAX_RATIO: return "max_ratio";
+	case CTL_TUN_STRICTLIMIT: return "strictlimit";
+	case CTL_TUN_MAX_PAUSE_MS: return "max_pause_ms";
+	case CTL_TUN_THROTTLE: return "throttle";
+	default: return NULL;
+	}
 }
 
 static bool ctl_blank(char ch)
@@ -146,6 +155,13 @@ static bool ctl_tunable_valid(unsigned which, uint64_t v)
 		return v <= CTL_CENTISECS_MAX;
 	case CTL_TUN_READAHEAD_KB:
 		return v <= CTL_READAHEAD_KB_MAX && v % 4 == 0;
+	case CTL_TUN_MIN_RATIO:
+	case CTL_TUN_MAX_RATIO:
+		return v <= 100;
+	case CTL_TUN_STRICTLIMIT:
+		return v <= 1;
+	case CTL_TUN_MAX_PAUSE_MS:
+		return v >= 1 && v <= THROTTLE_MAX_PAUSE_MS_MAX;
 	default:
 		return false;
 	}
@@ -154,31 +170,73 @@ static bool ctl_tunable_valid(unsigned which, uint64_t v)
 int ctl_tunable_write(const struct ctl_tunables *t, unsigned which, const char *buf,
 		      size_t len)
 {
+	enum throttle_mode mode;
 	uint64_t v;
-	int ret;
+	int ret = 0;
 
-	if (ctl_parse_u64(buf, len, &v) || !ctl_tunable_valid(which, v))
-		return -EINVAL;
-	if (which == CTL_TUN_READAHEAD_KB) {
-		__atomic_store_n(t->readahead_kb, (unsigned)v, __ATOMIC_RELAXED);
+	if (which == CTL_TUN_THROTTLE) {
+		if (throttle_mode_parse(buf, len, &mode))
+			return -EINVAL;
+		atomic_store(&t->throttle->mode, (int)mode);
 		return 0;
 	}
+	if (ctl_parse_u64(buf, len, &v) || !ctl_tunable_valid(which, v))
+		return -EINVAL;
 	pthread_mutex_lock(&ctl_tun_lock);
-	ret = dirty_tunable_set(t->dirty, (enum dirty_tunable)which, v);
+	switch (which) {
+	case CTL_TUN_READAHEAD_KB:
+		__atomic_store_n(t->readahead_kb, (unsigned)v, __ATOMIC_RELAXED);
+		break;
+	case CTL_TUN_MIN_RATIO:		/* as bdi_set_min_ratio: not above max_ratio */
+		if (v > atomic_load(&t->tw->max_ratio))
+			ret = -EINVAL;
+		else
+			atomic_store(&t->tw->min_ratio, (unsigned)v);
+		break;
+	case CTL_TUN_MAX_RATIO:
+		if (v < atomic_load(&t->tw->min_ratio))
+			ret = -EINVAL;
+		else
+			atomic_store(&t->tw->max_ratio, (unsigned)v);
+		break;
+	case CTL_TUN_STRICTLIMIT:
+		atomic_store(&t->tw->strictlimit, v != 0);
+		break;
+	case CTL_TUN_MAX_PAUSE_MS:
+		atomic_store(&t->throttle->max_pause_ms, (unsigned)v);
+		break;
+	default:
+		ret = dirty_tunable_set(t->dirty, (enum dirty_tunable)which, v);
+		break;
+	}
 	pthread_mutex_unlock(&ctl_tun_lock);
 	return ret;
 }
 
 uint64_t ctl_tunable_read(const struct ctl_tunables *t, unsigned which)
 {
-	if (which == CTL_TUN_READAHEAD_KB)
-		return __atomic_load_n(t->readahead_kb, __ATOMIC_RELAXED);
-	return dirty_tunable_get(t->dirty, (enum dirty_tunable)which);
+	switch (which) {
+	case CTL_TUN_READAHEAD_KB: return __atomic_load_n(t->readahead_kb, __ATOMIC_RELAXED);
+	case CTL_TUN_MIN_RATIO: return atomic_load(&t->tw->min_ratio);
+	case CTL_TUN_MAX_RATIO: return atomic_load(&t->tw->max_ratio);
+	case CTL_TUN_STRICTLIMIT: return atomic_load(&t->tw->strictlimit);
+	case CTL_TUN_MAX_PAUSE_MS: return atomic_load(&t->throttle->max_pause_ms);
+	case CTL_TUN_THROTTLE: return (uint64_t)atomic_load(&t->throttle->mode);
+	default: return dirty_tunable_get(t->dirty, (enum dirty_tunable)which);
+	}
+}
+
+int ctl_tunable_print(const struct ctl_tunables *t, unsigned which, struct ctl_buf *b)
+{
+	if (which == CTL_TUN_THROTTLE)
+		return ctl_buf_printf(b, "%s\n", throttle_mode_name(
+			(enum throttle_mode)ctl_tunable_read(t, which)));
+	return ctl_buf_printf(b, "%llu\n", (unsigned long long)ctl_tunable_read(t, which));
 }
 
 /* ---- the nodes ---------------------------------------------------------------- */
 
-enum ctl_kind { CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TUNABLE };
+enum ctl_kind { CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_TUNABLE };
 
 /* Node n has FUSE inode CTL_INO_BASE + n: above every 32-bit ext4 inode. */
 enum {
@@ -186,6 +244,7 @@ enum {
 	CTL_NODE_VMSTAT,
 	CTL_NODE_ZONEINFO,
 	CTL_NODE_BDI,
+	CTL_NODE_TRACE,
 	CTL_NODE_TUN0,
 	CTL_NR_NODES = CTL_NODE_TUN0 + CTL_NR_TUNABLES
 };
@@ -197,6 +256,7 @@ static enum ctl_kind ctl_node_kind(unsigned node)
 	case CTL_NODE_VMSTAT: return CTL_VMSTAT;
 	case CTL_NODE_ZONEINFO: return CTL_ZONEINFO;
 	case CTL_NODE_BDI: return CTL_BDI;
+	case CTL_NODE_TRACE: return CTL_TRACE;
 	default: return CTL_TUNABLE;
 	}
 }
@@ -208,6 +268,7 @@ static const char *ctl_node_name(struct wbfs *w, unsigned node)
 	case CTL_NODE_VMSTAT: return "vmstat";
 	case CTL_NODE_ZONEINFO: return "zoneinfo";
 	case CTL_NODE_BDI: return "bdi";
+	case CTL_NODE_TRACE: return "trace";
 	default: return ctl_tunable_name(node - CTL_NODE_TUN0);
 	}
 }
@@ -256,7 +317,9 @@ static bool ctl_req_root(fuse_req_t req)
 static struct ctl_tunables ctl_tunables_of(struct wbfs *w)
 {
 	return (struct ctl_tunables){ .dirty = &w->cache->tun,
-				      .readahead_kb = &w->opts.readahead_kb };
+				      .readahead_kb = &w->opts.readahead_kb,
+				      .throttle = &w->cache->throttle,
+				      .tw = bdi_throttle_wb(w->bdi) };
 }
 
 static void ctl_stat(struct wbfs *w, unsigned node, struct stat *st)
@@ -333,6 +396,7 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 	struct cache *c = w->cache;
 	struct cache_stats *s = &c->stats;
 	const struct bdi_stats *bs = bdi_get_stats(w->bdi);
+	struct throttle_stats *ts = &c->throttle.stats;
 	unsigned long bg, thresh;
 	long active, inactive;
 
@@ -366,6 +430,16 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_syncs", atomic_load(&bs->syncs) },
 			{ "nr_parallel_writes_max", atomic_load(&w->stats.nr_parallel_writes_max) },
 			{ "nr_inval_sent", atomic_load(&w->stats.nr_inval_sent) },
+			{ "nr_throttle_evaluations", atomic_load(&ts->nr_evaluations) },
+			{ "nr_throttle_pauses", atomic_load(&ts->nr_pauses) },
+			{ "throttle_pause_ms_total", atomic_load(&ts->pause_ms_total) },
+			{ "throttle_pause_ms_max", atomic_load(&ts->pause_ms_max) },
+			{ "nr_throttle_hard_limit", atomic_load(&ts->nr_hard_limit) },
+			{ "nr_throttle_tasks", atomic_load(&ts->nr_tasks) },
+			{ "nr_throttle_tasks_reaped", atomic_load(&ts->nr_tasks_reaped) },
+			{ "nr_throttle_held_replies", wbfs_fuse_io_held() },
+			{ "throttle_trace_records", atomic_load(&ts->trace_records) },
+			{ "throttle_trace_lost", atomic_load(&ts->trace_lost) },
 		};
 
 		return ctl_print_lines(b, lines, sizeof(lines) / sizeof(lines[0]));
@@ -415,17 +489,21 @@ static int ctl_gen_zoneinfo(struct wbfs *w, struct ctl_buf *b)
 static int ctl_gen_bdi(struct wbfs *w, struct ctl_buf *b)
 {
 	const struct bdi_stats *s = bdi_get_stats(w->bdi);
-	unsigned long bg, thresh;
-	long nd, nio, nmore;
+	struct throttle_wb *tw = bdi_throttle_wb(w->bdi);
+	unsigned long bg, thresh, wb_thresh, wb_bg;
+	long nd, nio, nmore, dr, bal, task_rl, rate;
 	unsigned state = bdi_state(w->bdi);
 
-	dirty_thresholds(w->cache, &bg, &thresh);
+	/* BdiDirtyThresh: this device's share of DirtyThresh, from its share
+	 * of recent writeback completions and min_ratio/max_ratio */
+	throttle_wb_thresholds(tw, &wb_thresh, &wb_bg, &thresh, &bg);
+	pthread_mutex_lock(&tw->dom->lock);
+	dr = tw->dirty_ratelimit;
+	bal = tw->balanced_dirty_ratelimit;
+	task_rl = tw->last_task_ratelimit;
+	rate = tw->last_dirty_rate;
+	pthread_mutex_unlock(&tw->dom->lock);
 	bdi_list_counts(w->bdi, &nd, &nio, &nmore);
-	/*
-	 * BdiDirtyThresh is this bdi's share of DirtyThresh. With one device
-	 * per cache the share is all of it; a per-bdi share (by each device's
-	 * recent writeout fraction) comes with the throttling controller.
-	 */
 	return ctl_buf_printf(b,
 		"BdiWriteback:       %10lu kB\n"
 		"BdiReclaimable:     %10lu kB\n"
@@ -436,15 +514,25 @@ static int ctl_gen_bdi(struct wbfs *w, struct ctl_buf *b)
 		"BdiWritten:         %10lu kB\n"
 		"BdiWriteBandwidth:  %10lu kBps\n"
 		"BdiAvgWriteBandwidth: %8lu kBps\n"
+		"BdiBackgroundThresh: %9lu kB\n"
+		"DirtyRatelimit:     %10lu kBps\n"
+		"BalancedDirtyRatelimit: %6lu kBps\n"
+		"TaskRatelimit:      %10lu kBps\n"
+		"DirtyRate:          %10lu kBps\n"
+		"min_ratio:          %10u\n"
+		"max_ratio:          %10u\n"
+		"strictlimit:        %10d\n"
 		"b_dirty:            %10ld\n"
 		"b_io:               %10ld\n"
 		"b_more_io:          %10ld\n"
 		"state:              %10x\n",
 		K(atomic_load(&s->writeback)), K(atomic_load(&s->reclaimable)),
-		K((long)thresh), K((long)thresh), K((long)bg),
+		K((long)wb_thresh), K((long)thresh), K((long)bg),
 		K(atomic_load(&s->dirtied)), K(atomic_load(&s->written)),
 		K(atomic_load(&s->write_bw)), K(atomic_load(&s->avg_write_bw)),
-		nd, nio, nmore, state);
+		K((long)wb_bg), K(dr), K(bal), K(task_rl), K(rate),
+		atomic_load(&tw->min_ratio), atomic_load(&tw->max_ratio),
+		(int)atomic_load(&tw->strictlimit), nd, nio, nmore, state);
 }
 
 /* ---- open files ----------------------------------------------------------- */
@@ -454,6 +542,7 @@ struct ctl_fh {
 	unsigned node;		/* constant */
 	struct ctl_buf out;	/* lock: generated at open, what reads return */
 	struct ctl_buf in;	/* lock: bytes written so far, parsed at each write */
+	uint64_t cursor;	/* lock: trace: the next record this reader gets */
 };
 
 static struct ctl_fh *ctl_fh_of(struct fuse_file_info *fi)
@@ -473,8 +562,10 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 	case CTL_BDI:
 		return ctl_gen_bdi(w, &f->out);
 	case CTL_TUNABLE:
-		return ctl_buf_printf(&f->out, "%llu\n", (unsigned long long)
-				      ctl_tunable_read(&t, f->node - CTL_NODE_TUN0));
+		return ctl_tunable_print(&t, f->node - CTL_NODE_TUN0, &f->out);
+	case CTL_TRACE:
+		f->cursor = throttle_trace_start(&w->cache->throttle);
+		return 0;
 	default:
 		return -EISDIR;
 	}
@@ -522,6 +613,77 @@ static void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 }
 
+#define CTL_TRACE_LINE 384	/* longer than any trace line */
+#define CTL_TRACE_WAIT_MS 200	/* look for interrupts and unmount this often */
+
+/*
+ * Append the records a reader has not seen to @out, at most @size bytes,
+ * after a "lost" line when the ring overwrote some. Returns bytes used.
+ * Context: f->lock held.
+ */
+static size_t ctl_trace_fill(struct wbfs *w, struct ctl_fh *f, char *out, size_t size)
+{
+	struct throttle_trace_rec recs[32];
+	size_t used = 0, max = size / CTL_TRACE_LINE, n, i;
+	uint64_t lost;
+
+	while (max) {
+		n = throttle_trace_read(&w->cache->throttle, &f->cursor, recs,
+					max < 32 ? max : 32, &lost);
+		if (lost) {
+			used += (size_t)snprintf(out + used, size - used, "%llu lost count=%llu\n",
+						 (unsigned long long)(clock_now_ms() -
+								      w->cache->throttle.start_ms),
+						 (unsigned long long)lost);
+			max = (size - used) / CTL_TRACE_LINE;
+			continue;
+		}
+		if (!n)
+			break;
+		for (i = 0; i < n; i++)
+			used += (size_t)throttle_trace_format(&recs[i], out + used, size - used);
+		max = (size - used) / CTL_TRACE_LINE;
+	}
+	return used;
+}
+
+/*
+ * The trace streams like trace_pipe: each read returns the records this
+ * open file has not read yet, waiting while there are none (one worker
+ * per blocked reader; interrupted by a signal to the reader, EAGAIN with
+ * O_NONBLOCK). Offsets are ignored.
+ */
+static void ctl_read_trace(fuse_req_t req, struct ctl_fh *f, size_t size,
+			   struct fuse_file_info *fi)
+{
+	struct wbfs *w = ctl_wbfs(req);
+	char *buf;
+	size_t n = 0;
+
+	if (size < CTL_TRACE_LINE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&f->lock);
+	for (;;) {
+		n = ctl_trace_fill(w, f, buf, size);
+		if (n || (fi->flags & O_NONBLOCK) || fuse_req_interrupted(req) || w->destroyed)
+			break;
+		throttle_trace_wait(&w->cache->throttle, f->cursor, CTL_TRACE_WAIT_MS);
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (n)
+		fuse_reply_buf(req, buf, n);
+	else
+		fuse_reply_err(req, (fi->flags & O_NONBLOCK) ? EAGAIN : EINTR);
+	free(buf);
+}
+
 /* Valid replies: fuse_reply_buf, fuse_reply_err */
 static void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
@@ -529,6 +691,11 @@ static void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct ctl_fh *f = ctl_fh_of(fi);
 	char *copy = NULL;
 	size_t n = 0;
+
+	if (ctl_node_kind(f->node) == CTL_TRACE) {
+		ctl_read_trace(req, f, size, fi);
+		return;
+	}
 
 	pthread_mutex_lock(&f->lock);
 	if (off >= 0 && (size_t)off < f->out.len) {

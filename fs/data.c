@@ -479,9 +479,38 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 		if (!from_page_cache)
 			wbfs_inval_write(w, wi, off < isize ? off : isize, off + (uint64_t)ret);
 		winode_touch(w, wi);
-		dirty_balance_simple(w->cache);
 	}
 	return ret;
+}
+
+/*
+ * A write by task @pid dirtied @nr pages: the throttle's turn
+ * (balance_dirty_pages_ratelimited). The IO-less controller's pause is
+ * served by holding the write's reply (fuse_io.c), so this returns at
+ * once; the simple throttle blocks here until under the limit.
+ * Context: a WRITE's worker, after data_write, before the reply.
+ */
+void data_balance_dirty(struct wbfs *w, pid_t pid, long nr)
+{
+	struct throttle_wb *tw = bdi_throttle_wb(w->bdi);
+	struct throttle_verdict v;
+
+	if (atomic_load(&w->cache->throttle.mode) == THROTTLE_SIMPLE) {
+		dirty_balance_simple(w->cache);
+		return;
+	}
+	if (nr <= 0)
+		return;
+	v = throttle_dirtied(tw, pid, nr);
+	if (v.pause_ms <= 0 || wbfs_fuse_io_hold_reply(tw, pid, v.pause_ms))
+		return;
+	/* no timer for held replies: pause this worker instead */
+	while (v.pause_ms > 0 && !w->destroyed) {
+		struct timespec ts = { v.pause_ms / 1000, (v.pause_ms % 1000) * 1000000L };
+
+		nanosleep(&ts, NULL);
+		v = throttle_resume(tw, pid);
+	}
 }
 
 /* ---- truncate, punch, fallocate --------------------------------------- */

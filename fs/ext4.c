@@ -480,6 +480,18 @@ static size_t default_cache_size(void)
 	return size < (64u << 20) ? 64u << 20 : size;
 }
 
+/* The throttle's mount options, into the live tunables /.wbcfs/ changes. */
+static void throttle_setup(struct wbfs *w)
+{
+	struct throttle_wb *tw = bdi_throttle_wb(w->bdi);
+
+	atomic_store(&w->cache->throttle.mode, (int)w->opts.throttle);
+	atomic_store(&w->cache->throttle.max_pause_ms, w->opts.max_pause_ms);
+	atomic_store(&tw->min_ratio, w->opts.min_ratio);
+	atomic_store(&tw->max_ratio, w->opts.max_ratio);
+	atomic_store(&tw->strictlimit, w->opts.strictlimit);
+}
+
 static int cache_and_bdi(struct wbfs *w, const char *dev)
 {
 	static const struct cache_ops cops = {
@@ -524,6 +536,7 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 		cache_destroy(w->cache);
 		return ret;
 	}
+	throttle_setup(w);
 	mapping_init(&w->meta_map, w->cache, &bdi_mapping_ops, &w->meta_wb);
 	bdi_inode_init(w->bdi, &w->meta_wb, &w->meta_map, true);
 	bdi_set_meta(w->bdi, &w->meta_wb);

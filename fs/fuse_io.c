@@ -11,6 +11,14 @@
  *   FOPEN_PARALLEL_DIRECT_WRITES, so the kernel sends non-extending writes
  *   to one file concurrently instead of under its inode lock.
  *
+ * - Throttled writes (cache/throttle.c): the WRITE is done, its reply is
+ *   held on a timer queue until the writer's pause ends, so the writer
+ *   sleeps inside write(2) while the worker serves others. When the pause
+ *   ends the controller may ask for another (over the hard limit, or a
+ *   large write paying in several pauses). A FUSE_INTERRUPT for a held
+ *   reply (the writer got a signal) sends it at once, as the kernel's
+ *   balance_dirty_pages stops pausing a task with a fatal signal.
+ *
  * Everything else passes through unchanged. Which request a reply answers
  * is known from its unique: a libfuse worker reads a request, runs its
  * handler and writes the reply on the same thread before it reads again
@@ -25,11 +33,14 @@
 #include <poll.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "wbcfs/clock.h"
 #include "wbfs_i.h"
 
 /* Newer than the uapi header of this distribution (protocol 7.39+). */
@@ -172,6 +183,233 @@ static ssize_t fio_read_dev(int fd, void *buf, size_t buf_len)
 	return n;
 }
 
+/* ---- held replies ------------------------------------------------------- */
+
+#define FIO_HELD_MAX_MSG 64	/* a WRITE reply is 24 bytes */
+
+struct fio_held {
+	struct fio_held *next;		/* fio_held_lock: sorted by due */
+	uint64_t due;			/* ms, clock_now_ms() */
+	uint64_t unique;
+	int fd;
+	pid_t pid;
+	struct throttle_wb *tw;
+	bool interrupted;		/* send at once, no further pause */
+	size_t len;
+	char msg[FIO_HELD_MAX_MSG];
+};
+
+static pthread_mutex_t fio_held_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fio_held_cond;
+static struct fio_held *fio_held_head;		/* fio_held_lock */
+static bool fio_held_stop;			/* fio_held_lock */
+static bool fio_held_running;			/* fio_held_lock */
+static pthread_t fio_held_thread;
+static _Atomic long fio_held_count;		/* atomic: replies held now */
+
+/* Set by the WRITE handler just before its reply (fio_hold_next_reply). */
+static __thread struct {
+	long pause_ms;
+	pid_t pid;
+	struct throttle_wb *tw;
+} fio_hold_next;
+
+bool wbfs_fuse_io_hold_reply(struct throttle_wb *tw, pid_t pid, long pause_ms)
+{
+	bool running;
+
+	pthread_mutex_lock(&fio_held_lock);
+	running = fio_held_running;
+	pthread_mutex_unlock(&fio_held_lock);
+	if (!running)
+		return false;
+	fio_hold_next.pause_ms = pause_ms;
+	fio_hold_next.pid = pid;
+	fio_hold_next.tw = tw;
+	return true;
+}
+
+long wbfs_fuse_io_held(void)
+{
+	return atomic_load(&fio_held_count);
+}
+
+static void fio_held_insert(struct fio_held *h)
+{
+	struct fio_held **pp = &fio_held_head;
+
+	while (*pp && (*pp)->due <= h->due)
+		pp = &(*pp)->next;
+	h->next = *pp;
+	*pp = h;
+	if (fio_held_head == h)
+		pthread_cond_signal(&fio_held_cond);
+}
+
+static void fio_held_send(struct fio_held *h)
+{
+	if (write(h->fd, h->msg, h->len) != (ssize_t)h->len && errno != ENOENT)
+		fprintf(stderr, "wbcfs: held write reply not delivered: %s\n", strerror(errno));
+	close(h->fd);
+	atomic_fetch_sub(&fio_held_count, 1);
+	free(h);
+}
+
+/* The timer: sends held replies whose pause is over, or pauses them again. */
+static void *fio_held_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&fio_held_lock);
+	while (!fio_held_stop) {
+		struct fio_held *h = fio_held_head;
+		uint64_t now = clock_now_ms();
+
+		if (!h) {
+			pthread_cond_wait(&fio_held_cond, &fio_held_lock);
+			continue;
+		}
+		if (h->due > now) {
+			struct timespec ts;
+			uint64_t ns;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ns = (uint64_t)ts.tv_nsec + (h->due - now) * 1000000ull;
+			ts.tv_sec += (time_t)(ns / 1000000000ull);
+			ts.tv_nsec = (long)(ns % 1000000000ull);
+			pthread_cond_timedwait(&fio_held_cond, &fio_held_lock, &ts);
+			continue;
+		}
+		fio_held_head = h->next;
+		pthread_mutex_unlock(&fio_held_lock);
+		if (!h->interrupted) {
+			struct throttle_verdict v = throttle_resume(h->tw, h->pid);
+
+			if (v.pause_ms > 0) {
+				h->due = clock_now_ms() + (uint64_t)v.pause_ms;
+				pthread_mutex_lock(&fio_held_lock);
+				fio_held_insert(h);
+				continue;
+			}
+		}
+		fio_held_send(h);
+		pthread_mutex_lock(&fio_held_lock);
+	}
+	pthread_mutex_unlock(&fio_held_lock);
+	return NULL;
+}
+
+/* Hold this reply (the thread's WRITE was told to pause). True when held. */
+static bool fio_hold(int fd, const struct iovec *iov, int count)
+{
+	const struct fuse_out_header *out = iov[0].iov_base;
+	struct fio_held *h;
+	size_t len = 0;
+	int i;
+
+	if (!fio_held_running || out->error || out->len > FIO_HELD_MAX_MSG)
+		return false;
+	h = malloc(sizeof(*h));
+	if (!h)
+		return false;
+	/*
+	 * The reply must go out on the fd the request was read from (each
+	 * cloned /dev/fuse fd has its own list of requests being processed),
+	 * and libfuse closes a worker's fd when an idle worker exits, which
+	 * would abort the held request: hold a reference of our own.
+	 */
+	h->fd = dup(fd);
+	if (h->fd < 0) {
+		free(h);
+		return false;
+	}
+	for (i = 0; i < count; i++) {
+		if (len + iov[i].iov_len > FIO_HELD_MAX_MSG) {
+			close(h->fd);
+			free(h);
+			return false;
+		}
+		memcpy(h->msg + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	h->len = len;
+	h->unique = out->unique;
+	h->pid = fio_hold_next.pid;
+	h->tw = fio_hold_next.tw;
+	h->interrupted = false;
+	h->due = clock_now_ms() + (uint64_t)fio_hold_next.pause_ms;
+	atomic_fetch_add(&fio_held_count, 1);
+	pthread_mutex_lock(&fio_held_lock);
+	fio_held_insert(h);
+	pthread_mutex_unlock(&fio_held_lock);
+	return true;
+}
+
+/* FUSE_INTERRUPT of a held reply: send it now. True when it was ours. */
+static bool fio_interrupt(const void *buf, size_t len)
+{
+	const struct fuse_in_header *in = buf;
+	const struct fuse_interrupt_in *arg = (const void *)(in + 1);
+	struct fio_held **pp, *h = NULL;
+
+	if (len < sizeof(*in) + sizeof(*arg))
+		return false;
+	pthread_mutex_lock(&fio_held_lock);
+	for (pp = &fio_held_head; *pp; pp = &(*pp)->next) {
+		if ((*pp)->unique == arg->unique) {
+			h = *pp;
+			*pp = h->next;
+			h->interrupted = true;
+			h->due = 0;
+			fio_held_insert(h);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fio_held_lock);
+	return h != NULL;
+}
+
+int wbfs_fuse_io_start(void)
+{
+	pthread_condattr_t ca;
+	int ret;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&fio_held_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	fio_held_stop = false;
+	ret = pthread_create(&fio_held_thread, NULL, fio_held_main, NULL);
+	if (ret)
+		return -ret;
+	pthread_mutex_lock(&fio_held_lock);
+	fio_held_running = true;
+	pthread_mutex_unlock(&fio_held_lock);
+	return 0;
+}
+
+/* The session ends: every held reply goes out now, unpaused. */
+void wbfs_fuse_io_stop(void)
+{
+	struct fio_held *h;
+
+	pthread_mutex_lock(&fio_held_lock);
+	if (!fio_held_running) {
+		pthread_mutex_unlock(&fio_held_lock);
+		return;
+	}
+	fio_held_running = false;
+	fio_held_stop = true;
+	pthread_cond_signal(&fio_held_cond);
+	pthread_mutex_unlock(&fio_held_lock);
+	pthread_join(fio_held_thread, NULL);
+	while ((h = fio_held_head)) {
+		fio_held_head = h->next;
+		fio_held_send(h);
+	}
+}
+
+/* ---- the hooks --------------------------------------------------------- */
+
 static ssize_t fio_read(int fd, void *buf, size_t buf_len, void *userdata)
 {
 	for (;;) {
@@ -179,6 +417,10 @@ static ssize_t fio_read(int fd, void *buf, size_t buf_len, void *userdata)
 
 		if (n <= 0)
 			return n;
+		if ((size_t)n >= sizeof(struct fuse_in_header) &&
+		    ((const struct fuse_in_header *)buf)->opcode == FUSE_INTERRUPT &&
+		    fio_interrupt(buf, (size_t)n))
+			continue;
 		if (!fio_intercept(fd, buf, (size_t)n)) {
 			const struct fuse_in_header *in = buf;
 
@@ -265,13 +507,18 @@ static void fio_patch_reply(const struct iovec *iov, int count)
 static ssize_t fio_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	const struct fuse_out_header *out = iov[0].iov_base;
+	bool reply = count > 0 && iov[0].iov_len >= sizeof(*out) && out->unique;
 
 	if (fio_pending.unique)
 		fio_patch_reply(iov, count);
 	/* a reply (notifications have unique 0) ends a request's service */
-	if (count > 0 && iov[0].iov_len >= sizeof(*out) && out->unique &&
-	    atomic_fetch_sub(&fio_busy, 1) <= 0)
+	if (reply && atomic_fetch_sub(&fio_busy, 1) <= 0)
 		atomic_fetch_add(&fio_busy, 1);		/* never below zero */
+	if (fio_hold_next.pause_ms > 0) {
+		fio_hold_next.pause_ms = 0;
+		if (reply && fio_hold(fd, iov, count))
+			return (ssize_t)out->len;
+	}
 	return writev(fd, iov, count);
 }
 

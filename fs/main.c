@@ -256,6 +256,9 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 	if (wbfs_inval_start(w))
 		fprintf(stderr, "wbcfs: %s: no page cache notifier thread: shared mmaps "
 			"may see stale data\n", c->dev);
+	if (wbfs_fuse_io_start())
+		fprintf(stderr, "wbcfs: %s: no timer for throttled replies: throttled "
+			"writers hold a FUSE worker while they pause\n", c->dev);
 	fuse_set_signal_handlers(se);
 	notify_parent(notify_fd, 0, true);
 	if (!o->foreground)
@@ -268,6 +271,7 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 		ret = 0;
 	}
 	fuse_remove_signal_handlers(se);
+	wbfs_fuse_io_stop();
 	fuse_session_unmount(se);
 	wbfs_inval_stop(w);
 	log_stats(w, c->dev);

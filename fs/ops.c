@@ -457,6 +457,7 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 	size_t len = fuse_buf_size(bufv);
 	const char *data = NULL;
 	char *copy = NULL;
+	long dirtied;
 	ssize_t ret;
 
 	if (w->ro && !ctl_owns(ino)) {
@@ -482,9 +483,12 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 		free(copy);
 		return;
 	}
+	dirtied = page_thread_dirtied();
 	ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off,
 			 fuse_req_ctx(req)->uid == 0, fi->writepage);
 	free(copy);
+	if (ret > 0)
+		data_balance_dirty(w, fuse_req_ctx(req)->pid, page_thread_dirtied() - dirtied);
 	if (ret < 0)
 		fuse_reply_err(req, (int)-ret);
 	else

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "wbcfs/options.h"
+#include "wbcfs/throttle.h"
 
 /* Words that only mean something to mount(8)/fstab. */
 static const char *const fstab_words[] = {
@@ -41,6 +42,9 @@ void options_default(struct wbcfs_options *o)
 	o->max_threads = 16;
 	o->poll_us = 50;
 	o->prefault_bytes = UINT64_MAX;
+	o->throttle = THROTTLE_IOLESS;
+	o->max_ratio = 100;
+	o->max_pause_ms = THROTTLE_MAX_PAUSE_MS_DEFAULT;
 	strcpy(o->ctl_name, OPTIONS_CTL_NAME_DEFAULT);
 }
 
@@ -174,6 +178,10 @@ static int parse_unsigned_opt(struct wbcfs_options *o, const char *key, const ch
 		{ "readahead_kb", offsetof(struct wbcfs_options, readahead_kb), 0, 65536, 4 },
 		{ "max_threads", offsetof(struct wbcfs_options, max_threads), 1, 256, 1 },
 		{ "poll_us", offsetof(struct wbcfs_options, poll_us), 0, 1000, 1 },
+		{ "min_ratio", offsetof(struct wbcfs_options, min_ratio), 0, 100, 1 },
+		{ "max_ratio", offsetof(struct wbcfs_options, max_ratio), 0, 100, 1 },
+		{ "max_pause_ms", offsetof(struct wbcfs_options, max_pause_ms), 1,
+		  THROTTLE_MAX_PAUSE_MS_MAX, 1 },
 	};
 	uint64_t v;
 	size_t i;
@@ -261,6 +269,28 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 	}
 	if (!strcmp(opt, "ctl_name"))
 		return set_ctl_name(o, val, err, errlen);
+	if (!strcmp(opt, "throttle")) {
+		enum throttle_mode m;
+
+		if (!val || throttle_mode_parse(val, strlen(val), &m)) {
+			snprintf(err, errlen, "throttle: '%s' is not one of ioless, simple",
+				 val ? val : "");
+			return -EINVAL;
+		}
+		o->throttle = m;
+		return 0;
+	}
+	if (!strcmp(opt, "strictlimit")) {
+		if (!val || !strcmp(val, "1"))
+			o->strictlimit = true;
+		else if (!strcmp(val, "0"))
+			o->strictlimit = false;
+		else {
+			snprintf(err, errlen, "strictlimit: '%s' is not 0 or 1", val);
+			return -EINVAL;
+		}
+		return 0;
+	}
 	if (!strcmp(opt, "io_engine")) {
 		if (val && !strcmp(val, "uring"))
 			o->io_engine = IO_ENGINE_URING;
@@ -306,6 +336,11 @@ int options_parse(struct wbcfs_options *o, const char *optstr, char *err, size_t
 	for (tok = strtok_r(copy, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save))
 		ret = parse_one(o, tok, err, errlen);
 	free(copy);
+	if (!ret && o->min_ratio > o->max_ratio) {
+		snprintf(err, errlen, "min_ratio: %u is above max_ratio %u", o->min_ratio,
+			 o->max_ratio);
+		ret = -EINVAL;
+	}
 	return ret;
 }
 
@@ -319,6 +354,11 @@ void options_usage(FILE *out)
 		"  dirty_background_bytes=SIZE    background threshold in bytes [0]\n"
 		"  dirty_expire_centisecs=N       age at which dirty data is written [3000]\n"
 		"  dirty_writeback_centisecs=N    periodic writeback interval, 0 = off [500]\n"
+		"  throttle=ioless|simple         dirty throttling: paced pauses or block at the limit [ioless]\n"
+		"  min_ratio=N                    %% of the dirty threshold the device is guaranteed [0]\n"
+		"  max_ratio=N                    %% of the dirty threshold the device may use [100]\n"
+		"  strictlimit[=0|1]              throttle on the device's own share of the limit [0]\n"
+		"  max_pause_ms=N                 longest single throttle pause, ms (1-10000) [200]\n"
 		"  flushers=N                     flusher threads per device (1-16) [1]\n"
 		"  io_engine=uring|aio|psync      writeback engine [uring]\n"
 		"  queue_depth=N                  I/Os in flight per flusher (1-4096) [64]\n"

@@ -198,6 +198,7 @@ int data_read(struct wbfs *w, struct wfile *f, uint64_t off, size_t size, struct
 void data_read_done(struct read_reply *rr);
 ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
 		   uint64_t off, bool privileged, bool from_page_cache);
+void data_balance_dirty(struct wbfs *w, pid_t pid, long nr);
 int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size);
 int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len);
 int data_lseek(struct wbfs *w, struct winode *wi, uint64_t off, int whence, uint64_t *out);
@@ -262,6 +263,18 @@ void wbfs_inval_stop(struct wbfs *w);
 
 /* fuse_io.c */
 int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se);
+/** Start the timer that sends held (throttled) WRITE replies. Returns 0 or -errno. */
+int wbfs_fuse_io_start(void);
+/** Stop it and send every held reply now (the session is ending). */
+void wbfs_fuse_io_stop(void);
+/**
+ * The reply this thread sends next (a WRITE's) is held for @pause_ms,
+ * then throttle_resume(@tw, @pid) decides whether it waits longer.
+ * Returns false when replies cannot be held (no timer): pause in place.
+ */
+bool wbfs_fuse_io_hold_reply(struct throttle_wb *tw, pid_t pid, long pause_ms);
+/** Replies held now (vmstat). */
+long wbfs_fuse_io_held(void);
 const struct fuse_custom_io *wbfs_fuse_io_ops(void);
 
 /* ctl.c: the control directory; FUSE inodes from CTL_INO_BASE up */

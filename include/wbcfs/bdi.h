@@ -173,13 +173,28 @@ struct bdi_bw {
 	long written_stamp;		/* pages written at stamp */
 	long write_bw;			/* pages/s */
 	long avg_write_bw;		/* pages/s, spike-filtered */
+	uint64_t measured_ms;		/* busy time folded in so far, up to one period:
+					 * below it the estimate is the plain average of
+					 * what was measured (warm-up) */
 };
 /**
  * Fold the pages written since the last update into the estimate; does
- * nothing within 200 ms of the last update. Pure: exposed for unit tests
+ * nothing within 200 ms of the last update. Until a whole period (~4 s)
+ * has been measured, the estimate is the average over the measured time
+ * (the initial guess carries no weight), then the kernel's running one. Pure: exposed for unit tests
  * and the throttling controller.
  */
 void bdi_bw_update(struct bdi_bw *bw, uint64_t now_ms, long written_total);
+/**
+ * bdi_bw_update, except that while the device is @idle (nothing under
+ * writeback) and nothing was written since the last update, the time
+ * passed is not counted: an idle device is not a slow one. Pure.
+ */
+void bdi_bw_sample(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool idle);
+/** Fold this bdi's completed writes into its estimate (bdi_bw_sample under bw_lock). */
+void bdi_bw_feed(struct bdi *b, uint64_t now_ms);
+/** The bdi's place in the cache's throttle domain (cache/throttle.c). */
+struct throttle_wb *bdi_throttle_wb(struct bdi *b);
 /**
  * A writeback round starts: if the device was idle (@idle: nothing under
  * writeback) and the last update is more than 1 s old, restart the stamps

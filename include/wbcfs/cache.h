@@ -17,6 +17,7 @@
 #include "page.h"
 #include "zone.h"
 #include "dirty.h"
+#include "throttle.h"
 
 enum wb_reason {
 	WB_REASON_BACKGROUND,
@@ -51,6 +52,8 @@ struct cache_stats {
 	_Atomic long kswapd_wakeups;
 };
 
+#define CACHE_TRACE_RECORDS 32768	/* throttle trace ring (~6 MiB) */
+
 struct cache_config {
 	size_t size_bytes;		/* arena size, rounded down to pages */
 	unsigned nr_zones;		/* >= 1 */
@@ -82,6 +85,7 @@ struct cache {
 				 * page wakes them only when > 0 (added for zone.c) */
 	bool have_kswapd;		/* constant after create */
 	pthread_t kswapd;
+	struct throttle_domain throttle;	/* IO-less dirty throttling (throttle.h) */
 };
 
 /** Create the cache. Returns 0 or -errno (-ENOMEM, -EINVAL for bad sizes). */

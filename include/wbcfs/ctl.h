@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "dirty.h"
+#include "throttle.h"
 
 /* A generated file: text, not NUL-terminated in @len. */
 struct ctl_buf {
@@ -29,15 +30,24 @@ void ctl_buf_free(struct ctl_buf *b);
 
 /*
  * The tunable files: the dirty_* tunables (enum dirty_tunable values),
- * then readahead_kb.
+ * then readahead_kb and the throttle's: the device's min_ratio, max_ratio
+ * and strictlimit (as /sys/class/bdi/<dev>/ has them), max_pause_ms, and
+ * throttle ("ioless" or "simple").
  */
 #define CTL_TUN_READAHEAD_KB	NR_DIRTY_TUNABLES
-#define CTL_NR_TUNABLES		(NR_DIRTY_TUNABLES + 1)
+#define CTL_TUN_MIN_RATIO	(NR_DIRTY_TUNABLES + 1)
+#define CTL_TUN_MAX_RATIO	(NR_DIRTY_TUNABLES + 2)
+#define CTL_TUN_STRICTLIMIT	(NR_DIRTY_TUNABLES + 3)
+#define CTL_TUN_MAX_PAUSE_MS	(NR_DIRTY_TUNABLES + 4)
+#define CTL_TUN_THROTTLE	(NR_DIRTY_TUNABLES + 5)
+#define CTL_NR_TUNABLES		(NR_DIRTY_TUNABLES + 6)
 
 /* The live values the tunable files read and write. */
 struct ctl_tunables {
 	struct dirty_tunables *dirty;	/* the cache's: read live by cache and flusher */
 	unsigned *readahead_kb;		/* atomic (__atomic builtins): read at each open */
+	struct throttle_domain *throttle;	/* max_pause_ms, mode: read at each evaluation */
+	struct throttle_wb *tw;		/* the device's ratios and strictlimit */
 };
 
 const char *ctl_tunable_name(unsigned which);
@@ -54,12 +64,16 @@ int ctl_parse_u64(const char *buf, size_t len, uint64_t *out);
  * dirty_bytes at least two pages and dirty_background_bytes at least 1
  * (writing the ratio is the way back to ratios, as in /proc/sys/vm);
  * writing a ratio zeroes its bytes twin and the other way round;
- * centisecs up to 100 days; readahead_kb 0-65536 in multiples of 4.
+ * centisecs up to 100 days; readahead_kb 0-65536 in multiples of 4;
+ * min_ratio and max_ratio 0-100 with min_ratio <= max_ratio; strictlimit
+ * 0 or 1; max_pause_ms 1-10000; throttle "ioless" or "simple".
  * On error nothing changes. Returns 0 or -EINVAL.
  */
 int ctl_tunable_write(const struct ctl_tunables *t, unsigned which, const char *buf,
 		      size_t len);
-/** Current value of tunable @which. */
+/** Current value of tunable @which (throttle: enum throttle_mode). */
 uint64_t ctl_tunable_read(const struct ctl_tunables *t, unsigned which);
+/** The text a tunable file reads as: the number, or the throttle's mode name. */
+int ctl_tunable_print(const struct ctl_tunables *t, unsigned which, struct ctl_buf *b);
 
 #endif

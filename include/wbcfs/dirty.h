@@ -54,6 +54,10 @@ unsigned long dirty_dirtyable_pages(struct cache *c);
  */
 void dirty_thresholds(struct cache *c, unsigned long *bg_thresh, unsigned long *thresh);
 
+struct throttle_global;
+/** The throttle domain's source of global counters: @arg is the cache. */
+void dirty_throttle_global(void *arg, struct throttle_global *g);
+
 /** FILE_DIRTY over the background threshold? */
 bool dirty_over_background(struct cache *c);
 

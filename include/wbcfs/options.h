@@ -31,6 +31,11 @@ struct wbcfs_options {
 	unsigned max_threads;		/* FUSE worker threads, 1-256; default 16 */
 	unsigned poll_us;		/* FUSE device busy-poll, 0-1000 us; default 50 */
 	uint64_t prefault_bytes;	/* arena faulted in at mount; UINT64_MAX = all (default) */
+	unsigned throttle;		/* enum throttle_mode; default THROTTLE_IOLESS */
+	unsigned min_ratio;		/* percent of the dirty threshold guaranteed [0] */
+	unsigned max_ratio;		/* percent of the dirty threshold at most [100] */
+	unsigned max_pause_ms;		/* longest single throttle pause, 1-10000 [200] */
+	bool strictlimit;		/* throttle on the device's own share of the limit */
 	char ctl_name[OPTIONS_NAME_MAX + 1];	/* control directory in the root; default ".wbcfs" */
 	bool ro;
 	bool fsck;			/* run e2fsck -p before mounting */

@@ -85,6 +85,12 @@ void wait_on_page_locked(struct page *p);
  * Context: caller holds a reference; page is uptodate.
  */
 bool set_page_dirty(struct page *p);
+/**
+ * Pages this thread has newly dirtied, cumulative (the kernel's
+ * current->nr_dirtied before throttling resets it): a writer takes the
+ * difference around its copy to know what it owes the throttle.
+ */
+long page_thread_dirtied(void);
 
 /**
  * Clear PG_dirty before writing the page: untag DIRTY and TOWRITE, uncount.

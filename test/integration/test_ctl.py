@@ -42,7 +42,9 @@ MOUNT_TUNABLES = {
     "dirty_ratio": 40, "dirty_background_ratio": 20, "dirty_bytes": 0,
     "dirty_background_bytes": 0, "dirty_expire_centisecs": 6000,
     "dirty_writeback_centisecs": 700, "readahead_kb": 64,
+    "min_ratio": 5, "max_ratio": 90, "max_pause_ms": 150, "strictlimit": 0,
 }
+READ_ONLY = ("vmstat", "zoneinfo", "bdi", "trace")
 BAD_VALUES = {
     "dirty_ratio": (b"101\n", b"abc\n", b"\n", b"-1\n", b"5%\n", b"1 2\n"),
     "dirty_background_ratio": (b"1000\n", b"x\n"),
@@ -51,6 +53,10 @@ BAD_VALUES = {
     "dirty_expire_centisecs": (b"864000001\n", b"soon\n"),
     "dirty_writeback_centisecs": (b"99999999999\n", b" \n"),
     "readahead_kb": (b"6\n", b"65540\n"),
+    "min_ratio": (b"101\n", b"95\n"),          # 95: above max_ratio
+    "max_ratio": (b"4\n", b"x\n"),              # 4: below min_ratio
+    "max_pause_ms": (b"0\n", b"10001\n"),
+    "strictlimit": (b"2\n", b"yes\n"),
 }
 
 
@@ -121,14 +127,14 @@ def check_visibility(env, m, ctl):
     t_eq(oct(st.st_mode), oct(0o40700), "mode of .wbcfs")
     t_eq((st.st_uid, st.st_gid), (0, 0), "owner of .wbcfs")
     t_check(st.st_ino >= 1 << 32, "inode of .wbcfs %d collides with ext4's" % st.st_ino)
-    want = {"vmstat", "zoneinfo", "bdi"} | set(MOUNT_TUNABLES)
+    want = set(READ_ONLY) | set(MOUNT_TUNABLES) | {"throttle"}
     got = set(os.listdir(ctl.dir))
     t_eq(got, want, "entries of .wbcfs")
     t_check("hidden-by-ctl" not in got, "the shadowed directory shows through")
     inos = {st.st_ino}
     for f in got:
         s = os.stat(ctl.path(f))
-        want_mode = 0o100400 if f in ("vmstat", "zoneinfo", "bdi") else 0o100600
+        want_mode = 0o100400 if f in READ_ONLY else 0o100600
         t_eq(oct(s.st_mode), oct(want_mode), "mode of %s" % f)
         t_eq(s.st_size, 0, "size of %s" % f)
         t_check(s.st_ino >= 1 << 32, "inode of %s is %d" % (f, s.st_ino))
@@ -212,7 +218,13 @@ def check_vmstat_bdi(ctl):
     b = ctl.bdi()
     missing = [f for f in BDI_FIELDS if f not in b]
     t_check(not missing, "bdi lacks %s" % missing)
-    t_eq(b["BdiDirtyThresh"], b["DirtyThresh"], "BdiDirtyThresh (one device)")
+    # the one device's share: all of DirtyThresh (no other device completes
+    # writeback, and an idle one gets at least (thresh - dirty) / 8), capped
+    # at max_ratio=90 percent
+    cap = b["DirtyThresh"] * MOUNT_TUNABLES["max_ratio"] // 100
+    t_check(abs(b["BdiDirtyThresh"] - cap) <= 8,
+            "BdiDirtyThresh %d, want max_ratio's cap %d of DirtyThresh %d"
+            % (b["BdiDirtyThresh"], cap, b["DirtyThresh"]))
     t_check(b["BackgroundThresh"] < b["DirtyThresh"], "bdi thresholds %r" % b)
     t_check(b["state"] & 1, "bdi state %x lacks 'running'" % b["state"])
     t_check(b["BdiWriteBandwidth"] > 0, "BdiWriteBandwidth %d" % b["BdiWriteBandwidth"])
@@ -332,6 +344,62 @@ def check_tunables(ctl):
         t_eq(ctl.get(f), val, f + " restored")
 
 
+def read_trace_nonblock(ctl):
+    """Everything the trace has for a fresh reader, without blocking."""
+    fd = os.open(ctl.path("trace"), os.O_RDONLY | os.O_NONBLOCK)
+    out = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            t_check(chunk, "a trace read returned 0 bytes (EOF) instead of EAGAIN")
+            out += chunk
+    finally:
+        os.close(fd)
+    return out.decode()
+
+
+def check_throttle(m, ctl):
+    t_step("throttle mode by name, live; the trace records each decision")
+    t_eq(open(ctl.path("throttle")).read(), "ioless\n", "throttle file")
+    ctl.put("throttle", b"simple\n")
+    t_eq(open(ctl.path("throttle")).read(), "simple\n", "throttle after writing simple")
+    t_errno(errno.EINVAL, ctl.put, "throttle", b"fast\n")
+    t_eq(open(ctl.path("throttle")).read(), "simple\n", "throttle after a refused value")
+    ctl.put("throttle", b"ioless\n")
+    # a tiny limit so a 32 MiB write is throttled well past freerun
+    ctl.put("dirty_bytes", b"2097152\n")
+    ctl.put("dirty_background_bytes", b"1048576\n")
+    before = ctl.vmstat()
+    write_file(os.path.join(m.mnt, "throttled"), 32 * MIB)
+    after = ctl.vmstat()
+    t_check(after["nr_throttle_evaluations"] > before["nr_throttle_evaluations"],
+            "no throttle evaluations for a 32 MiB write over a 2 MiB limit")
+    t_check(after["throttle_pause_ms_max"] <= 150,
+            "a pause of %d ms > max_pause_ms 150" % after["throttle_pause_ms_max"])
+    recs = [l.split() for l in read_trace_nonblock(ctl).splitlines()]
+    bdp = [dict(kv.split("=", 1) for kv in r[2:]) for r in recs if r[1] == "bdp"]
+    t_check(bdp, "no bdp records in the trace: %r" % recs[:5])
+    for r in bdp:
+        for k in ("bdi", "limit", "setpoint", "dirty", "bdi_setpoint", "bdi_dirty",
+                  "dirty_ratelimit", "task_ratelimit", "dirtied", "dirtied_pause",
+                  "paused", "pause", "period", "think", "pid"):
+            t_check(k in r, "bdp record without %s: %r" % (k, r))
+        t_check(int(r["pause"]) <= 150, "bdp pause %s > max_pause_ms" % r["pause"])
+    t_check(all(int(recs[i][0]) <= int(recs[i + 1][0]) + 1000 for i in range(len(recs) - 1)),
+            "trace timestamps go backwards by more than a pause")
+    t_eq(read_trace_nonblock(ctl).count("\n") >= len(recs), True, "a fresh reader sees them again")
+    b = ctl.bdi()
+    t_check("DirtyRatelimit" in b and "TaskRatelimit" in b, "bdi lacks the ratelimits: %r" % b)
+    for f, val in (("dirty_ratio", MOUNT_TUNABLES["dirty_ratio"]),
+                   ("dirty_background_ratio", MOUNT_TUNABLES["dirty_background_ratio"])):
+        ctl.put(f, b"%d\n" % val)
+    os.unlink(os.path.join(m.mnt, "throttled"))
+    t_run(["sync", "-f", m.mnt])      # the next check counts dirty pages from zero
+
+
 def without_syncs(ctl, what, attempt, tries=5):
     """Run attempt() (None on success, else why it failed) until one run
     sees no whole-filesystem sync: sync(2) from any process on the machine
@@ -398,7 +466,11 @@ def check_live_writeback(m, ctl):
 def check_reclaim(env, dev):
     t_step("cache_size=16M, dirty limits near the top: reclaim meets dirty pages, "
            "asks the flusher, and vmstat counts it")
-    m = env.mount(dev, ["cache_size=16M", "dirty_bytes=15M", "dirty_background_bytes=14M"])
+    # throttle=simple lets writers fill the cache up to the limit; the
+    # IO-less throttle keeps dirty pages at its setpoint and the flusher
+    # ahead of reclaim, so reclaim would rarely meet a dirty page at all
+    m = env.mount(dev, ["cache_size=16M", "dirty_bytes=15M", "dirty_background_bytes=14M",
+                        "throttle=simple"])
     ctl = Ctl(m.mnt)
     before = ctl.vmstat()
     data = os.urandom(MIB)
@@ -487,6 +559,7 @@ def body(env):
     check_non_root(m, ctl)
     check_vmstat_bdi(ctl)
     check_tunables(ctl)
+    check_throttle(m, ctl)
     check_dirty_counts(m, ctl)
     check_live_writeback(m, ctl)
     check_stat_tool(env, m, ".wbcfs")

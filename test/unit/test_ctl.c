@@ -15,12 +15,28 @@
 
 static struct dirty_tunables dt;
 static unsigned ra_kb;
-static struct ctl_tunables t = { .dirty = &dt, .readahead_kb = &ra_kb };
+static struct throttle_domain dom;
+static struct throttle_wb tw;
+static struct ctl_tunables t = { .dirty = &dt, .readahead_kb = &ra_kb, .throttle = &dom,
+				 .tw = &tw };
+
+static void no_global(void *arg, struct throttle_global *g)
+{
+	memset(g, 0, sizeof(*g));
+}
 
 static void setup(void)
 {
 	dirty_tunables_default(&dt);
 	ra_kb = 128;
+	ck_assert_int_eq(throttle_domain_init(&dom, no_global, NULL, 0), 0);
+	throttle_wb_init(&tw, &dom, "7:0", NULL, NULL);
+}
+
+static void teardown(void)
+{
+	throttle_wb_remove(&tw);
+	throttle_domain_destroy(&dom);
 }
 
 static int t_write(unsigned which, const char *s)
@@ -112,6 +128,38 @@ START_TEST(write_and_read_back)
 }
 END_TEST
 
+/* The throttle's files: bdi ratio rules, strictlimit, max_pause_ms, the mode by name. */
+START_TEST(throttle_tunables)
+{
+	struct ctl_buf b = { 0 };
+
+	ck_assert_uint_eq(ctl_tunable_read(&t, CTL_TUN_MAX_RATIO), 100);
+	ck_assert_int_eq(t_write(CTL_TUN_MIN_RATIO, "30\n"), 0);
+	ck_assert_uint_eq(atomic_load(&tw.min_ratio), 30);
+	ck_assert_int_eq(t_write(CTL_TUN_MAX_RATIO, "20"), -EINVAL);	/* below min_ratio */
+	ck_assert_int_eq(t_write(CTL_TUN_MAX_RATIO, "40"), 0);
+	ck_assert_int_eq(t_write(CTL_TUN_MIN_RATIO, "50"), -EINVAL);	/* above max_ratio */
+	ck_assert_int_eq(t_write(CTL_TUN_MIN_RATIO, "101"), -EINVAL);
+	ck_assert_uint_eq(atomic_load(&tw.min_ratio), 30);
+	ck_assert_int_eq(t_write(CTL_TUN_STRICTLIMIT, "1"), 0);
+	ck_assert(atomic_load(&tw.strictlimit));
+	ck_assert_int_eq(t_write(CTL_TUN_STRICTLIMIT, "2"), -EINVAL);
+	ck_assert_int_eq(t_write(CTL_TUN_MAX_PAUSE_MS, "0"), -EINVAL);
+	ck_assert_int_eq(t_write(CTL_TUN_MAX_PAUSE_MS, "50\n"), 0);
+	ck_assert_uint_eq(atomic_load(&dom.max_pause_ms), 50);
+	ck_assert_int_eq(t_write(CTL_TUN_THROTTLE, "simple\n"), 0);
+	ck_assert_int_eq(atomic_load(&dom.mode), THROTTLE_SIMPLE);
+	ck_assert_int_eq(t_write(CTL_TUN_THROTTLE, "1"), -EINVAL);
+	ck_assert_int_eq(ctl_tunable_print(&t, CTL_TUN_THROTTLE, &b), 0);
+	ck_assert_int_eq(b.len, 7);
+	ck_assert(!memcmp(b.data, "simple\n", 7));
+	ctl_buf_free(&b);
+	ck_assert_int_eq(ctl_tunable_print(&t, CTL_TUN_MAX_PAUSE_MS, &b), 0);
+	ck_assert(!memcmp(b.data, "50\n", 3));
+	ctl_buf_free(&b);
+}
+END_TEST
+
 START_TEST(twins_zero_each_other)
 {
 	ck_assert_int_eq(t_write(DT_DIRTY_BYTES, "67108864\n"), 0);
@@ -195,14 +243,15 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, parse_len_bounds);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("tunables");
-	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, names);
 	tcase_add_test(tc, write_and_read_back);
+	tcase_add_test(tc, throttle_tunables);
 	tcase_add_test(tc, twins_zero_each_other);
 	tcase_add_test(tc, bad_values_change_nothing);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("buf");
-	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, buf_printf_and_put);
 	suite_add_tcase(s, tc);
 	return s;

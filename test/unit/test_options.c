@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "wbcfs/options.h"
+#include "wbcfs/throttle.h"
 
 static struct wbcfs_options o;
 static char err[256];
@@ -148,6 +149,25 @@ START_TEST(ratio_and_bytes_exclude)
 }
 END_TEST
 
+START_TEST(throttle_options)
+{
+	ck_assert_uint_eq(o.throttle, THROTTLE_IOLESS);
+	ck_assert_uint_eq(o.max_ratio, 100);
+	ck_assert_uint_eq(o.max_pause_ms, 200);
+	ck_assert(!o.strictlimit);
+	ck_assert_int_eq(t_parse("throttle=simple,strictlimit,min_ratio=5,max_ratio=50,"
+				 "max_pause_ms=100"), 0);
+	ck_assert_uint_eq(o.throttle, THROTTLE_SIMPLE);
+	ck_assert(o.strictlimit);
+	ck_assert_uint_eq(o.min_ratio, 5);
+	ck_assert_uint_eq(o.max_ratio, 50);
+	ck_assert_uint_eq(o.max_pause_ms, 100);
+	ck_assert_int_eq(t_parse("strictlimit=0,throttle=ioless"), 0);
+	ck_assert(!o.strictlimit);
+	ck_assert_uint_eq(o.throttle, THROTTLE_IOLESS);
+}
+END_TEST
+
 START_TEST(bad_values_named)
 {
 	t_refused("dirty_ratio=150", "dirty_ratio");
@@ -164,6 +184,11 @@ START_TEST(bad_values_named)
 	t_refused("max_io_kb=8192", "max_io_kb");
 	t_refused("readahead_kb=-4", "readahead_kb");
 	t_refused("io_engine=spdk", "io_engine");
+	t_refused("throttle=fast", "throttle: 'fast' is not one of ioless, simple");
+	t_refused("strictlimit=2", "strictlimit");
+	t_refused("max_pause_ms=0", "max_pause_ms");
+	t_refused("max_ratio=101", "max_ratio");
+	t_refused("min_ratio=60,max_ratio=50", "min_ratio: 60 is above max_ratio 50");
 	t_refused("ro=1", "ro: takes no value");
 	t_refused("frobnicate", "unknown option 'frobnicate'");
 	t_refused("cache_size=64M,bogus=1", "unknown option 'bogus'");
@@ -201,6 +226,7 @@ static Suite *options_suite(void)
 	tc = tcase_create("errors");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, bad_values_named);
+	tcase_add_test(tc, throttle_options);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("pass_through");
 	tcase_add_checked_fixture(tc, setup, NULL);

@@ -358,7 +358,7 @@ END_TEST
 START_TEST(bandwidth_estimator)
 {
 	struct bdi_bw bw = { .stamp_ms = 1000, .written_stamp = 0,
-			     .write_bw = 25600, .avg_write_bw = 25600 };
+			     .write_bw = 25600, .avg_write_bw = 25600, .measured_ms = 4096 };
 
 	bdi_bw_update(&bw, 1100, 1000);		/* < 200 ms: nothing */
 	ck_assert_int_eq(bw.write_bw, 25600);
@@ -773,11 +773,32 @@ START_TEST(fault_backoff)
 }
 END_TEST
 
+/* A new device: the first measurements replace the initial guess at once. */
+START_TEST(bandwidth_warmup)
+{
+	struct bdi_bw bw = { .stamp_ms = 1000, .written_stamp = 0,
+			     .write_bw = 25600, .avg_write_bw = 25600 };
+
+	/* 200 ms at 12800 pages/s (50 MB/s): the estimate is that */
+	bdi_bw_update(&bw, 1200, 2560);
+	ck_assert_int_eq(bw.write_bw, 12800);
+	ck_assert_int_eq(bw.avg_write_bw, 12800);
+	/* 200 ms more at 6400 pages/s: the average of the 400 ms */
+	bdi_bw_update(&bw, 1400, 2560 + 1280);
+	ck_assert_int_eq(bw.write_bw, 9600);
+	/* after a whole period measured, the kernel's running estimate */
+	bdi_bw_update(&bw, 5600, 3840 + 4200 * 64 / 10);
+	ck_assert_int_eq(bw.measured_ms, 4096);	/* 4.2 s at once: the rate over it */
+	bdi_bw_update(&bw, 5800, 3840 + 4200 * 64 / 10 + 2560);
+	ck_assert_int_eq(bw.write_bw, (2560L * 1000 + 6400L * (4096 - 200)) / 4096);
+}
+END_TEST
+
 /* After an idle gap the next estimate covers only the busy time. */
 START_TEST(bandwidth_idle_reset)
 {
 	struct bdi_bw bw = { .stamp_ms = 1000, .written_stamp = 0,
-			     .write_bw = 25600, .avg_write_bw = 25600 };
+			     .write_bw = 25600, .avg_write_bw = 25600, .measured_ms = 4096 };
 
 	bdi_bw_start(&bw, 1500, 0, true);	/* < 1 s: keep */
 	ck_assert_int_eq(bw.stamp_ms, 1000);
@@ -832,6 +853,7 @@ static Suite *writeback_suite(void)
 	tc = tcase_create("bandwidth");
 	tcase_add_test(tc, bandwidth_estimator);
 	tcase_add_test(tc, bandwidth_idle_reset);
+	tcase_add_test(tc, bandwidth_warmup);
 	suite_add_tcase(s, tc);
 	return s;
 }
