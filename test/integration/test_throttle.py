@@ -129,6 +129,7 @@ def body(env):
         t_log("trace: %d records %r, %d bdp (%d slept, max pause %s ms), "
               "%d lost" % (len(recs), s["events"], s["bdp"], s["slept"],
                            s["max_pause"], wbtrace.lost(recs)))
+        _log_bw(recs)
         pids_a = {w["pid"] for w in res_a["writers"]}
         check(pids_a <= s["pids"], "(c) bdp records for every writer of (a) "
               "(missing %s)" % sorted(pids_a - s["pids"]))
@@ -144,7 +145,13 @@ def body(env):
                    "%s ms, %d over min_pause%s" % (
                        "steady window" if strict_win else "warm-up",
                        seen, maxp, len(bad),
-                       (" e.g. %r" % (bad[:3],)) if bad else "")
+                       "".join("\n    t=%dms pid %s pause %s > %d: dirty %s "
+                               "limit %s task_ratelimit %s dirty_ratelimit %s"
+                               % (ms, kv.get("pid"), kv.get("pause"), b,
+                                  kv.get("dirty"), kv.get("limit"),
+                                  kv.get("task_ratelimit"),
+                                  kv.get("dirty_ratelimit"))
+                               for ms, kv, b in bad[:3]))
             if strict_win:
                 check(seen > 0 and not bad, what)
             else:
@@ -175,6 +182,20 @@ def body(env):
                                                      "\n  ".join(failures)))
     if not strict:
         raise TSkip("no IO-less throttling in this wbcfs (figures above)")
+
+
+def _log_bw(recs, every_ms=2000):
+    """The bdi's bandwidth and ratelimits about every 2 s, for the log."""
+    t_log("bw records: ms write_bw avg_write_bw dirty_ratelimit "
+          "balanced_dirty_ratelimit (KB/s) nr_dirty thresh limit (pages)")
+    last = None
+    for ms, ev, kv in recs:
+        if ev == "bw" and (last is None or ms - last >= every_ms):
+            last = ms
+            t_log("  %6d %6s %6s %6s %6s %6s %6s %6s" % (
+                ms, kv.get("write_bw"), kv.get("avg_write_bw"),
+                kv.get("dirty_ratelimit"), kv.get("balanced_dirty_ratelimit"),
+                kv.get("nr_dirty"), kv.get("thresh"), kv.get("limit")))
 
 
 def _trace_ms_of(recs, res):

@@ -124,7 +124,10 @@ def run(directory, rates, bs, seconds, prefix="w"):
         os.close(w)
         kids.append((pid, r))
 
+    caught = []
+
     def forward(signum, frame):
+        caught.append(signum)
         for pid, _ in kids:
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -153,6 +156,13 @@ def run(directory, rates, bs, seconds, prefix="w"):
     finally:
         signal.signal(signal.SIGINT, old[0])
         signal.signal(signal.SIGTERM, old[1])
+    if caught:
+        # the writers are reaped: now let the caller's handler act
+        h = old[0] if caught[0] == signal.SIGINT else old[1]
+        if callable(h):
+            h(caught[0], None)
+        elif h == signal.SIG_DFL:
+            signal.raise_signal(caught[0])
     return {"t0": t0, "seconds": seconds, "bs": bs, "cpu_user": cpu_user,
             "cpu_sys": cpu_sys, "writers": writers}
 
