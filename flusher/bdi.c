@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -16,6 +18,48 @@
 #include "bdi_i.h"
 
 static const struct throttle_wb_ops bdi_throttle_ops;
+
+static unsigned long bdi_queue_limit(dev_t rdev, const char *what)
+{
+	char path[96];
+	unsigned long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/queue/%s", major(rdev), minor(rdev),
+		 what);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%lu", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+/*
+ * The largest write the device takes whole: a merged write is one iovec
+ * entry per cache page, pages that need not be adjacent in memory, so
+ * each may be a segment of its own. A write over the queue's
+ * max_segments or max_sectors_kb is split by the block layer, and a split
+ * of a non-blocking (io_uring) write fails with EAGAIN: io_uring then
+ * hands every write to its worker threads, measured here at half the
+ * device's bandwidth (a loop device allows 128 segments).
+ */
+static unsigned bdi_io_pages_limit(int fd, unsigned pages)
+{
+	unsigned long segs, kb;
+	struct stat st;
+
+	if (fstat(fd, &st) || !S_ISBLK(st.st_mode))
+		return pages;
+	segs = bdi_queue_limit(st.st_rdev, "max_segments");
+	kb = bdi_queue_limit(st.st_rdev, "max_sectors_kb");
+	if (segs && segs < pages)
+		pages = (unsigned)segs;
+	if (kb >= 4 && kb / 4 < pages)
+		pages = (unsigned)(kb / 4);
+	return pages ? pages : 1;
+}
 
 static void bdi_account_dirtied(struct mapping *m, struct page *p)
 {
@@ -72,7 +116,7 @@ int bdi_create(struct bdi **out, const struct bdi_config *cfg)
 	snprintf(b->name, sizeof(b->name), "%s", cfg->name ? cfg->name : "?");
 	b->engine = cfg->engine;
 	b->queue_depth = cfg->queue_depth ? cfg->queue_depth : 64;
-	b->max_io_pages = cfg->max_io_kb >= 4 ? cfg->max_io_kb / 4 : 256;
+	b->max_io_pages = bdi_io_pages_limit(cfg->fd, cfg->max_io_kb >= 4 ? cfg->max_io_kb / 4 : 256);
 	b->nr_flushers = cfg->nr_flushers ? cfg->nr_flushers : 1;
 	b->cache = cfg->cache;
 	b->ops = cfg->ops;
