@@ -171,8 +171,6 @@ static void wb_limits(struct throttle_wb *tw, struct dtc *c, uint64_t now)
 	c->wb_thresh = wb_calc_thresh(tw, c->thresh, c->dirty, now);
 	c->wb_bg_thresh = c->thresh ? (unsigned long)((uint64_t)c->wb_thresh * c->bg_thresh /
 						       c->thresh) : 0;
-	tw->last_wb_thresh = c->wb_thresh;
-	tw->last_wb_bg_thresh = c->wb_bg_thresh;
 }
 
 static unsigned long freerun_ceiling(unsigned long thresh, unsigned long bg)
@@ -531,6 +529,8 @@ static struct throttle_verdict bdp(struct throttle_wb *tw, struct throttle_task 
 	long max_pause_opt = (long)atomic_load(&d->max_pause_ms);
 	unsigned long dirty, thresh, bg;
 	long pages = t->nr_dirtied, task_rl, dirty_rl, max_p, min_p, period, pause, ndp;
+	uint64_t paid_until = 0;	/* a partial payment: the task's clock after it */
+	bool partial = false;
 	struct dtc c;
 
 	domain_limits(d, &c);
@@ -634,22 +634,16 @@ static struct throttle_verdict bdp(struct throttle_wb *tw, struct throttle_task 
 			period = HZ * payable / task_rl;
 			t->nr_dirtied = pages - payable;
 			pages = payable;
-			trace_bdp(d, tw, &c, dirty_rl, task_rl, pages, ndp, period, pause, start,
-				  now, t->paused_when, t->pid);
-			note_pause(d, pause);
-			t->paused_when = t0 + (uint64_t)period;
-			t->at_limit = false;
-			t->nr_dirtied_pause = ndp;
-			v.pause_ms = pause;
-			return v;
+			paid_until = t0 + (uint64_t)period;
+			partial = true;
 		}
 	}
 do_pause:
 	trace_bdp(d, tw, &c, dirty_rl, task_rl, pages, ndp, period, pause, start, now,
 		  t->paused_when, t->pid);
 	note_pause(d, pause);
-	t->paused_when = now + (uint64_t)pause;
-	if (pages == t->nr_dirtied && !v.hard_limit)
+	t->paused_when = partial ? paid_until : now + (uint64_t)pause;
+	if (!partial && !v.hard_limit)
 		t->nr_dirtied = 0;	/* paid in full (else owed: paid after this pause) */
 	t->at_limit = v.hard_limit;
 	t->nr_dirtied_pause = ndp;
@@ -828,7 +822,6 @@ void throttle_wb_init(struct throttle_wb *tw, struct throttle_domain *d, const c
 	pthread_mutex_lock(&d->lock);
 	tw->completions.period = d->fprop_period;
 	list_add_tail(&tw->node, &d->wbs);
-	d->nr_wbs++;
 	pthread_mutex_unlock(&d->lock);
 }
 
@@ -838,7 +831,6 @@ void throttle_wb_remove(struct throttle_wb *tw)
 
 	pthread_mutex_lock(&d->lock);
 	list_del_init(&tw->node);
-	d->nr_wbs--;
 	pthread_mutex_unlock(&d->lock);
 }
 

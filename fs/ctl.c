@@ -497,6 +497,7 @@ static int ctl_gen_bdi(struct wbfs *w, struct ctl_buf *b)
 	/* BdiDirtyThresh: this device's share of DirtyThresh, from its share
 	 * of recent writeback completions and min_ratio/max_ratio */
 	throttle_wb_thresholds(tw, &wb_thresh, &wb_bg, &thresh, &bg);
+	/* the controller updates these together under the domain lock (leaf) */
 	pthread_mutex_lock(&tw->dom->lock);
 	dr = tw->dirty_ratelimit;
 	bal = tw->balanced_dirty_ratelimit;

@@ -95,7 +95,6 @@ struct throttle_wb {
 	long fast_bw;				/* avg_write_bw when they were granted */
 	bool dirty_exceeded;
 	/* last values, for /.wbcfs/bdi (domain lock) */
-	unsigned long last_wb_thresh, last_wb_bg_thresh;
 	long last_task_ratelimit, last_dirty_rate;
 };
 
@@ -157,7 +156,6 @@ struct throttle_domain {
 	void (*global)(void *arg, struct throttle_global *g);
 	void *global_arg;
 	struct list_head wbs;			/* lock */
-	unsigned nr_wbs;
 	/* tunables */
 	_Atomic unsigned max_pause_ms;		/* 1-10000; default 200 */
 	_Atomic int mode;			/* enum throttle_mode */
