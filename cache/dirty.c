@@ -94,7 +94,11 @@ int dirty_tunable_set(struct dirty_tunables *t, enum dirty_tunable which, uint64
 	}
 }
 
-/* free + file pages - reserves (high watermarks) + 1, as global_dirtyable_memory(). */
+/*
+ * free + file pages - reserves + 1, as global_dirtyable_memory(): each
+ * zone's dirty_balance_reserve (high watermark + lowmem reserve) is not
+ * dirtyable.
+ */
 unsigned long dirty_dirtyable_pages(struct cache *c)
 {
 	long reserve = 0, free = cache_free_pages(c);
@@ -102,7 +106,7 @@ unsigned long dirty_dirtyable_pages(struct cache *c)
 	unsigned i;
 
 	for (i = 0; i < c->nr_zones; i++)
-		reserve += c->zones[i].wmark_high;
+		reserve += c->zones[i].dirty_balance_reserve;
 	free -= free < reserve ? free : reserve;
 	return (unsigned long)(free + file) + 1;
 }

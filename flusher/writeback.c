@@ -833,8 +833,8 @@ static void wb_do_queued(struct wb_ctx *x)
 
 /*
  * One turn of the worker, in fs-writeback.c's order: queued work (FIFO),
- * kupdate when dirty_writeback_centisecs (read live; 0 = off) has passed,
- * then reclaim's request and background writeback while over the
+ * reclaim's request, kupdate when dirty_writeback_centisecs (read live;
+ * 0 = off) has passed, then background writeback while over the
  * background threshold; otherwise sleep until woken or the next tick
  * (at most 100 ms, so live tunable changes and thresholds are noticed).
  * Context: b->lock held; dropped inside.
@@ -849,6 +849,11 @@ static void wb_worker_step(struct wb_ctx *x, uint64_t *last_kupdate)
 		*last_kupdate = now;	/* clean: the interval starts at the first dirtying */
 	if (!list_empty(&b->work_list)) {
 		wb_do_queued(x);
+	} else if (b->vmscan_nr) {
+		/* reclaim's request before periodic and background work
+		 * (wb_check_start_all comes first in wb_do_writeback) */
+		if (!wb_do_background(x))
+			wb_timed_wait(b, 10);
 	} else if (interval && now - *last_kupdate >= interval) {
 		*last_kupdate = now;
 		wb_do_kupdate(x);
