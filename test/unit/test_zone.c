@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "wbcfs/cache.h"
 #include "wbcfs/mapping.h"
@@ -378,6 +380,43 @@ START_TEST(toggles_are_live)
 }
 END_TEST
 
+/*
+ * NUMA zones: each zone's part of the arena is bound to its node. This
+ * machine may have one node, so both zones ask for node 0, and the policy
+ * the kernel reports for an address in the second zone must be a bind to
+ * node 0 (no policy at all would be MPOL_DEFAULT).
+ */
+/* The memory policy of the first page of zone 1 (MPOL_F_ADDR). */
+static int t_policy(struct cache *c, int *mode, unsigned long *mask, size_t bytes)
+{
+	return (int)syscall(SYS_get_mempolicy, mode, mask, bytes * 8,
+			    page_address(&c->pages[c->zones[1].start_pfn]), 2 /* MPOL_F_ADDR */);
+}
+
+START_TEST(zones_bound_to_nodes)
+{
+	size_t bytes[2] = { MIB_PAGES(4) * PAGE_SIZE, MIB_PAGES(4) * PAGE_SIZE };
+	int node[2] = { 0, 0 };
+	struct cache_config cfg = { .size_bytes = 2 * bytes[0], .nr_zones = 2,
+				    .zone_bytes = bytes, .zone_node = node, .ops = &t_cops };
+	unsigned long mask[16] = {0};
+	struct cache *c;
+	int mode = -1;
+
+	dirty_tunables_default(&cfg.tunables);
+	ck_assert_int_eq(cache_create(&c, &cfg), 0);
+	ck_assert_int_eq(t_policy(c, &mode, mask, sizeof(mask)), 0);
+	ck_assert_int_eq(mode, 2);	/* MPOL_BIND */
+	ck_assert_uint_eq(mask[0] & 1, 1);
+	cache_destroy(c);
+	cfg.zone_node = NULL;		/* no nodes given: no policy */
+	ck_assert_int_eq(cache_create(&c, &cfg), 0);
+	ck_assert_int_eq(t_policy(c, &mode, mask, sizeof(mask)), 0);
+	ck_assert_int_eq(mode, 0);	/* MPOL_DEFAULT */
+	cache_destroy(c);
+}
+END_TEST
+
 static Suite *zone_suite(void)
 {
 	Suite *s = suite_create("zone");
@@ -389,6 +428,7 @@ static Suite *zone_suite(void)
 	tcase_add_test(tc, zone_dirty_limits_small_zone);
 	tcase_add_test(tc, slow_path_ignores_dirty_limit);
 	tcase_add_test(tc, toggles_are_live);
+	tcase_add_test(tc, zones_bound_to_nodes);
 	suite_add_tcase(s, tc);
 	return s;
 }
