@@ -264,36 +264,60 @@ unsigned cache_kswapd_step(struct cache *c, long *freed)
 	return below;
 }
 
-/* Reclaim until every zone is above its high watermark, or 4 idle rounds. */
-static void kswapd_balance(struct cache *c)
+/*
+ * Reclaim until every zone is above its high watermark. Returns false when
+ * it gave up after 4 rounds that freed nothing (the zones below high hold
+ * only dirty, writeback, locked or referenced pages).
+ */
+static bool kswapd_balance(struct cache *c)
 {
 	int idle = 0;
 	long freed;
 
-	while (idle < 4 && cache_kswapd_step(c, &freed))
+	while (cache_kswapd_step(c, &freed)) {
 		idle = freed ? 0 : idle + 1;
+		if (idle == 4)
+			return false;
+	}
+	return true;
 }
 
+static void kswapd_sleep_ms(struct cache *c, long ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(&c->kswapd_wait, &c->wait_lock, &ts);
+}
+
+/*
+ * Sleep until woken (or 100 ms, to notice stopping); balance. When a
+ * balance gave up, wait 10 ms for writeback before trying again, as
+ * kswapd's congestion_wait: allocations keep waking it, and scanning the
+ * same dirty pages again at once would only burn CPU.
+ * Context: wait_lock held, dropped while balancing.
+ */
 static void *kswapd_main(void *arg)
 {
 	struct cache *c = arg;
+	bool backoff = false;
 
 	pthread_mutex_lock(&c->wait_lock);
 	while (!c->stopping) {
-		if (!c->kswapd_wake) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 100 * 1000000L;
-			ts.tv_sec += ts.tv_nsec / 1000000000L;
-			ts.tv_nsec %= 1000000000L;
-			pthread_cond_timedwait(&c->kswapd_wait, &c->wait_lock, &ts);
+		if (backoff) {
+			kswapd_sleep_ms(c, 10);	/* then try again, woken or not */
+			backoff = false;
+		} else if (!c->kswapd_wake) {
+			kswapd_sleep_ms(c, 100);
 			if (!c->kswapd_wake)
 				continue;
 		}
 		c->kswapd_wake = false;
 		pthread_mutex_unlock(&c->wait_lock);
-		kswapd_balance(c);
+		backoff = !kswapd_balance(c);
 		pthread_mutex_lock(&c->wait_lock);
 	}
 	pthread_mutex_unlock(&c->wait_lock);
