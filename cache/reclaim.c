@@ -8,9 +8,9 @@
  * The kswapd thread keeps zones above their high watermark.
  */
 #include <errno.h>
-#include <time.h>
 
 #include "wbcfs/cache.h"
+#include "wbcfs/clock.h"
 #include "wbcfs/mapping.h"
 #include "cache_i.h"
 
@@ -282,17 +282,6 @@ static bool kswapd_balance(struct cache *c)
 	return true;
 }
 
-static void kswapd_sleep_ms(struct cache *c, long ms)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
-	pthread_cond_timedwait(&c->kswapd_wait, &c->wait_lock, &ts);
-}
-
 /*
  * Sleep until woken (or 100 ms, to notice stopping); balance. When a
  * balance gave up, wait 10 ms for writeback before trying again, as
@@ -308,10 +297,10 @@ static void *kswapd_main(void *arg)
 	pthread_mutex_lock(&c->wait_lock);
 	while (!c->stopping) {
 		if (backoff) {
-			kswapd_sleep_ms(c, 10);	/* then try again, woken or not */
+			clock_cond_wait_ms(&c->kswapd_wait, &c->wait_lock, 10);	/* then try again, woken or not */
 			backoff = false;
 		} else if (!c->kswapd_wake) {
-			kswapd_sleep_ms(c, 100);
+			clock_cond_wait_ms(&c->kswapd_wait, &c->wait_lock, 100);
 			if (!c->kswapd_wake)
 				continue;
 		}

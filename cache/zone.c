@@ -39,10 +39,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "wbcfs/cache.h"
+#include "wbcfs/clock.h"
 #include "wbcfs/mapping.h"
 #include "cache_i.h"
 
@@ -451,17 +451,12 @@ static struct page *zone_take_free(struct cache *c, unsigned alloc_flags, enum a
 /* Sleep up to @ms for freed pages; false when the cache is stopping. */
 static bool cache_wait_free(struct cache *c, long ms)
 {
-	struct timespec ts;
 	bool stop;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
 	pthread_mutex_lock(&c->wait_lock);
 	atomic_fetch_add(&c->free_waiters, 1);	/* seq_cst: before the nr_free check */
 	if (!c->stopping && cache_free_pages(c) == 0)
-		pthread_cond_timedwait(&c->free_wait, &c->wait_lock, &ts);
+		clock_cond_wait_ms(&c->free_wait, &c->wait_lock, ms);
 	atomic_fetch_sub(&c->free_waiters, 1);
 	stop = c->stopping;
 	pthread_mutex_unlock(&c->wait_lock);

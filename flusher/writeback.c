@@ -44,7 +44,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "wbcfs/clock.h"
@@ -752,13 +751,7 @@ int bdi_queue_work_wait(struct bdi *b, struct wb_work *w)
 
 static void wb_timed_wait(struct bdi *b, long ms)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
-	pthread_cond_timedwait(&b->work_cond, &b->lock, &ts);
+	clock_cond_wait_ms(&b->work_cond, &b->lock, ms);
 }
 
 /* Nothing dirty on the bdi's lists nor in its metadata. Context: b->lock held. */
