@@ -157,7 +157,12 @@ def body(env):
                       ("queue_depth=0", "queue_depth"),
                       ("io_engine=spdk", "io_engine"),
                       ("flushers=17", "flushers"),
-                      ("prefault=lots", "prefault")):
+                      ("prefault=lots", "prefault"),
+                      ("zones=0", "zones"),
+                      ("cache_size=512M,zones=64M:64M", "zones: sizes add up to"),
+                      ("zones=1M:512k", "zones: '512k'"),
+                      ("fair_zone_alloc=2", "fair_zone_alloc"),
+                      ("zone_dirty=yes", "zone_dirty")):
         refused(env, ok, ok, ["-o", opt], want, "-o " + opt)
 
 

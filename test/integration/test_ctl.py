@@ -43,6 +43,7 @@ MOUNT_TUNABLES = {
     "dirty_background_bytes": 0, "dirty_expire_centisecs": 6000,
     "dirty_writeback_centisecs": 700, "readahead_kb": 64,
     "min_ratio": 5, "max_ratio": 90, "max_pause_ms": 150, "strictlimit": 0,
+    "fair_zone_alloc": 0, "zone_dirty": 0,
 }
 READ_ONLY = ("vmstat", "zoneinfo", "bdi", "trace")
 BAD_VALUES = {
@@ -57,6 +58,8 @@ BAD_VALUES = {
     "max_ratio": (b"4\n", b"x\n"),              # 4: below min_ratio
     "max_pause_ms": (b"0\n", b"10001\n"),
     "strictlimit": (b"2\n", b"yes\n"),
+    "fair_zone_alloc": (b"2\n", b"on\n"),
+    "zone_dirty": (b"-1\n", b"10\n"),
 }
 
 
