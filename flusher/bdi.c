@@ -395,7 +395,13 @@ void bdi_bw_update(struct bdi_bw *bw, uint64_t now_ms, long written_total)
 	long written = written_total - bw->written_stamp, old = bw->write_bw, avg;
 	int64_t w;
 
-	if (elapsed < BW_INTERVAL_MS)
+	/*
+	 * Callers read the clock before taking bw_lock, so a sampler that
+	 * lost the race can arrive with a time before the last stamp: its
+	 * interval is empty, not 2^64 ms long (that turned the estimate
+	 * negative, and writeback with it).
+	 */
+	if (now_ms < bw->stamp_ms || written < 0 || elapsed < BW_INTERVAL_MS)
 		return;
 	if (elapsed > 1000 && written == 0)
 		goto stamp;	/* idle: restart the period */
@@ -438,6 +444,9 @@ void bdi_bw_sample(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool 
 	uint64_t elapsed = now_ms - bw->stamp_ms;
 	long written = written_total - bw->written_stamp;
 
+	if (now_ms < bw->stamp_ms)
+		return;		/* a sampler that lost the race for bw_lock: see above */
+
 	/*
 	 * Idle time is not device time: with nothing under writeback now and
 	 * less written since the last sample than an eighth of the estimate
@@ -462,7 +471,7 @@ void bdi_bw_sample(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool 
 
 void bdi_bw_start(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool idle)
 {
-	if (!idle || now_ms - bw->stamp_ms <= 1000)
+	if (!idle || now_ms < bw->stamp_ms || now_ms - bw->stamp_ms <= 1000)
 		return;
 	bw->stamp_ms = now_ms;
 	bw->written_stamp = written_total;

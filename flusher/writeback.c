@@ -507,6 +507,8 @@ static long wb_chunk(struct bdi *b, long nr)
 		chunk = (long)(thresh / 8);
 	if (nr < chunk)
 		chunk = nr;
+	if (chunk < 0)
+		chunk = 0;	/* never a negative budget: it would write nothing */
 	return (chunk + CHUNK_MIN_PAGES) / CHUNK_MIN_PAGES * CHUNK_MIN_PAGES;
 }
 

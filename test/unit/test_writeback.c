@@ -841,6 +841,33 @@ START_TEST(bandwidth_idle_reset)
 }
 END_TEST
 
+/*
+ * Samplers read the clock before bw_lock: one that lost the race arrives
+ * with a time before the last stamp. Its interval is empty; it must not
+ * be read as 2^64 ms (that drove the estimate negative, and writeback's
+ * chunk with it: 100 writers then stalled with nothing written).
+ */
+START_TEST(bandwidth_late_sampler)
+{
+	struct bdi_bw bw = { .stamp_ms = 10000, .written_stamp = 5000,
+			     .write_bw = 12800, .avg_write_bw = 12800, .measured_ms = 4096 };
+
+	bdi_bw_update(&bw, 9990, 5100);
+	ck_assert_int_eq(bw.write_bw, 12800);
+	ck_assert_int_eq(bw.avg_write_bw, 12800);
+	ck_assert_int_eq(bw.stamp_ms, 10000);
+	bdi_bw_sample(&bw, 9990, 5100, true);
+	bdi_bw_sample(&bw, 9990, 5100, false);
+	bdi_bw_start(&bw, 8000, 5100, true);
+	ck_assert_int_eq(bw.write_bw, 12800);
+	ck_assert_int_eq(bw.stamp_ms, 10000);
+	ck_assert_int_eq(bw.written_stamp, 5000);
+	/* and the next on-time sample counts from the real stamp */
+	bdi_bw_update(&bw, 10500, 5000 + 6400);
+	ck_assert_int_eq(bw.write_bw, 12800);
+}
+END_TEST
+
 static Suite *writeback_suite(void)
 {
 	Suite *s = suite_create("writeback");
@@ -878,6 +905,7 @@ static Suite *writeback_suite(void)
 	tc = tcase_create("bandwidth");
 	tcase_add_test(tc, bandwidth_estimator);
 	tcase_add_test(tc, bandwidth_idle_reset);
+	tcase_add_test(tc, bandwidth_late_sampler);
 	tcase_add_test(tc, bandwidth_warmup);
 	tcase_add_test(tc, bandwidth_idle_trickle);
 	suite_add_tcase(s, tc);
