@@ -20,6 +20,18 @@ uint64_t clock_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+int clock_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *m, long ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	return pthread_cond_timedwait(cond, m, &ts);
+}
+
 void clock_set_fake(uint64_t (*fn)(void))
 {
 	atomic_store(&fake_clock, fn);

@@ -6,9 +6,9 @@
  * IO-less controller of a later issue replaces dirty_balance_simple().
  */
 #include <errno.h>
-#include <time.h>
 
 #include "wbcfs/cache.h"
+#include "wbcfs/clock.h"
 #include "wbcfs/dirty.h"
 
 #define DIRTY_BYTES_MIN (2 * PAGE_SIZE)
@@ -94,7 +94,11 @@ int dirty_tunable_set(struct dirty_tunables *t, enum dirty_tunable which, uint64
 	}
 }
 
-/* free + file pages - reserves (high watermarks) + 1, as global_dirtyable_memory(). */
+/*
+ * free + file pages - reserves + 1, as global_dirtyable_memory(): each
+ * zone's dirty_balance_reserve (high watermark + lowmem reserve) is not
+ * dirtyable.
+ */
 unsigned long dirty_dirtyable_pages(struct cache *c)
 {
 	long reserve = 0, free = cache_free_pages(c);
@@ -102,7 +106,7 @@ unsigned long dirty_dirtyable_pages(struct cache *c)
 	unsigned i;
 
 	for (i = 0; i < c->nr_zones; i++)
-		reserve += c->zones[i].wmark_high;
+		reserve += c->zones[i].dirty_balance_reserve;
 	free -= free < reserve ? free : reserve;
 	return (unsigned long)(free + file) + 1;
 }
@@ -183,7 +187,6 @@ static bool dirty_over_limit(struct cache *c, bool *over_bg)
 void dirty_balance_simple(struct cache *c)
 {
 	for (;;) {
-		struct timespec ts;
 		bool over_bg, over, stop;
 
 		over = dirty_over_limit(c, &over_bg);
@@ -191,13 +194,9 @@ void dirty_balance_simple(struct cache *c)
 			flusher_kick(c, WB_REASON_BACKGROUND);
 		if (!over)
 			return;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += BALANCE_WAIT_MS * 1000000L;
-		ts.tv_sec += ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
 		pthread_mutex_lock(&c->wait_lock);
 		if (!c->stopping && dirty_over_limit(c, &over_bg))
-			pthread_cond_timedwait(&c->dirty_wait, &c->wait_lock, &ts);
+			clock_cond_wait_ms(&c->dirty_wait, &c->wait_lock, BALANCE_WAIT_MS);
 		stop = c->stopping;
 		pthread_mutex_unlock(&c->wait_lock);
 		if (stop)

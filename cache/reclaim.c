@@ -8,25 +8,27 @@
  * The kswapd thread keeps zones above their high watermark.
  */
 #include <errno.h>
-#include <time.h>
 
 #include "wbcfs/cache.h"
+#include "wbcfs/clock.h"
 #include "wbcfs/mapping.h"
 #include "cache_i.h"
 
 #define SCAN_BATCH 32
 
-/* Age active pages into the inactive list while it is the smaller one. */
+/*
+ * Age active pages into the inactive list while it is the smaller one
+ * (inactive_file_is_low: active > inactive). As shrink_active_list does
+ * for unmapped file pages, a page leaves the active list whether or not it
+ * was referenced; PG_referenced stays, so a page touched on the active list
+ * gets its second chance at the inactive tail.
+ */
 static void zone_age_active(struct zone *z, long nr)
 {
 	pthread_mutex_lock(&z->lock);
 	while (nr-- > 0 && z->nr_inactive < z->nr_active && !list_empty(&z->active)) {
 		struct page *p = list_last_entry(&z->active, struct page, lru);
 
-		if (page_test_clear(p, PG_referenced)) {
-			list_move(&p->lru, &z->active);	/* one more round */
-			continue;
-		}
 		page_clear(p, PG_active);
 		list_move(&p->lru, &z->inactive);
 		ZONE_COUNT(z->nr_active, -1);
@@ -163,49 +165,70 @@ static long zone_lru_pages(const struct zone *z)
 	       __atomic_load_n(&z->nr_active, __ATOMIC_RELAXED);
 }
 
+/* Reclaim up to @nr pages from @z (aging its active list as needed). */
+static long zone_shrink(struct zone *z, long nr, long *dirty)
+{
+	long freed = 0, budget = zone_lru_pages(z);
+
+	while (freed < nr && budget > 0) {
+		long want = nr - freed < SCAN_BATCH ? nr - freed : SCAN_BATCH, got;
+
+		zone_age_active(z, SCAN_BATCH);
+		got = zone_shrink_batch(z, want, dirty);
+		freed += got;
+		budget -= want;
+		if (!got && zone_lru_pages(z) == 0)
+			break;
+	}
+	return freed;
+}
+
+/*
+ * Direct reclaim: every zone gives its share of @nr in proportion to its
+ * LRU size (the kernel scans lru_size >> priority of each zone), highest
+ * zone first; a second pass takes what is still missing from any zone.
+ */
 long cache_shrink(struct cache *c, long nr)
 {
-	long freed = 0, dirty = 0;
+	long freed = 0, dirty = 0, total = 0;
 	unsigned i;
 
-	for (i = 0; i < c->nr_zones && freed < nr; i++) {
+	for (i = 0; i < c->nr_zones; i++)
+		total += zone_lru_pages(&c->zones[i]);
+	for (i = c->nr_zones; i-- > 0 && total > 0 && freed < nr;) {
 		struct zone *z = &c->zones[i];
-		long budget = zone_lru_pages(z);
+		long share = (nr * zone_lru_pages(z) + total - 1) / total;
 
-		while (freed < nr && budget > 0) {
-			long want = nr - freed < SCAN_BATCH ? nr - freed : SCAN_BATCH, got;
-
-			zone_age_active(z, SCAN_BATCH);
-			got = zone_shrink_batch(z, want, &dirty);
-			freed += got;
-			budget -= want;
-			if (!got && zone_lru_pages(z) == 0)
-				break;
-		}
+		freed += zone_shrink(z, share < nr - freed ? share : nr - freed, &dirty);
 	}
+	for (i = c->nr_zones; i-- > 0 && freed < nr;)
+		freed += zone_shrink(&c->zones[i], nr - freed, &dirty);
 	if (dirty && c->ops && c->ops->wakeup_flusher)
 		c->ops->wakeup_flusher(c->owner, dirty, WB_REASON_VMSCAN);
 	return freed;
 }
 
+/* Not zone_watermark_ok: free pages at or under @mark (the allocator
+ * takes a page only while free > mark). */
 static bool zone_below(const struct zone *z, long mark)
 {
-	return __atomic_load_n(&z->nr_free, __ATOMIC_RELAXED) < mark;
+	return __atomic_load_n(&z->nr_free, __ATOMIC_RELAXED) <= mark;
 }
 
 void cache_kswapd_kick(struct cache *c)
 {
 	unsigned i;
 
-	if (!c->have_kswapd)
-		return;
+	if (atomic_load(&c->kswapd_wake))
+		return;		/* already woken: no lock on the allocation path */
 	for (i = 0; i < c->nr_zones; i++) {
-		if (zone_below(&c->zones[i], c->zones[i].wmark_low)) {
+		if (zone_below(&c->zones[i], c->zones[i].wmark_low + c->zones[i].lowmem_reserve)) {
 			pthread_mutex_lock(&c->wait_lock);
 			if (!c->kswapd_wake) {
 				c->kswapd_wake = true;
 				atomic_fetch_add(&c->stats.kswapd_wakeups, 1);
-				pthread_cond_signal(&c->kswapd_wait);
+				if (c->have_kswapd)
+					pthread_cond_signal(&c->kswapd_wait);
 			}
 			pthread_mutex_unlock(&c->wait_lock);
 			return;
@@ -213,47 +236,77 @@ void cache_kswapd_kick(struct cache *c)
 	}
 }
 
-/* Reclaim until every zone is above its high watermark. */
-static void kswapd_balance(struct cache *c)
+/*
+ * One round of balance_pgdat: a batch from the inactive tail of every zone
+ * below its high watermark (lowmem reserve included), so zones are
+ * reclaimed side by side, and zones that are balanced are left alone.
+ * Returns the number of zones still below high after the round; *freed
+ * gets what was freed.
+ */
+unsigned cache_kswapd_step(struct cache *c, long *freed)
 {
-	unsigned i;
+	unsigned i, below = 0;
 
-	for (i = 0; i < c->nr_zones; i++) {
+	*freed = 0;
+	for (i = c->nr_zones; i-- > 0;) {
 		struct zone *z = &c->zones[i];
-		int idle = 0;
+		long dirty = 0, mark = z->wmark_high + z->lowmem_reserve;
 
-		while (zone_below(z, z->wmark_high) && idle < 4) {
-			long dirty = 0;
-
-			zone_age_active(z, SCAN_BATCH);
-			if (zone_shrink_batch(z, SCAN_BATCH, &dirty) == 0)
-				idle++;
-			if (dirty && c->ops && c->ops->wakeup_flusher)
-				c->ops->wakeup_flusher(c->owner, dirty, WB_REASON_VMSCAN);
-		}
+		if (!zone_below(z, mark))
+			continue;
+		zone_age_active(z, SCAN_BATCH);
+		*freed += zone_shrink_batch(z, SCAN_BATCH, &dirty);
+		if (dirty && c->ops && c->ops->wakeup_flusher)
+			c->ops->wakeup_flusher(c->owner, dirty, WB_REASON_VMSCAN);
+		if (zone_below(z, mark))
+			below++;
 	}
+	return below;
 }
 
+/*
+ * Reclaim until every zone is above its high watermark. Returns false when
+ * it gave up after 4 rounds that freed nothing (the zones below high hold
+ * only dirty, writeback, locked or referenced pages).
+ */
+static bool kswapd_balance(struct cache *c)
+{
+	int idle = 0;
+	long freed;
+
+	while (cache_kswapd_step(c, &freed)) {
+		idle = freed ? 0 : idle + 1;
+		if (idle == 4)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Sleep until woken (or 100 ms, to notice stopping); balance. When a
+ * balance gave up, wait 10 ms for writeback before trying again, as
+ * kswapd's congestion_wait: allocations keep waking it, and scanning the
+ * same dirty pages again at once would only burn CPU.
+ * Context: wait_lock held, dropped while balancing.
+ */
 static void *kswapd_main(void *arg)
 {
 	struct cache *c = arg;
+	bool backoff = false;
 
 	pthread_mutex_lock(&c->wait_lock);
 	while (!c->stopping) {
-		if (!c->kswapd_wake) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 100 * 1000000L;
-			ts.tv_sec += ts.tv_nsec / 1000000000L;
-			ts.tv_nsec %= 1000000000L;
-			pthread_cond_timedwait(&c->kswapd_wait, &c->wait_lock, &ts);
+		if (backoff) {
+			clock_cond_wait_ms(&c->kswapd_wait, &c->wait_lock, 10);	/* then try again, woken or not */
+			backoff = false;
+		} else if (!c->kswapd_wake) {
+			clock_cond_wait_ms(&c->kswapd_wait, &c->wait_lock, 100);
 			if (!c->kswapd_wake)
 				continue;
 		}
 		c->kswapd_wake = false;
 		pthread_mutex_unlock(&c->wait_lock);
-		kswapd_balance(c);
+		backoff = !kswapd_balance(c);
 		pthread_mutex_lock(&c->wait_lock);
 	}
 	pthread_mutex_unlock(&c->wait_lock);

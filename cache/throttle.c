@@ -889,18 +889,9 @@ size_t throttle_trace_read(struct throttle_domain *d, uint64_t *cursor,
 
 void throttle_trace_wait(struct throttle_domain *d, uint64_t cursor, unsigned timeout_ms)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += timeout_ms / 1000;
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&d->lock);
 	if (d->ring && cursor >= d->ring_seq)
-		pthread_cond_timedwait(&d->ring_cond, &d->lock, &ts);
+		clock_cond_wait_ms(&d->ring_cond, &d->lock, (long)timeout_ms);
 	pthread_mutex_unlock(&d->lock);
 }
 

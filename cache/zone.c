@@ -5,21 +5,70 @@
  * free pages) and the LRU lists pages sit on while cached. Choosing which
  * pages to reclaim is reclaim.c's business.
  *
- * Watermarks per zone (pages): min = max(16, present/256), low = min*5/4,
- * high = min*3/2, in the kernel's proportions (low = min + min/4,
- * high = min + min/2).
+ * Watermarks per zone (pages): the cache's min, max(16, pages/256), shared
+ * in proportion to zone size (at least 4, at most a quarter of the zone);
+ * low = min + min/4, high = min + min/2, as the kernel's.
+ *
+ * The allocator is get_page_from_freelist of kernels 3.17-4.7 for one page:
+ *  - zones are tried highest first (the zonelist order: Normal, DMA32);
+ *  - fast path: a zone is used while free > low + lowmem_reserve;
+ *  - fair zone allocation (fair_zone_alloc=1): each zone has a batch of
+ *    high - low pages per round (NR_ALLOC_BATCH); a zone whose batch ran
+ *    out is flagged depleted and skipped, so zones fill in proportion to
+ *    their size and age at the same rate. When the fast pass skipped a
+ *    depleted zone and found nothing, all batches are reset and the zones
+ *    rescanned without fairness. The depleted flag is the cheap variant of
+ *    the 3.17 series: one flag test per zone instead of reading a counter;
+ *  - per-zone dirty limits (zone_dirty=1, ALLOC_WRITE only): the fast path
+ *    skips a zone whose dirty + writeback pages exceed its share of the
+ *    dirty threshold (zone_dirty_ok), the share of a zone being its
+ *    dirtyable memory (free + file - high watermark - lowmem reserve). The
+ *    limit is cached per zone and refreshed every 64 allocations and at
+ *    every batch reset, as the 3.17 series cached it to save its cost;
+ *  - kswapd is woken as soon as an allocation sees a zone under its low
+ *    watermark (not only in the slow path, as the kernel does: its zones
+ *    are thousands of pages between low and high, ours can be a few);
+ *  - slow path: the min watermark is tried ignoring fairness and dirty
+ *    limits (a write allocation that gets its page from a zone over its
+ *    limit this way is counted in nr_zone_dirty_ignored); then direct reclaim,
+ *    then the flusher is asked and writeback waited for.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "wbcfs/cache.h"
+#include "wbcfs/clock.h"
 #include "wbcfs/mapping.h"
 #include "cache_i.h"
 
 #define CACHE_MIN_PAGES 64
+#define DIRTY_LIMIT_REFRESH 64	/* allocations between dirty-limit refreshes */
+
+static void zones_refresh_dirty_limits(struct cache *c);
+
+/* NR_ALLOC_BATCH's full value: high - low, at least 1 page. */
+static long zone_batch(const struct zone *z)
+{
+	long b = z->wmark_high - z->wmark_low;
+
+	return b > 0 ? b : 1;
+}
+
+/*
+ * The cache's min watermark, shared among the zones in proportion to their
+ * size as min_free_kbytes is: max(16, pages / 256). Every zone then has the
+ * same watermark-to-size ratio, and the fair batches (high - low) are
+ * proportional to zone sizes.
+ */
+static size_t cache_min_pages(const struct cache *c)
+{
+	return c->nr_pages / 256 > 16 ? c->nr_pages / 256 : 16;
+}
 
 static void zone_init(struct cache *c, struct zone *z, unsigned id, size_t first, size_t n)
 {
@@ -33,11 +82,15 @@ static void zone_init(struct cache *c, struct zone *z, unsigned id, size_t first
 	z->id = id;
 	z->cache = c;
 	z->present_pages = (long)n;
-	z->wmark_min = z->present_pages / 256 > 16 ? z->present_pages / 256 : 16;
+	z->start_pfn = first;
+	z->wmark_min = (long)(cache_min_pages(c) * n / c->nr_pages);
+	if (z->wmark_min < 4)
+		z->wmark_min = 4;
 	if (z->wmark_min > z->present_pages / 4)
 		z->wmark_min = z->present_pages / 4;
 	z->wmark_low = z->wmark_min + z->wmark_min / 4;
 	z->wmark_high = z->wmark_min + z->wmark_min / 2;
+	atomic_store(&z->alloc_batch, zone_batch(z));
 	for (i = first; i < first + n; i++) {
 		struct page *p = &c->pages[i];
 
@@ -47,6 +100,28 @@ static void zone_init(struct cache *c, struct zone *z, unsigned id, size_t first
 		list_add_tail(&p->lru, &z->free_list);
 	}
 	z->nr_free = (long)n;
+}
+
+/*
+ * Lowmem protection, as the kernel's lowmem_reserve_ratio (256 for DMA32
+ * against Normal): every allocation here could use the highest zone, so a
+ * lower zone keeps 1/256 of the pages above it out of their reach. Its
+ * dirtyable memory excludes that reserve and its high watermark.
+ */
+static void zones_set_reserves(struct cache *c)
+{
+	long above = 0;
+	unsigned i;
+
+	for (i = c->nr_zones; i-- > 0;) {
+		struct zone *z = &c->zones[i];
+
+		z->lowmem_reserve = above / 256;
+		if (z->lowmem_reserve > z->present_pages / 4)
+			z->lowmem_reserve = z->present_pages / 4;
+		z->dirty_balance_reserve = z->wmark_high + z->lowmem_reserve;
+		above += z->present_pages;
+	}
 }
 
 static int zones_init(struct cache *c, const struct cache_config *cfg)
@@ -69,7 +144,36 @@ static int zones_init(struct cache *c, const struct cache_config *cfg)
 		zone_init(c, &c->zones[i], i, first, n);
 		first += n;
 	}
+	zones_set_reserves(c);
 	return 0;
+}
+
+#ifndef MPOL_BIND
+#define MPOL_BIND 2
+#endif
+
+/*
+ * Node-local zones: bind each zone's part of the arena to its node before
+ * anything faults it in. A failure is reported and ignored (the zone still
+ * works, only its memory may sit on another node).
+ */
+static void zones_bind_nodes(struct cache *c, const int *node)
+{
+	unsigned i;
+
+	for (i = 0; node && i < c->nr_zones; i++) {
+		struct zone *z = &c->zones[i];
+		unsigned long mask[16] = {0};
+
+		if (node[i] < 0 || node[i] >= (int)(sizeof(mask) * 8))
+			continue;
+		mask[node[i] / (8 * sizeof(long))] = 1UL << (node[i] % (8 * sizeof(long)));
+		if (syscall(SYS_mbind, (char *)c->arena + (z->start_pfn << PAGE_SHIFT),
+			    (size_t)z->present_pages << PAGE_SHIFT, MPOL_BIND, mask,
+			    sizeof(mask) * 8, 0))
+			fprintf(stderr, "wbcfs: zone %u: cannot bind to node %d: %s\n", i, node[i],
+				strerror(errno));
+	}
 }
 
 #ifndef MADV_POPULATE_WRITE
@@ -121,6 +225,10 @@ int cache_create(struct cache **out, const struct cache_config *cfg)
 	if (ret)
 		goto out_pages;
 	c->tun = cfg->tunables;
+	atomic_store(&c->fair_zone_alloc, cfg->fair_zone_alloc);
+	atomic_store(&c->zone_dirty, cfg->zone_dirty);
+	zones_refresh_dirty_limits(c);
+	zones_bind_nodes(c, cfg->zone_node);
 	c->ops = cfg->ops;
 	c->owner = cfg->owner;
 	pthread_mutex_init(&c->wait_lock, NULL);
@@ -215,47 +323,140 @@ void zone_free_page(struct page *p)
 		cache_wake_free(z->cache);
 }
 
-/* Fast path: a free page from the first zone that has one above min. */
-static struct page *zone_take_free(struct cache *c, bool use_reserve)
+unsigned long zone_dirtyable_pages(const struct zone *z)
+{
+	long n = __atomic_load_n(&z->nr_free, __ATOMIC_RELAXED) +
+		 __atomic_load_n(&z->nr_active, __ATOMIC_RELAXED) +
+		 __atomic_load_n(&z->nr_inactive, __ATOMIC_RELAXED) - z->dirty_balance_reserve;
+
+	return n > 0 ? (unsigned long)n : 0;
+}
+
+/* zone_dirty_limit of kernel 3.3: the zone's share of the dirty threshold. */
+unsigned long zone_dirty_limit(struct zone *z)
+{
+	struct cache *c = z->cache;
+	unsigned long zd = zone_dirtyable_pages(z);
+	uint64_t bytes = atomic_load(&c->tun.dirty_bytes);
+
+	if (bytes)
+		return (unsigned long)((bytes + PAGE_SIZE - 1) / PAGE_SIZE * zd /
+				       dirty_dirtyable_pages(c));
+	return zd * atomic_load(&c->tun.dirty_ratio) / 100;
+}
+
+static void zones_refresh_dirty_limits(struct cache *c)
+{
+	unsigned i;
+
+	for (i = 0; i < c->nr_zones; i++)
+		atomic_store(&c->zones[i].dirty_limit, (long)zone_dirty_limit(&c->zones[i]));
+}
+
+bool zone_dirty_ok(struct zone *z)
+{
+	return atomic_load(&z->nr_dirty) + atomic_load(&z->nr_writeback) <=
+	       atomic_load(&z->dirty_limit);
+}
+
+/* reset_alloc_batches: a new fair round. */
+static void zones_reset_batches(struct cache *c)
 {
 	unsigned i;
 
 	for (i = 0; i < c->nr_zones; i++) {
-		struct zone *z = &c->zones[i];
-		struct page *p = NULL;
-
-		pthread_mutex_lock(&z->lock);
-		if (z->nr_free > (use_reserve ? 0 : z->wmark_min)) {
-			p = list_first_entry(&z->free_list, struct page, lru);
-			list_del_init(&p->lru);
-			ZONE_COUNT(z->nr_free, -1);
-		}
-		pthread_mutex_unlock(&z->lock);
-		if (p) {
-			atomic_store(&p->flags, 0);
-			atomic_store(&p->refcount, 1);
-			atomic_fetch_add(&z->pgalloc, 1);
-			atomic_fetch_add(&c->stats.pgalloc, 1);
-			return p;
-		}
+		atomic_store(&c->zones[i].alloc_batch, zone_batch(&c->zones[i]));
+		atomic_store(&c->zones[i].fair_depleted, false);
 	}
-	return NULL;
+	atomic_fetch_add(&c->stats.nr_fair_batch_resets, 1);
+	zones_refresh_dirty_limits(c);
+}
+
+enum alloc_mark { MARK_LOW, MARK_MIN, MARK_RESERVE };
+
+/* Take a page from @z if it stays above @mark. Counts the batch. */
+static struct page *zone_rmqueue(struct zone *z, enum alloc_mark mark)
+{
+	long floor = mark == MARK_RESERVE ? 0 :
+		     (mark == MARK_LOW ? z->wmark_low : z->wmark_min) + z->lowmem_reserve;
+	struct page *p = NULL;
+
+	if (__atomic_load_n(&z->nr_free, __ATOMIC_RELAXED) <= floor)
+		return NULL;	/* unlocked peek: a zone under its mark costs no lock */
+	pthread_mutex_lock(&z->lock);
+	if (z->nr_free > floor) {
+		p = list_first_entry(&z->free_list, struct page, lru);
+		list_del_init(&p->lru);
+		ZONE_COUNT(z->nr_free, -1);
+		if (atomic_fetch_sub(&z->alloc_batch, 1) <= 1)
+			atomic_store(&z->fair_depleted, true);
+	}
+	pthread_mutex_unlock(&z->lock);
+	if (p) {
+		atomic_store(&p->flags, 0);
+		atomic_store(&p->refcount, 1);
+		atomic_fetch_add(&z->pgalloc, 1);
+		atomic_fetch_add(&z->cache->stats.pgalloc, 1);
+	}
+	return p;
+}
+
+/*
+ * One pass over the zones, highest first (get_page_from_freelist).
+ * Fairness and dirty limits apply to the low-watermark pass only.
+ */
+static struct page *zone_take_free(struct cache *c, unsigned alloc_flags, enum alloc_mark mark)
+{
+	bool multi = c->nr_zones > 1;
+	bool fair = multi && mark == MARK_LOW && atomic_load(&c->fair_zone_alloc);
+	bool dirty = multi && mark == MARK_LOW && (alloc_flags & ALLOC_WRITE) &&
+		     atomic_load(&c->zone_dirty);
+	struct page *p;
+	unsigned i;
+
+	if (dirty && atomic_fetch_add(&c->dirty_limit_tick, 1) % DIRTY_LIMIT_REFRESH == 0)
+		zones_refresh_dirty_limits(c);
+	for (;;) {
+		long fair_skipped = 0;
+
+		if (mark == MARK_LOW)
+			cache_kswapd_kick(c);	/* a zone under low: kswapd refills it early */
+		for (i = c->nr_zones; i-- > 0;) {
+			struct zone *z = &c->zones[i];
+
+			if (fair && atomic_load(&z->fair_depleted)) {
+				fair_skipped++;
+				continue;
+			}
+			if (dirty && !zone_dirty_ok(z)) {
+				atomic_fetch_add(&c->stats.nr_zone_dirty_skips, 1);
+				continue;
+			}
+			p = zone_rmqueue(z, mark);
+			if (p) {
+				if (mark != MARK_LOW && (alloc_flags & ALLOC_WRITE) && multi &&
+				    atomic_load(&c->zone_dirty) && !zone_dirty_ok(z))
+					atomic_fetch_add(&c->stats.nr_zone_dirty_ignored, 1);
+				return p;
+			}
+		}
+		if (!fair)
+			return NULL;
+		fair = false;
+		if (fair_skipped)
+			zones_reset_batches(c);
+	}
 }
 
 /* Sleep up to @ms for freed pages; false when the cache is stopping. */
 static bool cache_wait_free(struct cache *c, long ms)
 {
-	struct timespec ts;
 	bool stop;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
 	pthread_mutex_lock(&c->wait_lock);
 	atomic_fetch_add(&c->free_waiters, 1);	/* seq_cst: before the nr_free check */
 	if (!c->stopping && cache_free_pages(c) == 0)
-		pthread_cond_timedwait(&c->free_wait, &c->wait_lock, &ts);
+		clock_cond_wait_ms(&c->free_wait, &c->wait_lock, ms);
 	atomic_fetch_sub(&c->free_waiters, 1);
 	stop = c->stopping;
 	pthread_mutex_unlock(&c->wait_lock);
@@ -264,26 +465,29 @@ static bool cache_wait_free(struct cache *c, long ms)
 
 struct page *cache_alloc_page(struct cache *c, unsigned alloc_flags)
 {
-	struct page *p = zone_take_free(c, false);
+	struct page *p = zone_take_free(c, alloc_flags, MARK_LOW);
 
-	cache_kswapd_kick(c);
+	if (p)
+		return p;
+	/* __alloc_pages_slowpath: the min watermark, ignoring fairness and dirty limits */
+	p = zone_take_free(c, alloc_flags, MARK_MIN);
 	if (p)
 		return p;
 	if (alloc_flags & ALLOC_NOWAIT) {
 		cache_shrink(c, 32);	/* never sleeps; kicks the flusher on dirty pages */
-		return zone_take_free(c, true);
+		return zone_take_free(c, alloc_flags, MARK_RESERVE);
 	}
 	for (;;) {
 		atomic_fetch_add(&c->stats.allocstall, 1);
 		cache_shrink(c, 32);
-		p = zone_take_free(c, true);
+		p = zone_take_free(c, alloc_flags, MARK_RESERVE);
 		if (p)
 			return p;
 		if (c->ops && c->ops->wakeup_flusher)
 			c->ops->wakeup_flusher(c->owner, 1024, WB_REASON_VMSCAN);
 		if (!cache_wait_free(c, 10))
 			return NULL;
-		p = zone_take_free(c, true);
+		p = zone_take_free(c, alloc_flags, MARK_RESERVE);
 		if (p)
 			return p;
 	}

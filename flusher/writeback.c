@@ -44,7 +44,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "wbcfs/clock.h"
@@ -752,13 +751,7 @@ int bdi_queue_work_wait(struct bdi *b, struct wb_work *w)
 
 static void wb_timed_wait(struct bdi *b, long ms)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
-	pthread_cond_timedwait(&b->work_cond, &b->lock, &ts);
+	clock_cond_wait_ms(&b->work_cond, &b->lock, ms);
 }
 
 /* Nothing dirty on the bdi's lists nor in its metadata. Context: b->lock held. */
@@ -833,8 +826,8 @@ static void wb_do_queued(struct wb_ctx *x)
 
 /*
  * One turn of the worker, in fs-writeback.c's order: queued work (FIFO),
- * kupdate when dirty_writeback_centisecs (read live; 0 = off) has passed,
- * then reclaim's request and background writeback while over the
+ * reclaim's request, kupdate when dirty_writeback_centisecs (read live;
+ * 0 = off) has passed, then background writeback while over the
  * background threshold; otherwise sleep until woken or the next tick
  * (at most 100 ms, so live tunable changes and thresholds are noticed).
  * Context: b->lock held; dropped inside.
@@ -849,6 +842,11 @@ static void wb_worker_step(struct wb_ctx *x, uint64_t *last_kupdate)
 		*last_kupdate = now;	/* clean: the interval starts at the first dirtying */
 	if (!list_empty(&b->work_list)) {
 		wb_do_queued(x);
+	} else if (b->vmscan_nr) {
+		/* reclaim's request before periodic and background work
+		 * (wb_check_start_all comes first in wb_do_writeback) */
+		if (!wb_do_background(x))
+			wb_timed_wait(b, 10);
 	} else if (interval && now - *last_kupdate >= interval) {
 		*last_kupdate = now;
 		wb_do_kupdate(x);

@@ -106,6 +106,8 @@ const char *ctl_tunable_name(unsigned which)
 	case CTL_TUN_STRICTLIMIT: return "strictlimit";
 	case CTL_TUN_MAX_PAUSE_MS: return "max_pause_ms";
 	case CTL_TUN_THROTTLE: return "throttle";
+	case CTL_TUN_FAIR_ZONE_ALLOC: return "fair_zone_alloc";
+	case CTL_TUN_ZONE_DIRTY: return "zone_dirty";
 	default: return NULL;
 	}
 }
@@ -159,6 +161,8 @@ static bool ctl_tunable_valid(unsigned which, uint64_t v)
 	case CTL_TUN_MAX_RATIO:
 		return v <= 100;
 	case CTL_TUN_STRICTLIMIT:
+	case CTL_TUN_FAIR_ZONE_ALLOC:
+	case CTL_TUN_ZONE_DIRTY:
 		return v <= 1;
 	case CTL_TUN_MAX_PAUSE_MS:
 		return v >= 1 && v <= THROTTLE_MAX_PAUSE_MS_MAX;
@@ -205,6 +209,12 @@ int ctl_tunable_write(const struct ctl_tunables *t, unsigned which, const char *
 	case CTL_TUN_MAX_PAUSE_MS:
 		atomic_store(&t->throttle->max_pause_ms, (unsigned)v);
 		break;
+	case CTL_TUN_FAIR_ZONE_ALLOC:
+		atomic_store(t->fair_zone_alloc, (unsigned)v);
+		break;
+	case CTL_TUN_ZONE_DIRTY:
+		atomic_store(t->zone_dirty, (unsigned)v);
+		break;
 	default:
 		ret = dirty_tunable_set(t->dirty, (enum dirty_tunable)which, v);
 		break;
@@ -222,6 +232,8 @@ uint64_t ctl_tunable_read(const struct ctl_tunables *t, unsigned which)
 	case CTL_TUN_STRICTLIMIT: return atomic_load(&t->tw->strictlimit);
 	case CTL_TUN_MAX_PAUSE_MS: return atomic_load(&t->throttle->max_pause_ms);
 	case CTL_TUN_THROTTLE: return (uint64_t)atomic_load(&t->throttle->mode);
+	case CTL_TUN_FAIR_ZONE_ALLOC: return atomic_load(t->fair_zone_alloc);
+	case CTL_TUN_ZONE_DIRTY: return atomic_load(t->zone_dirty);
 	default: return dirty_tunable_get(t->dirty, (enum dirty_tunable)which);
 	}
 }
@@ -319,7 +331,9 @@ static struct ctl_tunables ctl_tunables_of(struct wbfs *w)
 	return (struct ctl_tunables){ .dirty = &w->cache->tun,
 				      .readahead_kb = &w->opts.readahead_kb,
 				      .throttle = &w->cache->throttle,
-				      .tw = bdi_throttle_wb(w->bdi) };
+				      .tw = bdi_throttle_wb(w->bdi),
+				      .fair_zone_alloc = &w->cache->fair_zone_alloc,
+				      .zone_dirty = &w->cache->zone_dirty };
 }
 
 static void ctl_stat(struct wbfs *w, unsigned node, struct stat *st)
@@ -390,6 +404,26 @@ static int ctl_print_lines(struct ctl_buf *b, const struct ctl_stat_line *l, siz
 	return 0;
 }
 
+/* The per-zone lines of vmstat: the kernel's pgalloc_<zone> and the like. */
+static int ctl_gen_zone_vmstat(struct ctl_buf *b, struct zone *z)
+{
+	const struct { const char *name; long v; } l[] = {
+		{ "nr_free_pages", ctl_gauge(__atomic_load_n(&z->nr_free, __ATOMIC_RELAXED)) },
+		{ "nr_dirty", ctl_gauge(atomic_load(&z->nr_dirty)) },
+		{ "nr_writeback", ctl_gauge(atomic_load(&z->nr_writeback)) },
+		{ "pgalloc", atomic_load(&z->pgalloc) },
+		{ "pgscan", atomic_load(&z->pgscan) },
+		{ "pgsteal", atomic_load(&z->pgsteal) },
+		{ "nr_vmscan_immediate_reclaim", atomic_load(&z->nr_immediate) },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(l) / sizeof(l[0]); i++)
+		if (ctl_buf_printf(b, "%s_zone%u %ld\n", l[i].name, z->id, l[i].v))
+			return -ENOMEM;
+	return 0;
+}
+
 /* /proc/vmstat's names and units (pages of 4 KiB). */
 static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 {
@@ -440,13 +474,23 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_throttle_held_replies", wbfs_fuse_io_held() },
 			{ "throttle_trace_records", atomic_load(&ts->trace_records) },
 			{ "throttle_trace_lost", atomic_load(&ts->trace_lost) },
+			{ "nr_fair_batch_resets", atomic_load(&s->nr_fair_batch_resets) },
+			{ "nr_zone_dirty_skips", atomic_load(&s->nr_zone_dirty_skips) },
+			{ "nr_zone_dirty_ignored", atomic_load(&s->nr_zone_dirty_ignored) },
 		};
+		unsigned i;
+		int ret = ctl_print_lines(b, lines, sizeof(lines) / sizeof(lines[0]));
 
-		return ctl_print_lines(b, lines, sizeof(lines) / sizeof(lines[0]));
+		for (i = 0; i < c->nr_zones && !ret; i++)
+			ret = ctl_gen_zone_vmstat(b, &c->zones[i]);
+		return ret;
 	}
 }
 
-/* /proc/zoneinfo's layout, one block per zone, in pages. */
+/*
+ * /proc/zoneinfo's layout, one block per zone, in pages. protection is the
+ * lowmem reserve; dirty_limit the zone's share of the dirty threshold now.
+ */
 static int ctl_gen_zone(struct ctl_buf *b, struct zone *z)
 {
 	return ctl_buf_printf(b,
@@ -456,19 +500,25 @@ static int ctl_gen_zone(struct ctl_buf *b, struct zone *z)
 		"        low      %ld\n"
 		"        high     %ld\n"
 		"        present  %ld\n"
+		"        protection %ld\n"
+		"        dirty_limit %lu\n"
 		"  nr_active_file %ld\n"
 		"  nr_inactive_file %ld\n"
 		"  nr_dirty       %ld\n"
 		"  nr_writeback   %ld\n"
+		"  nr_alloc_batch %ld\n"
+		"  fair_depleted  %d\n"
 		"  pgalloc        %ld\n"
 		"  pgscan         %ld\n"
 		"  pgsteal        %ld\n"
 		"  nr_vmscan_immediate_reclaim %ld\n",
 		z->id, ctl_gauge(__atomic_load_n(&z->nr_free, __ATOMIC_RELAXED)),
 		z->wmark_min, z->wmark_low, z->wmark_high, z->present_pages,
+		z->lowmem_reserve, zone_dirty_limit(z),
 		ctl_gauge(__atomic_load_n(&z->nr_active, __ATOMIC_RELAXED)),
 		ctl_gauge(__atomic_load_n(&z->nr_inactive, __ATOMIC_RELAXED)),
 		ctl_gauge(atomic_load(&z->nr_dirty)), ctl_gauge(atomic_load(&z->nr_writeback)),
+		atomic_load(&z->alloc_batch), (int)atomic_load(&z->fair_depleted),
 		atomic_load(&z->pgalloc), atomic_load(&z->pgscan), atomic_load(&z->pgsteal),
 		atomic_load(&z->nr_immediate));
 }

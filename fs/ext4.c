@@ -492,8 +492,44 @@ static void throttle_setup(struct wbfs *w)
 	atomic_store(&tw->strictlimit, w->opts.strictlimit);
 }
 
+/*
+ * The zones: as the options say; by default one per NUMA node that has
+ * memory, each bound to its node, or a single zone on a machine with one
+ * node (zones only matter where memory is not uniform; zones=64M:960M
+ * imitates a small DMA32 beside a large Normal zone).
+ */
+static void zones_config(struct wbfs *w, struct cache_config *cc, size_t *bytes, int *node)
+{
+	char line[512] = "";
+	FILE *f;
+	int n;
+	unsigned i;
+
+	cc->nr_zones = w->opts.nr_zones ? w->opts.nr_zones : 1;
+	if (w->opts.nr_zones && w->opts.zone_bytes[0]) {
+		for (i = 0; i < w->opts.nr_zones; i++)
+			bytes[i] = (size_t)w->opts.zone_bytes[i];
+		cc->zone_bytes = bytes;
+	}
+	if (w->opts.nr_zones)
+		return;
+	f = fopen("/sys/devices/system/node/has_memory", "r");
+	if (!f)
+		return;
+	if (!fgets(line, sizeof(line), f))
+		line[0] = 0;
+	fclose(f);
+	n = options_parse_nodelist(line, node, OPTIONS_ZONES_MAX);
+	if (n > 1 && cc->size_bytes / (size_t)n >= OPTIONS_ZONE_MIN_BYTES) {
+		cc->nr_zones = (unsigned)n;
+		cc->zone_node = node;
+	}
+}
+
 static int cache_and_bdi(struct wbfs *w, const char *dev)
 {
+	size_t zone_bytes[OPTIONS_ZONES_MAX];
+	int zone_node[OPTIONS_ZONES_MAX];
 	static const struct cache_ops cops = {
 		.wakeup_flusher = wbfs_wakeup_flusher,
 	};
@@ -506,14 +542,17 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	cc.size_bytes = w->opts.cache_size;
 	if (!cc.size_bytes)
 		cc.size_bytes = default_cache_size();
-	cc.nr_zones = 1;
+	zones_config(w, &cc, zone_bytes, zone_node);
+	cc.fair_zone_alloc = w->opts.fair_zone_alloc;
+	cc.zone_dirty = w->opts.zone_dirty;
 	cc.tunables = w->opts.dirty;
 	cc.ops = &cops;
 	cc.owner = w;
 	cc.start_kswapd = true;
 	ret = cache_create(&w->cache, &cc);
 	if (ret) {
-		wbfs_err(dev, "cannot create a cache of %zu bytes: %s", cc.size_bytes, strerror(-ret));
+		wbfs_err(dev, "cannot create a cache of %zu bytes in %u zones: %s", cc.size_bytes,
+			 cc.nr_zones, strerror(-ret));
 		return ret;
 	}
 	if (fstat(w->dev_fd, &st) == 0 && w->is_blkdev)

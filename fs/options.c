@@ -45,6 +45,8 @@ void options_default(struct wbcfs_options *o)
 	o->throttle = THROTTLE_IOLESS;
 	o->max_ratio = 100;
 	o->max_pause_ms = THROTTLE_MAX_PAUSE_MS_DEFAULT;
+	o->fair_zone_alloc = true;
+	o->zone_dirty = true;
 	strcpy(o->ctl_name, OPTIONS_CTL_NAME_DEFAULT);
 }
 
@@ -245,6 +247,125 @@ static int set_ctl_name(struct wbcfs_options *o, const char *val, char *err, siz
 	return 0;
 }
 
+/*
+ * zones=N: N equal zones (1-64). zones=SIZE:SIZE:...: one zone per size,
+ * lowest first, each at least 1 MiB and a multiple of 4 KiB; the sizes must
+ * add up to cache_size (checked once all options are read).
+ */
+static int set_zones(struct wbcfs_options *o, const char *val, char *err, size_t errlen)
+{
+	char buf[1024], *save = NULL, *tok;
+	unsigned n = 0;
+	uint64_t v;
+
+	memset(o->zone_bytes, 0, sizeof(o->zone_bytes));
+	o->nr_zones = 0;
+	if (!val || !*val) {
+		snprintf(err, errlen, "zones: needs a count or SIZE:SIZE...");
+		return -EINVAL;
+	}
+	if (!strchr(val, ':') && strspn(val, "0123456789") == strlen(val)) {
+		int ret = set_number("zones", val, 1, OPTIONS_ZONES_MAX, 1, false, &v, err, errlen);
+
+		if (!ret)
+			o->nr_zones = (unsigned)v;
+		return ret;
+	}
+	if (strlen(val) >= sizeof(buf)) {
+		snprintf(err, errlen, "zones: value too long");
+		return -EINVAL;
+	}
+	strcpy(buf, val);
+	for (tok = strtok_r(buf, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
+		if (n == OPTIONS_ZONES_MAX) {
+			snprintf(err, errlen, "zones: more than %d zones", OPTIONS_ZONES_MAX);
+			return -EINVAL;
+		}
+		if (options_parse_size(tok, &v) || v < OPTIONS_ZONE_MIN_BYTES || v % 4096) {
+			snprintf(err, errlen, "zones: '%s' is not a size of at least 1M in 4k pages",
+				 tok);
+			return -EINVAL;
+		}
+		o->zone_bytes[n++] = v;
+	}
+	o->nr_zones = n;
+	return 0;
+}
+
+/* After all options: zone sizes and cache_size agree (or give it). */
+static int check_zones(struct wbcfs_options *o, char *err, size_t errlen)
+{
+	uint64_t sum = 0;
+	unsigned i;
+
+	if (!o->nr_zones)
+		return 0;
+	if (!o->zone_bytes[0]) {
+		if (o->cache_size && o->cache_size / o->nr_zones < OPTIONS_ZONE_MIN_BYTES) {
+			snprintf(err, errlen, "zones: %u zones of cache_size %llu are below 1M each",
+				 o->nr_zones, (unsigned long long)o->cache_size);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	for (i = 0; i < o->nr_zones; i++)
+		sum += o->zone_bytes[i];
+	if (!o->cache_size) {
+		o->cache_size = sum;
+		return 0;
+	}
+	if (sum != (o->cache_size & ~4095ULL)) {
+		snprintf(err, errlen, "zones: sizes add up to %llu bytes, cache_size is %llu",
+			 (unsigned long long)sum, (unsigned long long)o->cache_size);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int set_bool(const char *key, const char *val, bool *out, char *err, size_t errlen)
+{
+	if (!val || !strcmp(val, "1"))
+		*out = true;
+	else if (!strcmp(val, "0"))
+		*out = false;
+	else {
+		snprintf(err, errlen, "%s: '%s' is not 0 or 1", key, val);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int options_parse_nodelist(const char *s, int *ids, unsigned max)
+{
+	unsigned n = 0;
+
+	while (s && *s && *s != '\n') {
+		char *end;
+		long a = strtol(s, &end, 10), b;
+
+		if (end == s || a < 0)
+			return -EINVAL;
+		b = a;
+		if (*end == '-') {
+			s = end + 1;
+			b = strtol(s, &end, 10);
+			if (end == s || b < a)
+				return -EINVAL;
+		}
+		for (; a <= b; a++) {
+			if (n == max)
+				return -EINVAL;
+			ids[n++] = (int)a;
+		}
+		s = end;
+		if (*s == ',')
+			s++;
+		else if (*s && *s != '\n')
+			return -EINVAL;
+	}
+	return n ? (int)n : -EINVAL;
+}
+
 static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errlen)
 {
 	char *val = strchr(opt, '=');
@@ -280,17 +401,14 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 		o->throttle = m;
 		return 0;
 	}
-	if (!strcmp(opt, "strictlimit")) {
-		if (!val || !strcmp(val, "1"))
-			o->strictlimit = true;
-		else if (!strcmp(val, "0"))
-			o->strictlimit = false;
-		else {
-			snprintf(err, errlen, "strictlimit: '%s' is not 0 or 1", val);
-			return -EINVAL;
-		}
-		return 0;
-	}
+	if (!strcmp(opt, "strictlimit"))
+		return set_bool(opt, val, &o->strictlimit, err, errlen);
+	if (!strcmp(opt, "fair_zone_alloc"))
+		return set_bool(opt, val, &o->fair_zone_alloc, err, errlen);
+	if (!strcmp(opt, "zone_dirty"))
+		return set_bool(opt, val, &o->zone_dirty, err, errlen);
+	if (!strcmp(opt, "zones"))
+		return set_zones(o, val, err, errlen);
 	if (!strcmp(opt, "io_engine")) {
 		if (val && !strcmp(val, "uring"))
 			o->io_engine = IO_ENGINE_URING;
@@ -336,6 +454,8 @@ int options_parse(struct wbcfs_options *o, const char *optstr, char *err, size_t
 	for (tok = strtok_r(copy, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save))
 		ret = parse_one(o, tok, err, errlen);
 	free(copy);
+	if (!ret)
+		ret = check_zones(o, err, errlen);
 	if (!ret && o->min_ratio > o->max_ratio) {
 		snprintf(err, errlen, "min_ratio: %u is above max_ratio %u", o->min_ratio,
 			 o->max_ratio);
@@ -359,6 +479,9 @@ void options_usage(FILE *out)
 		"  max_ratio=N                    %% of the dirty threshold the device may use [100]\n"
 		"  strictlimit[=0|1]              throttle on the device's own share of the limit [0]\n"
 		"  max_pause_ms=N                 longest single throttle pause, ms (1-10000) [200]\n"
+		"  zones=N|SIZE:SIZE...           cache zones, lowest first [one per NUMA node, else 1]\n"
+		"  fair_zone_alloc[=0|1]          fill zones in proportion to their size [1]\n"
+		"  zone_dirty[=0|1]               per-zone dirty limits for writes [1]\n"
 		"  flushers=N                     flusher threads per device (1-16) [1]\n"
 		"  io_engine=uring|aio|psync      writeback engine [uring]\n"
 		"  queue_depth=N                  I/Os in flight per flusher (1-4096) [64]\n"

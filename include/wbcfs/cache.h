@@ -50,6 +50,10 @@ struct cache_stats {
 					 * for work that reclaim asked for */
 	_Atomic long allocstall;	/* allocations that did direct reclaim */
 	_Atomic long kswapd_wakeups;
+	_Atomic long nr_fair_batch_resets;	/* fair allocation rounds begun anew */
+	_Atomic long nr_zone_dirty_skips;	/* fast-path skips of a zone over its dirty limit */
+	_Atomic long nr_zone_dirty_ignored;	/* slow-path write allocations from a
+						 * zone over its dirty limit */
 };
 
 #define CACHE_TRACE_RECORDS 32768	/* throttle trace ring (~6 MiB) */
@@ -58,6 +62,9 @@ struct cache_config {
 	size_t size_bytes;		/* arena size, rounded down to pages */
 	unsigned nr_zones;		/* >= 1 */
 	const size_t *zone_bytes;	/* optional per-zone sizes (sum = size) */
+	const int *zone_node;		/* optional: NUMA node per zone (mbind), -1 = any */
+	bool fair_zone_alloc;		/* initial value of cache.fair_zone_alloc */
+	bool zone_dirty;		/* initial value of cache.zone_dirty */
 	struct dirty_tunables tunables;	/* initial values */
 	const struct cache_ops *ops;
 	void *owner;
@@ -72,6 +79,10 @@ struct cache {
 	struct zone *zones;		/* constant array */
 	struct cache_stats stats;
 	struct dirty_tunables tun;	/* atomics, changed live */
+	_Atomic unsigned fair_zone_alloc;	/* live: 1 = fair zone allocation batches */
+	_Atomic unsigned zone_dirty;	/* live: 1 = per-zone dirty limits for writes */
+	_Atomic unsigned long dirty_limit_tick;	/* atomic: write allocations, paces the
+					 * refresh of the zones' cached dirty limits */
 	const struct cache_ops *ops;	/* constant */
 	void *owner;			/* constant */
 
@@ -79,7 +90,7 @@ struct cache {
 	pthread_cond_t free_wait;	/* signalled when pages are freed */
 	pthread_cond_t dirty_wait;	/* signalled when dirty+writeback drops */
 	pthread_cond_t kswapd_wait;	/* kswapd sleeps here */
-	bool kswapd_wake;		/* wait_lock */
+	_Atomic bool kswapd_wake;	/* set under wait_lock; peeked without it */
 	bool stopping;			/* wait_lock */
 	_Atomic int free_waiters;	/* atomic: allocators sleeping on free_wait; a freed
 				 * page wakes them only when > 0 (added for zone.c) */
@@ -100,10 +111,14 @@ void cache_prefault(struct cache *c, uint64_t bytes);
 
 /**
  * Allocate a page (refcount 1, not on any list, contents undefined).
- * ALLOC_WRITE: the page will be dirtied (zone dirty limits, later issue).
- * When no page is free: direct reclaim, then ask the flusher and wait for
- * writeback to free some. Returns NULL only with ALLOC_NOWAIT or when the
- * cache is being destroyed. Context: may sleep unless ALLOC_NOWAIT.
+ * ALLOC_WRITE: the page will be dirtied (__GFP_WRITE): with zone_dirty on,
+ * the fast path skips zones over their dirty limit. The fast path takes
+ * zones highest first above their low watermark (plus lowmem reserve),
+ * in fair batches when fair_zone_alloc is on; then kswapd is woken and
+ * the min watermark tried, ignoring fairness and dirty limits; then direct
+ * reclaim, then the flusher is asked and writeback waited for. Returns
+ * NULL only with ALLOC_NOWAIT or when the cache is being destroyed.
+ * Context: may sleep unless ALLOC_NOWAIT.
  */
 struct page *cache_alloc_page(struct cache *c, unsigned alloc_flags);
 
@@ -125,5 +140,15 @@ void cache_wake_dirty(struct cache *c);
  * Returns the number of pages freed.
  */
 long cache_shrink(struct cache *c, long nr);
+
+/**
+ * One round of kswapd's balancing (the thread loops on it; tests call it
+ * to play kswapd deterministically): a batch of reclaim from each zone
+ * below its high watermark. Returns how many zones are still below it;
+ * *freed gets the pages freed. An allocation that finds a zone under its
+ * low watermark sets kswapd_wake
+ * (and wakes the thread if there is one).
+ */
+unsigned cache_kswapd_step(struct cache *c, long *freed);
 
 #endif

@@ -6,12 +6,19 @@
 #ifndef WBCFS_CLOCK_H
 #define WBCFS_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #define HZ 1000
 
 /** Monotonic milliseconds, or the fake clock's value when one is set. */
 uint64_t clock_now_ms(void);
+
+/**
+ * pthread_cond_timedwait for at most @ms of real time (the condition's
+ * clock, CLOCK_REALTIME; never the fake clock). Context: @m held.
+ */
+int clock_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *m, long ms);
 
 /** Install a fake clock source (NULL restores the real one). Tests only. */
 void clock_set_fake(uint64_t (*fn)(void));

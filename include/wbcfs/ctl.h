@@ -31,8 +31,9 @@ void ctl_buf_free(struct ctl_buf *b);
 /*
  * The tunable files: the dirty_* tunables (enum dirty_tunable values),
  * then readahead_kb and the throttle's: the device's min_ratio, max_ratio
- * and strictlimit (as /sys/class/bdi/<dev>/ has them), max_pause_ms, and
- * throttle ("ioless" or "simple").
+ * and strictlimit (as /sys/class/bdi/<dev>/ has them), max_pause_ms,
+ * throttle ("ioless" or "simple"), and the zone policies fair_zone_alloc
+ * and zone_dirty (0 or 1).
  */
 #define CTL_TUN_READAHEAD_KB	NR_DIRTY_TUNABLES
 #define CTL_TUN_MIN_RATIO	(NR_DIRTY_TUNABLES + 1)
@@ -40,7 +41,9 @@ void ctl_buf_free(struct ctl_buf *b);
 #define CTL_TUN_STRICTLIMIT	(NR_DIRTY_TUNABLES + 3)
 #define CTL_TUN_MAX_PAUSE_MS	(NR_DIRTY_TUNABLES + 4)
 #define CTL_TUN_THROTTLE	(NR_DIRTY_TUNABLES + 5)
-#define CTL_NR_TUNABLES		(NR_DIRTY_TUNABLES + 6)
+#define CTL_TUN_FAIR_ZONE_ALLOC	(NR_DIRTY_TUNABLES + 6)
+#define CTL_TUN_ZONE_DIRTY	(NR_DIRTY_TUNABLES + 7)
+#define CTL_NR_TUNABLES		(NR_DIRTY_TUNABLES + 8)
 
 /* The live values the tunable files read and write. */
 struct ctl_tunables {
@@ -48,6 +51,8 @@ struct ctl_tunables {
 	unsigned *readahead_kb;		/* atomic (__atomic builtins): read at each open */
 	struct throttle_domain *throttle;	/* max_pause_ms, mode: read at each evaluation */
 	struct throttle_wb *tw;		/* the device's ratios and strictlimit */
+	_Atomic unsigned *fair_zone_alloc;	/* the cache's: read at each allocation */
+	_Atomic unsigned *zone_dirty;	/* the cache's: read at each write allocation */
 };
 
 const char *ctl_tunable_name(unsigned which);
@@ -66,7 +71,8 @@ int ctl_parse_u64(const char *buf, size_t len, uint64_t *out);
  * writing a ratio zeroes its bytes twin and the other way round;
  * centisecs up to 100 days; readahead_kb 0-65536 in multiples of 4;
  * min_ratio and max_ratio 0-100 with min_ratio <= max_ratio; strictlimit
- * 0 or 1; max_pause_ms 1-10000; throttle "ioless" or "simple".
+ * 0 or 1; max_pause_ms 1-10000; throttle "ioless" or "simple";
+ * fair_zone_alloc and zone_dirty 0 or 1.
  * On error nothing changes. Returns 0 or -EINVAL.
  */
 int ctl_tunable_write(const struct ctl_tunables *t, unsigned which, const char *buf,

@@ -19,6 +19,8 @@
 #define OPTIONS_FUSE_MAX 1024
 #define OPTIONS_NAME_MAX 255	/* a file name, as ext4's */
 #define OPTIONS_CTL_NAME_DEFAULT ".wbcfs"
+#define OPTIONS_ZONES_MAX 64
+#define OPTIONS_ZONE_MIN_BYTES (1u << 20)	/* smallest zone: 1 MiB */
 
 struct wbcfs_options {
 	uint64_t cache_size;		/* bytes; 0 = a quarter of RAM */
@@ -36,6 +38,10 @@ struct wbcfs_options {
 	unsigned max_ratio;		/* percent of the dirty threshold at most [100] */
 	unsigned max_pause_ms;		/* longest single throttle pause, 1-10000 [200] */
 	bool strictlimit;		/* throttle on the device's own share of the limit */
+	unsigned nr_zones;		/* zones=N or the number of sizes; 0 = default */
+	uint64_t zone_bytes[OPTIONS_ZONES_MAX];	/* zones=SIZE:SIZE...; all 0 for zones=N */
+	bool fair_zone_alloc;		/* fair zone allocation batches [1] */
+	bool zone_dirty;		/* per-zone dirty limits for page-cache writes [1] */
 	char ctl_name[OPTIONS_NAME_MAX + 1];	/* control directory in the root; default ".wbcfs" */
 	bool ro;
 	bool fsck;			/* run e2fsck -p before mounting */
@@ -58,6 +64,12 @@ int options_parse(struct wbcfs_options *o, const char *optstr, char *err, size_t
 
 /** Parse a size: digits with optional k/K, m/M, g/G, t/T suffix (binary). */
 int options_parse_size(const char *s, uint64_t *out);
+
+/**
+ * Parse a sysfs node list ("0", "0-3,6") into @ids (at most @max).
+ * Returns the number of nodes or -EINVAL.
+ */
+int options_parse_nodelist(const char *s, int *ids, unsigned max);
 
 /** Print every option with its default (for --help). */
 void options_usage(FILE *out);

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Zones of the arena: free list, active/inactive LRU lists, watermarks and
- * per-zone counters. One zone for now; fair allocation and per-zone dirty
- * limits come with the zones issue.
+ * Zones of the arena: free list, active/inactive LRU lists, watermarks,
+ * lowmem protection, the fair allocation batch and per-zone counters.
+ * Zones are numbered low to high, as the kernel's DMA32, Normal: the
+ * allocator prefers the highest zone, and a lower zone keeps a reserve
+ * (lowmem_reserve) that allocations which could have used a higher zone
+ * may not take. See zone.c for the allocator.
  */
 #ifndef WBCFS_ZONE_H
 #define WBCFS_ZONE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include "list.h"
 
@@ -23,7 +27,13 @@ struct zone {
 	long nr_active;			/* lock */
 	long nr_inactive;		/* lock */
 	long present_pages;		/* constant */
+	size_t start_pfn;		/* constant: first page's index in the arena */
 	long wmark_min, wmark_low, wmark_high;	/* constant: pages */
+	long lowmem_reserve;		/* constant: pages of higher zones / 256 */
+	long dirty_balance_reserve;	/* constant: high + lowmem_reserve, not dirtyable */
+	_Atomic long alloc_batch;	/* atomic: NR_ALLOC_BATCH, high - low per round */
+	_Atomic bool fair_depleted;	/* atomic: alloc_batch ran out this round */
+	_Atomic long dirty_limit;	/* atomic: cached zone_dirty_limit() (pages) */
 	_Atomic long nr_dirty;		/* atomic */
 	_Atomic long nr_writeback;	/* atomic */
 	_Atomic long pgalloc;		/* atomic */
@@ -33,5 +43,12 @@ struct zone {
 	unsigned id;			/* constant */
 	struct cache *cache;		/* constant */
 };
+
+/** Dirtyable pages of @z: free + file LRU pages - dirty_balance_reserve. */
+unsigned long zone_dirtyable_pages(const struct zone *z);
+/** The zone's share of the dirty threshold, computed now (pages). */
+unsigned long zone_dirty_limit(struct zone *z);
+/** dirty + writeback within the zone's (cached) dirty limit? */
+bool zone_dirty_ok(struct zone *z);
 
 #endif

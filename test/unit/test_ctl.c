@@ -17,8 +17,9 @@ static struct dirty_tunables dt;
 static unsigned ra_kb;
 static struct throttle_domain dom;
 static struct throttle_wb tw;
+static _Atomic unsigned fair = 1, zdirty = 1;
 static struct ctl_tunables t = { .dirty = &dt, .readahead_kb = &ra_kb, .throttle = &dom,
-				 .tw = &tw };
+				 .tw = &tw, .fair_zone_alloc = &fair, .zone_dirty = &zdirty };
 
 static void no_global(void *arg, struct throttle_global *g)
 {
@@ -125,6 +126,17 @@ START_TEST(write_and_read_back)
 	ck_assert_uint_eq(ctl_tunable_read(&t, CTL_TUN_READAHEAD_KB), 256);
 	ck_assert_int_eq(t_write(CTL_TUN_READAHEAD_KB, "0"), 0);
 	ck_assert_uint_eq(ra_kb, 0);
+	/* the zone policies: 0 or 1, live */
+	ck_assert_str_eq(ctl_tunable_name(CTL_TUN_FAIR_ZONE_ALLOC), "fair_zone_alloc");
+	ck_assert_str_eq(ctl_tunable_name(CTL_TUN_ZONE_DIRTY), "zone_dirty");
+	ck_assert_int_eq(t_write(CTL_TUN_FAIR_ZONE_ALLOC, "0\n"), 0);
+	ck_assert_uint_eq(fair, 0);
+	ck_assert_int_eq(t_write(CTL_TUN_ZONE_DIRTY, "0"), 0);
+	ck_assert_uint_eq(ctl_tunable_read(&t, CTL_TUN_ZONE_DIRTY), 0);
+	ck_assert_int_eq(t_write(CTL_TUN_ZONE_DIRTY, "2"), -EINVAL);
+	ck_assert_int_eq(t_write(CTL_TUN_FAIR_ZONE_ALLOC, "1"), 0);
+	ck_assert_uint_eq(fair, 1);
+	ck_assert_uint_eq(zdirty, 0);
 }
 END_TEST
 

@@ -168,6 +168,37 @@ START_TEST(throttle_options)
 }
 END_TEST
 
+/* zones=N, zones=SIZE:SIZE (cache_size follows, or must agree), the policies. */
+START_TEST(zone_options)
+{
+	int ids[8];
+
+	ck_assert_uint_eq(o.nr_zones, 0);
+	ck_assert(o.fair_zone_alloc);
+	ck_assert(o.zone_dirty);
+	ck_assert_int_eq(t_parse("zones=4,fair_zone_alloc=0,zone_dirty=0"), 0);
+	ck_assert_uint_eq(o.nr_zones, 4);
+	ck_assert_uint_eq(o.zone_bytes[0], 0);
+	ck_assert(!o.fair_zone_alloc);
+	ck_assert(!o.zone_dirty);
+	ck_assert_int_eq(t_parse("zones=64M:960M"), 0);
+	ck_assert_uint_eq(o.nr_zones, 2);
+	ck_assert_uint_eq(o.zone_bytes[0], 64ULL << 20);
+	ck_assert_uint_eq(o.zone_bytes[1], 960ULL << 20);
+	ck_assert_uint_eq(o.cache_size, 1ULL << 30);	/* from the sizes */
+	options_default(&o);
+	ck_assert_int_eq(t_parse("cache_size=512M,zones=64M:448M,fair_zone_alloc,zone_dirty"), 0);
+	ck_assert_uint_eq(o.cache_size, 512ULL << 20);
+	ck_assert(o.fair_zone_alloc && o.zone_dirty);
+	ck_assert_int_eq(options_parse_nodelist("0-2,5\n", ids, 8), 4);
+	ck_assert_int_eq(ids[3], 5);
+	ck_assert_int_eq(options_parse_nodelist("0", ids, 8), 1);
+	ck_assert_int_eq(options_parse_nodelist("", ids, 8), -EINVAL);
+	ck_assert_int_eq(options_parse_nodelist("3-1", ids, 8), -EINVAL);
+	ck_assert_int_eq(options_parse_nodelist("0-9", ids, 8), -EINVAL);
+}
+END_TEST
+
 START_TEST(bad_values_named)
 {
 	t_refused("dirty_ratio=150", "dirty_ratio");
@@ -190,6 +221,16 @@ START_TEST(bad_values_named)
 	t_refused("max_ratio=101", "max_ratio");
 	t_refused("min_ratio=60,max_ratio=50", "min_ratio: 60 is above max_ratio 50");
 	t_refused("ro=1", "ro: takes no value");
+	t_refused("zones=0", "zones");
+	t_refused("zones=65", "zones");
+	t_refused("zones=", "zones: needs a count");
+	t_refused("zones=64M:lots", "zones: 'lots' is not a size");
+	t_refused("zones=512k:64M", "zones: '512k' is not a size of at least 1M");
+	t_refused("cache_size=512M,zones=64M:64M", "zones: sizes add up to 134217728 bytes, "
+		  "cache_size is 536870912");
+	t_refused("cache_size=4M,zones=8", "zones: 8 zones of cache_size 4194304 are below 1M");
+	t_refused("fair_zone_alloc=yes", "fair_zone_alloc: 'yes' is not 0 or 1");
+	t_refused("zone_dirty=2", "zone_dirty");
 	t_refused("frobnicate", "unknown option 'frobnicate'");
 	t_refused("cache_size=64M,bogus=1", "unknown option 'bogus'");
 }
@@ -225,6 +266,7 @@ static Suite *options_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, zone_options);
 	tcase_add_test(tc, bad_values_named);
 	tcase_add_test(tc, throttle_options);
 	suite_add_tcase(s, tc);
