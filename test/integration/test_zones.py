@@ -19,7 +19,9 @@ before wbcfs first mounts it.
     reads back; 2 gives EINVAL and changes nothing.
 (b) zone_dirty=0, fair_zone_alloc=0 (second mount): the same writes; zone
     0's most dirty pages against its dirty limit and its share of all
-    dirty pages are logged, not checked.
+    dirty pages are logged, not checked; nr_zone_dirty_skips stays put.
+Device writes are limited to 100 MB/s by a blkio cgroup holding the daemon,
+so dirty pages pile up and each write phase lasts seconds.
 Ends with e2fsck -fn.  Runs once, with the default io engine.
 
     WBCFS_BIN=build/wbcfs test/integration/test_zones.py
@@ -41,8 +43,12 @@ import wbbench  # noqa: E402
 OPTS = ["cache_size=128M", "zones=16M:112M", "dirty_bytes=32M"]
 ZONE0_SHARE = 16 / 128
 BIG = 400 * MIB
-WRITERS, PER_WRITER, BS = 4, 100 * MIB, MIB
+WRITERS, PER_WRITER, BS = 4, 100 * MIB, 128 * 1024
 SLACK_PAGES = 64
+# writes to the device are limited (blkio cgroup holding the daemon), so
+# that dirty pages pile up against the limits and each 400 MiB write phase
+# lasts seconds, not a fraction of one
+WRITE_BPS = 100 * 1000 * 1000
 
 
 def write_files(d, prefix):
@@ -53,12 +59,13 @@ def write_files(d, prefix):
     def writer(i):
         path = os.path.join(d, "%s%d" % (prefix, i))
         base = bytearray(os.urandom(BS))
+        stamp = i << 32
         h = hashlib.sha256()
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 for k in range(PER_WRITER // BS):
-                    base[:8] = k.to_bytes(8, "little")
+                    base[:8] = (stamp + k).to_bytes(8, "little")
                     t_write_all(fd, base)
                     h.update(base)
             finally:
@@ -97,9 +104,10 @@ def sampled_writes(mnt, d, prefix):
 def zone_dirty_report(samples):
     """Zone 0 (lowest) against the last zone over the samples: the worst
     overshoot of zone 0's dirty limit while the last zone had room, and
-    regardless; zone 0's largest share of the dirty pages."""
+    regardless; zone 0's largest share of the dirty pages; the most dirty
+    + writeback pages of all zones against the global threshold."""
     worst_room, worst_any, share, over_room = None, None, 0.0, []
-    prev_ign = None
+    prev_ign, tot_max = None, (0, 0)
     for t, zs, v in samples:
         z0, zn = zs[0], zs[-1]
         d0, lim0 = dirty_wb(z0), z0["dirty_limit"]
@@ -120,25 +128,42 @@ def zone_dirty_report(samples):
         tot = sum(dirty_wb(z) for z in zs)
         if tot:
             share = max(share, d0 / tot)
+        tot_max = max(tot_max, (tot, v.get("nr_dirty_threshold", 0)))
+    t_log("most dirty + writeback pages of all zones %d, global threshold "
+          "%d then" % tot_max)
     return worst_room, worst_any, share, over_room
 
 
 def alloc_share(mnt, path):
-    """Read path whole; zone 0's share of the pages allocated meanwhile."""
+    """Read path whole; zone 0's share of the pages allocated meanwhile,
+    and of those allocated before reclaim began (pgsteal still 0: the
+    cache's free pages, where only the fair batches decide)."""
     v0 = wbtrace.vmstat(mnt)
-    secs = wbbench.cat([path])
+    smp = wbtrace.ZoneSampler(mnt, 0.05, with_vmstat=True)
+    try:
+        secs = wbbench.cat([path])
+    finally:
+        samples = smp.stop()
     v1 = wbtrace.vmstat(mnt)
-    for k in ("pgalloc_zone0", "pgalloc"):
+    for k in ("pgalloc_zone0", "pgalloc", "pgsteal"):
         t_check(k in v1, "vmstat has no %s" % k)
     a0 = v1["pgalloc_zone0"] - v0["pgalloc_zone0"]
     tot = v1["pgalloc"] - v0["pgalloc"]
     t_check(tot >= BIG // 4096, "pgalloc moved by %d over a %d MiB read"
             % (tot, BIG // MIB))
-    t_log("read %d MiB in %.1f s: pgalloc %d, zone 0 %d (%.4f), fair batch "
-          "resets %d" % (BIG // MIB, secs, tot, a0, a0 / tot,
-                         v1.get("nr_fair_batch_resets", 0) -
-                         v0.get("nr_fair_batch_resets", 0)))
-    return a0 / tot
+    free = [v for _, _, v in samples if v["pgsteal"] == v0["pgsteal"]]
+    f0 = free[-1]["pgalloc_zone0"] - v0["pgalloc_zone0"] if free else 0
+    ft = free[-1]["pgalloc"] - v0["pgalloc"] if free else 0
+    t_log("read %d MiB in %.1f s: pgalloc %d, zone 0 %d (%.4f); before "
+          "reclaim began %d, zone 0 %d (%.4f); fair batch resets %d, "
+          "pgsteal %d, zone 0 %d" % (
+              BIG // MIB, secs, tot, a0, a0 / tot, ft, f0,
+              f0 / ft if ft else 0.0,
+              v1.get("nr_fair_batch_resets", 0) -
+              v0.get("nr_fair_batch_resets", 0),
+              v1["pgsteal"] - v0["pgsteal"],
+              v1.get("pgsteal_zone0", 0) - v0.get("pgsteal_zone0", 0)))
+    return a0 / tot, (f0 / ft if ft >= 4096 else None)
 
 
 def toggles(mnt):
@@ -168,21 +193,35 @@ def toggles(mnt):
 def body(env):
     if t_is_kernel():
         raise TSkip("cache zones are wbcfs's own")
+    failures = []
+
+    def check(cond, msg):
+        """A failed oracle is reported at the end, after the others ran."""
+        t_log(("ok: " if cond else "FAILED: ") + msg)
+        if not cond:
+            failures.append(msg)
     dev = env.new_fs(1 * GIB)
     t_step("a %d MiB file through the kernel's ext4" % (BIG // MIB))
     wbbench.kernel_fill(env, dev, {"big": BIG})
 
+    cg = env.blkio_cgroup()
+    cg.write_bps(dev, WRITE_BPS)
     m = env.mount(dev, OPTS + ["zone_dirty=1", "fair_zone_alloc=1"])
+    cg.add(m.pid)
     zi = wbtrace.zoneinfo(m.mnt)
     t_eq(len(zi), 2, "zones in zoneinfo")
     t_eq([z["present"] for z in zi], [16 * MIB // 4096, 112 * MIB // 4096],
          "zones' present pages")
     t_step("(c) fair_zone_alloc=1: zone 0 takes 16/128 of a cold read's "
            "allocations")
-    share1 = alloc_share(m.mnt, os.path.join(m.mnt, "big"))
-    t_check(abs(share1 - ZONE0_SHARE) <= 0.05 * ZONE0_SHARE,
-            "zone 0's share of pgalloc %.4f, want %.4f +- 5%%"
-            % (share1, ZONE0_SHARE))
+    share1, free1 = alloc_share(m.mnt, os.path.join(m.mnt, "big"))
+    check(free1 is not None and
+          abs(free1 - ZONE0_SHARE) <= 0.05 * ZONE0_SHARE,
+          "(c) fair_zone_alloc=1: zone 0's share of the allocations before "
+          "reclaim began %s, want %.4f +- 5%%" % (free1, ZONE0_SHARE))
+    check(abs(share1 - ZONE0_SHARE) <= 0.05 * ZONE0_SHARE,
+          "(c) fair_zone_alloc=1: zone 0's share of pgalloc %.4f, want "
+          "%.4f +- 5%%" % (share1, ZONE0_SHARE))
 
     t_step("(a) zone_dirty=1: zone 0 stays within its dirty limit")
     d = os.path.join(m.mnt, "a")
@@ -198,13 +237,13 @@ def body(env):
              dv.get("nr_zone_dirty_skips", 0),
              dv.get("nr_zone_dirty_ignored", 0),
              dv.get("pgalloc_zone0", 0), dv.get("pgalloc", 0)))
-    t_check(not over, "zone 0 over its dirty limit by more than %d pages + "
+    check(not over, "(a) zone 0 over its dirty limit by more than %d pages + "
             "1%% while zone 1 had room, %d sample(s) (t, z0 dirty+wb, z0 "
             "limit, z1 dirty+wb, z1 limit, z1 free, z1 low, ignored since "
-            "the last sample): %s" % (SLACK_PAGES, len(over), over[:5]))
-    t_check(dv.get("nr_zone_dirty_skips", 0) > 0,
-            "nr_zone_dirty_skips did not move: %r"
-            % {k: v for k, v in dv.items() if "zone" in k})
+          "the last sample): %s" % (SLACK_PAGES, len(over), over[:5]))
+    check(dv.get("nr_zone_dirty_skips", 0) > 0,
+          "(a) nr_zone_dirty_skips moved: %r"
+          % {k: v for k, v in dv.items() if "zone" in k})
 
     t_step("(d) live zone_dirty and fair_zone_alloc")
     toggles(m.mnt)
@@ -212,15 +251,17 @@ def body(env):
     env.umount(m)
 
     m = env.mount(dev, OPTS + ["zone_dirty=0", "fair_zone_alloc=0"])
+    cg.add(m.pid)
     t_step("(a) after a remount the files hold what was written")
     for p, want in sorted(sums.items()):
         p = os.path.join(m.mnt, os.path.relpath(p, old_mnt))
         t_eq(t_sha256_file(p), want, "sha256 of %s" % p)
         os.unlink(p)
     t_step("(c) fair_zone_alloc=0: zone 0's share of a cold read (logged)")
-    share0 = alloc_share(m.mnt, os.path.join(m.mnt, "big"))
-    t_log("(c) zone 0's share of pgalloc: fair_zone_alloc=1 %.4f, 0 %.4f"
-          % (share1, share0))
+    share0, free0 = alloc_share(m.mnt, os.path.join(m.mnt, "big"))
+    t_log("(c) zone 0's share of pgalloc: fair_zone_alloc=1 %.4f (%s before "
+          "reclaim), 0 %.4f (%s before reclaim)"
+          % (share1, free1, share0, free0))
 
     t_step("(b) zone_dirty=0, fair_zone_alloc=0: zone 0's dirty pages "
            "(logged)")
@@ -238,11 +279,13 @@ def body(env):
              dv.get("nr_zone_dirty_skips", 0),
              dv.get("nr_zone_dirty_ignored", 0),
              dv.get("pgalloc_zone0", 0), dv.get("pgalloc", 0)))
-    t_check(dv.get("nr_zone_dirty_skips", 0) == 0,
-            "zone_dirty=0, yet nr_zone_dirty_skips moved by %d"
-            % dv.get("nr_zone_dirty_skips", 0))
+    check(dv.get("nr_zone_dirty_skips", 0) == 0,
+          "(b) zone_dirty=0: nr_zone_dirty_skips did not move (%d)"
+          % dv.get("nr_zone_dirty_skips", 0))
     env.umount(m)
     env.fsck(dev)
+    t_check(not failures, "%d check(s) failed:\n  %s"
+            % (len(failures), "\n  ".join(failures)))
 
 
 if __name__ == "__main__":
