@@ -16,7 +16,8 @@ before wbcfs first mounts it.
     under its dirty_limit); vmstat's nr_zone_dirty_skips moved.  After a
     remount every file has the sha256 of what was written.
 (d) writing 0 and 1 to /.wbcfs/zone_dirty and /.wbcfs/fair_zone_alloc
-    reads back; 2 gives EINVAL and changes nothing.
+    reads back; 2 gives EINVAL and changes nothing.  tools/wbcfs-stat -z
+    prints a column group per zone.
 (b) zone_dirty=0, fair_zone_alloc=0 (second mount): the same writes; zone
     0's most dirty pages against its dirty limit and its share of all
     dirty pages are logged, not checked; nr_zone_dirty_skips stays put.
@@ -35,8 +36,8 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (GIB, MIB, TSkip, t_check, t_eq, t_errno,  # noqa: E402
-                    t_is_kernel, t_log, t_main, t_sha256_file, t_step,
-                    t_write_all)
+                    t_is_kernel, t_log, t_main, t_run, t_sha256_file,
+                    t_step, t_write_all)
 import wbtrace  # noqa: E402
 import wbbench  # noqa: E402
 
@@ -45,6 +46,8 @@ ZONE0_SHARE = 16 / 128
 BIG = 400 * MIB
 WRITERS, PER_WRITER, BS = 4, 100 * MIB, 128 * 1024
 SLACK_PAGES = 64
+WBCFS_STAT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                          "..", "tools", "wbcfs-stat")
 # writes to the device are limited (blkio cgroup holding the daemon), so
 # that dirty pages pile up against the limits and each 400 MiB write phase
 # lasts seconds, not a fraction of one
@@ -247,6 +250,15 @@ def body(env):
 
     t_step("(d) live zone_dirty and fair_zone_alloc")
     toggles(m.mnt)
+    t_step("tools/wbcfs-stat -z: a column group per zone")
+    p = t_run([WBCFS_STAT, "-z", "--count", "2", m.mnt, "0.2"], timeout=30)
+    lines = p.stdout.splitlines()
+    t_eq(len(lines), 3, "lines from wbcfs-stat -z:\n" + p.stdout)
+    t_eq(lines[0].split(), ["%d:%s" % (z, c) for z in (0, 1) for c in (
+        "free", "dirty", "wback", "alloc/s", "scan/s", "immed/s")],
+        "wbcfs-stat -z header")
+    for ln in lines[1:]:
+        t_eq(len(ln.split()), 12, "columns of %r" % ln)
     old_mnt = m.mnt
     env.umount(m)
 
