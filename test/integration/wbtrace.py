@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Reading /.wbcfs/trace and running the dirty-throttling experiments
-(issue 4, points 9 and 10), shared by test_throttle.py and bench/throttle.
+(issue 4, points 9 and 10), shared by test_throttle.py and bench/throttle;
+reading /.wbcfs/zoneinfo and sampling it (test_zones.py, bench/zones).
 Python 3 stdlib only.
 
 Trace lines: `<ms> <event> key=value ...` (see the throttle spec):
@@ -11,6 +12,7 @@ Trace lines: `<ms> <event> key=value ...` (see the throttle spec):
 
 import os
 import subprocess
+import threading
 import time
 
 from wbtest import t_log, t_run, t_check, TFail, MIB
@@ -156,6 +158,60 @@ def vmstat(mnt, ctl=".wbcfs"):
             except ValueError:
                 pass
     return out
+
+
+def parse_zoneinfo(text):
+    """[{key: int}] of a zoneinfo text, one dict per `Zone N` block (its
+    "zone" key is N); a key is every word of a line but the last, white
+    space folded ("pages free", "nr_dirty", ...)."""
+    zones = []
+    for line in text.splitlines():
+        w = line.split()
+        if len(w) == 2 and w[0] == "Zone":
+            zones.append({"zone": int(w[1])})
+        elif len(w) >= 2 and zones:
+            try:
+                zones[-1][" ".join(w[:-1])] = int(w[-1])
+            except ValueError:
+                pass
+    return zones
+
+
+def zoneinfo(mnt, ctl=".wbcfs"):
+    with open(os.path.join(mnt, ctl, "zoneinfo")) as f:
+        return parse_zoneinfo(f.read())
+
+
+class ZoneSampler:
+    """Reads MNT/.wbcfs/zoneinfo (and vmstat) every `interval` seconds in
+    a thread until stop(); samples is [(seconds since start, zones,
+    vmstat)].  A read that fails (the mount going away) ends it."""
+
+    def __init__(self, mnt, interval, with_vmstat=False):
+        self.mnt, self.interval = mnt, interval
+        self.with_vmstat = with_vmstat
+        self.samples = []
+        self.error = None
+        self._stop = threading.Event()
+        self._t0 = time.monotonic()
+        self._th = threading.Thread(target=self._run, daemon=True)
+        self._th.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                z = zoneinfo(self.mnt)
+                v = vmstat(self.mnt) if self.with_vmstat else None
+            except OSError as e:
+                self.error = str(e)
+                return
+            self.samples.append((time.monotonic() - self._t0, z, v))
+            self._stop.wait(self.interval)
+
+    def stop(self):
+        self._stop.set()
+        self._th.join(30)
+        return self.samples
 
 
 def drain(mnt, timeout=120):
