@@ -143,11 +143,11 @@ long cache_shrink(struct cache *c, long nr);
 
 /**
  * One round of kswapd's balancing (the thread loops on it; tests call it
- * to play kswapd deterministically): a batch of reclaim from each zone
- * below its high watermark. Returns how many zones are still below it;
- * *freed gets the pages freed. An allocation that finds a zone under its
- * low watermark sets kswapd_wake
- * (and wakes the thread if there is one).
+ * to play kswapd deterministically): reclaim from each zone below its
+ * high watermark, in proportion to the zone's size. Returns how many zones
+ * are still below it; *freed gets the pages freed. An allocation that
+ * finds a zone under its low watermark sets kswapd_wake (and wakes the
+ * thread if there is one).
  */
 unsigned cache_kswapd_step(struct cache *c, long *freed);
 
