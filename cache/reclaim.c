@@ -239,7 +239,7 @@ void cache_kswapd_kick(struct cache *c)
 /*
  * One round of balance_pgdat: from the inactive tail of every zone below
  * its high watermark (lowmem reserve included), pages in proportion to the
- * zone's size (SCAN_BATCH for the smallest zone), as the kernel scans
+ * zone's size (zone->kswapd_batch, set at creation), as the kernel scans
  * lru_size >> priority of each zone. Zones are reclaimed side by side and
  * age at the same rate; with equal batches a small zone would be refilled
  * as fast as a large one and get the same number of allocations, whatever
@@ -250,19 +250,15 @@ void cache_kswapd_kick(struct cache *c)
 unsigned cache_kswapd_step(struct cache *c, long *freed)
 {
 	unsigned i, below = 0;
-	long smallest = 0;
 
 	*freed = 0;
-	for (i = 0; i < c->nr_zones; i++)
-		if (!smallest || c->zones[i].present_pages < smallest)
-			smallest = c->zones[i].present_pages;
 	for (i = c->nr_zones; i-- > 0;) {
 		struct zone *z = &c->zones[i];
 		long dirty = 0, mark = z->wmark_high + z->lowmem_reserve;
 
 		if (!zone_below(z, mark))
 			continue;
-		*freed += zone_shrink(z, SCAN_BATCH * z->present_pages / smallest, &dirty);
+		*freed += zone_shrink(z, z->kswapd_batch, &dirty);
 		if (dirty && c->ops && c->ops->wakeup_flusher)
 			c->ops->wakeup_flusher(c->owner, dirty, WB_REASON_VMSCAN);
 		if (zone_below(z, mark))

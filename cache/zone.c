@@ -103,6 +103,13 @@ static void zone_init(struct cache *c, struct zone *z, unsigned id, size_t first
 }
 
 /*
+ * kswapd's round per zone: 32 pages for the smallest zone, the others in
+ * proportion to their size, as the kernel scans lru_size >> priority of
+ * each zone; zones then age at the same rate.
+ */
+#define KSWAPD_BATCH 32
+
+/*
  * Lowmem protection, as the kernel's lowmem_reserve_ratio (256 for DMA32
  * against Normal): every allocation here could use the highest zone, so a
  * lower zone keeps 1/256 of the pages above it out of their reach. Its
@@ -110,9 +117,12 @@ static void zone_init(struct cache *c, struct zone *z, unsigned id, size_t first
  */
 static void zones_set_reserves(struct cache *c)
 {
-	long above = 0;
+	long above = 0, smallest = 0;
 	unsigned i;
 
+	for (i = 0; i < c->nr_zones; i++)
+		if (!smallest || c->zones[i].present_pages < smallest)
+			smallest = c->zones[i].present_pages;
 	for (i = c->nr_zones; i-- > 0;) {
 		struct zone *z = &c->zones[i];
 
@@ -120,6 +130,7 @@ static void zones_set_reserves(struct cache *c)
 		if (z->lowmem_reserve > z->present_pages / 4)
 			z->lowmem_reserve = z->present_pages / 4;
 		z->dirty_balance_reserve = z->wmark_high + z->lowmem_reserve;
+		z->kswapd_batch = KSWAPD_BATCH * z->present_pages / smallest;
 		above += z->present_pages;
 	}
 }

@@ -31,6 +31,8 @@ struct zone {
 	long wmark_min, wmark_low, wmark_high;	/* constant: pages */
 	long lowmem_reserve;		/* constant: pages of higher zones / 256 */
 	long dirty_balance_reserve;	/* constant: high + lowmem_reserve, not dirtyable */
+	long kswapd_batch;		/* constant: pages kswapd reclaims a round, in
+					 * proportion to size (32 for the smallest zone) */
 	_Atomic long alloc_batch;	/* atomic: NR_ALLOC_BATCH, high - low per round */
 	_Atomic bool fair_depleted;	/* atomic: alloc_batch ran out this round */
 	_Atomic long dirty_limit;	/* atomic: cached zone_dirty_limit() (pages) */
