@@ -2,8 +2,9 @@
 /*
  * Namespace operations on ext4 directories through libext2fs: lookup,
  * create/mknod, mkdir, symlink, link, unlink/rmdir, rename (replace,
- * NOREPLACE, EXCHANGE, across parents with ".." and link counts), readlink
- * and directory snapshots for readdir. Errors are the kernel's ext4's.
+ * NOREPLACE, EXCHANGE, WHITEOUT, across parents with ".." and link
+ * counts), readlink and directory snapshots for readdir. Errors are the
+ * kernel's ext4's.
  * Every function takes wbfs->fs_lock for its whole libext2fs sequence;
  * freeing inodes at their last link is inode.c's (winode_drop_link_locked).
  */
@@ -530,11 +531,31 @@ static int rename_replace_check(struct wbfs *w, const struct ext2_inode_large *s
 	return LINUX_S_ISDIR(di->i_mode) ? -EISDIR : 0;
 }
 
+/*
+ * RENAME_WHITEOUT: the whiteout that takes the source's name, a character
+ * device 0:0 with mode 0, owned as a new file of @ctx in @dir.
+ */
+static int whiteout_new_locked(struct wbfs *w, ext2_ino_t dir, const struct fuse_ctx *ctx,
+			       ext2_ino_t *ino)
+{
+	int ret = wbfs_meta_room(w, 1);
+
+	if (!ret)
+		ret = -wbfs_errno(ext2fs_new_inode(w->fs, dir, S_IFCHR, NULL, ino));
+	if (ret)
+		return ret;
+	ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
+	ret = new_inode_locked(w, dir, S_IFCHR, makedev(0, 0), ctx, *ino);
+	if (ret)
+		winode_free_locked(w, *ino);
+	return ret;
+}
+
 static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-			 const char *n2, unsigned flags)
+			 const char *n2, unsigned flags, const struct fuse_ctx *ctx)
 {
 	struct ext2_inode_large si, di;
-	ext2_ino_t src, dst = 0;
+	ext2_ino_t src, dst = 0, wo = 0;
 	bool sdir;
 	int ret;
 
@@ -564,21 +585,31 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 		return 0;
 	if (dst) {
 		ret = rename_replace_check(w, &si, dst, &di);
-		if (!ret)
-			ret = set_entry_locked(w, p2, n2, src, ftype_of(si.i_mode));
+	} else {
+		ret = wbfs_meta_room(w, 1);
+		if (!ret && sdir && p1 != p2)
+			ret = dir_may_add_subdir(w, p2);
+	}
+	/* the whiteout exists before any entry changes: ENOSPC leaves all as it was */
+	if (!ret && (flags & RENAME_WHITEOUT))
+		ret = whiteout_new_locked(w, p1, ctx, &wo);
+	if (ret)
+		return ret;
+	if (dst) {
+		ret = set_entry_locked(w, p2, n2, src, ftype_of(si.i_mode));
 		if (!ret && LINUX_S_ISDIR(di.i_mode))
 			ret = dir_touch_locked(w, p2, -1);
 		if (!ret)
 			ret = winode_drop_link_locked(w, dst, &di);
 	} else {
-		ret = wbfs_meta_room(w, 1);
-		if (!ret && sdir && p1 != p2)
-			ret = dir_may_add_subdir(w, p2);
-		if (!ret)
-			ret = dir_add_locked(w, p2, n2, src, ftype_of(si.i_mode));
+		ret = dir_add_locked(w, p2, n2, src, ftype_of(si.i_mode));
 	}
-	if (!ret)
+	if (!ret && wo)
+		ret = set_entry_locked(w, p1, n1, wo, EXT2_FT_CHRDEV);
+	else if (!ret)
 		ret = unlink_entry_locked(w, p1, n1, src);
+	else if (wo)
+		winode_free_locked(w, wo);
 	if (!ret && sdir)
 		ret = reparent_locked(w, src, p1, p2);
 	if (!ret)
@@ -590,17 +621,18 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 	return ret;
 }
 
+/* renameat2(2): flags RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT. */
 int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-	       const char *n2, unsigned flags)
+	       const char *n2, unsigned flags, const struct fuse_ctx *ctx)
 {
 	int ret;
 
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
 		return -EINVAL;
-	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+	if ((flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)) && (flags & RENAME_EXCHANGE))
 		return -EINVAL;
 	wbfs_lock(w);
-	ret = rename_locked(w, p1, n1, p2, n2, flags);
+	ret = rename_locked(w, p1, n1, p2, n2, flags, ctx);
 	wbfs_unlock(w);
 	return ret;
 }

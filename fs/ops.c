@@ -322,7 +322,8 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!ret)
 		ret = check_new_name(w, newparent, newname);
 	if (!ret)
-		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags);
+		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags,
+				 fuse_req_ctx(req));
 	fuse_reply_err(req, -ret);
 }
 

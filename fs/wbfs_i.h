@@ -216,7 +216,7 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name);
 int dir_unlink(struct wbfs *w, ext2_ino_t parent, const char *name, bool is_rmdir);
 int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-	       const char *n2, unsigned flags);
+	       const char *n2, unsigned flags, const struct fuse_ctx *ctx);
 int dir_readlink(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len);
 struct dir_snap_ent {
 	char *name;
