@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Namespace operations on ext4 directories through libext2fs: lookup,
- * create/mknod, mkdir, symlink, link, unlink/rmdir, rename (replace,
- * NOREPLACE, EXCHANGE, WHITEOUT, across parents with ".." and link
- * counts), readlink and directory snapshots for readdir. Errors are the
- * kernel's ext4's.
+ * create/mknod, O_TMPFILE, mkdir, symlink, link, unlink/rmdir, rename
+ * (replace, NOREPLACE, EXCHANGE, WHITEOUT, across parents with ".." and
+ * link counts), readlink and directory snapshots for readdir. Errors are
+ * the kernel's ext4's.
  * Every function takes wbfs->fs_lock for its whole libext2fs sequence;
  * freeing inodes at their last link is inode.c's (winode_drop_link_locked).
  */
@@ -260,6 +260,41 @@ out:
 	return ret;
 }
 
+/*
+ * O_TMPFILE: a regular file with no name and no link, freed at its last
+ * close unless linkat() gives it one (dir_link).
+ */
+int dir_tmpfile(struct wbfs *w, ext2_ino_t parent, mode_t mode, const struct fuse_ctx *ctx,
+		ext2_ino_t *ino)
+{
+	struct ext2_inode_large in;
+	int ret;
+
+	wbfs_lock(w);
+	ret = wbfs_read_inode(w, parent, &in);
+	if (!ret && !LINUX_S_ISDIR(in.i_mode))
+		ret = -ENOTDIR;
+	if (!ret)
+		ret = wbfs_meta_room(w, 1);
+	if (!ret)
+		ret = -wbfs_errno(ext2fs_new_inode(w->fs, parent, (int)mode, NULL, ino));
+	if (ret)
+		goto out;
+	ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
+	ret = new_inode_locked(w, parent, mode, 0, ctx, *ino);
+	if (!ret)
+		ret = wbfs_read_inode(w, *ino, &in);
+	if (!ret) {
+		in.i_links_count = 0;
+		ret = wbfs_write_inode(w, *ino, &in);
+	}
+	if (ret)
+		winode_free_locked(w, *ino);
+out:
+	wbfs_unlock(w);
+	return ret;
+}
+
 /* Set owner, mode and times of a directory or symlink libext2fs just made. */
 static int fix_new_inode_locked(struct wbfs *w, ext2_ino_t parent, ext2_ino_t ino,
 				mode_t mode, const struct fuse_ctx *ctx)
@@ -358,6 +393,7 @@ out:
 int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name)
 {
 	struct ext2_inode_large in;
+	struct winode *wi;
 	struct timespec now;
 	int ret;
 
@@ -372,11 +408,19 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 		ret = -EMLINK;
 		goto out;
 	}
+	/* no link left: only an open O_TMPFILE file may get a name */
+	wi = in.i_links_count ? NULL : winode_find(w, ino);
+	if (!in.i_links_count && (!wi || wi->freed || LINUX_S_ISDIR(in.i_mode))) {
+		ret = -ENOENT;
+		goto out;
+	}
 	ret = wbfs_meta_room(w, 1);
 	if (!ret)
 		ret = dir_add_locked(w, parent, name, ino, ftype_of(in.i_mode));
 	if (ret)
 		goto out;
+	if (wi)
+		wi->unlinked = false;	/* named now: it outlives its last close */
 	in.i_links_count++;
 	wbfs_now(&now);
 	wbfs_ts_set(&in, TS_CTIME, &now);
