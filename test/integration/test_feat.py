@@ -15,7 +15,8 @@
   their link counts.
 - statx birth time: stat -c %w gives ext4's i_crtime, set at creation and
   unchanged by writes, chmod and renames; statx's other fields equal
-  stat's, including the size of data not yet written back.
+  stat's, including the size of data not yet written back; no birth time
+  where inodes (128 bytes) have no i_crtime.
 Ends with e2fsck -fn, the kernel's ext4 seeing the same tree, and the
 kernel's ext4 showing the same birth times.
 
@@ -348,6 +349,19 @@ def body(env):
     finally:
         env.umount(k)
     t_log("%d birth times agree" % len(births))
+
+    t_step("128-byte inodes have no room for i_crtime: no birth time")
+    dev = env.new_fs(64 * MIB, mkfs_opts=["-I", "128"], name="small.img")
+    m = env.mount(dev, ["cache_size=64M"])
+    f = os.path.join(m.mnt, "f")
+    with open(f, "wb") as fh:
+        fh.write(b"no birth\n")
+    t_eq(btime(f), "-", "birth time with 128-byte inodes")
+    st = os.stat(f)
+    t_eq(statx_fields(f)[4:7], [str(st.st_size), str(st.st_blocks), str(st.st_ino)],
+         "statx with 128-byte inodes")
+    env.umount(m)
+    env.fsck(dev)
 
 
 if __name__ == "__main__":
