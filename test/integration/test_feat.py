@@ -91,12 +91,16 @@ def btime_ns(path):
 
 def statx_fields(path):
     """stat(1) (statx) with btime asked for: the basic fields and btime."""
-    p = subprocess.run(["stat", "-c", "%f %h %u %g %s %b %i %Y %Z %X %t:%T %w",
+    p = subprocess.run(["stat", "-c", "%f %h %u %g %s %b %i %.9Y %.9Z %.9X %t:%T %w",
                         path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
     if p.returncode != 0:
         t_fail("stat %s: %s" % (path, p.stdout.strip()))
     return p.stdout.split()
+
+
+def ns_str(ns):
+    return "%d.%09d" % divmod(ns, 10**9)
 
 
 def free_counts(mnt):
@@ -171,10 +175,14 @@ def check_tmpfile(mnt):
     t_check(not os.path.exists(os.path.join(d, "excl")), "O_EXCL tmpfile got no name")
 
     t_step("linkat(AT_EMPTY_PATH) names an O_TMPFILE file (root)")
+    dir_mtime = os.stat(d).st_mtime_ns
     fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o600)
     ino = os.fstat(fd).st_ino
     t_write_all(fd, b"x" * 5000)
+    t_eq(os.stat(d).st_mtime_ns, dir_mtime, "directory mtime after O_TMPFILE")
+    time.sleep(0.02)
     linkat(fd, "", AT_FDCWD, os.path.join(d, "empty_path"), AT_EMPTY_PATH)
+    t_check(os.stat(d).st_mtime_ns > dir_mtime, "directory mtime after linkat")
     t_eq(os.fstat(fd).st_nlink, 1, "nlink after linkat(AT_EMPTY_PATH)")
     t_eq(os.stat(os.path.join(d, "empty_path")).st_ino, ino, "the name's inode")
     linkat(fd, "", AT_FDCWD, os.path.join(d, "empty_path2"), AT_EMPTY_PATH)
@@ -316,7 +324,7 @@ def check_btime(mnt, births):
         st = os.lstat(p)
         want = ["%x" % st.st_mode, str(st.st_nlink), str(st.st_uid), str(st.st_gid),
                 str(st.st_size), str(st.st_blocks), str(st.st_ino),
-                str(int(st.st_mtime)), str(int(st.st_ctime)), str(int(st.st_atime)),
+                ns_str(st.st_mtime_ns), ns_str(st.st_ctime_ns), ns_str(st.st_atime_ns),
                 "%x:%x" % (os.major(st.st_rdev), os.minor(st.st_rdev))]
         t_eq(sx[:11], want, "statx and stat of %s" % n)
     t_eq(os.stat(os.path.join(b, "dirty")).st_size, 123457, "dirty size")
