@@ -478,10 +478,17 @@ void wbfs_fuse_io_stop(void)
 
 /* ---- the hooks --------------------------------------------------------- */
 
+/*
+ * libfuse lets its workers be cancelled while they read (at the session's
+ * end): what is served inside this hook takes locks, so it runs with
+ * cancellation off.
+ */
 static ssize_t fio_read(int fd, void *buf, size_t buf_len, void *userdata)
 {
 	for (;;) {
 		ssize_t n = fio_read_dev(fd, buf, buf_len);
+		bool served;
+		int cs;
 
 		if (n <= 0)
 			return n;
@@ -489,10 +496,14 @@ static ssize_t fio_read(int fd, void *buf, size_t buf_len, void *userdata)
 		    ((const struct fuse_in_header *)buf)->opcode == FUSE_INTERRUPT &&
 		    (fio_interrupt(buf, (size_t)n) || fio_serving_interrupt(buf, (size_t)n)))
 			continue;
-		if (!fio_intercept(fd, buf, (size_t)n)) {
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+		served = fio_intercept(fd, buf, (size_t)n);
+		if (!served)
+			n = (ssize_t)fio_note_request(buf, (size_t)n);
+		pthread_setcancelstate(cs, NULL);
+		if (!served) {
 			const struct fuse_in_header *in = buf;
 
-			n = (ssize_t)fio_note_request(buf, (size_t)n);
 			/* answered through fio_writev, except these */
 			if ((size_t)n >= sizeof(*in) && in->opcode != FUSE_FORGET &&
 			    in->opcode != FUSE_BATCH_FORGET && in->opcode != FUSE_INTERRUPT)
