@@ -7,7 +7,8 @@
   linkat() through /proc/self/fd (unprivileged) or AT_EMPTY_PATH gives it
   a name (nlink 0 -> 1), O_TMPFILE|O_EXCL cannot be linked (ENOENT); an
   unnamed one is freed at its last close (free inodes and blocks come
-  back), also when the unmount follows the close at once.
+  back), also when the unmount follows the close at once or the process
+  is killed in the middle.
 - renameat2(RENAME_WHITEOUT): the source name becomes a whiteout (char
   device 0:0, mode 0, owned by the caller) in the same step; allowed to an
   unprivileged user as by the kernel; with RENAME_EXCHANGE EINVAL, with
@@ -27,6 +28,7 @@ kernel's ext4 showing the same birth times.
 import ctypes
 import errno
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -205,6 +207,28 @@ def check_tmpfile(mnt):
     t_eq(os.pread(fd2, 4, 4 * MIB - 4) != b"", True, "still readable through a dup")
     os.close(fd2)
     wait_free(mnt, before, "after the last close of an unnamed tmpfile")
+
+    t_step("processes killed while they make O_TMPFILEs leak nothing")
+    os.sync()
+    before = free_counts(mnt)
+    pids = []
+    for i in range(4):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                while True:
+                    fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o600)
+                    os.write(fd, b"k" * 8192)
+                    os.close(fd)
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        time.sleep(0.15)
+        os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    wait_free(mnt, before, "after killing O_TMPFILE makers")
 
     t_step("unnamed O_TMPFILEs with dirty data, closed just before unmount")
     for i in range(3):
