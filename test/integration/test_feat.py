@@ -13,7 +13,8 @@
   device 0:0, mode 0, owned by the caller) in the same step; allowed to an
   unprivileged user as by the kernel; with RENAME_EXCHANGE EINVAL, with
   RENAME_NOREPLACE EEXIST on an existing target; directories move with
-  their link counts.
+  their link counts; with no inode left for the whiteout the rename fails
+  (ENOSPC) and both names stay as they were (O_TMPFILE: ENOSPC too).
 - statx birth time: stat -c %w gives ext4's i_crtime, set at creation and
   unchanged by writes, chmod and renames; statx's other fields equal
   stat's, including the size of data not yet written back; no birth time
@@ -383,7 +384,7 @@ def body(env):
     t_log("%d birth times agree" % len(births))
 
     t_step("128-byte inodes have no room for i_crtime: no birth time")
-    dev = env.new_fs(64 * MIB, mkfs_opts=["-I", "128"], name="small.img")
+    dev = env.new_fs(64 * MIB, mkfs_opts=["-I", "128", "-N", "64"], name="small.img")
     m = env.mount(dev, ["cache_size=64M"])
     f = os.path.join(m.mnt, "f")
     with open(f, "wb") as fh:
@@ -392,8 +393,27 @@ def body(env):
     st = os.stat(f)
     t_eq(statx_fields(f)[4:7], [str(st.st_size), str(st.st_blocks), str(st.st_ino)],
          "statx with 128-byte inodes")
+
+    t_step("no inode left: RENAME_WHITEOUT and O_TMPFILE fail with ENOSPC, names kept")
+    n = 0
+    while True:
+        try:
+            os.close(os.open(os.path.join(m.mnt, "fill%d" % n), os.O_CREAT | os.O_WRONLY))
+        except OSError as e:
+            t_eq(e.errno, errno.ENOSPC, "creating until no inode is left")
+            break
+        n += 1
+        t_check(n < 1000, "inodes never ran out")
+    t_errno(errno.ENOSPC, renameat2, f, os.path.join(m.mnt, "g"), RENAME_WHITEOUT)
+    t_eq(sorted(x for x in os.listdir(m.mnt) if not x.startswith("fill")),
+         ["f", "lost+found"],
+         "names after a whiteout rename that failed")
+    t_eq(open(f, "rb").read(), b"no birth\n", "source after the failed rename")
+    t_errno(errno.ENOSPC, os.open, m.mnt, os.O_TMPFILE | os.O_RDWR, 0o600)
+    renameat2(f, os.path.join(m.mnt, "g"), 0)
+    man = t_manifest(m.mnt, exclude=(".wbcfs",))
     env.umount(m)
-    env.fsck(dev)
+    env.verify_after_umount(dev, man)
 
 
 if __name__ == "__main__":
