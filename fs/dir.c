@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Namespace operations on ext4 directories through libext2fs: lookup,
- * create/mknod, mkdir, symlink, link, unlink/rmdir, rename (replace,
- * NOREPLACE, EXCHANGE, across parents with ".." and link counts), readlink
- * and directory snapshots for readdir. Errors are the kernel's ext4's.
+ * create/mknod, O_TMPFILE, mkdir, symlink, link, unlink/rmdir, rename
+ * (replace, NOREPLACE, EXCHANGE, WHITEOUT, across parents with ".." and
+ * link counts), readlink and directory snapshots for readdir. Errors are
+ * the kernel's ext4's.
  * Every function takes wbfs->fs_lock for its whole libext2fs sequence;
  * freeing inodes at their last link is inode.c's (winode_drop_link_locked).
  */
@@ -259,6 +260,41 @@ out:
 	return ret;
 }
 
+/*
+ * O_TMPFILE: a regular file with no name and no link, freed at its last
+ * close unless linkat() gives it one (dir_link).
+ */
+int dir_tmpfile(struct wbfs *w, ext2_ino_t parent, mode_t mode, const struct fuse_ctx *ctx,
+		ext2_ino_t *ino)
+{
+	struct ext2_inode_large in;
+	int ret;
+
+	wbfs_lock(w);
+	ret = wbfs_read_inode(w, parent, &in);
+	if (!ret && !LINUX_S_ISDIR(in.i_mode))
+		ret = -ENOTDIR;
+	if (!ret)
+		ret = wbfs_meta_room(w, 1);
+	if (!ret)
+		ret = -wbfs_errno(ext2fs_new_inode(w->fs, parent, (int)mode, NULL, ino));
+	if (ret)
+		goto out;
+	ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
+	ret = new_inode_locked(w, parent, mode, 0, ctx, *ino);
+	if (!ret)
+		ret = wbfs_read_inode(w, *ino, &in);
+	if (!ret) {
+		in.i_links_count = 0;
+		ret = wbfs_write_inode(w, *ino, &in);
+	}
+	if (ret)
+		winode_free_locked(w, *ino);
+out:
+	wbfs_unlock(w);
+	return ret;
+}
+
 /* Set owner, mode and times of a directory or symlink libext2fs just made. */
 static int fix_new_inode_locked(struct wbfs *w, ext2_ino_t parent, ext2_ino_t ino,
 				mode_t mode, const struct fuse_ctx *ctx)
@@ -357,6 +393,7 @@ out:
 int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name)
 {
 	struct ext2_inode_large in;
+	struct winode *wi;
 	struct timespec now;
 	int ret;
 
@@ -371,11 +408,19 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 		ret = -EMLINK;
 		goto out;
 	}
+	/* no link left: only an open O_TMPFILE file may get a name */
+	wi = in.i_links_count ? NULL : winode_find(w, ino);
+	if (!in.i_links_count && (!wi || wi->freed || LINUX_S_ISDIR(in.i_mode))) {
+		ret = -ENOENT;
+		goto out;
+	}
 	ret = wbfs_meta_room(w, 1);
 	if (!ret)
 		ret = dir_add_locked(w, parent, name, ino, ftype_of(in.i_mode));
 	if (ret)
 		goto out;
+	if (wi)
+		wi->unlinked = false;	/* named now: it outlives its last close */
 	in.i_links_count++;
 	wbfs_now(&now);
 	wbfs_ts_set(&in, TS_CTIME, &now);
@@ -530,11 +575,31 @@ static int rename_replace_check(struct wbfs *w, const struct ext2_inode_large *s
 	return LINUX_S_ISDIR(di->i_mode) ? -EISDIR : 0;
 }
 
+/*
+ * RENAME_WHITEOUT: the whiteout that takes the source's name, a character
+ * device 0:0 with mode 0, owned as a new file of @ctx in @dir.
+ */
+static int whiteout_new_locked(struct wbfs *w, ext2_ino_t dir, const struct fuse_ctx *ctx,
+			       ext2_ino_t *ino)
+{
+	int ret = wbfs_meta_room(w, 1);
+
+	if (!ret)
+		ret = -wbfs_errno(ext2fs_new_inode(w->fs, dir, S_IFCHR, NULL, ino));
+	if (ret)
+		return ret;
+	ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
+	ret = new_inode_locked(w, dir, S_IFCHR, makedev(0, 0), ctx, *ino);
+	if (ret)
+		winode_free_locked(w, *ino);
+	return ret;
+}
+
 static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-			 const char *n2, unsigned flags)
+			 const char *n2, unsigned flags, const struct fuse_ctx *ctx)
 {
 	struct ext2_inode_large si, di;
-	ext2_ino_t src, dst = 0;
+	ext2_ino_t src, dst = 0, wo = 0;
 	bool sdir;
 	int ret;
 
@@ -564,21 +629,31 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 		return 0;
 	if (dst) {
 		ret = rename_replace_check(w, &si, dst, &di);
-		if (!ret)
-			ret = set_entry_locked(w, p2, n2, src, ftype_of(si.i_mode));
+	} else {
+		ret = wbfs_meta_room(w, 1);
+		if (!ret && sdir && p1 != p2)
+			ret = dir_may_add_subdir(w, p2);
+	}
+	/* the whiteout exists before any entry changes: ENOSPC leaves all as it was */
+	if (!ret && (flags & RENAME_WHITEOUT))
+		ret = whiteout_new_locked(w, p1, ctx, &wo);
+	if (ret)
+		return ret;
+	if (dst) {
+		ret = set_entry_locked(w, p2, n2, src, ftype_of(si.i_mode));
 		if (!ret && LINUX_S_ISDIR(di.i_mode))
 			ret = dir_touch_locked(w, p2, -1);
 		if (!ret)
 			ret = winode_drop_link_locked(w, dst, &di);
 	} else {
-		ret = wbfs_meta_room(w, 1);
-		if (!ret && sdir && p1 != p2)
-			ret = dir_may_add_subdir(w, p2);
-		if (!ret)
-			ret = dir_add_locked(w, p2, n2, src, ftype_of(si.i_mode));
+		ret = dir_add_locked(w, p2, n2, src, ftype_of(si.i_mode));
 	}
-	if (!ret)
+	if (!ret && wo)
+		ret = set_entry_locked(w, p1, n1, wo, EXT2_FT_CHRDEV);
+	else if (!ret)
 		ret = unlink_entry_locked(w, p1, n1, src);
+	else if (wo)
+		winode_free_locked(w, wo);
 	if (!ret && sdir)
 		ret = reparent_locked(w, src, p1, p2);
 	if (!ret)
@@ -590,17 +665,18 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 	return ret;
 }
 
+/* renameat2(2): flags RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT. */
 int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-	       const char *n2, unsigned flags)
+	       const char *n2, unsigned flags, const struct fuse_ctx *ctx)
 {
 	int ret;
 
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
 		return -EINVAL;
-	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+	if ((flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)) && (flags & RENAME_EXCHANGE))
 		return -EINVAL;
 	wbfs_lock(w);
-	ret = rename_locked(w, p1, n1, p2, n2, flags);
+	ret = rename_locked(w, p1, n1, p2, n2, flags, ctx);
 	wbfs_unlock(w);
 	return ret;
 }

@@ -10,6 +10,9 @@
  * - OPEN and CREATE replies of direct_io files get
  *   FOPEN_PARALLEL_DIRECT_WRITES, so the kernel sends non-extending writes
  *   to one file concurrently instead of under its inode lock.
+ * - FUSE_TMPFILE is served here, FUSE_STATX goes to libfuse as a GETATTR
+ *   whose reply becomes a STATX reply (fuse_ext.c). A FUSE_INTERRUPT for a
+ *   request served here is dropped: it is answered soon anyway.
  *
  * - Throttled writes (cache/throttle.c): the WRITE is done, its reply is
  *   held on a timer queue until the writer's pause ends, so the writer
@@ -41,6 +44,7 @@
 #include <unistd.h>
 
 #include "wbcfs/clock.h"
+#include "fuse_ext.h"
 #include "wbfs_i.h"
 
 /* Newer than the uapi header of this distribution (protocol 7.39+). */
@@ -51,12 +55,56 @@
 
 static struct wbfs *fio_wbfs;	/* the one mounted filesystem of this process */
 static _Atomic bool fio_kernel_allows_mmap;	/* atomic: INIT offered ALLOW_MMAP */
+static _Atomic bool fio_dont_mask;	/* atomic: INIT reply has FUSE_DONT_MASK */
 
 /* The request this worker thread is serving, when its reply is patched. */
 static __thread struct {
 	uint64_t unique;	/* 0: nothing to patch */
 	uint32_t opcode;
+	struct fext_btime btime;	/* FEXT_STATX */
 } fio_pending;
+
+/*
+ * Requests being served inside the read hook (not by libfuse), so that a
+ * FUSE_INTERRUPT for one of them is not left to libfuse, which would keep
+ * it and answer it EAGAIN later.
+ */
+#define FIO_SERVING_SLOTS 32
+static _Atomic uint64_t fio_serving[FIO_SERVING_SLOTS];
+
+static int fio_serving_claim(uint64_t unique)
+{
+	int i;
+
+	for (i = 0; i < FIO_SERVING_SLOTS; i++) {
+		uint64_t free_slot = 0;
+
+		if (atomic_compare_exchange_strong(&fio_serving[i], &free_slot, unique))
+			return i;
+	}
+	return -1;	/* a very busy hook: such an interrupt goes to libfuse */
+}
+
+static void fio_serving_release(int slot)
+{
+	if (slot >= 0)
+		atomic_store(&fio_serving[slot], 0);
+}
+
+/* A FUSE_INTERRUPT for a request served here: true when it was one. */
+static bool fio_serving_interrupt(const void *buf, size_t len)
+{
+	const struct fuse_in_header *in = buf;
+	const struct fuse_interrupt_in *arg = (const void *)(in + 1);
+	int i;
+
+	if (len < sizeof(*in) + sizeof(*arg) || !arg->unique)
+		return false;
+	for (i = 0; i < FIO_SERVING_SLOTS; i++)
+		if (atomic_load(&fio_serving[i]) == arg->unique)
+			return true;
+	return false;
+}
 
 static int fio_reply(int fd, uint64_t unique, int err)
 {
@@ -73,25 +121,44 @@ static int fio_reply(int fd, uint64_t unique, int err)
 static bool fio_intercept(int fd, const void *buf, size_t len)
 {
 	const struct fuse_in_header *in = buf;
-	int ret = 0;
+	int ret = 0, slot;
 
+	if (fext_is_tmpfile(buf, len)) {
+		slot = fio_serving_claim(in->unique);
+		fext_tmpfile(fio_wbfs, fd, buf, len, atomic_load(&fio_dont_mask));
+		fio_serving_release(slot);
+		return true;
+	}
 	if (len < sizeof(*in) || in->opcode != FUSE_SYNCFS || !fio_wbfs)
 		return false;
+	slot = fio_serving_claim(in->unique);
 	if (!fio_wbfs->ro && !fio_wbfs->destroyed)
 		ret = bdi_sync(fio_wbfs->bdi, WB_REASON_SYNC);
 	fio_reply(fd, in->unique, ret);
+	fio_serving_release(slot);
 	return true;
 }
 
-/* Remember requests whose replies fio_writev patches. */
-static void fio_note_request(const void *buf, size_t len)
+/*
+ * Remember requests whose replies fio_writev patches. A FUSE_STATX becomes
+ * a FUSE_GETATTR here: returns the request's length for libfuse.
+ */
+static size_t fio_note_request(void *buf, size_t len)
 {
 	const struct fuse_in_header *in = buf;
+	size_t glen;
 
 	fio_pending.unique = 0;
 	if (len < sizeof(*in))
-		return;
+		return len;
 	switch (in->opcode) {
+	case FEXT_STATX:
+		glen = fext_statx_to_getattr(fio_wbfs, buf, len, &fio_pending.btime);
+		if (!glen)
+			return len;
+		fio_pending.unique = in->unique;
+		fio_pending.opcode = FEXT_STATX;
+		return glen;
 	case FUSE_INIT: {
 		const struct fuse_init_in *arg = (const void *)(in + 1);
 
@@ -105,10 +172,11 @@ static void fio_note_request(const void *buf, size_t len)
 	case FUSE_CREATE:
 		break;
 	default:
-		return;
+		return len;
 	}
 	fio_pending.unique = in->unique;
 	fio_pending.opcode = in->opcode;
+	return len;
 }
 
 /*
@@ -410,21 +478,32 @@ void wbfs_fuse_io_stop(void)
 
 /* ---- the hooks --------------------------------------------------------- */
 
+/*
+ * libfuse lets its workers be cancelled while they read (at the session's
+ * end): what is served inside this hook takes locks, so it runs with
+ * cancellation off.
+ */
 static ssize_t fio_read(int fd, void *buf, size_t buf_len, void *userdata)
 {
 	for (;;) {
 		ssize_t n = fio_read_dev(fd, buf, buf_len);
+		bool served;
+		int cs;
 
 		if (n <= 0)
 			return n;
 		if ((size_t)n >= sizeof(struct fuse_in_header) &&
 		    ((const struct fuse_in_header *)buf)->opcode == FUSE_INTERRUPT &&
-		    fio_interrupt(buf, (size_t)n))
+		    (fio_interrupt(buf, (size_t)n) || fio_serving_interrupt(buf, (size_t)n)))
 			continue;
-		if (!fio_intercept(fd, buf, (size_t)n)) {
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+		served = fio_intercept(fd, buf, (size_t)n);
+		if (!served)
+			n = (ssize_t)fio_note_request(buf, (size_t)n);
+		pthread_setcancelstate(cs, NULL);
+		if (!served) {
 			const struct fuse_in_header *in = buf;
 
-			fio_note_request(buf, (size_t)n);
 			/* answered through fio_writev, except these */
 			if ((size_t)n >= sizeof(*in) && in->opcode != FUSE_FORGET &&
 			    in->opcode != FUSE_BATCH_FORGET && in->opcode != FUSE_INTERRUPT)
@@ -455,6 +534,10 @@ static void fio_patch_init(const struct iovec *iov, int count, size_t arg_len)
 {
 	struct fuse_init_out *out;
 
+	out = fio_msg_bytes(iov, count, sizeof(struct fuse_out_header),
+			    offsetof(struct fuse_init_out, flags) + sizeof(out->flags));
+	if (out && arg_len >= offsetof(struct fuse_init_out, flags) + sizeof(out->flags))
+		fio_dont_mask = (out->flags & FUSE_DONT_MASK) != 0;
 	/* the kernel reads flags2 only from a full (7.23+) reply with INIT_EXT */
 	if (!fio_kernel_allows_mmap || arg_len < offsetof(struct fuse_init_out, unused))
 		return;
@@ -509,6 +592,13 @@ static ssize_t fio_writev(int fd, struct iovec *iov, int count, void *userdata)
 	const struct fuse_out_header *out = iov[0].iov_base;
 	bool reply = count > 0 && iov[0].iov_len >= sizeof(*out) && out->unique;
 
+	if (fio_pending.unique && fio_pending.opcode == FEXT_STATX && reply &&
+	    out->unique == fio_pending.unique) {
+		fio_pending.unique = 0;
+		if (atomic_fetch_sub(&fio_busy, 1) <= 0)
+			atomic_fetch_add(&fio_busy, 1);
+		return fext_statx_reply(fd, iov, count, &fio_pending.btime);
+	}
 	if (fio_pending.unique)
 		fio_patch_reply(iov, count);
 	/* a reply (notifications have unique 0) ends a request's service */

@@ -322,7 +322,8 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!ret)
 		ret = check_new_name(w, newparent, newname);
 	if (!ret)
-		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags);
+		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags,
+				 fuse_req_ctx(req));
 	fuse_reply_err(req, -ret);
 }
 
@@ -532,6 +533,61 @@ static void wbcfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	winode_put_open(w, f->wi);
 	free(f);
 	fuse_reply_err(req, 0);
+}
+
+/*
+ * O_TMPFILE, for fuse_io.c (libfuse 3.14 has no tmpfile op): an open file
+ * without a name or a link in @parent, counting one lookup as a create
+ * does. Fills @e and @fi (fi->flags: the open flags) for the reply.
+ * Returns 0 or -errno.
+ */
+int wbfs_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fuse_ctx *ctx,
+		 struct fuse_entry_param *e, struct fuse_file_info *fi)
+{
+	struct winode *wi;
+	ext2_ino_t ino;
+	int ret;
+
+	if (w->ro)
+		return -EROFS;
+	if (ctl_owns(parent))
+		return -EPERM;
+	ret = dir_tmpfile(w, wbfs_ino(parent), (mode & ~S_IFMT) | S_IFREG, ctx, &ino);
+	if (ret)
+		return ret;
+	wi = winode_get(w, ino, true);
+	wbfs_lock(w);
+	if (wi)
+		wi->unlinked = true;	/* freed at the last close and forget */
+	else
+		winode_free_locked(w, ino);
+	wbfs_unlock(w);
+	if (!wi)
+		return -EIO;
+	memset(e, 0, sizeof(*e));
+	ret = winode_stat(w, ino, &e->attr);
+	if (!ret)
+		ret = file_open(w, ino, fi);
+	if (ret) {
+		winode_forget(w, wi, 1);
+		return ret;
+	}
+	e->ino = ino;
+	e->attr_timeout = ATTR_TIMEOUT;
+	e->entry_timeout = ENTRY_TIMEOUT;
+	return 0;
+}
+
+/* The kernel did not take wbfs_tmpfile's reply: close and forget the file. */
+void wbfs_tmpfile_undo(struct wbfs *w, struct fuse_file_info *fi)
+{
+	struct wfile *f = fi_file(fi);
+	struct winode *wi = f->wi;
+
+	pthread_mutex_destroy(&f->ra_lock);
+	winode_put_open(w, wi);
+	free(f);
+	winode_forget(w, wi, 1);
 }
 
 /* Valid replies: fuse_reply_err */

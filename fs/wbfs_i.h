@@ -216,7 +216,13 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name);
 int dir_unlink(struct wbfs *w, ext2_ino_t parent, const char *name, bool is_rmdir);
 int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-	       const char *n2, unsigned flags);
+	       const char *n2, unsigned flags, const struct fuse_ctx *ctx);
+/**
+ * A regular file of @mode in @parent with no name and i_links_count 0,
+ * owned as a create of @ctx. Returns 0 or -errno (ENOTDIR, ENOSPC, EIO).
+ */
+int dir_tmpfile(struct wbfs *w, ext2_ino_t parent, mode_t mode, const struct fuse_ctx *ctx,
+		ext2_ino_t *ino);
 int dir_readlink(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len);
 struct dir_snap_ent {
 	char *name;
@@ -293,6 +299,16 @@ void ctl_mount_check(struct wbfs *w);
 
 /* ops.c */
 extern const struct fuse_lowlevel_ops wbfs_ops;
+/**
+ * open(O_TMPFILE) in @parent: the file made, opened (@fi->flags in, @fi
+ * out) and looked up once (@e), freed at its last close and forget unless
+ * linked. Returns 0 or -errno (EROFS, EPERM in the control directory,
+ * ENOTDIR, ENOSPC, EIO).
+ */
+int wbfs_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fuse_ctx *ctx,
+		 struct fuse_entry_param *e, struct fuse_file_info *fi);
+/** Undo wbfs_tmpfile when its reply did not reach the kernel. */
+void wbfs_tmpfile_undo(struct wbfs *w, struct fuse_file_info *fi);
 
 static inline ext2_ino_t wbfs_ino(fuse_ino_t ino)
 {

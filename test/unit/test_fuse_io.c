@@ -5,14 +5,19 @@
  * gets DIRECT_IO_ALLOW_MMAP only when the kernel offered it and the reply
  * has flags2; OPEN and CREATE replies (full and pre-7.9 entry sizes) of
  * direct_io files get PARALLEL_DIRECT_WRITES; replies to other requests,
- * error replies and replies with another unique pass unchanged.
+ * error replies and replies with another unique pass unchanged. FUSE_STATX
+ * goes on as the GETATTR it begins with and that reply comes back as a
+ * fuse_statx_out; FUSE_TMPFILE is answered by the hook itself.
  */
 #include <check.h>
 #include "helpers.h"
 #include <errno.h>
 #include <linux/fuse.h>
 #include <stddef.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "../../fs/wbfs_i.h"
@@ -172,6 +177,183 @@ START_TEST(other_replies_untouched)
 }
 END_TEST
 
+/* The protocol 7.39 structures (the installed header is 7.38). */
+#define T_FUSE_TMPFILE 51
+#define T_FUSE_STATX 52
+#define T_STATX_BASIC_STATS 0x7ffU
+
+struct t_sx_time {
+	int64_t sec;
+	uint32_t nsec;
+	int32_t reserved;
+};
+
+struct t_statx_in {
+	uint32_t getattr_flags, reserved;
+	uint64_t fh;
+	uint32_t sx_flags, sx_mask;
+};
+
+struct t_statx_out {
+	uint64_t attr_valid;
+	uint32_t attr_valid_nsec, flags;
+	uint64_t spare[2];
+	uint32_t mask, blksize;
+	uint64_t attributes;
+	uint32_t nlink, uid, gid;
+	uint16_t mode, spare0;
+	uint64_t ino, size, blocks, attributes_mask;
+	struct t_sx_time atime, btime, ctime, mtime;
+	uint32_t rdev_major, rdev_minor, dev_major, dev_minor;
+	uint64_t spare2[14];
+};
+
+/* A STATX request: what "libfuse" gets must be a GETATTR of the same node. */
+static void t_statx_request(uint64_t unique)
+{
+	struct t_statx_in sin = { .getattr_flags = FUSE_GETATTR_FH, .fh = 77,
+				  .sx_mask = 0xfff };
+	struct fuse_in_header in = {
+		.len = (uint32_t)(sizeof(in) + sizeof(sin)),
+		.opcode = T_FUSE_STATX,
+		.unique = unique,
+		.nodeid = 5,
+	};
+	const struct fuse_getattr_in *gin;
+	const struct fuse_in_header *got;
+	char buf[4096];
+
+	memcpy(buf, &in, sizeof(in));
+	memcpy(buf + sizeof(in), &sin, sizeof(sin));
+	ck_assert_int_eq(write(req_pipe[1], buf, in.len), (ssize_t)in.len);
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(wbfs_fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), NULL),
+			 (ssize_t)(sizeof(in) + sizeof(*gin)));
+	got = (const void *)buf;
+	gin = (const void *)(got + 1);
+	ck_assert_uint_eq(got->opcode, FUSE_GETATTR);
+	ck_assert_uint_eq(got->len, sizeof(in) + sizeof(*gin));
+	ck_assert_uint_eq(got->unique, unique);
+	ck_assert_uint_eq(got->nodeid, 5);
+	ck_assert_uint_eq(gin->getattr_flags, FUSE_GETATTR_FH);
+	ck_assert_uint_eq(gin->fh, 77);
+}
+
+START_TEST(statx_as_getattr)
+{
+	struct fuse_attr_out ao = {
+		.attr_valid = 10, .attr_valid_nsec = 5,
+		.attr = { .ino = 5, .size = 123457, .blocks = 248, .atime = 1700000001,
+			  .mtime = 1700000002, .ctime = 1700000003, .atimensec = 11,
+			  .mtimensec = 22, .ctimensec = 33, .mode = S_IFCHR | 0640,
+			  .nlink = 2, .uid = 1000, .gid = 100,
+			  .rdev = (uint32_t)makedev(259, 70000), .blksize = 4096 },
+	};
+	struct fuse_out_header oh = {
+		.len = (uint32_t)(sizeof(oh) + sizeof(ao)), .unique = 30,
+	};
+	struct iovec iov[2] = { { &oh, sizeof(oh) }, { &ao, sizeof(ao) } };
+	char buf[4096];
+	struct fuse_out_header *goth = (void *)buf;
+	struct t_statx_out sx;
+
+	ck_assert_uint_eq(sizeof(sx), 288);
+	t_statx_request(30);
+	/* the hook tells "libfuse" its whole reply went out */
+	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(rep_pipe[1], iov, 2, NULL),
+			 (ssize_t)oh.len);
+	ck_assert_int_eq(read(rep_pipe[0], buf, sizeof(buf)),
+			 (ssize_t)(sizeof(oh) + sizeof(sx)));
+	ck_assert_uint_eq(goth->len, sizeof(oh) + sizeof(sx));
+	ck_assert_uint_eq(goth->unique, 30);
+	ck_assert_int_eq(goth->error, 0);
+	memcpy(&sx, buf + sizeof(oh), sizeof(sx));
+	ck_assert_uint_eq(sx.attr_valid, 10);
+	ck_assert_uint_eq(sx.attr_valid_nsec, 5);
+	/* no filesystem here, so no birth time: the basic stats only */
+	ck_assert_uint_eq(sx.mask, T_STATX_BASIC_STATS);
+	ck_assert_uint_eq(sx.ino, 5);
+	ck_assert_uint_eq(sx.size, 123457);
+	ck_assert_uint_eq(sx.blocks, 248);
+	ck_assert_uint_eq(sx.blksize, 4096);
+	ck_assert_uint_eq(sx.mode, S_IFCHR | 0640);
+	ck_assert_uint_eq(sx.nlink, 2);
+	ck_assert_uint_eq(sx.uid, 1000);
+	ck_assert_uint_eq(sx.gid, 100);
+	ck_assert_int_eq(sx.atime.sec, 1700000001);
+	ck_assert_uint_eq(sx.atime.nsec, 11);
+	ck_assert_int_eq(sx.mtime.sec, 1700000002);
+	ck_assert_uint_eq(sx.mtime.nsec, 22);
+	ck_assert_int_eq(sx.ctime.sec, 1700000003);
+	ck_assert_uint_eq(sx.ctime.nsec, 33);
+	ck_assert_int_eq(sx.btime.sec, 0);
+	ck_assert_uint_eq(sx.rdev_major, 259);
+	ck_assert_uint_eq(sx.rdev_minor, 70000);
+}
+END_TEST
+
+START_TEST(statx_error_and_others)
+{
+	struct fuse_attr_out ao = { .attr_valid = 1 }, got;
+
+	/* an error reply goes out as it is */
+	t_statx_request(40);
+	t_reply(40, -ENOENT, NULL, 0, &got);
+	/* a plain GETATTR's reply is not turned into a STATX reply */
+	t_request(FUSE_GETATTR, 42, &(struct fuse_getattr_in){ 0 },
+		  sizeof(struct fuse_getattr_in));
+	t_reply(42, 0, &ao, sizeof(ao), &got);
+	ck_assert_uint_eq(got.attr_valid, 1);
+	/* a STATX too short to hold its argument is left to libfuse */
+	t_request(T_FUSE_STATX, 44, &(uint32_t){ 0 }, sizeof(uint32_t));
+	t_reply(44, -ENOSYS, NULL, 0, &got);
+}
+END_TEST
+
+/* FUSE_TMPFILE is answered by the hook (EIO: no filesystem here). */
+START_TEST(tmpfile_answered_here)
+{
+	struct fuse_create_in cin = { .flags = O_RDWR, .mode = S_IFREG | 0600 };
+	struct fuse_in_header in = {
+		.len = (uint32_t)(sizeof(in) + sizeof(cin) + 2),
+		.opcode = T_FUSE_TMPFILE,
+		.unique = 50,
+		.nodeid = 1,
+	};
+	struct fuse_in_header next = {
+		.len = sizeof(next) + sizeof(struct fuse_getattr_in),
+		.opcode = FUSE_GETATTR,
+		.unique = 52,
+		.nodeid = 1,
+	};
+	struct fuse_out_header oh;
+	char buf[4096];
+	int pkt[2];
+
+	/* packets: each read returns one request, as /dev/fuse does, and
+	 * replies go back on the same fd */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pkt), 0);
+	memcpy(buf, &in, sizeof(in));
+	memcpy(buf + sizeof(in), &cin, sizeof(cin));
+	memcpy(buf + sizeof(in) + sizeof(cin), "/", 2);
+	ck_assert_int_eq(write(pkt[1], buf, in.len), (ssize_t)in.len);
+	memset(buf, 0, sizeof(buf));
+	memcpy(buf, &next, sizeof(next));
+	ck_assert_int_eq(write(pkt[1], buf, next.len), (ssize_t)next.len);
+	/* the hook answers the TMPFILE on the fd it read it from and hands
+	 * "libfuse" the next request */
+	ck_assert_int_eq(wbfs_fuse_io_ops()->read(pkt[0], buf, sizeof(buf), NULL),
+			 (ssize_t)next.len);
+	ck_assert_uint_eq(((struct fuse_in_header *)buf)->unique, 52);
+	ck_assert_int_eq(read(pkt[1], &oh, sizeof(oh)), (ssize_t)sizeof(oh));
+	ck_assert_uint_eq(oh.unique, 50);
+	ck_assert_int_eq(oh.error, -EIO);
+	ck_assert_uint_eq(oh.len, sizeof(oh));
+	close(pkt[0]);
+	close(pkt[1]);
+}
+END_TEST
+
 static Suite *fuse_io_suite(void)
 {
 	Suite *s = suite_create("fuse_io");
@@ -188,6 +370,12 @@ static Suite *fuse_io_suite(void)
 	tcase_add_test(tc, open_direct_io);
 	tcase_add_test(tc, create_both_entry_sizes);
 	tcase_add_test(tc, other_replies_untouched);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("ext");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, statx_as_getattr);
+	tcase_add_test(tc, statx_error_and_others);
+	tcase_add_test(tc, tmpfile_answered_here);
 	suite_add_tcase(s, tc);
 	return s;
 }
