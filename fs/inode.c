@@ -294,6 +294,30 @@ void winode_touch(struct wbfs *w, struct winode *wi)
 }
 
 /*
+ * Only a regular file's size lives in @wi (writes, truncate and fallocate
+ * change it without libext2fs); a directory grows inside libext2fs
+ * (ext2fs_expand_dir), so its inode is the one copy of its size.
+ */
+static bool winode_owns_size(const struct winode *wi)
+{
+	return LINUX_S_ISREG(wi->mode);
+}
+
+/* Fold @wi's pending size and times into @in. Context: fs_lock held. */
+static void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in)
+{
+	pthread_mutex_lock(&wi->attr_lock);
+	if (winode_owns_size(wi))
+		ext2fs_inode_size_set(w->fs, (struct ext2_inode *)in, wi->size);
+	if (wi->times_dirty) {
+		wbfs_ts_set(in, TS_MTIME, &wi->mtime);
+		wbfs_ts_set(in, TS_CTIME, &wi->ctime);
+	}
+	wi->size_dirty = wi->times_dirty = false;
+	pthread_mutex_unlock(&wi->attr_lock);
+}
+
+/*
  * Fold in-memory size and times into @in, which the caller is about to
  * write; they are clean afterwards. Context: fs_lock held.
  */
@@ -301,16 +325,8 @@ void winode_fold_attrs_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_
 {
 	struct winode *wi = winode_find(w, ino);
 
-	if (!wi)
-		return;
-	pthread_mutex_lock(&wi->attr_lock);
-	ext2fs_inode_size_set(w->fs, (struct ext2_inode *)in, wi->size);
-	if (wi->times_dirty) {
-		wbfs_ts_set(in, TS_MTIME, &wi->mtime);
-		wbfs_ts_set(in, TS_CTIME, &wi->ctime);
-	}
-	wi->size_dirty = wi->times_dirty = false;
-	pthread_mutex_unlock(&wi->attr_lock);
+	if (wi)
+		winode_fold(w, wi, in);
 }
 
 static dev_t inode_rdev(const struct ext2_inode_large *in)
@@ -363,7 +379,8 @@ int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st)
 	if (!wi)
 		return 0;
 	pthread_mutex_lock(&wi->attr_lock);
-	st->st_size = (off_t)wi->size;
+	if (winode_owns_size(wi))
+		st->st_size = (off_t)wi->size;
 	if (wi->times_dirty) {
 		st->st_mtim = wi->mtime;
 		st->st_ctim = wi->ctime;
@@ -898,14 +915,7 @@ static int wbfs_write_inode_op(struct bdi *b, struct wb_inode *wb, enum wb_sync_
 	}
 	ret = wbfs_read_inode(w, wi->ino, &in);
 	if (!ret) {
-		pthread_mutex_lock(&wi->attr_lock);
-		ext2fs_inode_size_set(w->fs, (struct ext2_inode *)&in, wi->size);
-		if (wi->times_dirty) {
-			wbfs_ts_set(&in, TS_MTIME, &wi->mtime);
-			wbfs_ts_set(&in, TS_CTIME, &wi->ctime);
-		}
-		wi->size_dirty = wi->times_dirty = false;
-		pthread_mutex_unlock(&wi->attr_lock);
+		winode_fold(w, wi, &in);
 		ret = wbfs_write_inode(w, wi->ino, &in);
 	}
 	wbfs_unlock(w);
