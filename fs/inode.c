@@ -409,9 +409,10 @@ int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino)
 
 	if (ret)
 		return ret;
+	/* pending times first: the new ctime is later than any of them */
+	winode_fold_attrs_locked(w, ino, &in);
 	wbfs_now(&now);
 	wbfs_ts_set(&in, TS_CTIME, &now);
-	winode_fold_attrs_locked(w, ino, &in);
 	return wbfs_write_inode(w, ino, &in);
 }
 
@@ -465,9 +466,9 @@ int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_la
 		in->i_links_count = 0;
 	else if (in->i_links_count > 0)
 		in->i_links_count--;
+	winode_fold_attrs_locked(w, ino, in);
 	wbfs_now(&now);
 	wbfs_ts_set(in, TS_CTIME, &now);
-	winode_fold_attrs_locked(w, ino, in);
 	ret = wbfs_write_inode(w, ino, in);
 	if (ret || in->i_links_count)
 		return ret;

@@ -155,12 +155,13 @@ static int setattr_inode(struct wbfs *w, ext2_ino_t ino, const struct stat *a, i
 	struct winode *wi;
 	int ret;
 
-	wbfs_now(&now);
 	wbfs_lock(w);
 	ret = wbfs_read_inode(w, ino, &in);
 	if (ret)
 		goto out;
 	winode_fold_attrs_locked(w, ino, &in);
+	/* stamped under the lock: no change that waited for it gets an earlier one */
+	wbfs_now(&now);
 	if (to_set & FUSE_SET_ATTR_MODE)
 		in.i_mode = (uint16_t)((in.i_mode & S_IFMT) | (a->st_mode & 07777));
 	if (to_set & FUSE_SET_ATTR_UID) {
@@ -192,6 +193,7 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 	struct wbfs *w = req_wbfs(req);
 	ext2_ino_t ino = wbfs_ino(fino);
 	struct stat st;
+	bool sized = false;
 	int ret = 0;
 
 	CTL_ROUTE(fino, setattr, req, fino, attr, to_set, fi);
@@ -209,8 +211,10 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 		else
 			ret = data_truncate(w, wi, (uint64_t)attr->st_size);
 		to_set &= ~FUSE_SET_ATTR_SIZE;
+		sized = true;
 	}
-	if (!ret && to_set)
+	/* a SETATTR with no field (chown(f, -1, -1)) still changes ctime */
+	if (!ret && (to_set || !sized))
 		ret = setattr_inode(w, ino, attr, to_set);
 	if (!ret)
 		ret = winode_stat(w, ino, &st);

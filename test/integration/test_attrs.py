@@ -8,16 +8,21 @@ and times that two paths write (libext2fs and wbcfs's in-memory inode).
     directory has on disk (e2fsck -fn clean, the kernel's ext4 mounting
     the device read-only sees the same size), and the last mode, owner
     and times set.
+(b) rename, link, setxattr and unlink of another link of a file whose
+    written times are still pending in memory stamp its ctime with the
+    time of that change, not the older time of the write.
+(c) chown(f, -1, -1) changes ctime (an empty SETATTR).
 
     WBCFS_BIN=build/wbcfs test/integration/test_attrs.py
 """
 
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (GIB, t_check, t_eq, t_log, t_main,  # noqa: E402
-                    t_step)
+from wbtest import (GIB, t_check, t_eq, t_log, t_main, t_step,  # noqa: E402
+                    t_write_all)
 
 NAME = "file_with_a_longish_name_%d"
 UID, GID = 1000, 1000
@@ -67,10 +72,56 @@ def grow_dirs(mnt):
     return seen
 
 
+def write_pending(path):
+    """A file with freshly written data (its times pending in memory)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        t_write_all(fd, b"x" * 100)
+    finally:
+        os.close(fd)
+    return os.stat(path).st_ctime_ns
+
+
+def ctime_changes(mnt):
+    """(b) and (c): each change stamps ctime later than the pending write."""
+    d = os.path.join(mnt, "ct")
+    os.mkdir(d)
+    p = lambda n: os.path.join(d, n)  # noqa: E731
+    ops = [
+        ("rename", "f1", lambda: os.rename(p("f1"), p("g1")), "g1"),
+        ("link", "f2", lambda: os.link(p("f2"), p("h2")), "f2"),
+        ("setxattr", "f3", lambda: os.setxattr(p("f3"), "user.k", b"v"), "f3"),
+        ("unlink of another link", "f4",
+         lambda: os.unlink(p("h4")), "f4"),
+        ("chown(-1, -1)", "f5", lambda: os.chown(p("f5"), -1, -1), "f5"),
+    ]
+    written = {}
+    for what, name, fn, after in ops:
+        if name == "f4":
+            write_pending(p(name))
+            os.link(p("f4"), p("h4"))
+            written[name] = write_pending(p(name))
+        else:
+            written[name] = write_pending(p(name))
+    time.sleep(0.3)
+    stamps, bad = {}, []
+    for what, name, fn, after in ops:
+        t_step("%s stamps ctime after a pending write" % what)
+        fn()
+        c = os.stat(p(after)).st_ctime_ns
+        if c < written[name] + 250 * 10**6:
+            bad.append("%s: ctime %d, the write's was %d: not changed"
+                       % (what, c, written[name]))
+        stamps[after] = c
+    t_check(not bad, "; ".join(bad))
+    return stamps
+
+
 def body(env):
     dev = env.new_fs(1 * GIB)
     m = env.mount(dev, ["cache_size=64M"])
     seen = grow_dirs(m.mnt)
+    stamps = ctime_changes(m.mnt)
     env.umount(m)
     env.fsck(dev)
     t_step("the kernel's ext4 (ro) sees the sizes, modes, owners and times")
@@ -79,6 +130,9 @@ def body(env):
         for name, want in seen.items():
             got = attrs_of(os.stat(os.path.join(k.mnt, name)))
             t_eq(got, want, "kernel ext4: %s" % name)
+        for name, c in stamps.items():
+            got = os.stat(os.path.join(k.mnt, "ct", name)).st_ctime_ns
+            t_eq(got, c, "kernel ext4: ct/%s ctime" % name)
     finally:
         env.umount(k)
 
