@@ -163,6 +163,8 @@ int wbfs_write_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in
 	errcode_t err;
 
 	err = ext2fs_write_inode_full(w->fs, ino, (struct ext2_inode *)in, sizeof(*in));
+	if (!err)
+		winode_note_written(w, ino, in);
 	return -wbfs_errno(err);
 }
 

@@ -9,6 +9,7 @@
  * Directory entries are dir.c's business; data pages are data.c's.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
@@ -63,6 +64,10 @@ static struct winode *winode_alloc(struct wbfs *w, ext2_ino_t ino,
 	wi->mode = in->i_mode;
 	wi->size = EXT2_I_SIZE(in);
 	wi->has_priv = (in->i_mode & (S_ISUID | S_ISGID)) != 0;
+	wbfs_ts_get(in, TS_ATIME, &wi->disk_atime);
+	wbfs_ts_get(in, TS_MTIME, &wi->disk_mtime);
+	wbfs_ts_get(in, TS_CTIME, &wi->disk_ctime);
+	wi->disk_noatime = (in->i_flags & EXT2_NOATIME_FL) != 0;
 	/* truncate and extending writes must not starve behind a stream of
 	 * shared writers and readers; nobody takes ilock recursively */
 	pthread_rwlockattr_init(&ra);
@@ -159,7 +164,7 @@ static bool winode_is_dirty(struct winode *wi)
 	bool dirty;
 
 	pthread_mutex_lock(&wi->attr_lock);
-	dirty = wi->size_dirty || wi->times_dirty;
+	dirty = wi->size_dirty || wi->times_dirty || wi->atime_dirty;
 	pthread_mutex_unlock(&wi->attr_lock);
 	return dirty || atomic_load(&wi->map.nrdirty) || atomic_load(&wi->map.nrwriteback);
 }
@@ -313,8 +318,61 @@ static void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_lar
 		wbfs_ts_set(in, TS_MTIME, &wi->mtime);
 		wbfs_ts_set(in, TS_CTIME, &wi->ctime);
 	}
-	wi->size_dirty = wi->times_dirty = false;
+	if (wi->atime_dirty)
+		wbfs_ts_set(in, TS_ATIME, &wi->atime);
+	wi->size_dirty = wi->times_dirty = wi->atime_dirty = false;
 	pthread_mutex_unlock(&wi->attr_lock);
+}
+
+/*
+ * @in was just written: keep @ino's copy of the times and the noatime
+ * flag the atime rule reads. Every write of an inode comes here
+ * (wbfs_write_inode). Context: fs_lock held.
+ */
+void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode_large *in)
+{
+	struct winode *wi = winode_find(w, ino);
+
+	if (!wi)
+		return;
+	pthread_mutex_lock(&wi->attr_lock);
+	wbfs_ts_get(in, TS_ATIME, &wi->disk_atime);
+	wbfs_ts_get(in, TS_MTIME, &wi->disk_mtime);
+	wbfs_ts_get(in, TS_CTIME, &wi->disk_ctime);
+	wi->disk_noatime = (in->i_flags & EXT2_NOATIME_FL) != 0;
+	pthread_mutex_unlock(&wi->attr_lock);
+}
+
+/*
+ * A read, readdir or readlink of @wi (@oflags: its open flags, or 0):
+ * update atime as the kernel's ext4 does under the mount's atime options
+ * (relatime, strictatime, noatime, nodiratime; O_NOATIME and the inode's
+ * noatime flag stop it too). The new atime waits in memory, like the
+ * times of a write, and is written with the inode: a read never waits
+ * for fs_lock here.
+ */
+void winode_accessed(struct wbfs *w, struct winode *wi, int oflags)
+{
+	enum atime_mode mode = options_atime_mode(&w->opts);
+	struct timespec now, a, m, c;
+	bool due;
+
+	if (w->ro || mode == ATIME_NOATIME || (oflags & O_NOATIME) ||
+	    (w->opts.nodiratime && LINUX_S_ISDIR(wi->mode)))
+		return;
+	wbfs_now(&now);
+	pthread_mutex_lock(&wi->attr_lock);
+	a = wi->atime_dirty ? wi->atime : wi->disk_atime;
+	m = wi->times_dirty ? wi->mtime : wi->disk_mtime;
+	c = wi->times_dirty ? wi->ctime : wi->disk_ctime;
+	due = !wi->disk_noatime && atime_update_due(mode, &a, &m, &c, &now);
+	if (due) {
+		wi->atime = now;
+		wi->atime_dirty = true;
+	}
+	pthread_mutex_unlock(&wi->attr_lock);
+	if (due)
+		bdi_mark_inode_dirty(w->bdi, &wi->wb, I_DIRTY_INODE);
 }
 
 /*
@@ -385,6 +443,8 @@ int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st)
 		st->st_mtim = wi->mtime;
 		st->st_ctim = wi->ctime;
 	}
+	if (wi->atime_dirty)
+		st->st_atim = wi->atime;
 	pthread_mutex_unlock(&wi->attr_lock);
 	st->st_blocks += wi->nr_delalloc * (PAGE_SIZE / 512);
 	return 0;

@@ -232,10 +232,15 @@ static void wbcfs_readlink(fuse_req_t req, fuse_ino_t ino)
 
 	CTL_ROUTE(ino, readlink, req, ino);
 	ret = dir_readlink(req_wbfs(req), wbfs_ino(ino), buf, sizeof(buf));
-	if (ret)
+	if (ret) {
 		fuse_reply_err(req, -ret);
-	else
+	} else {
+		struct winode *wi = winode_find(req_wbfs(req), wbfs_ino(ino));
+
+		if (wi)
+			winode_accessed(req_wbfs(req), wi, 0);
 		fuse_reply_readlink(req, buf);
+	}
 }
 
 /* The control directory and its entries are never created, removed or renamed. */
@@ -446,6 +451,8 @@ static void wbcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, -ret);
 		return;
 	}
+	if (size)
+		winode_accessed(req_wbfs(req), fi_file(fi)->wi, fi_file(fi)->flags);
 	if (!rr.n)
 		fuse_reply_buf(req, NULL, 0);
 	else
@@ -575,10 +582,13 @@ static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	 * The kernel may keep this directory's entries across opens: it drops
 	 * them itself when the directory changes through this mount (iversion
 	 * and mtime), and nothing else changes it. Saves the READDIR round
-	 * trips of repeated listings.
+	 * trips of repeated listings. Not under strictatime: every listing
+	 * must reach the daemon to update atime.
 	 */
-	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
+	if (options_atime_mode(&req_wbfs(req)->opts) != ATIME_STRICT) {
+		fi->cache_readdir = 1;
+		fi->keep_cache = 1;
+	}
 	fuse_reply_open(req, fi);
 }
 
@@ -587,6 +597,7 @@ static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 			  struct fuse_file_info *fi)
 {
 	struct wdir *d = (struct wdir *)(uintptr_t)fi->fh;
+	struct winode *wi;
 	char *buf;
 	size_t used = 0, i;
 	int ret;
@@ -603,6 +614,9 @@ static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 			ctl_hide_in_root(req_wbfs(req), &d->snap);
 		d->loaded = true;
 	}
+	wi = winode_get(req_wbfs(req), wbfs_ino(ino), false);
+	if (wi)
+		winode_accessed(req_wbfs(req), wi, 0);
 	buf = malloc(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);

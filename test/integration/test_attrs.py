@@ -12,6 +12,12 @@ and times that two paths write (libext2fs and wbcfs's in-memory inode).
     written times are still pending in memory stamp its ctime with the
     time of that change, not the older time of the write.
 (c) chown(f, -1, -1) changes ctime (an empty SETATTR).
+(d) atime under relatime (the default): a read or a listing updates it
+    when it is not after mtime or ctime, or a day old, and leaves it
+    otherwise; a read by another user (uid 1000) too; stat shows it at
+    once, the kernel's ext4 finds it on disk after unmount.
+(e) strictatime: every read and every listing updates atime; not an
+    O_NOATIME read.  (f) noatime: reads never do.
 
     WBCFS_BIN=build/wbcfs test/integration/test_attrs.py
 """
@@ -21,8 +27,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (GIB, t_check, t_eq, t_log, t_main, t_step,  # noqa: E402
-                    t_write_all)
+from wbtest import (GIB, Mount, t_as_user, t_check, t_eq,  # noqa: E402
+                    t_is_kernel, t_log, t_main, t_run, t_step, t_write_all)
 
 NAME = "file_with_a_longish_name_%d"
 UID, GID = 1000, 1000
@@ -117,6 +123,139 @@ def ctime_changes(mnt):
     return stamps
 
 
+def mount_opt(env, dev, opt):
+    """Mount with an atime option (the kernel's ext4 too)."""
+    if not t_is_kernel():
+        return env.mount(dev, [opt, "cache_size=64M"])
+    mnt = env.mkdir("mnt-%s" % opt)
+    t_run(["mount", "-t", "ext4", "-o", opt, dev, mnt])
+    m = Mount(mnt, dev, "kernel")
+    env.mounts.append(m)
+    return m
+
+
+def read_file(path, flags=0):
+    fd = os.open(path, os.O_RDONLY | flags)
+    try:
+        os.read(fd, 4096)
+    finally:
+        os.close(fd)
+
+
+def atime(path):
+    return os.stat(path).st_atime_ns
+
+
+def later():
+    """Past the kernel's coarse clock tick: the next stamp differs."""
+    time.sleep(0.05)
+
+
+def relatime_checks(mnt):
+    """(d); returns {path: atime_ns} to find again on disk."""
+    f = os.path.join(mnt, "ra")
+    write_pending(f)
+    os.chmod(f, 0o644)
+    later()
+    st = os.stat(f)
+    t_step("relatime: a read after a write updates atime")
+    read_file(f)
+    a1 = atime(f)
+    t_check(a1 > st.st_mtime_ns and a1 > st.st_ctime_ns,
+            "atime %d after the read, mtime %d ctime %d: not updated"
+            % (a1, st.st_mtime_ns, st.st_ctime_ns))
+    t_step("relatime: a second read leaves atime")
+    later()
+    read_file(f)
+    t_eq(atime(f), a1, "atime after a second read")
+    t_step("relatime: a read by another user after a change updates atime")
+    os.chown(f, 0, 0)   # ctime now after atime
+    later()
+    t_eq(t_as_user(UID, GID, lambda: read_file(f)), "ok", "read as uid %d" % UID)
+    a2 = atime(f)
+    t_check(a2 > a1 and a2 > os.stat(f).st_ctime_ns,
+            "atime %d after a read following a chown (was %d)" % (a2, a1))
+    t_step("relatime: an atime before ctime is updated, one after it is not")
+    now = time.time_ns()
+    os.utime(f, ns=(now - 3600 * 10**9, now - 7200 * 10**9))
+    later()
+    read_file(f)
+    a3 = atime(f)
+    t_check(a3 >= now, "an hour-old atime before ctime after a read: %d (now %d)"
+            % (a3, now))
+    future = now + 3600 * 10**9
+    os.utime(f, ns=(future, now - 7200 * 10**9))
+    later()
+    read_file(f)
+    t_eq(atime(f), future, "an atime after mtime and ctime, after a read")
+    t_step("relatime: listing a directory updates its atime once")
+    d = os.path.join(mnt, "rad")
+    os.mkdir(d)
+    os.mknod(os.path.join(d, "x"))
+    later()
+    os.listdir(d)
+    ad = atime(d)
+    t_check(ad > os.stat(d).st_mtime_ns, "directory atime %d not after mtime" % ad)
+    later()
+    os.listdir(d)
+    t_eq(atime(d), ad, "directory atime after a second listing")
+    return {"ra": future, "rad": ad}
+
+
+def strictatime_checks(mnt):
+    """(e): every access updates atime, O_NOATIME ones excepted."""
+    f = os.path.join(mnt, "ra")
+    d = os.path.join(mnt, "rad")
+    t_step("strictatime: every read updates atime")
+    read_file(f)
+    a1 = atime(f)
+    later()
+    read_file(f)
+    a2 = atime(f)
+    t_check(a2 > a1, "second read: atime %d, first %d" % (a2, a1))
+    t_step("strictatime: an O_NOATIME read does not")
+    later()
+    read_file(f, os.O_NOATIME)
+    t_eq(atime(f), a2, "atime after an O_NOATIME read")
+    t_step("strictatime: every listing updates the directory's atime")
+    os.listdir(d)
+    b1 = atime(d)
+    later()
+    os.listdir(d)
+    b2 = atime(d)
+    t_check(b2 > b1, "second listing: atime %d, first %d" % (b2, b1))
+    return {"ra": a2, "rad": b2}
+
+
+def noatime_checks(mnt):
+    """(f): no read or listing changes atime."""
+    f = os.path.join(mnt, "ra")
+    d = os.path.join(mnt, "rad")
+    t_step("noatime: reads and listings leave atime")
+    os.utime(f, ns=(10**18, 2 * 10**18))   # atime before mtime
+    os.utime(d, ns=(10**18, 2 * 10**18))
+    later()
+    read_file(f)
+    os.listdir(d)
+    t_eq(atime(f), 10**18, "file atime after a read")
+    t_eq(atime(d), 10**18, "directory atime after a listing")
+    return {"ra": 10**18, "rad": 10**18}
+
+
+def atime_phase(env, dev, opt, checks):
+    m = mount_opt(env, dev, opt)
+    want = checks(m.mnt)
+    env.umount(m)
+    t_step("after %s: the kernel's ext4 (ro) finds the atimes" % opt)
+    k = env.kernel_ro(dev)
+    try:
+        for name, a in want.items():
+            t_eq(os.stat(os.path.join(k.mnt, name)).st_atime_ns, a,
+                 "kernel ext4: %s atime after %s" % (name, opt))
+    finally:
+        env.umount(k)
+
+
 def body(env):
     dev = env.new_fs(1 * GIB)
     m = env.mount(dev, ["cache_size=64M"])
@@ -135,6 +274,10 @@ def body(env):
             t_eq(got, c, "kernel ext4: ct/%s ctime" % name)
     finally:
         env.umount(k)
+    atime_phase(env, dev, "relatime", relatime_checks)
+    atime_phase(env, dev, "strictatime", strictatime_checks)
+    atime_phase(env, dev, "noatime", noatime_checks)
+    env.fsck(dev)
 
 
 if __name__ == "__main__":

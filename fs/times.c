@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The atime rule of the kernel's mount options (relatime, strictatime,
+ * noatime), apart from the inodes it is applied to (inode.c).
+ */
+#include "wbcfs/times.h"
+
+static int ts_cmp(const struct timespec *x, const struct timespec *y)
+{
+	if (x->tv_sec != y->tv_sec)
+		return x->tv_sec < y->tv_sec ? -1 : 1;
+	if (x->tv_nsec != y->tv_nsec)
+		return x->tv_nsec < y->tv_nsec ? -1 : 1;
+	return 0;
+}
+
+bool atime_update_due(enum atime_mode mode, const struct timespec *a,
+		      const struct timespec *m, const struct timespec *c,
+		      const struct timespec *now)
+{
+	if (mode == ATIME_NOATIME || !ts_cmp(a, now))
+		return false;
+	if (mode == ATIME_STRICT)
+		return true;
+	return ts_cmp(m, a) >= 0 || ts_cmp(c, a) >= 0 ||
+	       (long long)now->tv_sec - (long long)a->tv_sec >= ATIME_RELATIME_MAX_AGE;
+}
