@@ -1,9 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The atime rule of the kernel's mount options (relatime, strictatime,
- * noatime), apart from the inodes it is applied to (inode.c).
+ * The clock of every inode stamp, and the atime rule of the kernel's mount
+ * options (relatime, strictatime, noatime), apart from the inodes they are
+ * applied to (inode.c, ext4.c).
  */
 #include "wbcfs/times.h"
+
+void stamp_clock_get(struct stamp_clock *c, const struct timespec *raw, struct timespec *out)
+{
+	int64_t ns = (int64_t)raw->tv_sec * 1000000000 + raw->tv_nsec;
+	int64_t last = atomic_load(&c->last_ns);
+
+	while (ns > last && !atomic_compare_exchange_weak(&c->last_ns, &last, ns))
+		;
+	if (ns < last)
+		ns = last;
+	out->tv_sec = ns / 1000000000;
+	out->tv_nsec = ns % 1000000000;
+}
 
 static int ts_cmp(const struct timespec *x, const struct timespec *y)
 {

@@ -1,13 +1,28 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Inode times: when a read or readdir updates atime, as the kernel's
+ * Inode times: the one clock every stamp comes from (it never runs
+ * backwards), and when a read or readdir updates atime, as the kernel's
  * mount options decide: relatime (the default), strictatime, noatime.
  */
 #ifndef WBCFS_TIMES_H
 #define WBCFS_TIMES_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <time.h>
+
+/* The last stamp handed out, in ns since the epoch. */
+struct stamp_clock {
+	_Atomic int64_t last_ns;
+};
+
+/**
+ * A stamp from @raw (the realtime clock read now): @raw itself, or the
+ * last stamp of @c when the clock was set back or another thread stamped
+ * later in between; so stamps taken one after the other never decrease.
+ */
+void stamp_clock_get(struct stamp_clock *c, const struct timespec *raw, struct timespec *out);
 
 enum atime_mode {
 	ATIME_RELATIME,		/* when atime <= mtime or ctime, or a day old */

@@ -18,11 +18,15 @@ and times that two paths write (libext2fs and wbcfs's in-memory inode).
     once, the kernel's ext4 finds it on disk after unmount.
 (e) strictatime: every read and every listing updates atime; not an
     O_NOATIME read.  (f) noatime: reads never do.
+(g) One clock for every stamp: files (written), fifos, directories,
+    symlinks, devices and links made one after the other have ctimes in
+    that order.
 
     WBCFS_BIN=build/wbcfs test/integration/test_attrs.py
 """
 
 import os
+import stat
 import sys
 import time
 
@@ -242,6 +246,38 @@ def noatime_checks(mnt):
     return {"ra": 10**18, "rad": 10**18}
 
 
+def clock_checks(mnt):
+    """(g): stamps in the order things were made."""
+    d = os.path.join(mnt, "clk")
+    os.mkdir(d)
+    t_step("ctimes of files, fifos, directories, symlinks, devices, links "
+           "follow the order they were made in")
+    order = []
+
+    def made(path):
+        order.append((path, os.lstat(path).st_ctime_ns))
+
+    for i in range(40):
+        p = lambda n: os.path.join(d, "%s%d" % (n, i))  # noqa: E731
+        write_pending(p("f"))
+        made(p("f"))
+        os.mkfifo(p("p"))
+        made(p("p"))
+        os.mkdir(p("d"))
+        made(p("d"))
+        os.symlink("f%d" % i, p("s"))
+        made(p("s"))
+        os.mknod(p("c"), 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+        made(p("c"))
+        os.link(p("f"), p("l"))   # the link's ctime: the file's, now
+        made(p("l"))
+    prev, prev_p = 0, None
+    for p, c in order:
+        t_check(c >= prev, "%s: ctime %d before that of %s made earlier (%d)"
+                % (p, c, prev_p, prev))
+        prev, prev_p = c, p
+
+
 def atime_phase(env, dev, opt, checks):
     m = mount_opt(env, dev, opt)
     want = checks(m.mnt)
@@ -277,6 +313,9 @@ def body(env):
     atime_phase(env, dev, "relatime", relatime_checks)
     atime_phase(env, dev, "strictatime", strictatime_checks)
     atime_phase(env, dev, "noatime", noatime_checks)
+    m = env.mount(dev, ["cache_size=64M"])
+    clock_checks(m.mnt)
+    env.umount(m)
     env.fsck(dev)
 
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Inode times: the atime rule of relatime, strictatime and noatime is
- * the kernel's.
+ * Inode times: the stamp clock never runs backwards, and the atime rule
+ * of relatime, strictatime and noatime is the kernel's.
  */
 #include <check.h>
 #include "helpers.h"
@@ -12,6 +12,31 @@ static struct timespec ts(long long sec, long nsec)
 {
 	return (struct timespec){ .tv_sec = sec, .tv_nsec = nsec };
 }
+
+START_TEST(stamps_never_decrease)
+{
+	struct stamp_clock c = { 0 };
+	struct timespec raw, out;
+
+	raw = ts(1000, 500);
+	stamp_clock_get(&c, &raw, &out);
+	ck_assert_int_eq(out.tv_sec, 1000);
+	ck_assert_int_eq(out.tv_nsec, 500);
+	/* the clock is set back: the stamp stays where it was */
+	raw = ts(999, 999999999);
+	stamp_clock_get(&c, &raw, &out);
+	ck_assert_int_eq(out.tv_sec, 1000);
+	ck_assert_int_eq(out.tv_nsec, 500);
+	raw = ts(1000, 499);
+	stamp_clock_get(&c, &raw, &out);
+	ck_assert_int_eq(out.tv_nsec, 500);
+	/* and moves on with it once it is past */
+	raw = ts(1001, 7);
+	stamp_clock_get(&c, &raw, &out);
+	ck_assert_int_eq(out.tv_sec, 1001);
+	ck_assert_int_eq(out.tv_nsec, 7);
+}
+END_TEST
 
 static bool due(enum atime_mode mode, struct timespec a, struct timespec m, struct timespec c,
 		struct timespec now)
@@ -51,7 +76,11 @@ END_TEST
 static Suite *times_suite(void)
 {
 	Suite *s = suite_create("times");
-	TCase *tc = tcase_create("atime");
+	TCase *tc = tcase_create("clock");
+
+	tcase_add_test(tc, stamps_never_decrease);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("atime");
 	tcase_add_test(tc, relatime_rule);
 	tcase_add_test(tc, strictatime_and_noatime);
 	suite_add_tcase(s, tc);
