@@ -343,6 +343,35 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
 	pthread_mutex_unlock(&wi->attr_lock);
 }
 
+/* Is an access at @now due to update @wi's atime? Context: attr_lock held. */
+static bool winode_atime_due_locked(struct wbfs *w, struct winode *wi, int oflags,
+				    const struct timespec *now)
+{
+	enum atime_mode mode = options_atime_mode(&w->opts);
+	struct timespec a, m, c;
+
+	if (w->ro || mode == ATIME_NOATIME || (oflags & O_NOATIME) || wi->disk_noatime ||
+	    (w->opts.nodiratime && LINUX_S_ISDIR(wi->mode)))
+		return false;
+	a = wi->atime_dirty ? wi->atime : wi->disk_atime;
+	m = wi->times_dirty ? wi->mtime : wi->disk_mtime;
+	c = wi->times_dirty ? wi->ctime : wi->disk_ctime;
+	return atime_update_due(mode, &a, &m, &c, now);
+}
+
+/* Would an access now update @wi's atime? */
+bool winode_atime_due(struct wbfs *w, struct winode *wi)
+{
+	struct timespec now;
+	bool due;
+
+	wbfs_now(&now);
+	pthread_mutex_lock(&wi->attr_lock);
+	due = winode_atime_due_locked(w, wi, 0, &now);
+	pthread_mutex_unlock(&wi->attr_lock);
+	return due;
+}
+
 /*
  * A read, readdir or readlink of @wi (@oflags: its open flags, or 0):
  * update atime as the kernel's ext4 does under the mount's atime options
@@ -353,19 +382,12 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
  */
 void winode_accessed(struct wbfs *w, struct winode *wi, int oflags)
 {
-	enum atime_mode mode = options_atime_mode(&w->opts);
-	struct timespec now, a, m, c;
+	struct timespec now;
 	bool due;
 
-	if (w->ro || mode == ATIME_NOATIME || (oflags & O_NOATIME) ||
-	    (w->opts.nodiratime && LINUX_S_ISDIR(wi->mode)))
-		return;
 	wbfs_now(&now);
 	pthread_mutex_lock(&wi->attr_lock);
-	a = wi->atime_dirty ? wi->atime : wi->disk_atime;
-	m = wi->times_dirty ? wi->mtime : wi->disk_mtime;
-	c = wi->times_dirty ? wi->ctime : wi->disk_ctime;
-	due = !wi->disk_noatime && atime_update_due(mode, &a, &m, &c, &now);
+	due = winode_atime_due_locked(w, wi, oflags, &now);
 	if (due) {
 		wi->atime = now;
 		wi->atime_dirty = true;

@@ -569,6 +569,8 @@ struct wdir {
 /* Valid replies: fuse_reply_open, fuse_reply_err */
 static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct wbfs *w = req_wbfs(req);
+	struct winode *wi;
 	struct wdir *d;
 
 	CTL_ROUTE(ino, opendir, req, ino, fi);
@@ -582,12 +584,14 @@ static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	 * The kernel may keep this directory's entries across opens: it drops
 	 * them itself when the directory changes through this mount (iversion
 	 * and mtime), and nothing else changes it. Saves the READDIR round
-	 * trips of repeated listings. Not under strictatime: every listing
-	 * must reach the daemon to update atime.
+	 * trips of repeated listings. Not when this listing is to update
+	 * atime (the kernel only sees its cache): never under strictatime,
+	 * under relatime when atime is due (ctime passed it, a day old).
 	 */
-	if (options_atime_mode(&req_wbfs(req)->opts) != ATIME_STRICT) {
+	wi = winode_get(w, wbfs_ino(ino), false);
+	if (options_atime_mode(&w->opts) != ATIME_STRICT) {
 		fi->cache_readdir = 1;
-		fi->keep_cache = 1;
+		fi->keep_cache = !(wi && winode_atime_due(w, wi));
 	}
 	fuse_reply_open(req, fi);
 }

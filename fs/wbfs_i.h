@@ -185,6 +185,7 @@ uint64_t winode_size(struct winode *wi);
 void winode_set_size(struct winode *wi, uint64_t size, bool touch);
 void winode_stamp_times(struct winode *wi);
 void winode_touch(struct wbfs *w, struct winode *wi);
+bool winode_atime_due(struct wbfs *w, struct winode *wi);
 void winode_accessed(struct wbfs *w, struct winode *wi, int oflags);
 void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode_large *in);
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);

@@ -203,7 +203,15 @@ def relatime_checks(mnt):
     later()
     os.listdir(d)
     t_eq(atime(d), ad, "directory atime after a second listing")
-    return {"ra": future, "rad": ad}
+    t_step("relatime: listing a directory whose ctime passed atime updates it")
+    os.chmod(d, 0o750)
+    later()
+    os.listdir(d)
+    ad2 = atime(d)
+    t_check(ad2 > os.stat(d).st_ctime_ns,
+            "directory atime %d after a chmod and a listing: not updated (was %d)"
+            % (ad2, ad))
+    return {"ra": future, "rad": ad2}
 
 
 def strictatime_checks(mnt):
