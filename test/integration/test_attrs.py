@@ -11,7 +11,8 @@ and times that two paths write (libext2fs and wbcfs's in-memory inode).
 (b) rename, link, setxattr and unlink of another link of a file whose
     written times are still pending in memory stamp its ctime with the
     time of that change, not the older time of the write.
-(c) chown(f, -1, -1) changes ctime (an empty SETATTR).
+(c) chown(f, -1, -1) changes ctime (an empty SETATTR), also done by a
+    user who does not own f (uid 1000).
 (d) atime under relatime (the default): a read or a listing updates it
     when it is not after mtime or ctime, or a day old, and leaves it
     otherwise; a read by another user (uid 1000) too; stat shows it at
@@ -104,6 +105,9 @@ def ctime_changes(mnt):
         ("unlink of another link", "f4",
          lambda: os.unlink(p("h4")), "f4"),
         ("chown(-1, -1)", "f5", lambda: os.chown(p("f5"), -1, -1), "f5"),
+        ("chown(-1, -1) by another user", "f6",
+         lambda: t_eq(t_as_user(UID, GID, lambda: os.chown(p("f6"), -1, -1)),
+                      "ok", "chown(-1, -1) as uid %d" % UID), "f6"),
     ]
     written = {}
     for what, name, fn, after in ops:
