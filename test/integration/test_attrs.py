@@ -18,7 +18,8 @@ and times that two paths write (libext2fs and wbcfs's in-memory inode).
     otherwise; a read by another user (uid 1000) too; stat shows it at
     once, the kernel's ext4 finds it on disk after unmount.
 (e) strictatime: every read and every listing updates atime; not an
-    O_NOATIME read.  (f) noatime: reads never do.
+    O_NOATIME read.  (f) noatime: reads never do; nodiratime: listings
+    never do.
 (g) One clock for every stamp: files (written), fifos, directories,
     symlinks, devices and links made one after the other have ctimes in
     that order.
@@ -290,6 +291,22 @@ def clock_checks(mnt):
         prev, prev_p = c, p
 
 
+def nodiratime_checks(mnt):
+    """(f): nodiratime: files still updated, directories not."""
+    f = os.path.join(mnt, "ra")
+    d = os.path.join(mnt, "rad")
+    t_step("nodiratime: a read updates a file's atime, a listing not a directory's")
+    os.utime(f, ns=(10**18, 15 * 10**17))
+    os.utime(d, ns=(10**18, 15 * 10**17))
+    later()
+    read_file(f)
+    os.listdir(d)
+    a = atime(f)
+    t_check(a > 15 * 10**17, "file atime %d after a read: not updated" % a)
+    t_eq(atime(d), 10**18, "directory atime after a listing")
+    return {"ra": a, "rad": 10**18}
+
+
 def atime_phase(env, dev, opt, checks):
     m = mount_opt(env, dev, opt)
     want = checks(m.mnt)
@@ -325,6 +342,7 @@ def body(env):
     atime_phase(env, dev, "relatime", relatime_checks)
     atime_phase(env, dev, "strictatime", strictatime_checks)
     atime_phase(env, dev, "noatime", noatime_checks)
+    atime_phase(env, dev, "nodiratime", nodiratime_checks)
     m = env.mount(dev, ["cache_size=64M"])
     clock_checks(m.mnt)
     env.umount(m)
