@@ -422,9 +422,9 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 	if (wi)
 		wi->unlinked = false;	/* named now: it outlives its last close */
 	in.i_links_count++;
+	winode_fold_attrs_locked(w, ino, &in);
 	wbfs_now(&now);
 	wbfs_ts_set(&in, TS_CTIME, &now);
-	winode_fold_attrs_locked(w, ino, &in);
 	ret = wbfs_write_inode(w, ino, &in);
 	if (!ret)
 		ret = dir_touch_locked(w, parent, 0);

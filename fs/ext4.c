@@ -163,12 +163,19 @@ int wbfs_write_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in
 	errcode_t err;
 
 	err = ext2fs_write_inode_full(w->fs, ino, (struct ext2_inode *)in, sizeof(*in));
+	if (!err)
+		winode_note_written(w, ino, in);
 	return -wbfs_errno(err);
 }
 
+/* Every inode (and superblock) stamp: one clock, never running backwards. */
 void wbfs_now(struct timespec *ts)
 {
-	clock_gettime(CLOCK_REALTIME, ts);
+	static struct stamp_clock clock;
+	struct timespec raw;
+
+	clock_gettime(CLOCK_REALTIME, &raw);
+	stamp_clock_get(&clock, &raw, ts);
 }
 
 /* ext4 extra time field: nsec << 2 | epoch bits (seconds 32-33). */
@@ -594,10 +601,12 @@ static void teardown_cache(struct wbfs *w)
 static int mark_mounted(struct wbfs *w)
 {
 	struct ext2_super_block *sb = w->fs->super;
+	struct timespec now;
 
 	sb->s_state &= ~EXT2_VALID_FS;
 	sb->s_mnt_count++;
-	sb->s_mtime = (uint32_t)time(NULL);
+	wbfs_now(&now);
+	sb->s_mtime = (uint32_t)now.tv_sec;
 	ext2fs_mark_super_dirty(w->fs);
 	if (ext2fs_flush(w->fs))
 		return -EIO;

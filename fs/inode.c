@@ -9,6 +9,7 @@
  * Directory entries are dir.c's business; data pages are data.c's.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
@@ -63,6 +64,10 @@ static struct winode *winode_alloc(struct wbfs *w, ext2_ino_t ino,
 	wi->mode = in->i_mode;
 	wi->size = EXT2_I_SIZE(in);
 	wi->has_priv = (in->i_mode & (S_ISUID | S_ISGID)) != 0;
+	wbfs_ts_get(in, TS_ATIME, &wi->disk_atime);
+	wbfs_ts_get(in, TS_MTIME, &wi->disk_mtime);
+	wbfs_ts_get(in, TS_CTIME, &wi->disk_ctime);
+	wi->disk_noatime = (in->i_flags & EXT2_NOATIME_FL) != 0;
 	/* truncate and extending writes must not starve behind a stream of
 	 * shared writers and readers; nobody takes ilock recursively */
 	pthread_rwlockattr_init(&ra);
@@ -159,7 +164,7 @@ static bool winode_is_dirty(struct winode *wi)
 	bool dirty;
 
 	pthread_mutex_lock(&wi->attr_lock);
-	dirty = wi->size_dirty || wi->times_dirty;
+	dirty = wi->size_dirty || wi->times_dirty || wi->atime_dirty;
 	pthread_mutex_unlock(&wi->attr_lock);
 	return dirty || atomic_load(&wi->map.nrdirty) || atomic_load(&wi->map.nrwriteback);
 }
@@ -294,6 +299,105 @@ void winode_touch(struct wbfs *w, struct winode *wi)
 }
 
 /*
+ * Only a regular file's size lives in @wi (writes, truncate and fallocate
+ * change it without libext2fs); a directory grows inside libext2fs
+ * (ext2fs_expand_dir), so its inode is the one copy of its size.
+ */
+static bool winode_owns_size(const struct winode *wi)
+{
+	return LINUX_S_ISREG(wi->mode);
+}
+
+/* Fold @wi's pending size and times into @in. Context: fs_lock held. */
+static void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in)
+{
+	pthread_mutex_lock(&wi->attr_lock);
+	if (winode_owns_size(wi))
+		ext2fs_inode_size_set(w->fs, (struct ext2_inode *)in, wi->size);
+	if (wi->times_dirty) {
+		wbfs_ts_set(in, TS_MTIME, &wi->mtime);
+		wbfs_ts_set(in, TS_CTIME, &wi->ctime);
+	}
+	if (wi->atime_dirty)
+		wbfs_ts_set(in, TS_ATIME, &wi->atime);
+	wi->size_dirty = wi->times_dirty = wi->atime_dirty = false;
+	pthread_mutex_unlock(&wi->attr_lock);
+}
+
+/*
+ * @in was just written: keep @ino's copy of the times and the noatime
+ * flag the atime rule reads. Every write of an inode comes here
+ * (wbfs_write_inode). Context: fs_lock held.
+ */
+void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode_large *in)
+{
+	struct winode *wi = winode_find(w, ino);
+
+	if (!wi)
+		return;
+	pthread_mutex_lock(&wi->attr_lock);
+	wbfs_ts_get(in, TS_ATIME, &wi->disk_atime);
+	wbfs_ts_get(in, TS_MTIME, &wi->disk_mtime);
+	wbfs_ts_get(in, TS_CTIME, &wi->disk_ctime);
+	wi->disk_noatime = (in->i_flags & EXT2_NOATIME_FL) != 0;
+	pthread_mutex_unlock(&wi->attr_lock);
+}
+
+/* Is an access at @now due to update @wi's atime? Context: attr_lock held. */
+static bool winode_atime_due_locked(struct wbfs *w, struct winode *wi, int oflags,
+				    const struct timespec *now)
+{
+	enum atime_mode mode = options_atime_mode(&w->opts);
+	struct timespec a, m, c;
+
+	if (w->ro || mode == ATIME_NOATIME || (oflags & O_NOATIME) || wi->disk_noatime ||
+	    (w->opts.nodiratime && LINUX_S_ISDIR(wi->mode)))
+		return false;
+	a = wi->atime_dirty ? wi->atime : wi->disk_atime;
+	m = wi->times_dirty ? wi->mtime : wi->disk_mtime;
+	c = wi->times_dirty ? wi->ctime : wi->disk_ctime;
+	return atime_update_due(mode, &a, &m, &c, now);
+}
+
+/* Would an access now update @wi's atime? */
+bool winode_atime_due(struct wbfs *w, struct winode *wi)
+{
+	struct timespec now;
+	bool due;
+
+	wbfs_now(&now);
+	pthread_mutex_lock(&wi->attr_lock);
+	due = winode_atime_due_locked(w, wi, 0, &now);
+	pthread_mutex_unlock(&wi->attr_lock);
+	return due;
+}
+
+/*
+ * A read, readdir or readlink of @wi (@oflags: its open flags, or 0):
+ * update atime as the kernel's ext4 does under the mount's atime options
+ * (relatime, strictatime, noatime, nodiratime; O_NOATIME and the inode's
+ * noatime flag stop it too). The new atime waits in memory, like the
+ * times of a write, and is written with the inode: a read never waits
+ * for fs_lock here.
+ */
+void winode_accessed(struct wbfs *w, struct winode *wi, int oflags)
+{
+	struct timespec now;
+	bool due;
+
+	wbfs_now(&now);
+	pthread_mutex_lock(&wi->attr_lock);
+	due = winode_atime_due_locked(w, wi, oflags, &now);
+	if (due) {
+		wi->atime = now;
+		wi->atime_dirty = true;
+	}
+	pthread_mutex_unlock(&wi->attr_lock);
+	if (due)
+		bdi_mark_inode_dirty(w->bdi, &wi->wb, I_DIRTY_INODE);
+}
+
+/*
  * Fold in-memory size and times into @in, which the caller is about to
  * write; they are clean afterwards. Context: fs_lock held.
  */
@@ -301,16 +405,8 @@ void winode_fold_attrs_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_
 {
 	struct winode *wi = winode_find(w, ino);
 
-	if (!wi)
-		return;
-	pthread_mutex_lock(&wi->attr_lock);
-	ext2fs_inode_size_set(w->fs, (struct ext2_inode *)in, wi->size);
-	if (wi->times_dirty) {
-		wbfs_ts_set(in, TS_MTIME, &wi->mtime);
-		wbfs_ts_set(in, TS_CTIME, &wi->ctime);
-	}
-	wi->size_dirty = wi->times_dirty = false;
-	pthread_mutex_unlock(&wi->attr_lock);
+	if (wi)
+		winode_fold(w, wi, in);
 }
 
 static dev_t inode_rdev(const struct ext2_inode_large *in)
@@ -363,11 +459,14 @@ int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st)
 	if (!wi)
 		return 0;
 	pthread_mutex_lock(&wi->attr_lock);
-	st->st_size = (off_t)wi->size;
+	if (winode_owns_size(wi))
+		st->st_size = (off_t)wi->size;
 	if (wi->times_dirty) {
 		st->st_mtim = wi->mtime;
 		st->st_ctim = wi->ctime;
 	}
+	if (wi->atime_dirty)
+		st->st_atim = wi->atime;
 	pthread_mutex_unlock(&wi->attr_lock);
 	st->st_blocks += wi->nr_delalloc * (PAGE_SIZE / 512);
 	return 0;
@@ -392,9 +491,10 @@ int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino)
 
 	if (ret)
 		return ret;
+	/* pending times first: the new ctime is later than any of them */
+	winode_fold_attrs_locked(w, ino, &in);
 	wbfs_now(&now);
 	wbfs_ts_set(&in, TS_CTIME, &now);
-	winode_fold_attrs_locked(w, ino, &in);
 	return wbfs_write_inode(w, ino, &in);
 }
 
@@ -448,9 +548,9 @@ int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_la
 		in->i_links_count = 0;
 	else if (in->i_links_count > 0)
 		in->i_links_count--;
+	winode_fold_attrs_locked(w, ino, in);
 	wbfs_now(&now);
 	wbfs_ts_set(in, TS_CTIME, &now);
-	winode_fold_attrs_locked(w, ino, in);
 	ret = wbfs_write_inode(w, ino, in);
 	if (ret || in->i_links_count)
 		return ret;
@@ -898,14 +998,7 @@ static int wbfs_write_inode_op(struct bdi *b, struct wb_inode *wb, enum wb_sync_
 	}
 	ret = wbfs_read_inode(w, wi->ino, &in);
 	if (!ret) {
-		pthread_mutex_lock(&wi->attr_lock);
-		ext2fs_inode_size_set(w->fs, (struct ext2_inode *)&in, wi->size);
-		if (wi->times_dirty) {
-			wbfs_ts_set(&in, TS_MTIME, &wi->mtime);
-			wbfs_ts_set(&in, TS_CTIME, &wi->ctime);
-		}
-		wi->size_dirty = wi->times_dirty = false;
-		pthread_mutex_unlock(&wi->attr_lock);
+		winode_fold(w, wi, &in);
 		ret = wbfs_write_inode(w, wi->ino, &in);
 	}
 	wbfs_unlock(w);

@@ -155,12 +155,13 @@ static int setattr_inode(struct wbfs *w, ext2_ino_t ino, const struct stat *a, i
 	struct winode *wi;
 	int ret;
 
-	wbfs_now(&now);
 	wbfs_lock(w);
 	ret = wbfs_read_inode(w, ino, &in);
 	if (ret)
 		goto out;
 	winode_fold_attrs_locked(w, ino, &in);
+	/* stamped under the lock: no change that waited for it gets an earlier one */
+	wbfs_now(&now);
 	if (to_set & FUSE_SET_ATTR_MODE)
 		in.i_mode = (uint16_t)((in.i_mode & S_IFMT) | (a->st_mode & 07777));
 	if (to_set & FUSE_SET_ATTR_UID) {
@@ -192,6 +193,7 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 	struct wbfs *w = req_wbfs(req);
 	ext2_ino_t ino = wbfs_ino(fino);
 	struct stat st;
+	bool sized = false;
 	int ret = 0;
 
 	CTL_ROUTE(fino, setattr, req, fino, attr, to_set, fi);
@@ -209,8 +211,10 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 		else
 			ret = data_truncate(w, wi, (uint64_t)attr->st_size);
 		to_set &= ~FUSE_SET_ATTR_SIZE;
+		sized = true;
 	}
-	if (!ret && to_set)
+	/* a SETATTR with no field (chown(f, -1, -1)) still changes ctime */
+	if (!ret && (to_set || !sized))
 		ret = setattr_inode(w, ino, attr, to_set);
 	if (!ret)
 		ret = winode_stat(w, ino, &st);
@@ -228,10 +232,15 @@ static void wbcfs_readlink(fuse_req_t req, fuse_ino_t ino)
 
 	CTL_ROUTE(ino, readlink, req, ino);
 	ret = dir_readlink(req_wbfs(req), wbfs_ino(ino), buf, sizeof(buf));
-	if (ret)
+	if (ret) {
 		fuse_reply_err(req, -ret);
-	else
+	} else {
+		struct winode *wi = winode_find(req_wbfs(req), wbfs_ino(ino));
+
+		if (wi)
+			winode_accessed(req_wbfs(req), wi, 0);
 		fuse_reply_readlink(req, buf);
+	}
 }
 
 /* The control directory and its entries are never created, removed or renamed. */
@@ -443,6 +452,8 @@ static void wbcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, -ret);
 		return;
 	}
+	if (size)
+		winode_accessed(req_wbfs(req), fi_file(fi)->wi, fi_file(fi)->flags);
 	if (!rr.n)
 		fuse_reply_buf(req, NULL, 0);
 	else
@@ -614,6 +625,8 @@ struct wdir {
 /* Valid replies: fuse_reply_open, fuse_reply_err */
 static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct wbfs *w = req_wbfs(req);
+	struct winode *wi;
 	struct wdir *d;
 
 	CTL_ROUTE(ino, opendir, req, ino, fi);
@@ -627,10 +640,15 @@ static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	 * The kernel may keep this directory's entries across opens: it drops
 	 * them itself when the directory changes through this mount (iversion
 	 * and mtime), and nothing else changes it. Saves the READDIR round
-	 * trips of repeated listings.
+	 * trips of repeated listings. Not when this listing is to update
+	 * atime (the kernel only sees its cache): never under strictatime,
+	 * under relatime when atime is due (ctime passed it, a day old).
 	 */
-	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
+	wi = winode_get(w, wbfs_ino(ino), false);
+	if (options_atime_mode(&w->opts) != ATIME_STRICT) {
+		fi->cache_readdir = 1;
+		fi->keep_cache = !(wi && winode_atime_due(w, wi));
+	}
 	fuse_reply_open(req, fi);
 }
 
@@ -639,6 +657,7 @@ static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 			  struct fuse_file_info *fi)
 {
 	struct wdir *d = (struct wdir *)(uintptr_t)fi->fh;
+	struct winode *wi;
 	char *buf;
 	size_t used = 0, i;
 	int ret;
@@ -655,6 +674,9 @@ static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 			ctl_hide_in_root(req_wbfs(req), &d->snap);
 		d->loaded = true;
 	}
+	wi = winode_get(req_wbfs(req), wbfs_ino(ino), false);
+	if (wi)
+		winode_accessed(req_wbfs(req), wi, 0);
 	buf = malloc(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);

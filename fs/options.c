@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,15 +19,15 @@
 /* Words that only mean something to mount(8)/fstab. */
 static const char *const fstab_words[] = {
 	"defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser",
-	"owner", "group", "relatime", "norelatime", "strictatime", "nostrictatime",
-	"lazytime", "nolazytime", "nodiratime", "diratime", "iversion", "noiversion",
-	"loud", "silent", "rw", "atime", NULL,
+	"owner", "group", "relatime", "norelatime",
+	"lazytime", "nolazytime", "iversion", "noiversion",
+	"loud", "silent", "rw", NULL,
 };
 
 /* FUSE mount options libfuse 3.14 accepts, passed through as given. */
 static const char *const fuse_words[] = {
 	"allow_root", "auto_unmount", "nosuid", "suid", "nodev", "dev", "noexec", "exec",
-	"async", "sync", "dirsync", "noatime", "default_permissions", NULL,
+	"async", "sync", "dirsync", "default_permissions", NULL,
 };
 static const char *const fuse_keys[] = { "fsname", "subtype", "max_read", NULL };
 
@@ -226,6 +227,50 @@ static int parse_flag(struct wbcfs_options *o, const char *key, const char *val,
 	}
 	*f = true;
 	return 0;
+}
+
+/*
+ * The atime words, as mount(8) and the kernel read them: each clears its
+ * opposite, strictatime wins over noatime, relatime is the default (so
+ * relatime and norelatime change nothing). noatime also goes to the
+ * kernel's mount, where /proc/mounts shows it.
+ */
+static int parse_atime(struct wbcfs_options *o, const char *key, const char *val,
+		       char *err, size_t errlen, bool *matched)
+{
+	static const struct {
+		const char *name;
+		size_t field;
+		bool v;
+	} words[] = {
+		{ "noatime", offsetof(struct wbcfs_options, noatime), true },
+		{ "atime", offsetof(struct wbcfs_options, noatime), false },
+		{ "strictatime", offsetof(struct wbcfs_options, strictatime), true },
+		{ "nostrictatime", offsetof(struct wbcfs_options, strictatime), false },
+		{ "nodiratime", offsetof(struct wbcfs_options, nodiratime), true },
+		{ "diratime", offsetof(struct wbcfs_options, nodiratime), false },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (!strcmp(key, words[i].name))
+			break;
+	*matched = i < sizeof(words) / sizeof(words[0]);
+	if (!*matched)
+		return 0;
+	if (val) {
+		snprintf(err, errlen, "%s: takes no value", key);
+		return -EINVAL;
+	}
+	*(bool *)((char *)o + words[i].field) = words[i].v;
+	return !strcmp(key, "noatime") ? fuse_opt_append(o, key, err, errlen) : 0;
+}
+
+enum atime_mode options_atime_mode(const struct wbcfs_options *o)
+{
+	if (o->strictatime)
+		return ATIME_STRICT;
+	return o->noatime ? ATIME_NOATIME : ATIME_RELATIME;
 }
 
 /* ctl_name: one path component, not "." or "..", at most NAME_MAX bytes. */
@@ -429,6 +474,9 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 	ret = parse_flag(o, opt, val, err, errlen, &matched);
 	if (matched)
 		return ret;
+	ret = parse_atime(o, opt, val, err, errlen, &matched);
+	if (matched)
+		return ret;
 	if (!val && in_list(fstab_words, opt))
 		return 0;
 	if (!strncmp(opt, "x-", 2) || !strcmp(opt, "comment"))
@@ -491,6 +539,9 @@ void options_usage(FILE *out)
 		"  readahead_kb=N                 maximum readahead window, KiB [128]\n"
 		"  prefault=SIZE|all              cache faulted in at mount [all]\n"
 		"  ctl_name=NAME                  control directory in the root [.wbcfs]\n"
+		"  relatime|strictatime|noatime   atime on reads: when older than mtime/ctime\n"
+		"                                 or a day, always, never [relatime]\n"
+		"  nodiratime                     no atime updates on directories\n"
 		"  ro                             mount read-only\n"
 		"  fsck                           run e2fsck -p before mounting\n"
 		"  allow_other                    let other users access the mount\n"

@@ -74,6 +74,12 @@ struct winode {
 	struct timespec mtime, ctime;		/* attr_lock: valid when times_dirty */
 	bool times_dirty;			/* attr_lock */
 	bool size_dirty;			/* attr_lock */
+	struct timespec atime;			/* attr_lock: valid when atime_dirty */
+	bool atime_dirty;			/* attr_lock: set by a read, not yet written */
+	struct timespec disk_atime, disk_mtime, disk_ctime;
+						/* attr_lock: the inode's, as last read
+						 * or written (the atime rule's input) */
+	bool disk_noatime;			/* attr_lock: EXT2_NOATIME_FL, likewise */
 	_Atomic bool has_priv;			/* atomic: mode has S_ISUID/S_ISGID */
 
 	pthread_mutex_t ec_lock;		/* protects: runs, nr_runs, ec_valid */
@@ -179,6 +185,9 @@ uint64_t winode_size(struct winode *wi);
 void winode_set_size(struct winode *wi, uint64_t size, bool touch);
 void winode_stamp_times(struct winode *wi);
 void winode_touch(struct wbfs *w, struct winode *wi);
+bool winode_atime_due(struct wbfs *w, struct winode *wi);
+void winode_accessed(struct wbfs *w, struct winode *wi, int oflags);
+void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode_large *in);
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino);

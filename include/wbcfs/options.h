@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include "times.h"
 #include "dirty.h"
 #include "engine.h"
 
@@ -43,6 +44,9 @@ struct wbcfs_options {
 	bool fair_zone_alloc;		/* fair zone allocation batches [1] */
 	bool zone_dirty;		/* per-zone dirty limits for page-cache writes [1] */
 	char ctl_name[OPTIONS_NAME_MAX + 1];	/* control directory in the root; default ".wbcfs" */
+	bool noatime;			/* noatime (strictatime wins over it) */
+	bool strictatime;		/* strictatime; neither: relatime */
+	bool nodiratime;		/* no atime updates on directories */
 	bool ro;
 	bool fsck;			/* run e2fsck -p before mounting */
 	bool allow_other;
@@ -70,6 +74,9 @@ int options_parse_size(const char *s, uint64_t *out);
  * Returns the number of nodes or -EINVAL.
  */
 int options_parse_nodelist(const char *s, int *ids, unsigned max);
+
+/** The atime rule the options chose: strictatime > noatime > relatime. */
+enum atime_mode options_atime_mode(const struct wbcfs_options *o);
 
 /** Print every option with its default (for --help). */
 void options_usage(FILE *out);

@@ -252,6 +252,30 @@ START_TEST(fstab_words_dropped)
 }
 END_TEST
 
+START_TEST(atime_words)
+{
+	ck_assert_int_eq(options_atime_mode(&o), ATIME_RELATIME);
+	ck_assert_int_eq(t_parse("relatime,norelatime"), 0);
+	ck_assert_int_eq(options_atime_mode(&o), ATIME_RELATIME);
+	ck_assert_int_eq(t_parse("noatime"), 0);
+	ck_assert_int_eq(options_atime_mode(&o), ATIME_NOATIME);
+	ck_assert_str_eq(o.fuse_opts, "noatime");
+	/* strictatime wins over noatime, in either order */
+	ck_assert_int_eq(t_parse("strictatime"), 0);
+	ck_assert_int_eq(options_atime_mode(&o), ATIME_STRICT);
+	ck_assert_int_eq(t_parse("nostrictatime"), 0);
+	ck_assert_int_eq(options_atime_mode(&o), ATIME_NOATIME);
+	ck_assert_int_eq(t_parse("atime"), 0);
+	ck_assert_int_eq(options_atime_mode(&o), ATIME_RELATIME);
+	ck_assert(!o.nodiratime);
+	ck_assert_int_eq(t_parse("nodiratime"), 0);
+	ck_assert(o.nodiratime);
+	ck_assert_int_eq(t_parse("diratime"), 0);
+	ck_assert(!o.nodiratime);
+	t_refused("strictatime=1", "strictatime: takes no value");
+}
+END_TEST
+
 static Suite *options_suite(void)
 {
 	Suite *s = suite_create("options");
@@ -263,6 +287,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, own_options);
 	tcase_add_test(tc, ratio_and_bytes_exclude);
 	tcase_add_test(tc, ctl_name);
+	tcase_add_test(tc, atime_words);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_add_checked_fixture(tc, setup, NULL);
