@@ -52,14 +52,13 @@ static void reply_entry(fuse_req_t req, struct wbfs *w, ext2_ino_t ino)
 		fuse_reply_err(req, EIO);
 		return;
 	}
-	ret = winode_stat(w, ino, &e.attr);
+	ret = export_stat(w, ino, &e.attr, &e.generation);
 	if (ret) {
 		winode_forget(w, wi, 1);
 		fuse_reply_err(req, -ret);
 		return;
 	}
 	e.ino = wbfs_fuse_ino(ino);
-	e.generation = 0;
 	e.attr_timeout = ATTR_TIMEOUT;
 	e.entry_timeout = ENTRY_TIMEOUT;
 	if (fuse_reply_entry(req, &e))
@@ -75,6 +74,15 @@ static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	if (name_too_long(name)) {
 		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	if (!strcmp(name, ".") || !strcmp(name, "..")) {
+		/* the kernel resolving a file handle (export.c) */
+		ret = export_lookup(w, parent, name, &ino);
+		if (ret)
+			fuse_reply_err(req, -ret);
+		else
+			reply_entry(req, w, ino);
 		return;
 	}
 	if (ctl_owns(parent) || ctl_is_root_name(w, parent, name)) {
@@ -408,7 +416,7 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 	}
 	memset(&e, 0, sizeof(e));
 	wi = winode_get(w, ino, true);
-	ret = wi ? winode_stat(w, ino, &e.attr) : -EIO;
+	ret = wi ? export_stat(w, ino, &e.attr, &e.generation) : -EIO;
 	if (!ret)
 		ret = file_open(w, ino, fi);
 	if (ret) {
@@ -786,7 +794,7 @@ static void wbcfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 static void wbcfs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	conn->want |= conn->capable & (FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_ASYNC_DIO |
-				       FUSE_CAP_PARALLEL_DIROPS);
+				       FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_EXPORT_SUPPORT);
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	conn->max_write = 1 << 20;
 	conn->max_background = 64;

@@ -251,6 +251,12 @@ int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *name, const char
 		    size_t len);
 int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, const char *name, char *buf, size_t len);
 
+/* export.c */
+uint32_t export_new_generation(void);
+int export_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st, uint64_t *generation);
+int export_lookup(struct wbfs *w, fuse_ino_t parent, const char *name, ext2_ino_t *ino);
+int export_set_dir_generation_locked(struct wbfs *w, ext2_ino_t ino);
+
 /* inval.c */
 struct inval_queue;
 void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size);
