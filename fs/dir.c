@@ -217,6 +217,7 @@ static int new_inode_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode, dev_
 	inode_init_owner(&in, 0, &pin, mode, ctx);
 	in.i_links_count = 1;
 	in.i_generation = export_new_generation();
+	in.i_flags = iflags_inherit(mode, pin.i_flags);
 	if (S_ISCHR(mode) || S_ISBLK(mode)) {
 		encode_rdev(&in, rdev);
 	} else if (S_ISREG(mode) && ext2fs_has_feature_extents(w->fs->super)) {
@@ -273,6 +274,7 @@ static int fix_new_inode_locked(struct wbfs *w, ext2_ino_t parent, ext2_ino_t in
 		return ret;
 	inode_init_owner(&in, 0, &pin, mode, ctx);
 	inode_init_times(&in);
+	in.i_flags |= iflags_inherit(mode, pin.i_flags);
 	if (!S_ISDIR(mode))
 		in.i_generation = export_new_generation();
 	ret = wbfs_write_inode(w, ino, &in);

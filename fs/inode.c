@@ -63,6 +63,7 @@ static struct winode *winode_alloc(struct wbfs *w, ext2_ino_t ino,
 	wi->mode = in->i_mode;
 	wi->size = EXT2_I_SIZE(in);
 	wi->has_priv = (in->i_mode & (S_ISUID | S_ISGID)) != 0;
+	wi->iflags = in->i_flags;
 	/* truncate and extending writes must not starve behind a stream of
 	 * shared writers and readers; nobody takes ilock recursively */
 	pthread_rwlockattr_init(&ra);
