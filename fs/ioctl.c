@@ -212,8 +212,8 @@ static int flags_get(struct wbfs *w, ext2_ino_t ino, uint32_t *fl, uint32_t *pro
 /*
  * chattr: the new user flags of @ino are @want, as ext4 takes them. The
  * owner (or root) only; immutable and append-only change for root only
- * (CAP_LINUX_IMMUTABLE); extents are never cleared, and set only where
- * they are already.
+ * (CAP_LINUX_IMMUTABLE), and nothing else changes while immutable stays;
+ * extents are never cleared, and set only where they are already.
  */
 static int flags_set(struct wbfs *w, ext2_ino_t ino, uint32_t want, const struct fuse_ctx *ctx)
 {
@@ -236,10 +236,13 @@ static int flags_set(struct wbfs *w, ext2_ino_t ino, uint32_t want, const struct
 	want = iflags_mask(in.i_mode, want);
 	if ((old ^ want) & (EXT2_IMMUTABLE_FL | EXT2_APPEND_FL) && ctx->uid)
 		goto out;
+	nfl = (old & ~IFL_MODIFIABLE) | (want & IFL_MODIFIABLE);
+	/* an immutable inode changes no other flag unless it stops being so */
+	if ((old & nfl & EXT2_IMMUTABLE_FL) && nfl != old)
+		goto out;
 	ret = -EOPNOTSUPP;
 	if ((old ^ want) & (EXT4_EXTENTS_FL | IFL_UNSUPPORTED))
 		goto out;
-	nfl = (old & ~IFL_MODIFIABLE) | (want & IFL_MODIFIABLE);
 	ret = 0;
 	if (nfl == old)
 		goto out;

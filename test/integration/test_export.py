@@ -412,6 +412,8 @@ def part_flags(env, mnt):
             "rename": "EPERM",
             "unlink": "EPERM",
         }
+        t_eq(errname(lambda: chattr(p, add=FL_NODUMP)), "EPERM" if ia else "ok",
+             "setting d on a%s %s file" % ("n" if ia else "", name))
         check_ops(p, d, want, "root")
         check_ops(p, d, want, "user")
         with open(p) as fh:
