@@ -477,6 +477,51 @@ static int64_t trim_range_locked(struct wbfs *w, uint64_t first, uint64_t last, 
 }
 
 /*
+ * Groups discarded since a block was last freed in them, as ext4 keeps
+ * them: FITRIM skips such a group unless asked for a smaller minlen than
+ * last time. Set up at the first FITRIM; one filesystem per daemon.
+ * Protected by fs_lock (libext2fs calls the hooks under it).
+ */
+static uint8_t *trimmed_groups;		/* fs_lock: one byte per group */
+static uint64_t trim_last_minlen;	/* fs_lock: blocks */
+
+static void trim_forget_range(ext2_filsys fs, blk64_t blk, blk64_t num)
+{
+	dgrp_t g, last;
+
+	if (!num)
+		return;
+	last = ext2fs_group_of_blk2(fs, blk + num - 1);
+	for (g = ext2fs_group_of_blk2(fs, blk); g <= last; g++)
+		trimmed_groups[g] = 0;
+}
+
+static void trim_note_stats(ext2_filsys fs, blk64_t blk, int inuse)
+{
+	if (inuse < 0)
+		trim_forget_range(fs, blk, 1);
+}
+
+static void trim_note_stats_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
+{
+	if (inuse < 0)
+		trim_forget_range(fs, blk, num);
+}
+
+/* Context: fs_lock held. */
+static int trim_track_locked(struct wbfs *w)
+{
+	if (trimmed_groups)
+		return 0;
+	trimmed_groups = calloc(w->fs->group_desc_count, 1);
+	if (!trimmed_groups)
+		return -ENOMEM;
+	ext2fs_set_block_alloc_stats_callback(w->fs, trim_note_stats, NULL);
+	ext2fs_set_block_alloc_stats_range_callback(w->fs, trim_note_stats_range, NULL);
+	return 0;
+}
+
+/*
  * FITRIM: discard the free blocks of [start, start+len) (bytes) in free
  * runs of at least minlen bytes; range->len becomes the bytes discarded.
  * Metadata is written first, so no block whose freeing is not yet on disk
@@ -485,8 +530,9 @@ static int64_t trim_range_locked(struct wbfs *w, uint64_t first, uint64_t last, 
 int wbfs_trim(struct wbfs *w, struct fstrim_range *range)
 {
 	unsigned bs, bits;
-	uint64_t first, last, minlen, nblocks, bpg, g, trimmed = 0;
-	int64_t n;
+	uint64_t first, last, minlen, nblocks, bpg, trimmed = 0;
+	dgrp_t g, ngroups;
+	int64_t n = 0;
 	int ret;
 
 	if (w->ro)
@@ -496,7 +542,11 @@ int wbfs_trim(struct wbfs *w, struct fstrim_range *range)
 	nblocks = ext2fs_blocks_count(w->fs->super);
 	bpg = w->fs->super->s_blocks_per_group;
 	first = w->fs->super->s_first_data_block;
+	ngroups = w->fs->group_desc_count;
+	ret = trim_track_locked(w);
 	wbfs_unlock(w);
+	if (ret)
+		return ret;
 	bits = (unsigned)__builtin_ctz(bs);
 	minlen = range->minlen >> bits;
 	if (!minlen)
@@ -511,15 +561,30 @@ int wbfs_trim(struct wbfs *w, struct fstrim_range *range)
 	ret = bdi_sync_meta(w->bdi);
 	if (ret)
 		return ret;
-	/* a group's worth at a time under fs_lock: allocation waits no longer */
-	for (g = first; g <= last; g += bpg) {
+	/* a group at a time under fs_lock: allocation waits no longer */
+	for (g = 0; g < ngroups && first <= last; g++) {
+		uint64_t gs, ge;
+
 		wbfs_lock(w);
-		n = trim_range_locked(w, g, g + bpg - 1 < last ? g + bpg - 1 : last, minlen);
+		gs = ext2fs_group_first_block2(w->fs, g);
+		ge = ext2fs_group_last_block2(w->fs, g);
+		if (ge >= first && gs <= last &&
+		    (!trimmed_groups[g] || minlen < trim_last_minlen)) {
+			n = trim_range_locked(w, gs > first ? gs : first, ge < last ? ge : last,
+					      minlen);
+			/* the whole group was discarded */
+			if (n >= 0 && gs >= first && ge <= last)
+				trimmed_groups[g] = 1;
+		}
 		wbfs_unlock(w);
 		if (n < 0)
 			return (int)n;
 		trimmed += (uint64_t)n;
+		n = 0;
 	}
+	wbfs_lock(w);
+	trim_last_minlen = minlen;
+	wbfs_unlock(w);
 	range->len = trimmed * bs;
 	return 0;
 }
