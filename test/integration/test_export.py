@@ -402,6 +402,8 @@ def part_flags(env, mnt):
         chattr(p, add=fl)
         t_eq(getflags(p) & fl, fl, name + " set by root")
         ia = fl == FL_IMMUTABLE
+        t_eq(fsgetxattr(p)[0] & (XFL_IMMUTABLE | XFL_APPEND),
+             XFL_IMMUTABLE if ia else XFL_APPEND, "fsxattr shows " + name)
         want = {
             "open O_WRONLY": "EPERM",
             "open O_RDWR|O_APPEND|O_TRUNC": "EPERM",
