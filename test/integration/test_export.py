@@ -182,6 +182,13 @@ def part_handles(env):
     t_check(handle_ino_gen(hs["f"])[1] != handle_ino_gen(hs["g"])[1],
             "two new files have different generations (%s)"
             % [handle_ino_gen(hs[n])[1] for n in ("f", "g")])
+    for n in ("f", "d"):
+        fd = os.open(os.path.join(mnt, "d", "f" if n == "f" else "."), os.O_RDONLY)
+        try:
+            ver = struct.unpack("=I", fcntl.ioctl(fd, FS_IOC_GETVERSION, bytes(4)))[0]
+        finally:
+            os.close(fd)
+        t_eq(ver, handle_ino_gen(hs[n])[1], "FS_IOC_GETVERSION (lsattr -v) of " + n)
     check_handles(env, mnt, hs, inos, "cached")
 
     t_step("the handles survive drop_caches")
@@ -243,6 +250,7 @@ def part_handles(env):
 # ---------------------------------------------------------------------------
 # ioctls
 
+FS_IOC_GETVERSION = 0x80087601
 FS_IOC_GETFLAGS = 0x80086601
 FS_IOC_SETFLAGS = 0x40086602
 FS_IOC_FSGETXATTR = 0x801c581f
