@@ -217,6 +217,8 @@ static int new_inode_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode, dev_
 	in.i_extra_isize = sizeof(struct ext2_inode_large) - EXT2_GOOD_OLD_INODE_SIZE;
 	inode_init_owner(&in, 0, &pin, mode, ctx);
 	in.i_links_count = 1;
+	in.i_generation = export_new_generation();
+	in.i_flags = iflags_inherit(mode, pin.i_flags);
 	if (S_ISCHR(mode) || S_ISBLK(mode)) {
 		encode_rdev(&in, rdev);
 	} else if (S_ISREG(mode) && ext2fs_has_feature_extents(w->fs->super)) {
@@ -308,7 +310,13 @@ static int fix_new_inode_locked(struct wbfs *w, ext2_ino_t parent, ext2_ino_t in
 		return ret;
 	inode_init_owner(&in, 0, &pin, mode, ctx);
 	inode_init_times(&in);
-	return wbfs_write_inode(w, ino, &in);
+	in.i_flags |= iflags_inherit(mode, pin.i_flags);
+	if (!S_ISDIR(mode))
+		in.i_generation = export_new_generation();
+	ret = wbfs_write_inode(w, ino, &in);
+	if (!ret && S_ISDIR(mode))
+		ret = export_set_dir_generation_locked(w, ino);
+	return ret;
 }
 
 int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,

@@ -68,6 +68,7 @@ static struct winode *winode_alloc(struct wbfs *w, ext2_ino_t ino,
 	wbfs_ts_get(in, TS_MTIME, &wi->disk_mtime);
 	wbfs_ts_get(in, TS_CTIME, &wi->disk_ctime);
 	wi->disk_noatime = (in->i_flags & EXT2_NOATIME_FL) != 0;
+	wi->iflags = in->i_flags;
 	/* truncate and extending writes must not starve behind a stream of
 	 * shared writers and readers; nobody takes ilock recursively */
 	pthread_rwlockattr_init(&ra);

@@ -52,14 +52,13 @@ static void reply_entry(fuse_req_t req, struct wbfs *w, ext2_ino_t ino)
 		fuse_reply_err(req, EIO);
 		return;
 	}
-	ret = winode_stat(w, ino, &e.attr);
+	ret = export_stat(w, ino, &e.attr, &e.generation);
 	if (ret) {
 		winode_forget(w, wi, 1);
 		fuse_reply_err(req, -ret);
 		return;
 	}
 	e.ino = wbfs_fuse_ino(ino);
-	e.generation = 0;
 	e.attr_timeout = ATTR_TIMEOUT;
 	e.entry_timeout = ENTRY_TIMEOUT;
 	if (fuse_reply_entry(req, &e))
@@ -75,6 +74,15 @@ static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	if (name_too_long(name)) {
 		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	if (!strcmp(name, ".") || !strcmp(name, "..")) {
+		/* the kernel resolving a file handle (export.c) */
+		ret = export_lookup(w, parent, name, &ino);
+		if (ret)
+			fuse_reply_err(req, -ret);
+		else
+			reply_entry(req, w, ino);
 		return;
 	}
 	if (ctl_owns(parent) || ctl_is_root_name(w, parent, name)) {
@@ -201,7 +209,8 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	if (to_set & FUSE_SET_ATTR_SIZE) {
+	ret = iflags_check_setattr(w, ino, to_set);
+	if (!ret && (to_set & FUSE_SET_ATTR_SIZE)) {
 		struct winode *wi = winode_get(w, ino, false);
 
 		if (!wi)
@@ -250,7 +259,9 @@ static int check_new_name(struct wbfs *w, fuse_ino_t parent, const char *name)
 		return -EROFS;
 	if (name_too_long(name))
 		return -ENAMETOOLONG;
-	return ctl_check_name(w, parent, name);
+	if (ctl_check_name(w, parent, name))
+		return -EPERM;
+	return iflags_check(w, wbfs_ino(parent), EXT2_IMMUTABLE_FL);
 }
 
 /* Valid replies: fuse_reply_entry, fuse_reply_err */
@@ -291,6 +302,8 @@ static void wbcfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
+		ret = iflags_check_remove(w, wbfs_ino(parent), name);
+	if (!ret)
 		ret = dir_unlink(w, wbfs_ino(parent), name, false);
 	fuse_reply_err(req, -ret);
 }
@@ -301,6 +314,8 @@ static void wbcfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct wbfs *w = req_wbfs(req);
 	int ret = check_new_name(w, parent, name);
 
+	if (!ret)
+		ret = iflags_check_remove(w, wbfs_ino(parent), name);
 	if (!ret)
 		ret = dir_unlink(w, wbfs_ino(parent), name, true);
 	fuse_reply_err(req, -ret);
@@ -331,6 +346,10 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!ret)
 		ret = check_new_name(w, newparent, newname);
 	if (!ret)
+		ret = iflags_check_remove(w, wbfs_ino(parent), name);
+	if (!ret)
+		ret = iflags_check_remove(w, wbfs_ino(newparent), newname);
+	if (!ret)
 		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags,
 				 fuse_req_ctx(req));
 	fuse_reply_err(req, -ret);
@@ -344,6 +363,8 @@ static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
 
 	if (!ret && ctl_owns(ino))
 		ret = -EPERM;
+	if (!ret)
+		ret = iflags_check(w, wbfs_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
 		ret = dir_link(w, wbfs_ino(ino), wbfs_ino(newparent), newname);
 	if (ret)
@@ -363,6 +384,9 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi)
 	wi = winode_get(w, ino, false);
 	if (!wi)
 		return -EIO;
+	ret = iflags_check_open(wi, fi->flags);
+	if (ret)
+		return ret;
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
@@ -418,7 +442,7 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 	}
 	memset(&e, 0, sizeof(e));
 	wi = winode_get(w, ino, true);
-	ret = wi ? winode_stat(w, ino, &e.attr) : -EIO;
+	ret = wi ? export_stat(w, ino, &e.attr, &e.generation) : -EIO;
 	if (!ret)
 		ret = file_open(w, ino, fi);
 	if (ret) {
@@ -496,8 +520,11 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 		return;
 	}
 	dirtied = page_thread_dirtied();
-	ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off,
-			 fuse_req_ctx(req)->uid == 0, fi->writepage);
+	/* pages the kernel dirtied before a chattr are still written */
+	ret = fi->writepage ? 0 : iflags_check_write(fi_file(fi)->wi, fi_file(fi)->flags);
+	if (!ret)
+		ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off,
+				 fuse_req_ctx(req)->uid == 0, fi->writepage);
 	free(copy);
 	if (ret > 0)
 		data_balance_dirty(w, fuse_req_ctx(req)->pid, page_thread_dirtied() - dirtied);
@@ -762,7 +789,9 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 		ret = fuse_req_ctx(req)->uid ? -EPERM :
 		      xattr_fault_set(w, wbfs_ino(ino), name, value, size);
 	else
-		ret = w->ro ? -EROFS : xattr_set(w, wbfs_ino(ino), name, value, size, flags);
+		ret = w->ro ? -EROFS :
+		      iflags_check(w, wbfs_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL) ? -EPERM :
+		      xattr_set(w, wbfs_ino(ino), name, value, size, flags);
 	fuse_reply_err(req, -ret);
 }
 
@@ -824,7 +853,9 @@ static void wbcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		ret = fuse_req_ctx(req)->uid ? -EPERM :
 		      xattr_fault_set(w, wbfs_ino(ino), name, "none", 4);
 	else
-		ret = w->ro ? -EROFS : xattr_remove(w, wbfs_ino(ino), name);
+		ret = w->ro ? -EROFS :
+		      iflags_check(w, wbfs_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL) ? -EPERM :
+		      xattr_remove(w, wbfs_ino(ino), name);
 
 	fuse_reply_err(req, -ret);
 }
@@ -837,7 +868,9 @@ static void wbcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	int ret;
 
 	CTL_ROUTE(ino, fallocate, req, ino, mode, off, len, fi);
-	ret = w->ro ? -EROFS : data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len);
+	ret = w->ro ? -EROFS : iflags_check_fallocate(fi_file(fi)->wi, mode);
+	if (!ret)
+		ret = data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len);
 
 	fuse_reply_err(req, -ret);
 }
@@ -864,7 +897,8 @@ static void wbcfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 static void wbcfs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	conn->want |= conn->capable & (FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_ASYNC_DIO |
-				       FUSE_CAP_PARALLEL_DIROPS);
+				       FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_EXPORT_SUPPORT |
+				       FUSE_CAP_IOCTL_DIR);
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	conn->max_write = 1 << 20;
 	conn->max_background = 64;
@@ -919,4 +953,6 @@ const struct fuse_lowlevel_ops wbfs_ops = {
 	.removexattr = wbcfs_removexattr,
 	.fallocate = wbcfs_fallocate,
 	.lseek = wbcfs_lseek,
+	.ioctl = wbfs_ioctl,
+	.bmap = wbfs_bmap,
 };

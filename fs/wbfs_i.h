@@ -81,6 +81,7 @@ struct winode {
 						 * or written (the atime rule's input) */
 	bool disk_noatime;			/* attr_lock: EXT2_NOATIME_FL, likewise */
 	_Atomic bool has_priv;			/* atomic: mode has S_ISUID/S_ISGID */
+	_Atomic uint32_t iflags;		/* atomic: ext4 i_flags (chattr), ioctl.c */
 
 	pthread_mutex_t ec_lock;		/* protects: runs, nr_runs, ec_valid */
 	struct ext_run *runs;			/* ec_lock: sorted by lblk */
@@ -265,6 +266,28 @@ bool xattr_is_fault(struct wbfs *w, const char *name);
 int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *name, const char *v,
 		    size_t len);
 int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, const char *name, char *buf, size_t len);
+
+/* export.c */
+uint32_t export_new_generation(void);
+int export_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st, uint64_t *generation);
+int export_lookup(struct wbfs *w, fuse_ino_t parent, const char *name, ext2_ino_t *ino);
+int export_set_dir_generation_locked(struct wbfs *w, ext2_ino_t ino);
+
+/* ioctl.c */
+bool winode_noatime_flag(struct winode *wi);
+uint32_t iflags_inherit(mode_t mode, uint32_t dir_flags);
+int iflags_check(struct wbfs *w, ext2_ino_t ino, uint32_t deny);
+int iflags_check_remove(struct wbfs *w, ext2_ino_t dir, const char *name);
+int iflags_check_setattr(struct wbfs *w, ext2_ino_t ino, int to_set);
+int iflags_check_open(struct winode *wi, int flags);
+int iflags_check_write(struct winode *wi, int flags);
+int iflags_check_fallocate(struct winode *wi, int mode);
+struct fstrim_range;
+int wbfs_trim(struct wbfs *w, struct fstrim_range *range);
+void wbfs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+		struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+		size_t in_bufsz, size_t out_bufsz);
+void wbfs_bmap(fuse_req_t req, fuse_ino_t ino, size_t blocksize, uint64_t idx);
 
 /* inval.c */
 struct inval_queue;
