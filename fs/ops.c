@@ -603,7 +603,9 @@ int wbfs_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fu
 	if (!wi)
 		return -EIO;
 	memset(e, 0, sizeof(*e));
-	ret = winode_stat(w, ino, &e->attr);
+	/* with its generation: the kernel marks an inode whose generation
+	 * changes between replies bad, and linkat's entry carries it */
+	ret = export_stat(w, ino, &e->attr, &e->generation);
 	if (!ret)
 		ret = file_open(w, ino, fi);
 	if (ret) {
