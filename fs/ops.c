@@ -34,6 +34,23 @@ static struct wbfs *req_wbfs(fuse_req_t req)
 		}					\
 	} while (0)
 
+/* Who sent @req: ids and, for an unprivileged caller, its groups. */
+static void req_cred(fuse_req_t req, struct wbfs_cred *c)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int n = 0;
+
+	c->uid = ctx->uid;
+	c->gid = ctx->gid;
+	if (ctx->uid) {
+		n = fuse_req_getgroups(req, (int)(sizeof(c->groups) / sizeof(c->groups[0])),
+				       c->groups);
+		if (n > (int)(sizeof(c->groups) / sizeof(c->groups[0])))
+			n = (int)(sizeof(c->groups) / sizeof(c->groups[0]));
+	}
+	c->ngroups = n < 0 ? -1 : n;
+}
+
 static bool name_too_long(const char *name)
 {
 	return strlen(name) > WBFS_NAME_MAX;
@@ -177,6 +194,8 @@ static int setattr_inode(struct wbfs *w, ext2_ino_t ino, const struct stat *a, i
 		set_time(&in, TS_MTIME, to_set, FUSE_SET_ATTR_MTIME_NOW, &a->st_mtim, &now);
 	wbfs_ts_set(&in, TS_CTIME, (to_set & FUSE_SET_ATTR_CTIME) ? &a->st_ctim : &now);
 	ret = wbfs_write_inode(w, ino, &in);
+	if (!ret && (to_set & FUSE_SET_ATTR_MODE))
+		ret = xattr_acl_chmod_locked(w, ino, in.i_mode);
 	wi = winode_find(w, ino);
 	if (wi)
 		wi->has_priv = (in.i_mode & (S_ISUID | S_ISGID)) != 0;
@@ -677,14 +696,17 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 			   size_t size, int flags)
 {
 	struct wbfs *w = req_wbfs(req);
+	struct wbfs_cred cred;
 	int ret;
 
 	CTL_ROUTE(ino, setxattr, req, ino, name, value, size, flags);
+	req_cred(req, &cred);
 	if (xattr_is_fault(w, name))
 		ret = fuse_req_ctx(req)->uid ? -EPERM :
 		      xattr_fault_set(w, wbfs_ino(ino), name, value, size);
 	else
-		ret = w->ro ? -EROFS : xattr_set(w, wbfs_ino(ino), name, value, size, flags);
+		ret = w->ro ? -EROFS : xattr_set(w, wbfs_ino(ino), name, value, size, flags,
+						 &cred);
 	fuse_reply_err(req, -ret);
 }
 
@@ -785,8 +807,14 @@ static void wbcfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 
 static void wbcfs_init(void *userdata, struct fuse_conn_info *conn)
 {
+	/*
+	 * POSIX ACLs: the kernel checks them and caches them; the mode <->
+	 * ACL ties, inheritance and the umask (not applied by the kernel
+	 * then: DONT_MASK) are xattr.c's and dir.c's.
+	 */
 	conn->want |= conn->capable & (FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_ASYNC_DIO |
-				       FUSE_CAP_PARALLEL_DIROPS);
+				       FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_POSIX_ACL |
+				       FUSE_CAP_DONT_MASK);
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	conn->max_write = 1 << 20;
 	conn->max_background = 64;
