@@ -228,3 +228,13 @@ bool wbfs_cred_in_group(const struct wbfs_cred *c, gid_t gid)
 			return true;
 	return false;
 }
+
+mode_t wbfs_cred_kill_priv(const struct wbfs_cred *c, mode_t mode, gid_t gid)
+{
+	if (!c || c->uid == 0 || !S_ISREG(mode))
+		return mode;
+	mode &= ~(mode_t)S_ISUID;
+	if ((mode & S_ISGID) && ((mode & S_IXGRP) || !wbfs_cred_in_group(c, gid)))
+		mode &= ~(mode_t)S_ISGID;
+	return mode;
+}

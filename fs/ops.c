@@ -51,6 +51,39 @@ static void req_cred(fuse_req_t req, struct wbfs_cred *c)
 	c->ngroups = n < 0 ? -1 : n;
 }
 
+/*
+ * A write, truncation at open or fallocate by @cred: clear set-user-ID and
+ * set-group-ID as the kernel's ext4 does, and make the kernel drop the
+ * mode it caches. Context: a request's worker before its reply; takes
+ * fs_lock.
+ */
+static int file_kill_priv(struct wbfs *w, struct winode *wi, const struct wbfs_cred *cred)
+{
+	struct ext2_inode_large in;
+	bool changed = false;
+	mode_t mode;
+	int ret;
+
+	if (!atomic_load(&wi->has_priv) || !cred->uid)
+		return 0;
+	wbfs_lock(w);
+	ret = wbfs_read_inode(w, wi->ino, &in);
+	if (!ret) {
+		mode = wbfs_cred_kill_priv(cred, in.i_mode, inode_gid(in));
+		if (mode != in.i_mode) {
+			in.i_mode = (uint16_t)mode;
+			winode_fold_attrs_locked(w, wi->ino, &in);
+			ret = wbfs_write_inode(w, wi->ino, &in);
+			changed = !ret;
+		}
+		wi->has_priv = (in.i_mode & (S_ISUID | S_ISGID)) != 0;
+	}
+	wbfs_unlock(w);
+	if (changed)
+		wbfs_inval_attr(w, wi);
+	return ret;
+}
+
 static bool name_too_long(const char *name)
 {
 	return strlen(name) > WBFS_NAME_MAX;
@@ -361,7 +394,8 @@ static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
 		reply_entry(req, w, wbfs_ino(ino));
 }
 
-static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi)
+static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi,
+		     const struct wbfs_cred *cred)
 {
 	struct winode *wi;
 	struct wfile *f;
@@ -381,8 +415,12 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_init(&f->ra_lock, NULL);
 	/* readahead_kb changes live through the control directory */
 	ra_state_init(&f->ra, __atomic_load_n(&w->opts.readahead_kb, __ATOMIC_RELAXED) / 4);
-	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode))
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode)) {
+		/* the kernel's truncation at open (ATOMIC_O_TRUNC) is this one */
 		ret = data_truncate(w, wi, 0);
+		if (!ret)
+			ret = file_kill_priv(w, wi, cred);
+	}
 	if (ret) {
 		free(f);
 		return ret;
@@ -398,10 +436,12 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi)
 /* Valid replies: fuse_reply_open, fuse_reply_err */
 static void wbcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct wbfs_cred cred;
 	int ret;
 
 	CTL_ROUTE(ino, open, req, ino, fi);
-	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi);
+	req_cred(req, &cred);
+	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi, &cred);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (fuse_reply_open(req, fi) == -ENOENT)
@@ -414,10 +454,12 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 {
 	struct wbfs *w = req_wbfs(req);
 	struct fuse_entry_param e;
+	struct wbfs_cred cred;
 	struct winode *wi;
 	ext2_ino_t ino;
 	int ret = check_new_name(w, parent, name);
 
+	req_cred(req, &cred);
 	if (!ret)
 		ret = dir_create(w, wbfs_ino(parent), name, (mode & ~S_IFMT) | S_IFREG, 0,
 				 fuse_req_ctx(req), &ino);
@@ -429,7 +471,7 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 	wi = winode_get(w, ino, true);
 	ret = wi ? winode_stat(w, ino, &e.attr) : -EIO;
 	if (!ret)
-		ret = file_open(w, ino, fi);
+		ret = file_open(w, ino, fi, &cred);
 	if (ret) {
 		if (wi)
 			winode_forget(w, wi, 1);
@@ -506,6 +548,14 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 	ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off,
 			 fuse_req_ctx(req)->uid == 0, fi->writepage);
 	free(copy);
+	if (ret > 0 && atomic_load(&fi_file(fi)->wi->has_priv) && fuse_req_ctx(req)->uid) {
+		struct wbfs_cred cred;
+
+		/* the bytes are written: a failure here is the inode's, for
+		 * e2fsck and the next access, not this write's */
+		req_cred(req, &cred);
+		file_kill_priv(w, fi_file(fi)->wi, &cred);
+	}
 	if (ret > 0)
 		data_balance_dirty(w, fuse_req_ctx(req)->pid, page_thread_dirtied() - dirtied);
 	if (ret < 0)
@@ -782,6 +832,12 @@ static void wbcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 
 	CTL_ROUTE(ino, fallocate, req, ino, mode, off, len, fi);
 	ret = w->ro ? -EROFS : data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len);
+	if (!ret && atomic_load(&fi_file(fi)->wi->has_priv) && fuse_req_ctx(req)->uid) {
+		struct wbfs_cred cred;
+
+		req_cred(req, &cred);
+		ret = file_kill_priv(w, fi_file(fi)->wi, &cred);
+	}
 
 	fuse_reply_err(req, -ret);
 }

@@ -265,6 +265,7 @@ void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_
 void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
 void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,
 			      uint64_t new_size);
+void wbfs_inval_attr(struct wbfs *w, struct winode *wi);
 int wbfs_inval_start(struct wbfs *w);
 void wbfs_inval_stop(struct wbfs *w);
 
