@@ -394,8 +394,7 @@ static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
 		reply_entry(req, w, wbfs_ino(ino));
 }
 
-static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi,
-		     const struct wbfs_cred *cred)
+static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, fuse_req_t req)
 {
 	struct winode *wi;
 	struct wfile *f;
@@ -418,8 +417,12 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi,
 	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode)) {
 		/* the kernel's truncation at open (ATOMIC_O_TRUNC) is this one */
 		ret = data_truncate(w, wi, 0);
-		if (!ret)
-			ret = file_kill_priv(w, wi, cred);
+		if (!ret && atomic_load(&wi->has_priv) && fuse_req_ctx(req)->uid) {
+			struct wbfs_cred cred;
+
+			req_cred(req, &cred);
+			ret = file_kill_priv(w, wi, &cred);
+		}
 	}
 	if (ret) {
 		free(f);
@@ -436,12 +439,10 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi,
 /* Valid replies: fuse_reply_open, fuse_reply_err */
 static void wbcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct wbfs_cred cred;
 	int ret;
 
 	CTL_ROUTE(ino, open, req, ino, fi);
-	req_cred(req, &cred);
-	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi, &cred);
+	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi, req);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (fuse_reply_open(req, fi) == -ENOENT)
@@ -454,12 +455,10 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 {
 	struct wbfs *w = req_wbfs(req);
 	struct fuse_entry_param e;
-	struct wbfs_cred cred;
 	struct winode *wi;
 	ext2_ino_t ino;
 	int ret = check_new_name(w, parent, name);
 
-	req_cred(req, &cred);
 	if (!ret)
 		ret = dir_create(w, wbfs_ino(parent), name, (mode & ~S_IFMT) | S_IFREG, 0,
 				 fuse_req_ctx(req), &ino);
@@ -471,7 +470,7 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 	wi = winode_get(w, ino, true);
 	ret = wi ? winode_stat(w, ino, &e.attr) : -EIO;
 	if (!ret)
-		ret = file_open(w, ino, fi, &cred);
+		ret = file_open(w, ino, fi, req);
 	if (ret) {
 		if (wi)
 			winode_forget(w, wi, 1);
@@ -872,6 +871,7 @@ static void wbcfs_init(void *userdata, struct fuse_conn_info *conn)
 				       FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_POSIX_ACL |
 				       FUSE_CAP_DONT_MASK);
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	((struct wbfs *)userdata)->posix_acl = (conn->want & FUSE_CAP_POSIX_ACL) != 0;
 	conn->max_write = 1 << 20;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;

@@ -140,6 +140,9 @@ struct wbfs {
 	struct timespec ctl_time;	/* constant: mount time, the control files' times */
 
 	struct fuse_session *se;
+	bool posix_acl;			/* constant after FUSE_INIT: the kernel
+					 * enforces POSIX ACLs (else they are
+					 * refused, as ext4's noacl does) */
 	bool destroyed;
 	int close_ret;			/* wbfs_close's result, for the exit status */
 	_Atomic long lost_pages;	/* atomic: dirty pages dropped unwritten */

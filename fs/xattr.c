@@ -268,7 +268,7 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 	if (len > XATTR_VALUE_MAX)
 		return -E2BIG;
 	if (acl_name(name))
-		return acl_set(w, ino, name, v, len, cred);
+		return w->posix_acl ? acl_set(w, ino, name, v, len, cred) : -EOPNOTSUPP;
 	wbfs_lock(w);
 	ret = wbfs_meta_room(w, 1);
 	if (!ret)
