@@ -28,6 +28,8 @@ setuid/setgid (the writer is 65534, never root):
 (i) a set-group-ID directory gives new subdirectories its group and
     set-group-ID, for a member and a non-member, with and without a
     default ACL; new files get the group, not the bit.
+(j) an ACL the kernel's ext4 wrote before the mount is enforced: a 644
+    file with u:65534:--- cannot be read by user 65534.
 Then: unmount, e2fsck -fn clean, and the kernel's ext4 (ro) shows the same
 getfacl -R listing as the mount did.  Every check runs; failures are
 reported together.  Runs once.  WBCFS_TEST_TARGET=kernel runs it on ext4.
@@ -325,8 +327,20 @@ def body(env):
         if not os.access(tool, os.X_OK):
             raise TFail("%s is missing (package acl)" % tool)
     dev = env.new_fs(256 * MIB)
+    t_step("(j) the kernel's ext4 writes an ACL before the mount")
+    kmnt = env.mkdir("krw")
+    t_run(["mount", "-t", "ext4", dev, kmnt])
+    try:
+        new_file(os.path.join(kmnt, "j"), 0o644, b"secret")
+        setfacl("-m", "u:%d:---" % NOBODY, os.path.join(kmnt, "j"))
+    finally:
+        t_run(["umount", kmnt])
     m = env.mount(dev, ["cache_size=64M"])
     os.chmod(m.mnt, 0o777)
+    j = os.path.join(m.mnt, "j")
+    check(as_user(read_file(j)) == "errno:EACCES",
+          "(j) user %d reads j, denied by an ACL ext4 wrote (must be EACCES)" % NOBODY)
+    check("user:%d:---" % NOBODY in getfacl(j, "-n"), "(j) getfacl j shows the entry")
     acl_checks(m.mnt)
     priv_checks(m.mnt)
     before = listing(m.mnt)
