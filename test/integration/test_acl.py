@@ -12,8 +12,8 @@ ACLs:
     stored (it says nothing the mode does not).
 (c) chmod rewrites user::, mask:: and other:: of an access ACL: chmod 600
     denies a named user (mask ---), chmod 640 lets it read again.
-(d) a directory's default ACL is inherited: a file created with mode 666
-    under umask 077 gets 664 and the ACL, a subdirectory gets 775 and the
+(d) a directory's default ACL is inherited: a file (and a fifo) created
+    with mode 666 under umask 077 gets 664 and the ACL, a subdirectory gets 775 and the
     default ACL as both its default and access ACL; a symlink stays 777
     with no ACL.  Without a default ACL the umask applies (027: 640, 750).
 (e) setfacl by the owner outside the file's group clears set-group-ID;
@@ -182,15 +182,19 @@ def acl_checks(root):
     f = os.path.join(d, "f")
     sub = os.path.join(d, "sub")
     ln = os.path.join(d, "ln")
+    fifo = os.path.join(d, "fifo")
 
     def create():
         os.close(os.open(f, os.O_CREAT | os.O_WRONLY, 0o666))
         os.mkdir(sub, 0o777)
         os.symlink("f", ln)
+        os.mkfifo(fifo, 0o666)
     check(as_root_umask(create, 0o077) == "ok", "(d) create f, sub, ln under d")
     check(mode_of(f) == 0o664, "(d) d/f (666, umask 077) is 664, is %o" % mode_of(f))
     check(mode_of(sub) == 0o775, "(d) d/sub (777, umask 077) is 775, is %o" % mode_of(sub))
     check(mode_of(ln) == 0o777, "(d) d/ln is 777, is %o" % mode_of(ln))
+    check(mode_of(fifo) == 0o664 and has_acl_xattr(fifo),
+          "(d) d/fifo (mknod 666, umask 077) is 664 with an ACL, is %o" % mode_of(fifo))
     check("user:%d:rwx\t#effective:rw-" % NOBODY in getfacl(f, "-n") or
           "user:%d:rwx" % NOBODY in getfacl(f, "-n"),
           "(d) d/f has the named entry: %r" % getfacl(f, "-n"))
