@@ -745,11 +745,13 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 			   size_t size, int flags)
 {
 	struct wbfs *w = req_wbfs(req);
-	struct wbfs_cred cred;
+	struct wbfs_cred cred = { .uid = 0 };
 	int ret;
 
 	CTL_ROUTE(ino, setxattr, req, ino, name, value, size, flags);
-	req_cred(req, &cred);
+	/* only an ACL's set-group-ID rule needs the caller's groups */
+	if (!strncmp(name, "system.posix_acl_", 17))
+		req_cred(req, &cred);
 	if (xattr_is_fault(w, name))
 		ret = fuse_req_ctx(req)->uid ? -EPERM :
 		      xattr_fault_set(w, wbfs_ino(ino), name, value, size);
