@@ -12,6 +12,9 @@ ACLs:
     stored (it says nothing the mode does not).
 (c) chmod rewrites user::, mask:: and other:: of an access ACL: chmod 600
     denies a named user (mask ---), chmod 640 lets it read again.
+(c2) the mask sets the group bits (setfacl -m m::r-- on 660: 640);
+    setfacl -b leaves the mode and no ACL; removing an absent ACL
+    succeeds; a default ACL on a file is EACCES, a malformed ACL EINVAL.
 (d) a directory's default ACL is inherited: a file (and a fifo) created
     with mode 666 under umask 077 gets 664 and the ACL, a subdirectory gets 775 and the
     default ACL as both its default and access ACL; a symlink stays 777
@@ -174,6 +177,35 @@ def acl_checks(root):
     os.chmod(c, 0o640)
     check(as_user(read_file(c)) == "ok", "(c) named user reads again after chmod 640")
     check(mode_of(c) == 0o640, "(c) mode of c is 640, is %o" % mode_of(c))
+
+    t_step("(c2) mask, setfacl -b, absent and bad ACLs")
+    c2 = os.path.join(root, "c2")
+    new_file(c2, 0o640)
+    setfacl("-m", "u:%d:rw,g:%d:r" % (NOBODY, GROUP), c2)
+    check(mode_of(c2) == 0o660, "(c2) u:%d:rw on 640: 660, is %o" % (NOBODY, mode_of(c2)))
+    setfacl("-m", "m::r--", c2)
+    check(mode_of(c2) == 0o640, "(c2) m::r-- on 660: 640, is %o" % mode_of(c2))
+    setfacl("-b", c2)
+    check(mode_of(c2) == 0o640 and not has_acl_xattr(c2),
+          "(c2) setfacl -b: 640 and no ACL, is %o, %r" % (mode_of(c2), os.listxattr(c2)))
+    try:
+        os.removexattr(c2, "system.posix_acl_access")
+        res = "ok"
+    except OSError as e:
+        res = errno.errorcode.get(e.errno, str(e.errno))
+    check(res == "ok", "(c2) removing an absent ACL succeeds: %s" % res)
+    # version 2; user:: rw-, group:: r--, other:: r-- (ids unused)
+    minimal = (b"\x02\x00\x00\x00" + b"\x01\x00\x06\x00\xff\xff\xff\xff"
+               + b"\x04\x00\x04\x00\xff\xff\xff\xff" + b"\x20\x00\x04\x00\xff\xff\xff\xff")
+    for name, value, want in (("system.posix_acl_default", minimal, "EACCES"),
+                              ("system.posix_acl_access", minimal[:-3], "EINVAL")):
+        try:
+            os.setxattr(c2, name, value)
+            res = "ok"
+        except OSError as e:
+            res = errno.errorcode.get(e.errno, str(e.errno))
+        check(res == want, "(c2) setxattr %s (%d bytes) on a file: %s (want %s)"
+              % (name, len(value), res, want))
 
     t_step("(d) default ACLs are inherited; the umask applies without one")
     d = os.path.join(root, "d")
