@@ -30,7 +30,8 @@ setuid/setgid (the writer is 65534, never root):
     by a non-member, kept by a member's write.
 (i) a set-group-ID directory gives new subdirectories its group and
     set-group-ID, for a member and a non-member, with and without a
-    default ACL; new files get the group, not the bit.
+    default ACL; new files get the group, not the bit, unless created
+    group-executable and set-group-ID by a member.
 (j) an ACL the kernel's ext4 wrote before the mount is enforced: a 644
     file with u:65534:--- cannot be read by user 65534.
 Then: unmount, e2fsck -fn clean, and the kernel's ext4 (ro) shows the same
@@ -326,10 +327,12 @@ def priv_checks(root):
         for name, groups in (("member", (GROUP,)), ("other", ())):
             sub = os.path.join(parent, "sub_" + name)
             fil = os.path.join(parent, "file_" + name)
+            sgf = os.path.join(parent, "sgid_" + name)
 
-            def mk(sub=sub, fil=fil):
+            def mk(sub=sub, fil=fil, sgf=sgf):
                 os.mkdir(sub, 0o777)
                 os.close(os.open(fil, os.O_CREAT | os.O_WRONLY, 0o666))
+                os.close(os.open(sgf, os.O_CREAT | os.O_WRONLY, 0o2777))
             res = as_user(mk, groups=groups, umask=0o022)
             st = os.stat(sub)
             fst = os.stat(fil)
@@ -341,6 +344,10 @@ def priv_checks(root):
             check(fst.st_gid == GROUP and not fst.st_mode & stat.S_ISGID,
                   "(i) %s: gid %d, mode %o" % (os.path.relpath(fil, root), fst.st_gid,
                                                stat.S_IMODE(fst.st_mode)))
+            sgst = os.stat(sgf)
+            check(sgst.st_gid == GROUP and bool(sgst.st_mode & stat.S_ISGID) == bool(groups),
+                  "(i) %s (created 2777): gid %d, mode %o" % (
+                      os.path.relpath(sgf, root), sgst.st_gid, stat.S_IMODE(sgst.st_mode)))
             if parent == sga:
                 check(has_acl_xattr(sub, "system.posix_acl_default"),
                       "(i) %s inherited the default ACL" % os.path.relpath(sub, root))
