@@ -354,22 +354,6 @@ static int zero_eof_tail(struct wbfs *w, struct winode *wi, uint64_t old_size)
 	return end > old_size ? zero_in_page(w, wi, old_size, end, old_size) : 0;
 }
 
-/* Clear set-user-ID (and group-ID when group-executable) after a write. */
-static void write_kill_priv(struct wbfs *w, struct winode *wi)
-{
-	struct ext2_inode_large in;
-
-	wbfs_lock(w);
-	if (!wbfs_read_inode(w, wi->ino, &in)) {
-		in.i_mode &= ~S_ISUID;
-		if (in.i_mode & S_IXGRP)
-			in.i_mode &= ~S_ISGID;
-		wbfs_write_inode(w, wi->ino, &in);
-		wi->has_priv = (in.i_mode & (S_ISUID | S_ISGID)) != 0;
-	}
-	wbfs_unlock(w);
-}
-
 static ssize_t write_pages(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
 			   uint64_t off, uint64_t isize, bool privileged)
 {
@@ -468,11 +452,8 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	ret = off > isize ? zero_eof_tail(w, wi, isize) : 0;
 	if (!ret)
 		ret = write_pages(w, wi, buf, len, off, isize, privileged);
-	if (ret > 0) {
+	if (ret > 0)
 		winode_stamp_times(wi);
-		if (wi->has_priv && !privileged)
-			write_kill_priv(w, wi);
-	}
 	write_exit(wi);
 	pthread_rwlock_unlock(&wi->ilock);
 	if (ret > 0) {

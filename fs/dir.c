@@ -237,6 +237,7 @@ static int new_inode_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode, dev_
 int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	       dev_t rdev, const struct fuse_ctx *ctx, ext2_ino_t *ino)
 {
+	struct acl_inherit ai = { 0 };
 	errcode_t err;
 	int ret;
 
@@ -245,6 +246,8 @@ int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	if (ret)
 		goto out;
 	ret = wbfs_meta_room(w, 2);
+	if (!ret)
+		ret = xattr_acl_inherit_locked(w, parent, &mode, ctx->umask, &ai);
 	if (ret)
 		goto out;
 	err = ext2fs_new_inode(w->fs, parent, (int)mode, NULL, ino);
@@ -256,8 +259,11 @@ int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
 	ret = new_inode_locked(w, parent, mode, rdev, ctx, *ino);
 	if (!ret)
+		ret = xattr_acl_inherit_store_locked(w, *ino, &ai);
+	if (!ret)
 		ret = dir_touch_locked(w, parent, 0);
 out:
+	xattr_acl_inherit_done(&ai);
 	wbfs_unlock(w);
 	return ret;
 }
@@ -269,6 +275,7 @@ out:
 int dir_tmpfile(struct wbfs *w, ext2_ino_t parent, mode_t mode, const struct fuse_ctx *ctx,
 		ext2_ino_t *ino)
 {
+	struct acl_inherit ai = { 0 };
 	struct ext2_inode_large in;
 	int ret;
 
@@ -278,12 +285,16 @@ int dir_tmpfile(struct wbfs *w, ext2_ino_t parent, mode_t mode, const struct fus
 		ret = -ENOTDIR;
 	if (!ret)
 		ret = wbfs_meta_room(w, 1);
+	if (!ret)	/* the default ACL, or else the umask, as for create */
+		ret = xattr_acl_inherit_locked(w, parent, &mode, ctx->umask, &ai);
 	if (!ret)
 		ret = -wbfs_errno(ext2fs_new_inode(w->fs, parent, (int)mode, NULL, ino));
 	if (ret)
 		goto out;
 	ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
 	ret = new_inode_locked(w, parent, mode, 0, ctx, *ino);
+	if (!ret)
+		ret = xattr_acl_inherit_store_locked(w, *ino, &ai);
 	if (!ret)
 		ret = wbfs_read_inode(w, *ino, &in);
 	if (!ret) {
@@ -293,6 +304,7 @@ int dir_tmpfile(struct wbfs *w, ext2_ino_t parent, mode_t mode, const struct fus
 	if (ret)
 		winode_free_locked(w, *ino);
 out:
+	xattr_acl_inherit_done(&ai);
 	wbfs_unlock(w);
 	return ret;
 }
@@ -322,10 +334,12 @@ static int fix_new_inode_locked(struct wbfs *w, ext2_ino_t parent, ext2_ino_t in
 int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	      const struct fuse_ctx *ctx, ext2_ino_t *ino)
 {
+	struct acl_inherit ai = { 0 };
 	struct ext2_inode_large pin;
 	errcode_t err;
 	int ret, before;
 
+	mode = S_IFDIR | (mode & 07777);
 	wbfs_lock(w);
 	ret = name_free_locked(w, parent, name);
 	if (ret)
@@ -335,6 +349,8 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 		ret = dir_may_add_subdir(w, parent);
 	if (!ret)
 		ret = wbfs_read_inode(w, parent, &pin);
+	if (!ret)
+		ret = xattr_acl_inherit_locked(w, parent, &mode, ctx->umask, &ai);
 	if (ret)
 		goto out;
 	before = pin.i_links_count;
@@ -349,8 +365,10 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 		ret = lookup_disk_locked(w, parent, name, ino);
 	if (!ret) {
 		dir_dcache_note(w, parent, name, *ino);
-		ret = fix_new_inode_locked(w, parent, *ino, S_IFDIR | (mode & 07777), ctx);
+		ret = fix_new_inode_locked(w, parent, *ino, mode, ctx);
 	}
+	if (!ret)
+		ret = xattr_acl_inherit_store_locked(w, *ino, &ai);
 	if (!ret && (before == 1 || before + 1 >= WBFS_LINK_MAX) &&
 	    !wbfs_read_inode(w, parent, &pin)) {
 		pin.i_links_count = 1;
@@ -359,6 +377,7 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	if (!ret)
 		ret = dir_touch_locked(w, parent, 0);
 out:
+	xattr_acl_inherit_done(&ai);
 	wbfs_unlock(w);
 	return ret;
 }

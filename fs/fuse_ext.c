@@ -277,8 +277,9 @@ void fext_tmpfile(struct wbfs *w, int fd, const void *buf, size_t len, bool dont
 	ctx.umask = arg->umask;
 	memset(&fi, 0, sizeof(fi));
 	fi.flags = (int)arg->flags;
-	/* without FUSE_DONT_MASK the kernel has applied the umask already */
-	mode = arg->mode & ~(mode_t)(dont_mask ? arg->umask : 0);
+	/* dir_tmpfile applies the umask unless a default ACL is inherited;
+	 * without FUSE_DONT_MASK the kernel has applied it already */
+	mode = arg->mode;
 	ret = wbfs_tmpfile(w, in->nodeid, mode, &ctx, &e, &fi);
 	if (ret) {
 		fext_reply_err(fd, in->unique, ret);

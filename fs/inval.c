@@ -210,6 +210,20 @@ void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_si
 	fuse_lowlevel_notify_store(w->se, wbfs_fuse_ino(wi->ino), (off_t)old_size, &bv, 0);
 }
 
+/**
+ * The daemon changed @wi's mode itself (a write, a truncation at open or an
+ * fallocate cleared set-user-ID or set-group-ID): drop the attributes the
+ * kernel caches, which it would show until they time out. Only attributes:
+ * no page lock is waited for. Context: the request's worker before its
+ * reply; holds no lock of ours.
+ */
+void wbfs_inval_attr(struct wbfs *w, struct winode *wi)
+{
+	if (!w->inval || w->destroyed)
+		return;
+	fuse_lowlevel_notify_inval_inode(w->se, wbfs_fuse_ino(wi->ino), -1, 0);
+}
+
 static void *inval_thread(void *arg)
 {
 	struct inval_queue *iq = arg;

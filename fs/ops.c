@@ -34,6 +34,56 @@ static struct wbfs *req_wbfs(fuse_req_t req)
 		}					\
 	} while (0)
 
+/* Who sent @req: ids and, for an unprivileged caller, its groups. */
+static void req_cred(fuse_req_t req, struct wbfs_cred *c)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int n = 0;
+
+	c->uid = ctx->uid;
+	c->gid = ctx->gid;
+	if (ctx->uid) {
+		n = fuse_req_getgroups(req, (int)(sizeof(c->groups) / sizeof(c->groups[0])),
+				       c->groups);
+		if (n > (int)(sizeof(c->groups) / sizeof(c->groups[0])))
+			n = (int)(sizeof(c->groups) / sizeof(c->groups[0]));
+	}
+	c->ngroups = n < 0 ? -1 : n;
+}
+
+/*
+ * A write, truncation at open or fallocate by @cred: clear set-user-ID and
+ * set-group-ID as the kernel's ext4 does, and make the kernel drop the
+ * mode it caches. Context: a request's worker before its reply; takes
+ * fs_lock.
+ */
+static int file_kill_priv(struct wbfs *w, struct winode *wi, const struct wbfs_cred *cred)
+{
+	struct ext2_inode_large in;
+	bool changed = false;
+	mode_t mode;
+	int ret;
+
+	if (!atomic_load(&wi->has_priv) || !cred->uid)
+		return 0;
+	wbfs_lock(w);
+	ret = wbfs_read_inode(w, wi->ino, &in);
+	if (!ret) {
+		mode = wbfs_cred_kill_priv(cred, in.i_mode, inode_gid(in));
+		if (mode != in.i_mode) {
+			in.i_mode = (uint16_t)mode;
+			winode_fold_attrs_locked(w, wi->ino, &in);
+			ret = wbfs_write_inode(w, wi->ino, &in);
+			changed = !ret;
+		}
+		wi->has_priv = (in.i_mode & (S_ISUID | S_ISGID)) != 0;
+	}
+	wbfs_unlock(w);
+	if (changed)
+		wbfs_inval_attr(w, wi);
+	return ret;
+}
+
 static bool name_too_long(const char *name)
 {
 	return strlen(name) > WBFS_NAME_MAX;
@@ -186,6 +236,8 @@ static int setattr_inode(struct wbfs *w, ext2_ino_t ino, const struct stat *a, i
 		set_time(&in, TS_MTIME, to_set, FUSE_SET_ATTR_MTIME_NOW, &a->st_mtim, &now);
 	wbfs_ts_set(&in, TS_CTIME, (to_set & FUSE_SET_ATTR_CTIME) ? &a->st_ctim : &now);
 	ret = wbfs_write_inode(w, ino, &in);
+	if (!ret && (to_set & FUSE_SET_ATTR_MODE))
+		ret = xattr_acl_chmod_locked(w, ino, in.i_mode);
 	wi = winode_find(w, ino);
 	if (wi)
 		wi->has_priv = (in.i_mode & (S_ISUID | S_ISGID)) != 0;
@@ -373,7 +425,7 @@ static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
 		reply_entry(req, w, wbfs_ino(ino));
 }
 
-static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi)
+static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, fuse_req_t req)
 {
 	struct winode *wi;
 	struct wfile *f;
@@ -396,8 +448,16 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_init(&f->ra_lock, NULL);
 	/* readahead_kb changes live through the control directory */
 	ra_state_init(&f->ra, __atomic_load_n(&w->opts.readahead_kb, __ATOMIC_RELAXED) / 4);
-	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode))
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode)) {
+		/* the kernel's truncation at open (ATOMIC_O_TRUNC) is this one */
 		ret = data_truncate(w, wi, 0);
+		if (!ret && req && atomic_load(&wi->has_priv) && fuse_req_ctx(req)->uid) {
+			struct wbfs_cred cred;
+
+			req_cred(req, &cred);
+			ret = file_kill_priv(w, wi, &cred);
+		}
+	}
 	if (ret) {
 		free(f);
 		return ret;
@@ -416,7 +476,7 @@ static void wbcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int ret;
 
 	CTL_ROUTE(ino, open, req, ino, fi);
-	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi);
+	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi, req);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (fuse_reply_open(req, fi) == -ENOENT)
@@ -444,7 +504,7 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 	wi = winode_get(w, ino, true);
 	ret = wi ? export_stat(w, ino, &e.attr, &e.generation) : -EIO;
 	if (!ret)
-		ret = file_open(w, ino, fi);
+		ret = file_open(w, ino, fi, req);
 	if (ret) {
 		if (wi)
 			winode_forget(w, wi, 1);
@@ -526,6 +586,14 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 		ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off,
 				 fuse_req_ctx(req)->uid == 0, fi->writepage);
 	free(copy);
+	if (ret > 0 && atomic_load(&fi_file(fi)->wi->has_priv) && fuse_req_ctx(req)->uid) {
+		struct wbfs_cred cred;
+
+		/* the bytes are written: a failure here is the inode's, for
+		 * e2fsck and the next access, not this write's */
+		req_cred(req, &cred);
+		file_kill_priv(w, fi_file(fi)->wi, &cred);
+	}
 	if (ret > 0)
 		data_balance_dirty(w, fuse_req_ctx(req)->pid, page_thread_dirtied() - dirtied);
 	if (ret < 0)
@@ -607,7 +675,7 @@ int wbfs_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fu
 	 * changes between replies bad, and linkat's entry carries it */
 	ret = export_stat(w, ino, &e->attr, &e->generation);
 	if (!ret)
-		ret = file_open(w, ino, fi);
+		ret = file_open(w, ino, fi, NULL);	/* a new, empty file */
 	if (ret) {
 		winode_forget(w, wi, 1);
 		return ret;
@@ -784,16 +852,20 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 			   size_t size, int flags)
 {
 	struct wbfs *w = req_wbfs(req);
+	struct wbfs_cred cred = { .uid = 0 };
 	int ret;
 
 	CTL_ROUTE(ino, setxattr, req, ino, name, value, size, flags);
+	/* only an ACL's set-group-ID rule needs the caller's groups */
+	if (!strncmp(name, "system.posix_acl_", 17))
+		req_cred(req, &cred);
 	if (xattr_is_fault(w, name))
 		ret = fuse_req_ctx(req)->uid ? -EPERM :
 		      xattr_fault_set(w, wbfs_ino(ino), name, value, size);
 	else
 		ret = w->ro ? -EROFS :
 		      iflags_check(w, wbfs_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL) ? -EPERM :
-		      xattr_set(w, wbfs_ino(ino), name, value, size, flags);
+		      xattr_set(w, wbfs_ino(ino), name, value, size, flags, &cred);
 	fuse_reply_err(req, -ret);
 }
 
@@ -873,6 +945,12 @@ static void wbcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	ret = w->ro ? -EROFS : iflags_check_fallocate(fi_file(fi)->wi, mode);
 	if (!ret)
 		ret = data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len);
+	if (!ret && atomic_load(&fi_file(fi)->wi->has_priv) && fuse_req_ctx(req)->uid) {
+		struct wbfs_cred cred;
+
+		req_cred(req, &cred);
+		ret = file_kill_priv(w, fi_file(fi)->wi, &cred);
+	}
 
 	fuse_reply_err(req, -ret);
 }
@@ -898,10 +976,16 @@ static void wbcfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 
 static void wbcfs_init(void *userdata, struct fuse_conn_info *conn)
 {
+	/*
+	 * POSIX ACLs: the kernel checks them and caches them; the mode <->
+	 * ACL ties, inheritance and the umask (not applied by the kernel
+	 * then: DONT_MASK) are xattr.c's and dir.c's.
+	 */
 	conn->want |= conn->capable & (FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_ASYNC_DIO |
 				       FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_EXPORT_SUPPORT |
-				       FUSE_CAP_IOCTL_DIR);
+				       FUSE_CAP_IOCTL_DIR | FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK);
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	((struct wbfs *)userdata)->posix_acl = (conn->want & FUSE_CAP_POSIX_ACL) != 0;
 	conn->max_write = 1 << 20;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;

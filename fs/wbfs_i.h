@@ -37,6 +37,7 @@
 #include "wbcfs/mapping.h"
 #include "wbcfs/options.h"
 #include "wbcfs/readahead.h"
+#include "acl.h"
 
 #define WBFS_NAME_MAX 255
 /* ext4 with 4 KiB blocks and extents: 2^32 blocks per file. */
@@ -146,6 +147,9 @@ struct wbfs {
 	struct timespec ctl_time;	/* constant: mount time, the control files' times */
 
 	struct fuse_session *se;
+	bool posix_acl;			/* constant after FUSE_INIT: the kernel
+					 * enforces POSIX ACLs (else they are
+					 * refused, as ext4's noacl does) */
 	bool destroyed;
 	int close_ret;			/* wbfs_close's result, for the exit status */
 	_Atomic long lost_pages;	/* atomic: dirty pages dropped unwritten */
@@ -256,10 +260,16 @@ void dcache_remove(struct dcache *dc, const char *name);
 void dcache_free(struct dcache *dc);
 
 /* xattr.c */
-int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, size_t len, int flags);
+int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, size_t len, int flags,
+	      const struct wbfs_cred *cred);
 int xattr_get(struct wbfs *w, ext2_ino_t ino, const char *name, void *buf, size_t len);
 int xattr_list(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len);
 int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name);
+int xattr_acl_chmod_locked(struct wbfs *w, ext2_ino_t ino, mode_t mode);
+int xattr_acl_inherit_locked(struct wbfs *w, ext2_ino_t dir, mode_t *mode, mode_t umask,
+			     struct acl_inherit *ai);
+int xattr_acl_inherit_store_locked(struct wbfs *w, ext2_ino_t ino, struct acl_inherit *ai);
+void xattr_acl_inherit_done(struct acl_inherit *ai);
 #define WBFS_FAULT_XATTR "trusted.wbcfs.fault"
 #define WBFS_FAULT_META_XATTR "trusted.wbcfs.fault_meta"
 bool xattr_is_fault(struct wbfs *w, const char *name);
@@ -296,6 +306,7 @@ void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_
 void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
 void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,
 			      uint64_t new_size);
+void wbfs_inval_attr(struct wbfs *w, struct winode *wi);
 int wbfs_inval_start(struct wbfs *w);
 void wbfs_inval_stop(struct wbfs *w);
 

@@ -4,12 +4,22 @@
  * first, then an xattr block): set with XATTR_CREATE/XATTR_REPLACE, get,
  * list and remove, with the errors the kernel's ext4 gives (ENODATA,
  * EEXIST, ERANGE, ENOSPC). Namespaces are passed through as named.
+ *
+ * POSIX ACLs (system.posix_acl_access, system.posix_acl_default) come from
+ * the kernel in the VFS format; libext2fs stores them in ext4's own ACL
+ * format and gives them back converted. The kernel enforces them
+ * (FUSE_CAP_POSIX_ACL) and leaves their ties to the mode to us, as ext4
+ * keeps them: setting an access ACL sets the mode's permission bits from
+ * it (and stores nothing when the mode says it all), chmod rewrites the
+ * ACL's user::, mask:: and other::, and new inodes inherit their
+ * directory's default ACL (acl.c has the rules).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "acl.h"
 #include "wbfs_i.h"
 
 #define XATTR_NAME_MAX_LEN 255
@@ -44,8 +54,206 @@ static int xopen_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_xattr_handle
 	return -wbfs_errno(err);
 }
 
+static bool acl_name(const char *name)
+{
+	return !strcmp(name, ACL_XATTR_ACCESS) || !strcmp(name, ACL_XATTR_DEFAULT);
+}
+
+/*
+ * Store (@v) or remove (@v NULL) the ACL @name of @ino; removing one that
+ * is not there succeeds. Context: holds fs_lock.
+ */
+static int acl_store_locked(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v,
+			    size_t len)
+{
+	struct ext2_xattr_handle *h = NULL;
+	errcode_t err;
+	int ret = xopen_locked(w, ino, &h);
+
+	if (ret)
+		return ret;
+	if (v) {
+		err = ext2fs_xattr_set(h, name, v, len);
+	} else {
+		err = ext2fs_xattr_remove(h, name);
+		if (err == EXT2_ET_EA_KEY_NOT_FOUND)
+			err = 0;
+	}
+	ret = -wbfs_errno(err);
+	err = ext2fs_xattrs_close(&h);
+	return ret ? ret : -wbfs_errno(err);
+}
+
+/* The ACL @name of @ino in the VFS format (free with ext2fs_free_mem), or
+ * -ENODATA. Context: holds fs_lock. */
+static int acl_load_locked(struct wbfs *w, ext2_ino_t ino, const char *name, void **v,
+			   size_t *len)
+{
+	struct ext2_xattr_handle *h = NULL;
+	errcode_t err;
+	int ret = xopen_locked(w, ino, &h);
+
+	if (ret)
+		return ret;
+	*v = NULL;
+	err = ext2fs_xattr_get(h, name, v, len);
+	ext2fs_xattrs_close(&h);
+	return err == EXT2_ET_EA_KEY_NOT_FOUND ? -ENODATA : -wbfs_errno(err);
+}
+
+/*
+ * setfacl: an access ACL sets the permission bits (user::, mask:: or
+ * group::, other::) and is stored only when the mode cannot say it all
+ * (posix_acl_update_mode); a caller outside the file's group without
+ * privilege loses set-group-ID. A default ACL is for directories only.
+ */
+static int acl_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v,
+		   size_t len, const struct wbfs_cred *cred)
+{
+	struct ext2_inode_large in;
+	struct timespec now;
+	struct winode *wi;
+	bool access = !strcmp(name, ACL_XATTR_ACCESS);
+	mode_t mode;
+	int ret, equiv;
+
+	if (acl_check(v, len) < 0)
+		return -EINVAL;
+	wbfs_lock(w);
+	ret = wbfs_meta_room(w, 1);
+	if (!ret)
+		ret = wbfs_read_inode(w, ino, &in);
+	if (ret)
+		goto out;
+	if (!access && !LINUX_S_ISDIR(in.i_mode)) {
+		ret = -EACCES;
+		goto out;
+	}
+	mode = in.i_mode;
+	equiv = access ? acl_equiv_mode(v, len, &mode) : 1;
+	if (equiv < 0) {
+		ret = equiv;
+		goto out;
+	}
+	ret = acl_store_locked(w, ino, name, equiv ? v : NULL, len);
+	if (ret)
+		goto out;
+	ret = wbfs_read_inode(w, ino, &in);
+	if (ret)
+		goto out;
+	if (access && !wbfs_cred_in_group(cred, inode_gid(in)))
+		mode &= ~(mode_t)S_ISGID;
+	in.i_mode = (uint16_t)mode;
+	wbfs_now(&now);
+	wbfs_ts_set(&in, TS_CTIME, &now);
+	winode_fold_attrs_locked(w, ino, &in);
+	ret = wbfs_write_inode(w, ino, &in);
+	wi = winode_find(w, ino);
+	if (wi)
+		wi->has_priv = (in.i_mode & (S_ISUID | S_ISGID)) != 0;
+out:
+	wbfs_unlock(w);
+	return ret;
+}
+
+/*
+ * chmod to @mode: the access ACL's user::, mask:: (group:: without one)
+ * and other:: follow it (posix_acl_chmod). Context: holds fs_lock, after
+ * the inode with its new mode was written.
+ */
+int xattr_acl_chmod_locked(struct wbfs *w, ext2_ino_t ino, mode_t mode)
+{
+	void *v;
+	size_t len;
+	int ret = acl_load_locked(w, ino, ACL_XATTR_ACCESS, &v, &len);
+
+	if (ret == -ENODATA)
+		return 0;
+	if (ret)
+		return ret;
+	ret = acl_chmod(v, len, mode);
+	if (!ret)
+		ret = acl_store_locked(w, ino, ACL_XATTR_ACCESS, v, len);
+	ext2fs_free_mem(&v);
+	return ret;
+}
+
+/*
+ * A new inode of *@mode in @dir: with a default ACL there, it takes the
+ * ACL's bits (and the umask does not apply); a directory also keeps the
+ * default ACL as its own. Without one, @umask applies. Symlinks are
+ * always 0777 with no ACL. Fills @ai for xattr_acl_inherit_store_locked.
+ * Context: holds fs_lock.
+ */
+int xattr_acl_inherit_locked(struct wbfs *w, ext2_ino_t dir, mode_t *mode, mode_t umask,
+			     struct acl_inherit *ai)
+{
+	size_t len;
+	void *v;
+	int ret;
+
+	memset(ai, 0, sizeof(*ai));
+	if (S_ISLNK(*mode))
+		return 0;
+	ret = acl_load_locked(w, dir, ACL_XATTR_DEFAULT, &v, &len);
+	if (ret == -ENODATA) {
+		*mode &= ~(umask & 0777);
+		return 0;
+	}
+	if (ret)
+		return ret;
+	ai->access = malloc(len);
+	if (!ai->access) {
+		ext2fs_free_mem(&v);
+		return -ENOMEM;
+	}
+	memcpy(ai->access, v, len);
+	ai->len = len;
+	ret = acl_create_masq(ai->access, len, mode);
+	if (ret <= 0) {
+		free(ai->access);
+		ai->access = NULL;
+	}
+	if (ret < 0) {
+		ext2fs_free_mem(&v);
+		return -EIO;
+	}
+	if (S_ISDIR(*mode)) {
+		ai->def = malloc(len);
+		if (!ai->def) {
+			xattr_acl_inherit_done(ai);
+			ext2fs_free_mem(&v);
+			return -ENOMEM;
+		}
+		memcpy(ai->def, v, len);
+	}
+	ext2fs_free_mem(&v);
+	return 0;
+}
+
+/* Store what xattr_acl_inherit_locked found on the new inode @ino, and
+ * free it. Context: holds fs_lock. */
+int xattr_acl_inherit_store_locked(struct wbfs *w, ext2_ino_t ino, struct acl_inherit *ai)
+{
+	int ret = 0;
+
+	if (ai->def)
+		ret = acl_store_locked(w, ino, ACL_XATTR_DEFAULT, ai->def, ai->len);
+	if (!ret && ai->access)
+		ret = acl_store_locked(w, ino, ACL_XATTR_ACCESS, ai->access, ai->len);
+	xattr_acl_inherit_done(ai);
+	return ret;
+}
+
+void xattr_acl_inherit_done(struct acl_inherit *ai)
+{
+	free(ai->def);
+	free(ai->access);
+	ai->def = ai->access = NULL;
+}
+
 int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, size_t len,
-	      int flags)
+	      int flags, const struct wbfs_cred *cred)
 {
 	struct ext2_xattr_handle *h = NULL;
 	void *old = NULL;
@@ -59,6 +267,8 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 		return -EOPNOTSUPP;
 	if (len > XATTR_VALUE_MAX)
 		return -E2BIG;
+	if (acl_name(name))
+		return w->posix_acl ? acl_set(w, ino, name, v, len, cred) : -EOPNOTSUPP;
 	wbfs_lock(w);
 	ret = wbfs_meta_room(w, 1);
 	if (!ret)
@@ -166,6 +376,9 @@ int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name)
 	err = ext2fs_xattr_get(h, name, &old, &oldlen);
 	if (err) {
 		ret = -wbfs_errno(err);
+		/* ext4: removing an ACL that is not there succeeds */
+		if (err == EXT2_ET_EA_KEY_NOT_FOUND && acl_name(name))
+			ret = 0;
 		ext2fs_xattrs_close(&h);
 		goto out;
 	}
