@@ -41,6 +41,7 @@ reported together.  Runs once.  WBCFS_TEST_TARGET=kernel runs it on ext4.
     WBCFS_BIN=build/wbcfs test/integration/test_acl.py
 """
 
+import ctypes
 import errno
 import os
 import stat
@@ -238,6 +239,22 @@ def acl_checks(root):
           "(d) d/sub's default ACL is d's: %r vs %r"
           % (getfacl(sub, "-n", "-d"), getfacl(d, "-n", "-d")))
     check(not has_acl_xattr(ln), "(d) d/ln has no ACL")
+    tmp = os.path.join(d, "tmp")
+
+    def tmpfile():
+        fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o666)
+        try:
+            # linkat(AT_SYMLINK_FOLLOW): os.link's link(2) gives EXDEV here
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.linkat(-100, b"/proc/self/fd/%d" % fd, -100,
+                           tmp.encode(), 0x400) != 0:
+                raise OSError(ctypes.get_errno(), "linkat")
+        finally:
+            os.close(fd)
+    check(as_root_umask(tmpfile, 0o077) == "ok", "(d) O_TMPFILE under d, linked")
+    check(mode_of(tmp) == 0o664 and getfacl(tmp, "-n") == getfacl(f, "-n"),
+          "(d) an O_TMPFILE (666, umask 077) inherits as create does: %o %r"
+          % (mode_of(tmp), getfacl(tmp, "-n")))
     check(as_user(write_file(f)) == "ok", "(d) named user writes d/f")
     e = os.path.join(root, "e")
     edir = os.path.join(root, "edir")
