@@ -99,14 +99,17 @@ int dir_lookup(struct wbfs *w, ext2_ino_t parent, const char *name, ext2_ino_t *
 	return ret;
 }
 
-/* Add an entry, growing the directory by a block when it is full. */
+/*
+ * Add an entry, growing the directory by a block when it is full: an
+ * allocation by the user, @room (WBFS_ROOM_PRIV for root), as in ext4.
+ */
 static int dir_add_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_ino_t ino,
-			  int ftype)
+			  int ftype, unsigned room)
 {
 	errcode_t err = ext2fs_link(w->fs, dir, name, ino, ftype);
 
 	if (err == EXT2_ET_DIR_NO_SPACE) {
-		if (wbfs_meta_room(w, 2))
+		if (wbfs_claim_room(w, 2, room))
 			return -ENOSPC;
 		err = ext2fs_expand_dir(w->fs, dir);
 		if (!err)
@@ -247,7 +250,8 @@ int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	err = ext2fs_new_inode(w->fs, parent, (int)mode, NULL, ino);
 	ret = -wbfs_errno(err);
 	if (!ret)
-		ret = dir_add_locked(w, parent, name, *ino, ftype_of(mode));
+		ret = dir_add_locked(w, parent, name, *ino, ftype_of(mode),
+				     wbfs_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0);
 	if (ret)
 		goto out;
 	ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
@@ -279,6 +283,7 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	      const struct fuse_ctx *ctx, ext2_ino_t *ino)
 {
 	struct ext2_inode_large pin;
+	unsigned room;
 	errcode_t err;
 	int ret, before;
 
@@ -286,7 +291,8 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	ret = name_free_locked(w, parent, name);
 	if (ret)
 		goto out;
-	ret = wbfs_meta_room(w, 3);
+	room = wbfs_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0;
+	ret = wbfs_claim_room(w, 1, room);	/* the new directory's block */
 	if (!ret)
 		ret = dir_may_add_subdir(w, parent);
 	if (!ret)
@@ -296,6 +302,10 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	before = pin.i_links_count;
 	err = ext2fs_mkdir(w->fs, parent, 0, name);
 	if (err == EXT2_ET_DIR_NO_SPACE) {
+		if (wbfs_claim_room(w, 3, room)) {
+			ret = -ENOSPC;
+			goto out;
+		}
 		err = ext2fs_expand_dir(w->fs, parent);
 		if (!err)
 			err = ext2fs_mkdir(w->fs, parent, 0, name);
@@ -322,6 +332,7 @@ out:
 int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char *target,
 		const struct fuse_ctx *ctx, ext2_ino_t *ino)
 {
+	unsigned room;
 	errcode_t err;
 	int ret;
 
@@ -331,11 +342,20 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 	ret = name_free_locked(w, parent, name);
 	if (ret)
 		goto out;
-	ret = wbfs_meta_room(w, 3);
+	/* a target that does not fit in the inode takes a block */
+	room = wbfs_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0;
+	if (strlen(target) >= sizeof(((struct ext2_inode *)0)->i_block))
+		ret = wbfs_claim_room(w, 1, room);
+	else
+		ret = wbfs_meta_room(w, 3);
 	if (ret)
 		goto out;
 	err = ext2fs_symlink(w->fs, parent, 0, name, target);
 	if (err == EXT2_ET_DIR_NO_SPACE) {
+		if (wbfs_claim_room(w, 3, room)) {
+			ret = -ENOSPC;
+			goto out;
+		}
 		err = ext2fs_expand_dir(w->fs, parent);
 		if (!err)
 			err = ext2fs_symlink(w->fs, parent, 0, name, target);
@@ -354,7 +374,8 @@ out:
 	return ret;
 }
 
-int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name)
+int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name,
+	     bool privileged)
 {
 	struct ext2_inode_large in;
 	struct timespec now;
@@ -373,7 +394,8 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 	}
 	ret = wbfs_meta_room(w, 1);
 	if (!ret)
-		ret = dir_add_locked(w, parent, name, ino, ftype_of(in.i_mode));
+		ret = dir_add_locked(w, parent, name, ino, ftype_of(in.i_mode),
+				     privileged ? WBFS_ROOM_PRIV : 0);
 	if (ret)
 		goto out;
 	in.i_links_count++;
@@ -531,7 +553,7 @@ static int rename_replace_check(struct wbfs *w, const struct ext2_inode_large *s
 }
 
 static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-			 const char *n2, unsigned flags)
+			 const char *n2, unsigned flags, unsigned room)
 {
 	struct ext2_inode_large si, di;
 	ext2_ino_t src, dst = 0;
@@ -575,7 +597,7 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 		if (!ret && sdir && p1 != p2)
 			ret = dir_may_add_subdir(w, p2);
 		if (!ret)
-			ret = dir_add_locked(w, p2, n2, src, ftype_of(si.i_mode));
+			ret = dir_add_locked(w, p2, n2, src, ftype_of(si.i_mode), room);
 	}
 	if (!ret)
 		ret = unlink_entry_locked(w, p1, n1, src);
@@ -591,7 +613,7 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 }
 
 int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-	       const char *n2, unsigned flags)
+	       const char *n2, unsigned flags, bool privileged)
 {
 	int ret;
 
@@ -600,7 +622,7 @@ int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
 	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
 		return -EINVAL;
 	wbfs_lock(w);
-	ret = rename_locked(w, p1, n1, p2, n2, flags);
+	ret = rename_locked(w, p1, n1, p2, n2, flags, privileged ? WBFS_ROOM_PRIV : 0);
 	wbfs_unlock(w);
 	return ret;
 }

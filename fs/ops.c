@@ -322,7 +322,8 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!ret)
 		ret = check_new_name(w, newparent, newname);
 	if (!ret)
-		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags);
+		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags,
+				 wbfs_privileged(w, fuse_req_ctx(req)));
 	fuse_reply_err(req, -ret);
 }
 
@@ -335,7 +336,8 @@ static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
 	if (!ret && ctl_owns(ino))
 		ret = -EPERM;
 	if (!ret)
-		ret = dir_link(w, wbfs_ino(ino), wbfs_ino(newparent), newname);
+		ret = dir_link(w, wbfs_ino(ino), wbfs_ino(newparent), newname,
+			       wbfs_privileged(w, fuse_req_ctx(req)));
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else

@@ -159,6 +159,12 @@ void wbfs_now(struct timespec *ts);
 int wbfs_reserve(struct wbfs *w, long nr, bool privileged);
 void wbfs_unreserve(struct wbfs *w, long nr);
 int wbfs_meta_room(struct wbfs *w, long nr);
+#define WBFS_ROOM_PRIV		0x1	/* may use the root reserve */
+#define WBFS_ROOM_NOFAIL	0x2	/* may use half the metadata headroom */
+bool wbfs_room_ok(int64_t free_blocks, int64_t dirty, int64_t headroom, int64_t root,
+		  long nr, unsigned flags);
+int wbfs_claim_room(struct wbfs *w, long nr, unsigned flags);
+bool wbfs_privileged(struct wbfs *w, const struct fuse_ctx *ctx);
 void wbfs_refresh_free_locked(struct wbfs *w);
 
 /* iomgr.c */
@@ -213,10 +219,11 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	      const struct fuse_ctx *ctx, ext2_ino_t *ino);
 int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char *target,
 		const struct fuse_ctx *ctx, ext2_ino_t *ino);
-int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name);
+int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name,
+	     bool privileged);
 int dir_unlink(struct wbfs *w, ext2_ino_t parent, const char *name, bool is_rmdir);
 int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-	       const char *n2, unsigned flags);
+	       const char *n2, unsigned flags, bool privileged);
 int dir_readlink(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len);
 struct dir_snap_ent {
 	char *name;

@@ -83,6 +83,45 @@ START_TEST(metadata_keeps_reserved_blocks)
 }
 END_TEST
 
+/* ext4_has_free_clusters: users, root, and changes that must not fail */
+START_TEST(room_rules_as_ext4)
+{
+	/* 1000 free, 100 promised, headroom 100, root reserve 50 */
+	ck_assert(wbfs_room_ok(1000, 100, 100, 50, 750, 0));
+	ck_assert(!wbfs_room_ok(1000, 100, 100, 50, 751, 0));
+	ck_assert(wbfs_room_ok(1000, 100, 100, 50, 800, WBFS_ROOM_PRIV));
+	ck_assert(!wbfs_room_ok(1000, 100, 100, 50, 801, WBFS_ROOM_PRIV));
+	ck_assert(wbfs_room_ok(1000, 100, 100, 50, 850, WBFS_ROOM_NOFAIL));
+	ck_assert(!wbfs_room_ok(1000, 100, 100, 50, 851, WBFS_ROOM_NOFAIL));
+	/* over-promised (cannot happen, but must not wrap) */
+	ck_assert(!wbfs_room_ok(10, 100, 0, 0, 0, WBFS_ROOM_NOFAIL));
+}
+END_TEST
+
+START_TEST(user_metadata_refused_with_user_writes)
+{
+	struct wbfs *w = t_wbfs(1000, 100, 50);
+	long n = 0;
+
+	while (wbfs_reserve(w, 1, false) == 0)
+		n++;
+	ck_assert_int_eq(n, 850);
+	/* the user's mkdir sees the same full filesystem */
+	ck_assert_int_eq(wbfs_claim_room(w, 1, 0), -ENOSPC);
+	/* root's has the root reserve, the nofail changes half the headroom */
+	ck_assert_int_eq(wbfs_claim_room(w, 50, WBFS_ROOM_PRIV), 0);
+	ck_assert_int_eq(wbfs_claim_room(w, 51, WBFS_ROOM_PRIV), -ENOSPC);
+	ck_assert_int_eq(wbfs_meta_room(w, 100), 0);
+	ck_assert_int_eq(wbfs_meta_room(w, 101), -ENOSPC);
+	/* root's writes fill the root reserve: then only the nofail half */
+	ck_assert_int_eq(wbfs_reserve(w, 50, true), 0);
+	ck_assert_int_eq(wbfs_claim_room(w, 1, WBFS_ROOM_PRIV), -ENOSPC);
+	ck_assert_int_eq(wbfs_meta_room(w, 50), 0);
+	ck_assert_int_eq(wbfs_meta_room(w, 51), -ENOSPC);
+	free(w);
+}
+END_TEST
+
 static void *t_reserver(void *arg)
 {
 	struct wbfs *w = arg;
@@ -126,6 +165,10 @@ static Suite *delalloc_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("root_reserve");
 	tcase_add_test(tc, root_reserve_only_for_privileged);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("room_rules");
+	tcase_add_test(tc, room_rules_as_ext4);
+	tcase_add_test(tc, user_metadata_refused_with_user_writes);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("metadata_room");
 	tcase_add_test(tc, metadata_keeps_reserved_blocks);
