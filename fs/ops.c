@@ -668,7 +668,9 @@ static void wbcfs_statfs(fuse_req_t req, fuse_ino_t ino)
 	if (bfree < 0)
 		bfree = 0;
 	st.f_bfree = (fsblkcnt_t)bfree;
-	st.f_bavail = bfree > w->root_reserved ? (fsblkcnt_t)(bfree - w->root_reserved) : 0;
+	/* as ext4: neither the root reserve nor the metadata reserve is available */
+	st.f_bavail = bfree > w->root_reserved + w->headroom ?
+		      (fsblkcnt_t)(bfree - w->root_reserved - w->headroom) : 0;
 	st.f_favail = st.f_ffree;
 	st.f_namemax = WBFS_NAME_MAX;
 	fuse_reply_statfs(req, &st);
