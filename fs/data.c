@@ -370,8 +370,12 @@ static void write_kill_priv(struct wbfs *w, struct winode *wi)
 	wbfs_unlock(w);
 }
 
+/*
+ * Copy @len bytes at @off into cache pages. Returns the bytes copied, or
+ * -errno when none were; *@errp gets the error that stopped it, if any.
+ */
 static ssize_t write_pages(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
-			   uint64_t off, uint64_t isize, bool privileged)
+			   uint64_t off, uint64_t isize, bool privileged, int *errp)
 {
 	size_t done = 0;
 	int ret = 0;
@@ -404,7 +408,36 @@ static ssize_t write_pages(struct wbfs *w, struct winode *wi, const char *buf, s
 			break;
 		done += n;
 	}
+	*errp = ret;
 	return done ? (ssize_t)done : ret;
+}
+
+/*
+ * The kernel's writeback of pages stored through a shared mapping,
+ * [off, off+len), was refused at @done bytes with @err (ENOSPC: the store
+ * went into a hole of a full filesystem). The kernel's ext4 refuses such
+ * a store with SIGBUS in page_mkwrite, but FUSE sends nothing there (its
+ * page_mkwrite only waits for the page's writeback), so the first chance
+ * to refuse is this WRITE, and the kernel drops the page's data once its
+ * writeback has failed (a new fault reads what the file holds). So: the
+ * whole WRITE fails, which the kernel's errseq reports to msync and to
+ * every descriptor open on the file, once each, at its next fsync; the
+ * pages that did not fit are named lost now and counted for the exit
+ * status. Pages accepted before @done stay dirty here and are written.
+ * Context: a WRITE's worker, no lock held.
+ */
+static void write_cache_refused(struct wbfs *w, struct winode *wi, uint64_t off, size_t len,
+				size_t done, int err)
+{
+	uint64_t first = (off + done) >> PAGE_SHIFT;
+	uint64_t last = (off + len - 1) >> PAGE_SHIFT;
+	long lost = (long)(last - first + 1);
+
+	fprintf(stderr, "wbcfs: %s: inode %u: %ld pages stored through a shared mapping (%llu"
+		" bytes, first at offset %llu) could not be written (%s) and are lost\n",
+		w->dev_path, wi->ino, lost, (unsigned long long)(off + len - (first << PAGE_SHIFT)),
+		(unsigned long long)first << PAGE_SHIFT, strerror(err));
+	atomic_fetch_add(&w->lost_pages, lost);
 }
 
 /*
@@ -457,6 +490,7 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 {
 	uint64_t isize;
 	ssize_t ret;
+	int err = 0;
 
 	if (off >= WBFS_MAX_FILE_BYTES)
 		return -EFBIG;
@@ -467,7 +501,7 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	isize = winode_size(wi);
 	ret = off > isize ? zero_eof_tail(w, wi, isize) : 0;
 	if (!ret)
-		ret = write_pages(w, wi, buf, len, off, isize, privileged);
+		ret = write_pages(w, wi, buf, len, off, isize, privileged, &err);
 	if (ret > 0) {
 		winode_stamp_times(wi);
 		if (wi->has_priv && !privileged)
@@ -475,6 +509,13 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	}
 	write_exit(wi);
 	pthread_rwlock_unlock(&wi->ilock);
+	if (from_page_cache && len && (ret < 0 || (size_t)ret < len)) {
+		write_cache_refused(w, wi, off, len, ret < 0 ? 0 : (size_t)ret,
+				    ret < 0 ? (int)-ret : (err ? -err : EIO));
+		if (ret > 0)
+			winode_touch(w, wi);
+		return ret < 0 ? ret : (err ? err : -EIO);
+	}
 	if (ret > 0) {
 		if (!from_page_cache)
 			wbfs_inval_write(w, wi, off < isize ? off : isize, off + (uint64_t)ret);

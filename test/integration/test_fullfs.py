@@ -14,17 +14,31 @@ extent tree blocks at writeback) and makes directories, in turns, until
 both writes and mkdirs keep failing; every byte a write accepted reads
 back after remount, and e2fsck -fn is clean.
 
+A store through a shared mapping into a hole of a full filesystem: the
+kernel's ext4 refuses it with SIGBUS at the store. FUSE sends nothing at
+that store (page_mkwrite stays in the kernel), so wbcfs cannot refuse it:
+the page's writeback fails with ENOSPC, msync reports it, each other
+descriptor open on the file gets ENOSPC once at its next fsync, the
+kernel's copy of the page is dropped (the mapping shows zeros again), and
+the daemon names the page as lost at once and exits 1 after unmount. The
+file reads zeros there after remount; e2fsck -fn is clean.
+
     WBCFS_BIN=build/wbcfs test/integration/test_fullfs.py [--kernel]
 """
 
 import errno
 import hashlib
+import mmap
 import os
+import re
+import signal
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, TFail, t_as_user, t_check, t_eq, t_log,  # noqa: E402
-                    t_main, t_manifest, t_read_all, t_statfs, t_step)
+from wbtest import (MIB, TFail, t_as_user, t_check, t_eq, t_is_kernel,  # noqa: E402
+                    t_log, t_main, t_manifest, t_read_all, t_run, t_statfs,
+                    t_step)
 
 FS_SIZE = 64 * MIB
 CHUNK = 256 * 1024
@@ -41,10 +55,12 @@ def chunk(tag, i, n=CHUNK):
 def fill(path):
     """Write @path until ENOSPC, in 256 KiB pieces, then in pages (ext4
     reserves a large folio's blocks at once, so a big write may fail while
-    a page still fits). Returns 'ok SHA256' of the bytes accepted once a
-    page write got ENOSPC."""
+    a page still fits), then in pages again after an fsync (ext4 may free
+    a block it had set aside once writeback has run). Returns 'ok SHA256'
+    of the bytes accepted once the last page write got ENOSPC."""
     fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
     size = CHUNK
+    synced = False
     h = hashlib.sha256()
     try:
         for i in range(2 * FS_SIZE // PAGE):
@@ -54,8 +70,11 @@ def fill(path):
             except OSError as e:
                 if e.errno != errno.ENOSPC:
                     raise
-                if size == PAGE:
+                if size == PAGE and synced:
                     return "ok " + h.hexdigest()
+                if size == PAGE:
+                    os.fsync(fd)
+                    synced = True
                 size = PAGE
                 continue
             h.update(buf[:n])
@@ -170,8 +189,136 @@ def long_fill(env):
     env.detach(dev)
 
 
+def store_child(fd, off):
+    """In a child: store into the mapping at @off, msync. Returns what
+    happened: 'sigbus', 'msync:ERRNO' or 'ok'."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        res = "ok"
+        try:
+            mm = mmap.mmap(fd, 2 * PAGE, mmap.MAP_SHARED,
+                           mmap.PROT_READ | mmap.PROT_WRITE, offset=off)
+            mm[100:105] = b"HELLO"
+            try:
+                mm.flush()
+            except OSError as e:
+                res = "msync:" + errno.errorcode.get(e.errno, str(e.errno))
+            mm.close()
+        except BaseException as e:  # noqa: B902
+            res = "exc:%r" % e
+        os.write(w, res.encode())
+        os._exit(0)
+    os.close(w)
+    out = b""
+    while True:
+        b = os.read(r, 4096)
+        if not b:
+            break
+        out += b
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGBUS:
+        return "sigbus"
+    return out.decode()
+
+
+def t_pread(path, off, n):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.pread(fd, n, off)
+    finally:
+        os.close(fd)
+
+
+def mapped_zeros(path, timeout_s=20):
+    """Do the first bytes read as zeros through a fresh shared mapping?
+    The kernel's copy of a refused page is dropped asynchronously."""
+    end = time.monotonic() + timeout_s
+    while True:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            mm = mmap.mmap(fd, PAGE, mmap.MAP_SHARED, mmap.PROT_READ)
+            data = mm[:PAGE]
+            mm.close()
+        finally:
+            os.close(fd)
+        if data == b"\0" * PAGE:
+            return True
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.1)
+
+
+def fsync_errno(fd):
+    try:
+        os.fsync(fd)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+
+
+def mmap_hole(env):
+    dev = env.new_fs(FS_SIZE)
+    m = env.mount(dev, OPTS)
+    path = os.path.join(m.mnt, "holey")
+    t_step("a 1 MiB hole, then root fills the filesystem until ENOSPC")
+    fd1 = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    os.ftruncate(fd1, MIB)
+    fd2 = os.open(path, os.O_RDWR)
+    fd3 = os.open(path, os.O_RDONLY)
+    t_check(fill(os.path.join(m.mnt, "fill")).startswith("ok "),
+            "write(2) as root reaches ENOSPC")
+    t_step("store through a shared mapping into the hole")
+    res = store_child(fd1, 0)
+    t_log("store: %s" % res)
+    if t_is_kernel():
+        t_eq(res, "sigbus", "ext4: the store into a hole of a full fs")
+        for name, fd in (("fd1", fd1), ("fd2", fd2), ("fd3", fd3)):
+            t_eq(fsync_errno(fd), "ok", "fsync of %s" % name)
+    else:
+        t_eq(res, "msync:ENOSPC", "msync of the store")
+        t_eq(fsync_errno(fd1), "ok", "second fsync of the mapped descriptor")
+        t_eq(fsync_errno(fd2), "ENOSPC", "first fsync of a second descriptor")
+        t_eq(fsync_errno(fd2), "ok", "second fsync of a second descriptor")
+        t_eq(fsync_errno(fd3), "ENOSPC", "first fsync of a read-only descriptor")
+        t_eq(fsync_errno(fd3), "ok", "second fsync of a read-only descriptor")
+    for fd in (fd1, fd2, fd3):
+        os.close(fd)
+    t_eq(t_pread(path, 100, 8), b"\0" * 8, "read(2) of the refused store")
+    t_step("the mapping shows what the file holds")
+    t_check(mapped_zeros(path), "the refused store still shows through a mapping")
+    t_step("unmount names the lost page")
+    p = t_run(["umount", m.mnt], check=False)
+    t_eq(p.returncode, 0, "umount")
+    m.mounted = False
+    if m.proc:
+        rc = m.proc.wait(120)
+        log = m.daemon_log()
+        env.mounts.remove(m)
+        t_log("daemon exit %d; log:\n%s" % (rc, log.strip()))
+        t_check(rc != 0, "wbcfs exited 0 after losing a mapped page")
+        t_check(re.search(r"inode \d+: 1 pages stored through a shared mapping "
+                          r"\(4096 bytes, first at offset 0\) could not be written "
+                          r"\(No space left on device\) and are lost", log),
+                "no line naming the lost page in the daemon's log")
+        t_check("1 dirty pages could not be written and are lost" in log,
+                "no count of lost pages at unmount")
+    else:
+        env.mounts.remove(m)
+    env.fsck(dev)
+    t_step("the hole reads zeros after remount")
+    m = env.mount(dev, OPTS)
+    with open(path, "rb") as f:
+        t_eq(f.read(), b"\0" * MIB, "content of the mapped file")
+    env.umount(m)
+    env.detach(dev)
+
+
 def body(env):
     user_metadata(env)
+    mmap_hole(env)
     long_fill(env)
 
 
