@@ -688,7 +688,8 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 		ret = fuse_req_ctx(req)->uid ? -EPERM :
 		      xattr_fault_set(w, wbfs_ino(ino), name, value, size);
 	else
-		ret = w->ro ? -EROFS : xattr_set(w, wbfs_ino(ino), name, value, size, flags);
+		ret = w->ro ? -EROFS : xattr_set(w, wbfs_ino(ino), name, value, size, flags,
+						 wbfs_privileged(w, fuse_req_ctx(req)));
 	fuse_reply_err(req, -ret);
 }
 

@@ -247,7 +247,8 @@ void dcache_remove(struct dcache *dc, const char *name);
 void dcache_free(struct dcache *dc);
 
 /* xattr.c */
-int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, size_t len, int flags);
+int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, size_t len, int flags,
+	      bool privileged);
 int xattr_get(struct wbfs *w, ext2_ino_t ino, const char *name, void *buf, size_t len);
 int xattr_list(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len);
 int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name);

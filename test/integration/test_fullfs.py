@@ -5,8 +5,9 @@
 Metadata after ENOSPC: an unprivileged user fills a 64 MiB filesystem
 with write(2) until ENOSPC; then that user's mkdir and long symlink get
 ENOSPC too (the blocks writers were promised, the metadata reserve and the
-root reserve are not theirs) and statfs shows nothing available to them;
-an empty file still fits in the directory, and root may still mkdir (the
+root reserve are not theirs), so does an xattr that needs a block, and
+statfs shows nothing available to them; a small xattr still fits in the
+inode and an empty file in the directory, and root may still mkdir (the
 root reserve).
 
 A long fill: root writes sequential and sparse files (many extents, so
@@ -105,6 +106,12 @@ def user_metadata(env):
          "errno:ENOSPC", "mkdir as user after write got ENOSPC")
     t_eq(t_as_user(USER, USER, lambda: os.symlink("t" * 200, os.path.join(udir, "l"))),
          "errno:ENOSPC", "200-byte symlink as user after write got ENOSPC")
+    t_step("an xattr that needs a block gets ENOSPC, one that fits the inode does not")
+    t_eq(t_as_user(USER, USER, lambda: os.setxattr(big, "user.small", b"s" * 16)),
+         "ok", "16-byte xattr as user")
+    t_eq(t_as_user(USER, USER, lambda: os.setxattr(big, "user.large", b"l" * 2000)),
+         "errno:ENOSPC", "2000-byte xattr as user after write got ENOSPC")
+    t_eq(os.listxattr(big), ["user.small"], "xattrs of the user's file")
     t_step("an empty file still fits in the directory's block")
     t_eq(t_as_user(USER, USER,
                    lambda: os.close(os.open(os.path.join(udir, "e"),
