@@ -279,6 +279,17 @@ out:
 
 /* ---- writing ------------------------------------------------------------- */
 
+/* Is page @index of @wi cached with a delalloc reservation? */
+static bool page_is_delalloc(struct winode *wi, uint64_t index)
+{
+	struct page *p = mapping_get_page(&wi->map, index);
+	bool d = p && page_test(p, PG_delalloc);
+
+	if (p)
+		page_put(p);
+	return d;
+}
+
 /* Does the block of page @index have no block (a hole)? */
 static bool page_unmapped(struct wbfs *w, struct winode *wi, uint64_t index, int *err)
 {
@@ -306,11 +317,11 @@ static int write_prepare(struct wbfs *w, struct winode *wi, struct page *p, bool
 		return 0;
 	if (!page_unmapped(w, wi, p->index, &ret))
 		return ret;
-	ret = wbfs_reserve(w, 1, privileged);
+	ret = wbfs_reserve_page(w, wi, !p->index || !page_is_delalloc(wi, p->index - 1),
+				privileged);
 	if (ret)
 		return ret;
 	page_set(p, PG_delalloc);
-	wi->nr_delalloc++;
 	return 0;
 }
 
@@ -566,10 +577,8 @@ static void drop_range(struct wbfs *w, struct winode *wi, uint64_t start, uint64
 	while (pos <= end && (n = mapping_lookup_tag(&wi->map, &pos, end, TAG_DIRTY, pages, 64))) {
 		for (i = 0; i < n; i++) {
 			lock_page(pages[i]);
-			if (page_test_clear(pages[i], PG_delalloc)) {
-				wbfs_unreserve(w, 1);
-				wi->nr_delalloc--;
-			}
+			if (page_test_clear(pages[i], PG_delalloc))
+				wbfs_unreserve_pages(w, wi, 1);
 			unlock_page(pages[i]);
 			page_put(pages[i]);
 		}
@@ -653,10 +662,8 @@ long data_report_lost(struct wbfs *w, struct winode *wi)
 			if (first == UINT64_MAX)
 				first = p->index;
 			lost++;
-			if (page_test_clear(p, PG_delalloc)) {
-				wbfs_unreserve(w, 1);
-				wi->nr_delalloc--;
-			}
+			if (page_test_clear(p, PG_delalloc))
+				wbfs_unreserve_pages(w, wi, 1);
 			if (page_test_clear(p, PG_newblock)) {
 				if (run_end && p->index == run_end) {
 					run_end++;

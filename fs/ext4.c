@@ -153,6 +153,78 @@ void wbfs_unreserve(struct wbfs *w, long nr)
 	pthread_mutex_unlock(&w->resv_lock);
 }
 
+/* Extents an extent tree block holds (a 4 KiB block: 12-byte header). */
+#define EXTENTS_PER_BLOCK ((4096 - 12) / 12)
+/* Extents the inode itself holds. */
+#define EXTENTS_IN_INODE 4
+
+/*
+ * Tree blocks (leaves and index blocks) that @extents extents need at
+ * most beyond the inode: ext4_ext_calc_metadata_amount's worst case.
+ */
+long wbfs_extent_blocks(long extents)
+{
+	long blocks = 0;
+
+	while (extents > EXTENTS_IN_INODE) {
+		extents = (extents + EXTENTS_PER_BLOCK - 1) / EXTENTS_PER_BLOCK;
+		blocks += extents;
+	}
+	return blocks;
+}
+
+/*
+ * Reserve the block of a new delalloc page of @wi, and the extent tree
+ * blocks writeback will need for it: each run of delalloc pages may
+ * become an extent of its own (@new_run: the page before is not
+ * delalloc), and past four extents the tree needs blocks. Counting these
+ * with the data, against the same free space, keeps a filesystem filled
+ * with fragmented files from leaving writeback without the extent blocks
+ * it must allocate. The tree blocks are given back when the inode has no
+ * delalloc page left. Returns 0 or -ENOSPC.
+ */
+int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, bool privileged)
+{
+	long runs, meta;
+	int ret = 0;
+
+	pthread_mutex_lock(&w->resv_lock);
+	runs = wi->da_runs + (new_run || !wi->da_runs);
+	meta = wbfs_extent_blocks(runs) - wi->meta_resv;
+	if (meta < 0)
+		meta = 0;
+	if (!wbfs_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, 1 + meta,
+			  privileged ? WBFS_ROOM_PRIV : 0)) {
+		ret = -ENOSPC;
+	} else {
+		w->reserved += 1 + meta;
+		wi->meta_resv += meta;
+		wi->da_runs = runs;
+		wi->nr_delalloc++;
+	}
+	pthread_mutex_unlock(&w->resv_lock);
+	return ret;
+}
+
+/*
+ * @nr delalloc pages of @wi were allocated or dropped: give back their
+ * blocks, and the extent tree blocks once no delalloc page is left.
+ */
+void wbfs_unreserve_pages(struct wbfs *w, struct winode *wi, long nr)
+{
+	if (nr <= 0)
+		return;
+	pthread_mutex_lock(&w->resv_lock);
+	w->reserved -= nr;
+	wi->nr_delalloc -= nr;
+	if (wi->nr_delalloc <= 0) {
+		w->reserved -= wi->meta_resv;
+		wi->meta_resv = 0;
+		wi->da_runs = 0;
+	}
+	pthread_mutex_unlock(&w->resv_lock);
+}
+
 /*
  * Room for @nr blocks of metadata (a new directory's block, a slow
  * symlink, a directory's growth, an xattr block) taken by a user

@@ -81,7 +81,12 @@ struct winode {
 	size_t nr_runs, cap_runs;		/* ec_lock */
 	bool ec_valid;				/* ec_lock */
 
-	_Atomic long nr_delalloc;		/* atomic: reserved, unallocated pages */
+	_Atomic long nr_delalloc;		/* atomic (changed under resv_lock):
+						 * reserved, unallocated pages */
+	long da_runs;				/* resv_lock: runs of those pages (at
+						 * most): the extents they will need */
+	long meta_resv;				/* resv_lock: extent tree blocks
+						 * reserved for those extents */
 	struct dcache *dcache;			/* fs_lock: names of a large directory */
 	struct mapping map;
 	struct wb_inode wb;
@@ -158,6 +163,9 @@ enum { TS_ATIME, TS_MTIME, TS_CTIME, TS_CRTIME };
 void wbfs_now(struct timespec *ts);
 int wbfs_reserve(struct wbfs *w, long nr, bool privileged);
 void wbfs_unreserve(struct wbfs *w, long nr);
+long wbfs_extent_blocks(long extents);
+int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, bool privileged);
+void wbfs_unreserve_pages(struct wbfs *w, struct winode *wi, long nr);
 int wbfs_meta_room(struct wbfs *w, long nr);
 #define WBFS_ROOM_PRIV		0x1	/* may use the root reserve */
 #define WBFS_ROOM_NOFAIL	0x2	/* may use half the metadata headroom */

@@ -122,6 +122,57 @@ START_TEST(user_metadata_refused_with_user_writes)
 }
 END_TEST
 
+START_TEST(extent_blocks_worst_case)
+{
+	ck_assert_int_eq(wbfs_extent_blocks(0), 0);
+	ck_assert_int_eq(wbfs_extent_blocks(4), 0);		/* in the inode */
+	ck_assert_int_eq(wbfs_extent_blocks(5), 1);		/* one leaf */
+	ck_assert_int_eq(wbfs_extent_blocks(340), 1);
+	ck_assert_int_eq(wbfs_extent_blocks(341), 2);
+	ck_assert_int_eq(wbfs_extent_blocks(4 * 340), 4);	/* 4 leaves, index in inode */
+	ck_assert_int_eq(wbfs_extent_blocks(4 * 340 + 1), 6);	/* 5 leaves + an index block */
+}
+END_TEST
+
+/* Sparse pages reserve the extent blocks writeback will need; runs do not. */
+START_TEST(page_reservations_count_extent_blocks)
+{
+	struct wbfs *w = t_wbfs(1000, 100, 0);
+	struct winode *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	int i;
+
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(wbfs_reserve_page(w, a, true, true), 0);
+	ck_assert_int_eq(w->reserved, 4);
+	ck_assert_int_eq(wbfs_reserve_page(w, a, true, true), 0);	/* 5th extent */
+	ck_assert_int_eq(w->reserved, 6);
+	ck_assert_int_eq(a->meta_resv, 1);
+	/* a run of 500 pages is one extent */
+	for (i = 0; i < 500; i++)
+		ck_assert_int_eq(wbfs_reserve_page(w, b, false, true), 0);
+	ck_assert_int_eq(w->reserved, 506);
+	ck_assert_int_eq(b->meta_resv, 0);
+	/* the extent block goes back with the last delalloc page */
+	wbfs_unreserve_pages(w, a, 4);
+	ck_assert_int_eq(w->reserved, 502);
+	wbfs_unreserve_pages(w, a, 1);
+	ck_assert_int_eq(w->reserved, 500);
+	ck_assert_int_eq(a->meta_resv, 0);
+	ck_assert_int_eq(a->da_runs, 0);
+	ck_assert_int_eq(a->nr_delalloc, 0);
+	/* a page whose extent block does not fit is refused, with nothing held */
+	w->free_blocks = 100 + 500 + 4;
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(wbfs_reserve_page(w, a, true, true), 0);
+	ck_assert_int_eq(wbfs_reserve_page(w, a, true, true), -ENOSPC);
+	ck_assert_int_eq(w->reserved, 504);
+	ck_assert_int_eq(a->da_runs, 4);
+	free(a);
+	free(b);
+	free(w);
+}
+END_TEST
+
 static void *t_reserver(void *arg)
 {
 	struct wbfs *w = arg;
@@ -165,6 +216,10 @@ static Suite *delalloc_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("root_reserve");
 	tcase_add_test(tc, root_reserve_only_for_privileged);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("extent_blocks");
+	tcase_add_test(tc, extent_blocks_worst_case);
+	tcase_add_test(tc, page_reservations_count_extent_blocks);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("room_rules");
 	tcase_add_test(tc, room_rules_as_ext4);
