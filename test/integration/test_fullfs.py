@@ -13,7 +13,10 @@ root reserve).
 A long fill: root writes sequential and sparse files (many extents, so
 extent tree blocks at writeback) and makes directories, in turns, until
 both writes and mkdirs keep failing; every byte a write accepted reads
-back after remount, and e2fsck -fn is clean.
+back after remount, and e2fsck -fn is clean. Then root fills it with
+files of 8 pages at every other page, all still dirty at unmount: each
+needs an extent block at writeback, which was reserved with its data, so
+unmount loses nothing.
 
 A store through a shared mapping into a hole of a full filesystem: the
 kernel's ext4 refuses it with SIGBUS at the store. FUSE sends nothing at
@@ -323,10 +326,57 @@ def mmap_hole(env):
     env.detach(dev)
 
 
+def sparse_fill(env):
+    """Root fills the filesystem with files of 8 pages at every other page
+    (8 extents each: an extent block at writeback), nothing written back
+    until unmount: writeback must find every block it was promised."""
+    dev = env.new_fs(FS_SIZE)
+    m = env.mount(dev, OPTS)
+    t_step("root writes sparse files (8 extents each) until ENOSPC")
+    accepted = {}
+    full = False
+    for f in range(FS_SIZE // PAGE):
+        path = os.path.join(m.mnt, "s%05d" % f)
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+        got = accepted[path] = []
+        for i in range(8):
+            try:
+                os.pwrite(fd, chunk(path, i, PAGE), 2 * i * PAGE)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                full = True
+                break
+            got.append(i)
+        os.close(fd)
+        if full:
+            break
+    t_check(full, "no ENOSPC")
+    t_log("%d files, %d pages accepted" % (len(accepted),
+                                          sum(len(v) for v in accepted.values())))
+    man = t_manifest(m.mnt)
+    t_step("unmount writes everything: nothing lost")
+    env.umount(m)
+    env.fsck(dev)
+    m = env.mount(dev, OPTS)
+    for path, pages in sorted(accepted.items()):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for i in pages:
+                if os.pread(fd, PAGE, 2 * i * PAGE) != chunk(path, i, PAGE):
+                    raise TFail("%s: page %d does not read back" % (path, 2 * i))
+        finally:
+            os.close(fd)
+    env.umount(m)
+    env.verify_after_umount(dev, man)
+    env.detach(dev)
+
+
 def body(env):
     user_metadata(env)
     mmap_hole(env)
     long_fill(env)
+    sparse_fill(env)
 
 
 if __name__ == "__main__":
