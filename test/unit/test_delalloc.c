@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Delayed-allocation reservations: writers reserve a block per new dirty
- * page at write(2) time against the free count, minus the metadata
- * headroom and (for unprivileged writers) the root reserve; metadata
- * operations may dig into half the headroom but never into reserved
- * blocks, so the flusher can always allocate what was promised.
+ * page at write(2) time (and the extent tree blocks sparse pages will
+ * need) against the free count, minus the metadata headroom and (for
+ * unprivileged writers) the root reserve; user metadata allocations obey
+ * the same rule, nofail ones may dig into half the headroom, none into
+ * reserved blocks, so the flusher can always allocate what was promised.
  */
 #include <check.h>
 #include "helpers.h"
