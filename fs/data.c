@@ -279,6 +279,17 @@ out:
 
 /* ---- writing ------------------------------------------------------------- */
 
+/* Extents of @wi known to the extent map cache (0 when not loaded). */
+static long file_extents(struct winode *wi)
+{
+	long n;
+
+	pthread_mutex_lock(&wi->ec_lock);
+	n = wi->ec_valid ? (long)wi->nr_runs : 0;
+	pthread_mutex_unlock(&wi->ec_lock);
+	return n;
+}
+
 /* Is page @index of @wi cached with a delalloc reservation? */
 static bool page_is_delalloc(struct winode *wi, uint64_t index)
 {
@@ -318,7 +329,7 @@ static int write_prepare(struct wbfs *w, struct winode *wi, struct page *p, bool
 	if (!page_unmapped(w, wi, p->index, &ret))
 		return ret;
 	ret = wbfs_reserve_page(w, wi, !p->index || !page_is_delalloc(wi, p->index - 1),
-				privileged);
+				file_extents(wi), privileged);
 	if (ret)
 		return ret;
 	page_set(p, PG_delalloc);

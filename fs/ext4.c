@@ -177,20 +177,23 @@ long wbfs_extent_blocks(long extents)
  * Reserve the block of a new delalloc page of @wi, and the extent tree
  * blocks writeback will need for it: each run of delalloc pages may
  * become an extent of its own (@new_run: the page before is not
- * delalloc), and past four extents the tree needs blocks. Counting these
+ * delalloc), added to the @base_extents the file has, and past four
+ * extents the tree needs blocks. Counting these
  * with the data, against the same free space, keeps a filesystem filled
  * with fragmented files from leaving writeback without the extent blocks
  * it must allocate. The tree blocks are given back when the inode has no
  * delalloc page left. Returns 0 or -ENOSPC.
  */
-int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, bool privileged)
+int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, long base_extents,
+		      bool privileged)
 {
 	long runs, meta;
 	int ret = 0;
 
 	pthread_mutex_lock(&w->resv_lock);
 	runs = wi->da_runs + (new_run || !wi->da_runs);
-	meta = wbfs_extent_blocks(runs) - wi->meta_resv;
+	meta = wbfs_extent_blocks(base_extents + runs) - wbfs_extent_blocks(base_extents) -
+	       wi->meta_resv;
 	if (meta < 0)
 		meta = 0;
 	if (!wbfs_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, 1 + meta,

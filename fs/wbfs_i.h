@@ -164,7 +164,8 @@ void wbfs_now(struct timespec *ts);
 int wbfs_reserve(struct wbfs *w, long nr, bool privileged);
 void wbfs_unreserve(struct wbfs *w, long nr);
 long wbfs_extent_blocks(long extents);
-int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, bool privileged);
+int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, long base_extents,
+		      bool privileged);
 void wbfs_unreserve_pages(struct wbfs *w, struct winode *wi, long nr);
 int wbfs_meta_room(struct wbfs *w, long nr);
 #define WBFS_ROOM_PRIV		0x1	/* may use the root reserve */

@@ -143,14 +143,14 @@ START_TEST(page_reservations_count_extent_blocks)
 	int i;
 
 	for (i = 0; i < 4; i++)
-		ck_assert_int_eq(wbfs_reserve_page(w, a, true, true), 0);
+		ck_assert_int_eq(wbfs_reserve_page(w, a, true, 0, true), 0);
 	ck_assert_int_eq(w->reserved, 4);
-	ck_assert_int_eq(wbfs_reserve_page(w, a, true, true), 0);	/* 5th extent */
+	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 0, true), 0);	/* 5th extent */
 	ck_assert_int_eq(w->reserved, 6);
 	ck_assert_int_eq(a->meta_resv, 1);
 	/* a run of 500 pages is one extent */
 	for (i = 0; i < 500; i++)
-		ck_assert_int_eq(wbfs_reserve_page(w, b, false, true), 0);
+		ck_assert_int_eq(wbfs_reserve_page(w, b, false, 0, true), 0);
 	ck_assert_int_eq(w->reserved, 506);
 	ck_assert_int_eq(b->meta_resv, 0);
 	/* the extent block goes back with the last delalloc page */
@@ -164,12 +164,32 @@ START_TEST(page_reservations_count_extent_blocks)
 	/* a page whose extent block does not fit is refused, with nothing held */
 	w->free_blocks = 100 + 500 + 4;
 	for (i = 0; i < 4; i++)
-		ck_assert_int_eq(wbfs_reserve_page(w, a, true, true), 0);
-	ck_assert_int_eq(wbfs_reserve_page(w, a, true, true), -ENOSPC);
+		ck_assert_int_eq(wbfs_reserve_page(w, a, true, 0, true), 0);
+	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 0, true), -ENOSPC);
 	ck_assert_int_eq(w->reserved, 504);
 	ck_assert_int_eq(a->da_runs, 4);
 	free(a);
 	free(b);
+	free(w);
+}
+END_TEST
+
+/* A file with four extents on disk needs a tree block for its fifth. */
+START_TEST(page_reservations_count_file_extents)
+{
+	struct wbfs *w = t_wbfs(1000, 100, 0);
+	struct winode *a = calloc(1, sizeof(*a));
+
+	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 4, true), 0);
+	ck_assert_int_eq(w->reserved, 2);
+	ck_assert_int_eq(a->meta_resv, 1);
+	/* a file with a full leaf's worth already: its next leaf */
+	wbfs_unreserve_pages(w, a, 1);
+	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 100, true), 0);
+	ck_assert_int_eq(a->meta_resv, 0);
+	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 339, true), 0);
+	ck_assert_int_eq(a->meta_resv, 1);
+	free(a);
 	free(w);
 }
 END_TEST
@@ -221,6 +241,7 @@ static Suite *delalloc_suite(void)
 	tc = tcase_create("extent_blocks");
 	tcase_add_test(tc, extent_blocks_worst_case);
 	tcase_add_test(tc, page_reservations_count_extent_blocks);
+	tcase_add_test(tc, page_reservations_count_file_extents);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("room_rules");
 	tcase_add_test(tc, room_rules_as_ext4);
