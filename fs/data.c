@@ -279,6 +279,28 @@ out:
 
 /* ---- writing ------------------------------------------------------------- */
 
+/* Extents of @wi known to the extent map cache (0 when not loaded). */
+static long file_extents(struct winode *wi)
+{
+	long n;
+
+	pthread_mutex_lock(&wi->ec_lock);
+	n = wi->ec_valid ? (long)wi->nr_runs : 0;
+	pthread_mutex_unlock(&wi->ec_lock);
+	return n;
+}
+
+/* Is page @index of @wi cached with a delalloc reservation? */
+static bool page_is_delalloc(struct winode *wi, uint64_t index)
+{
+	struct page *p = mapping_get_page(&wi->map, index);
+	bool d = p && page_test(p, PG_delalloc);
+
+	if (p)
+		page_put(p);
+	return d;
+}
+
 /* Does the block of page @index have no block (a hole)? */
 static bool page_unmapped(struct wbfs *w, struct winode *wi, uint64_t index, int *err)
 {
@@ -306,11 +328,11 @@ static int write_prepare(struct wbfs *w, struct winode *wi, struct page *p, bool
 		return 0;
 	if (!page_unmapped(w, wi, p->index, &ret))
 		return ret;
-	ret = wbfs_reserve(w, 1, privileged);
+	ret = wbfs_reserve_page(w, wi, !p->index || !page_is_delalloc(wi, p->index - 1),
+				file_extents(wi), privileged);
 	if (ret)
 		return ret;
 	page_set(p, PG_delalloc);
-	wi->nr_delalloc++;
 	return 0;
 }
 
@@ -354,8 +376,12 @@ static int zero_eof_tail(struct wbfs *w, struct winode *wi, uint64_t old_size)
 	return end > old_size ? zero_in_page(w, wi, old_size, end, old_size) : 0;
 }
 
+/*
+ * Copy @len bytes at @off into cache pages. Returns the bytes copied, or
+ * -errno when none were; *@errp gets the error that stopped it, if any.
+ */
 static ssize_t write_pages(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
-			   uint64_t off, uint64_t isize, bool privileged)
+			   uint64_t off, uint64_t isize, bool privileged, int *errp)
 {
 	size_t done = 0;
 	int ret = 0;
@@ -388,7 +414,36 @@ static ssize_t write_pages(struct wbfs *w, struct winode *wi, const char *buf, s
 			break;
 		done += n;
 	}
+	*errp = ret;
 	return done ? (ssize_t)done : ret;
+}
+
+/*
+ * The kernel's writeback of pages stored through a shared mapping,
+ * [off, off+len), was refused at @done bytes with @err (ENOSPC: the store
+ * went into a hole of a full filesystem). The kernel's ext4 refuses such
+ * a store with SIGBUS in page_mkwrite, but FUSE sends nothing there (its
+ * page_mkwrite only waits for the page's writeback), so the first chance
+ * to refuse is this WRITE, and the kernel drops the page's data once its
+ * writeback has failed (a new fault reads what the file holds). So: the
+ * whole WRITE fails, which the kernel's errseq reports to msync and to
+ * every descriptor open on the file, once each, at its next fsync; the
+ * pages that did not fit are named lost now and counted for the exit
+ * status. Pages accepted before @done stay dirty here and are written.
+ * Context: a WRITE's worker, no lock held.
+ */
+static void write_cache_refused(struct wbfs *w, struct winode *wi, uint64_t off, size_t len,
+				size_t done, int err)
+{
+	uint64_t first = (off + done) >> PAGE_SHIFT;
+	uint64_t last = (off + len - 1) >> PAGE_SHIFT;
+	long lost = (long)(last - first + 1);
+
+	fprintf(stderr, "wbcfs: %s: inode %u: %ld pages stored through a shared mapping (%llu"
+		" bytes, first at offset %llu) could not be written (%s) and are lost\n",
+		w->dev_path, wi->ino, lost, (unsigned long long)(off + len - (first << PAGE_SHIFT)),
+		(unsigned long long)first << PAGE_SHIFT, strerror(err));
+	atomic_fetch_add(&w->lost_pages, lost);
 }
 
 /*
@@ -441,6 +496,7 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 {
 	uint64_t isize;
 	ssize_t ret;
+	int err = 0;
 
 	if (off >= WBFS_MAX_FILE_BYTES)
 		return -EFBIG;
@@ -451,11 +507,18 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	isize = winode_size(wi);
 	ret = off > isize ? zero_eof_tail(w, wi, isize) : 0;
 	if (!ret)
-		ret = write_pages(w, wi, buf, len, off, isize, privileged);
+		ret = write_pages(w, wi, buf, len, off, isize, privileged, &err);
 	if (ret > 0)
 		winode_stamp_times(wi);
 	write_exit(wi);
 	pthread_rwlock_unlock(&wi->ilock);
+	if (from_page_cache && len && (ret < 0 || (size_t)ret < len)) {
+		write_cache_refused(w, wi, off, len, ret < 0 ? 0 : (size_t)ret,
+				    ret < 0 ? (int)-ret : (err ? -err : EIO));
+		if (ret > 0)
+			winode_touch(w, wi);
+		return ret < 0 ? ret : (err ? err : -EIO);
+	}
 	if (ret > 0) {
 		if (!from_page_cache)
 			wbfs_inval_write(w, wi, off < isize ? off : isize, off + (uint64_t)ret);
@@ -506,10 +569,8 @@ static void drop_range(struct wbfs *w, struct winode *wi, uint64_t start, uint64
 	while (pos <= end && (n = mapping_lookup_tag(&wi->map, &pos, end, TAG_DIRTY, pages, 64))) {
 		for (i = 0; i < n; i++) {
 			lock_page(pages[i]);
-			if (page_test_clear(pages[i], PG_delalloc)) {
-				wbfs_unreserve(w, 1);
-				wi->nr_delalloc--;
-			}
+			if (page_test_clear(pages[i], PG_delalloc))
+				wbfs_unreserve_pages(w, wi, 1);
 			unlock_page(pages[i]);
 			page_put(pages[i]);
 		}
@@ -593,10 +654,8 @@ long data_report_lost(struct wbfs *w, struct winode *wi)
 			if (first == UINT64_MAX)
 				first = p->index;
 			lost++;
-			if (page_test_clear(p, PG_delalloc)) {
-				wbfs_unreserve(w, 1);
-				wi->nr_delalloc--;
-			}
+			if (page_test_clear(p, PG_delalloc))
+				wbfs_unreserve_pages(w, wi, 1);
 			if (page_test_clear(p, PG_newblock)) {
 				if (run_end && p->index == run_end) {
 					run_end++;

@@ -100,14 +100,17 @@ int dir_lookup(struct wbfs *w, ext2_ino_t parent, const char *name, ext2_ino_t *
 	return ret;
 }
 
-/* Add an entry, growing the directory by a block when it is full. */
+/*
+ * Add an entry, growing the directory by a block when it is full: an
+ * allocation by the user, @room (WBFS_ROOM_PRIV for root), as in ext4.
+ */
 static int dir_add_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_ino_t ino,
-			  int ftype)
+			  int ftype, unsigned room)
 {
 	errcode_t err = ext2fs_link(w->fs, dir, name, ino, ftype);
 
 	if (err == EXT2_ET_DIR_NO_SPACE) {
-		if (wbfs_meta_room(w, 2))
+		if (wbfs_claim_room(w, 2, room))
 			return -ENOSPC;
 		err = ext2fs_expand_dir(w->fs, dir);
 		if (!err)
@@ -253,7 +256,8 @@ int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	err = ext2fs_new_inode(w->fs, parent, (int)mode, NULL, ino);
 	ret = -wbfs_errno(err);
 	if (!ret)
-		ret = dir_add_locked(w, parent, name, *ino, ftype_of(mode));
+		ret = dir_add_locked(w, parent, name, *ino, ftype_of(mode),
+				     wbfs_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0);
 	if (ret)
 		goto out;
 	ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
@@ -336,6 +340,7 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 {
 	struct acl_inherit ai = { 0 };
 	struct ext2_inode_large pin;
+	unsigned room;
 	errcode_t err;
 	int ret, before;
 
@@ -344,7 +349,8 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	ret = name_free_locked(w, parent, name);
 	if (ret)
 		goto out;
-	ret = wbfs_meta_room(w, 3);
+	room = wbfs_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0;
+	ret = wbfs_claim_room(w, 1, room);	/* the new directory's block */
 	if (!ret)
 		ret = dir_may_add_subdir(w, parent);
 	if (!ret)
@@ -356,6 +362,10 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	before = pin.i_links_count;
 	err = ext2fs_mkdir(w->fs, parent, 0, name);
 	if (err == EXT2_ET_DIR_NO_SPACE) {
+		if (wbfs_claim_room(w, 3, room)) {
+			ret = -ENOSPC;
+			goto out;
+		}
 		err = ext2fs_expand_dir(w->fs, parent);
 		if (!err)
 			err = ext2fs_mkdir(w->fs, parent, 0, name);
@@ -385,6 +395,7 @@ out:
 int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char *target,
 		const struct fuse_ctx *ctx, ext2_ino_t *ino)
 {
+	unsigned room;
 	errcode_t err;
 	int ret;
 
@@ -394,11 +405,20 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 	ret = name_free_locked(w, parent, name);
 	if (ret)
 		goto out;
-	ret = wbfs_meta_room(w, 3);
+	/* a target that does not fit in the inode takes a block */
+	room = wbfs_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0;
+	if (strlen(target) >= sizeof(((struct ext2_inode *)0)->i_block))
+		ret = wbfs_claim_room(w, 1, room);
+	else
+		ret = wbfs_meta_room(w, 3);
 	if (ret)
 		goto out;
 	err = ext2fs_symlink(w->fs, parent, 0, name, target);
 	if (err == EXT2_ET_DIR_NO_SPACE) {
+		if (wbfs_claim_room(w, 3, room)) {
+			ret = -ENOSPC;
+			goto out;
+		}
 		err = ext2fs_expand_dir(w->fs, parent);
 		if (!err)
 			err = ext2fs_symlink(w->fs, parent, 0, name, target);
@@ -417,7 +437,8 @@ out:
 	return ret;
 }
 
-int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name)
+int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name,
+	     bool privileged)
 {
 	struct ext2_inode_large in;
 	struct winode *wi;
@@ -443,7 +464,8 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 	}
 	ret = wbfs_meta_room(w, 1);
 	if (!ret)
-		ret = dir_add_locked(w, parent, name, ino, ftype_of(in.i_mode));
+		ret = dir_add_locked(w, parent, name, ino, ftype_of(in.i_mode),
+				     privileged ? WBFS_ROOM_PRIV : 0);
 	if (ret)
 		goto out;
 	if (wi)
@@ -623,7 +645,7 @@ static int whiteout_new_locked(struct wbfs *w, ext2_ino_t dir, const struct fuse
 }
 
 static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-			 const char *n2, unsigned flags, const struct fuse_ctx *ctx)
+			 const char *n2, unsigned flags, const struct fuse_ctx *ctx, unsigned room)
 {
 	struct ext2_inode_large si, di;
 	ext2_ino_t src, dst = 0, wo = 0;
@@ -673,7 +695,7 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 		if (!ret)
 			ret = winode_drop_link_locked(w, dst, &di);
 	} else {
-		ret = dir_add_locked(w, p2, n2, src, ftype_of(si.i_mode));
+		ret = dir_add_locked(w, p2, n2, src, ftype_of(si.i_mode), room);
 	}
 	if (!ret && wo)
 		ret = set_entry_locked(w, p1, n1, wo, EXT2_FT_CHRDEV);
@@ -694,7 +716,7 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 
 /* renameat2(2): flags RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT. */
 int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-	       const char *n2, unsigned flags, const struct fuse_ctx *ctx)
+	       const char *n2, unsigned flags, const struct fuse_ctx *ctx, bool privileged)
 {
 	int ret;
 
@@ -703,7 +725,7 @@ int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
 	if ((flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)) && (flags & RENAME_EXCHANGE))
 		return -EINVAL;
 	wbfs_lock(w);
-	ret = rename_locked(w, p1, n1, p2, n2, flags, ctx);
+	ret = rename_locked(w, p1, n1, p2, n2, flags, ctx, privileged ? WBFS_ROOM_PRIV : 0);
 	wbfs_unlock(w);
 	return ret;
 }

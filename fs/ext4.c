@@ -106,20 +106,39 @@ void wbfs_unlock(struct wbfs *w)
 }
 
 /*
+ * May @nr more blocks be taken, @dirty being promised to delayed allocation
+ * already? The kernel's ext4_has_free_clusters: every allocation leaves
+ * the promised blocks, the metadata reserve (@headroom: s_resv_clusters,
+ * which also covers the extent blocks the promised data will need at
+ * writeback) and the root reserve (@root) free; WBFS_ROOM_PRIV (root, the
+ * reserve's owner) may use the root reserve, WBFS_ROOM_NOFAIL (a change
+ * that must not fail on a full filesystem: EXT4_MB_USE_RESERVED) also half
+ * the metadata reserve. The other half is the flusher's alone.
+ */
+bool wbfs_room_ok(int64_t free_blocks, int64_t dirty, int64_t headroom, int64_t root,
+		  long nr, unsigned flags)
+{
+	int64_t avail = free_blocks - dirty - nr;
+
+	if (avail >= headroom + root)
+		return true;
+	if ((flags & (WBFS_ROOM_PRIV | WBFS_ROOM_NOFAIL)) && avail >= headroom)
+		return true;
+	return (flags & WBFS_ROOM_NOFAIL) && avail >= headroom / 2;
+}
+
+/*
  * Reserve @nr blocks for delayed allocation. Metadata headroom is never
  * handed out; unprivileged writers also leave the root reserve alone.
  * Returns 0 or -ENOSPC.
  */
 int wbfs_reserve(struct wbfs *w, long nr, bool privileged)
 {
-	int64_t avail;
 	int ret = 0;
 
 	pthread_mutex_lock(&w->resv_lock);
-	avail = w->free_blocks - w->reserved - w->headroom;
-	if (!privileged)
-		avail -= w->root_reserved;
-	if (avail < nr)
+	if (!wbfs_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, nr,
+			  privileged ? WBFS_ROOM_PRIV : 0))
 		ret = -ENOSPC;
 	else
 		w->reserved += nr;
@@ -134,19 +153,118 @@ void wbfs_unreserve(struct wbfs *w, long nr)
 	pthread_mutex_unlock(&w->resv_lock);
 }
 
+/* Extents an extent tree block holds (a 4 KiB block: 12-byte header). */
+#define EXTENTS_PER_BLOCK ((4096 - 12) / 12)
+/* Extents the inode itself holds. */
+#define EXTENTS_IN_INODE 4
+
 /*
- * Room for a metadata change of about @nr blocks (directory block, xattr
- * block, extent blocks)? Reserved data blocks and half the headroom stay
- * untouched, so the flusher can always allocate what writers were promised.
+ * Tree blocks (leaves and index blocks) that @extents extents need at
+ * most beyond the inode: ext4_ext_calc_metadata_amount's worst case.
+ */
+long wbfs_extent_blocks(long extents)
+{
+	long blocks = 0;
+
+	while (extents > EXTENTS_IN_INODE) {
+		extents = (extents + EXTENTS_PER_BLOCK - 1) / EXTENTS_PER_BLOCK;
+		blocks += extents;
+	}
+	return blocks;
+}
+
+/*
+ * Reserve the block of a new delalloc page of @wi, and the extent tree
+ * blocks writeback will need for it: each run of delalloc pages may
+ * become an extent of its own (@new_run: the page before is not
+ * delalloc), added to the @base_extents the file has, and past four
+ * extents the tree needs blocks. Counting these
+ * with the data, against the same free space, keeps a filesystem filled
+ * with fragmented files from leaving writeback without the extent blocks
+ * it must allocate. The tree blocks are given back when the inode has no
+ * delalloc page left. Returns 0 or -ENOSPC.
+ */
+int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, long base_extents,
+		      bool privileged)
+{
+	long runs, meta;
+	int ret = 0;
+
+	pthread_mutex_lock(&w->resv_lock);
+	runs = wi->da_runs + (new_run || !wi->da_runs);
+	meta = wbfs_extent_blocks(base_extents + runs) - wbfs_extent_blocks(base_extents) -
+	       wi->meta_resv;
+	if (meta < 0)
+		meta = 0;
+	if (!wbfs_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, 1 + meta,
+			  privileged ? WBFS_ROOM_PRIV : 0)) {
+		ret = -ENOSPC;
+	} else {
+		w->reserved += 1 + meta;
+		wi->meta_resv += meta;
+		wi->da_runs = runs;
+		wi->nr_delalloc++;
+	}
+	pthread_mutex_unlock(&w->resv_lock);
+	return ret;
+}
+
+/*
+ * @nr delalloc pages of @wi were allocated or dropped: give back their
+ * blocks, and the extent tree blocks once no delalloc page is left.
+ */
+void wbfs_unreserve_pages(struct wbfs *w, struct winode *wi, long nr)
+{
+	if (nr <= 0)
+		return;
+	pthread_mutex_lock(&w->resv_lock);
+	w->reserved -= nr;
+	wi->nr_delalloc -= nr;
+	if (wi->nr_delalloc <= 0) {
+		w->reserved -= wi->meta_resv;
+		wi->meta_resv = 0;
+		wi->da_runs = 0;
+	}
+	pthread_mutex_unlock(&w->resv_lock);
+}
+
+/*
+ * Room for @nr blocks of metadata (a new directory's block, a slow
+ * symlink, a directory's growth, an xattr block) taken by a user
+ * (@flags: WBFS_ROOM_PRIV for root) or by a change that must not fail
+ * (WBFS_ROOM_NOFAIL)? Counted like data against the blocks promised to
+ * writers, so once writers are refused, metadata sees the same full
+ * filesystem, and the flusher can always allocate what was promised.
+ * Returns 0 or -ENOSPC.
+ */
+int wbfs_claim_room(struct wbfs *w, long nr, unsigned flags)
+{
+	bool ok;
+
+	pthread_mutex_lock(&w->resv_lock);
+	ok = wbfs_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, nr, flags);
+	pthread_mutex_unlock(&w->resv_lock);
+	return ok ? 0 : -ENOSPC;
+}
+
+/*
+ * Room for a metadata change that may need about @nr blocks but allocates
+ * none in the usual case (an entry in a directory block with space, a
+ * small xattr in the inode): the nofail rule, so such changes work as long
+ * as the blocks promised to writers and half the headroom stay untouched.
  */
 int wbfs_meta_room(struct wbfs *w, long nr)
 {
-	int64_t avail;
+	return wbfs_claim_room(w, nr, WBFS_ROOM_NOFAIL);
+}
 
-	pthread_mutex_lock(&w->resv_lock);
-	avail = w->free_blocks - w->reserved - w->headroom / 2;
-	pthread_mutex_unlock(&w->resv_lock);
-	return avail >= nr ? 0 : -ENOSPC;
+/* Is the request's user the owner of the root reserve (ext4's resuid/resgid)? */
+bool wbfs_privileged(struct wbfs *w, const struct fuse_ctx *ctx)
+{
+	const struct ext2_super_block *sb = w->fs->super;
+
+	return ctx->uid == 0 || ctx->uid == sb->s_def_resuid ||
+	       (sb->s_def_resgid && ctx->gid == sb->s_def_resgid);
 }
 
 int wbfs_read_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)

@@ -149,10 +149,8 @@ void data_drop_all(struct wbfs *w, struct winode *wi)
 	while ((n = mapping_lookup_tag(&wi->map, &start, UINT64_MAX, TAG_DIRTY, pages, 64))) {
 		for (i = 0; i < n; i++) {
 			lock_page(pages[i]);
-			if (page_test_clear(pages[i], PG_delalloc)) {
-				wbfs_unreserve(w, 1);
-				wi->nr_delalloc--;
-			}
+			if (page_test_clear(pages[i], PG_delalloc))
+				wbfs_unreserve_pages(w, wi, 1);
 			unlock_page(pages[i]);
 			page_put(pages[i]);
 		}
@@ -924,10 +922,7 @@ static int map_close(struct map_ctx *c, int ret)
 	}
 	if (c->ec_dirty)
 		ec_invalidate(c->wi);
-	pthread_mutex_lock(&w->resv_lock);
-	w->reserved -= c->delalloc_done;
-	pthread_mutex_unlock(&w->resv_lock);
-	c->wi->nr_delalloc -= c->delalloc_done;
+	wbfs_unreserve_pages(w, c->wi, c->delalloc_done);
 	return ret;
 }
 

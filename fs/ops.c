@@ -403,7 +403,7 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		ret = iflags_check_remove(w, wbfs_ino(newparent), newname);
 	if (!ret)
 		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags,
-				 fuse_req_ctx(req));
+				 fuse_req_ctx(req), wbfs_privileged(w, fuse_req_ctx(req)));
 	fuse_reply_err(req, -ret);
 }
 
@@ -418,7 +418,8 @@ static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
 	if (!ret)
 		ret = iflags_check(w, wbfs_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
-		ret = dir_link(w, wbfs_ino(ino), wbfs_ino(newparent), newname);
+		ret = dir_link(w, wbfs_ino(ino), wbfs_ino(newparent), newname,
+			       wbfs_privileged(w, fuse_req_ctx(req)));
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -841,7 +842,9 @@ static void wbcfs_statfs(fuse_req_t req, fuse_ino_t ino)
 	if (bfree < 0)
 		bfree = 0;
 	st.f_bfree = (fsblkcnt_t)bfree;
-	st.f_bavail = bfree > w->root_reserved ? (fsblkcnt_t)(bfree - w->root_reserved) : 0;
+	/* as ext4: neither the root reserve nor the metadata reserve is available */
+	st.f_bavail = bfree > w->root_reserved + w->headroom ?
+		      (fsblkcnt_t)(bfree - w->root_reserved - w->headroom) : 0;
 	st.f_favail = st.f_ffree;
 	st.f_namemax = WBFS_NAME_MAX;
 	fuse_reply_statfs(req, &st);
@@ -865,7 +868,8 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 	else
 		ret = w->ro ? -EROFS :
 		      iflags_check(w, wbfs_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL) ? -EPERM :
-		      xattr_set(w, wbfs_ino(ino), name, value, size, flags, &cred);
+		      xattr_set(w, wbfs_ino(ino), name, value, size, flags, &cred,
+				wbfs_privileged(w, fuse_req_ctx(req)));
 	fuse_reply_err(req, -ret);
 }
 

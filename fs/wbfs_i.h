@@ -89,7 +89,12 @@ struct winode {
 	size_t nr_runs, cap_runs;		/* ec_lock */
 	bool ec_valid;				/* ec_lock */
 
-	_Atomic long nr_delalloc;		/* atomic: reserved, unallocated pages */
+	_Atomic long nr_delalloc;		/* atomic (changed under resv_lock):
+						 * reserved, unallocated pages */
+	long da_runs;				/* resv_lock: runs of those pages (at
+						 * most): the extents they will need */
+	long meta_resv;				/* resv_lock: extent tree blocks
+						 * reserved for those extents */
 	struct dcache *dcache;			/* fs_lock: names of a large directory */
 	struct mapping map;
 	struct wb_inode wb;
@@ -169,7 +174,17 @@ enum { TS_ATIME, TS_MTIME, TS_CTIME, TS_CRTIME };
 void wbfs_now(struct timespec *ts);
 int wbfs_reserve(struct wbfs *w, long nr, bool privileged);
 void wbfs_unreserve(struct wbfs *w, long nr);
+long wbfs_extent_blocks(long extents);
+int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, long base_extents,
+		      bool privileged);
+void wbfs_unreserve_pages(struct wbfs *w, struct winode *wi, long nr);
 int wbfs_meta_room(struct wbfs *w, long nr);
+#define WBFS_ROOM_PRIV		0x1	/* may use the root reserve */
+#define WBFS_ROOM_NOFAIL	0x2	/* may use half the metadata headroom */
+bool wbfs_room_ok(int64_t free_blocks, int64_t dirty, int64_t headroom, int64_t root,
+		  long nr, unsigned flags);
+int wbfs_claim_room(struct wbfs *w, long nr, unsigned flags);
+bool wbfs_privileged(struct wbfs *w, const struct fuse_ctx *ctx);
 void wbfs_refresh_free_locked(struct wbfs *w);
 
 /* iomgr.c */
@@ -227,10 +242,12 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	      const struct fuse_ctx *ctx, ext2_ino_t *ino);
 int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char *target,
 		const struct fuse_ctx *ctx, ext2_ino_t *ino);
-int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name);
+int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name,
+	     bool privileged);
 int dir_unlink(struct wbfs *w, ext2_ino_t parent, const char *name, bool is_rmdir);
 int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-	       const char *n2, unsigned flags, const struct fuse_ctx *ctx);
+	       const char *n2, unsigned flags, const struct fuse_ctx *ctx,
+	       bool privileged);
 /**
  * A regular file of @mode in @parent with no name and i_links_count 0,
  * owned as a create of @ctx. Returns 0 or -errno (ENOTDIR, ENOSPC, EIO).
@@ -261,7 +278,7 @@ void dcache_free(struct dcache *dc);
 
 /* xattr.c */
 int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, size_t len, int flags,
-	      const struct wbfs_cred *cred);
+	      const struct wbfs_cred *cred, bool privileged);
 int xattr_get(struct wbfs *w, ext2_ino_t ino, const char *name, void *buf, size_t len);
 int xattr_list(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len);
 int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name);

@@ -252,12 +252,54 @@ void xattr_acl_inherit_done(struct acl_inherit *ai)
 	ai->def = ai->access = NULL;
 }
 
+/* The inode's xattr block, or 0. Context: fs_lock. */
+static blk64_t xattr_block_locked(struct wbfs *w, ext2_ino_t ino)
+{
+	struct ext2_inode_large in;
+
+	if (wbfs_read_inode(w, ino, &in))
+		return 0;
+	return ext2fs_file_acl_block(w->fs, (struct ext2_inode *)&in);
+}
+
+/*
+ * The set just made gave the inode an xattr block it had not, and the
+ * user may not take a block (@room): put @name back as it was (@old,
+ * @oldlen; absent when @had is false), which fits in the inode again and
+ * frees the block. Returns -ENOSPC, or the error that kept it from
+ * undoing. Context: fs_lock.
+ */
+static int xattr_undo_block_locked(struct wbfs *w, ext2_ino_t ino, const char *name,
+				   const void *old, size_t oldlen, bool had)
+{
+	struct ext2_xattr_handle *h = NULL;
+	errcode_t err;
+	int ret = xopen_locked(w, ino, &h);
+
+	if (ret)
+		return ret;
+	err = had ? ext2fs_xattr_set(h, name, old, oldlen) : ext2fs_xattr_remove(h, name);
+	ret = -wbfs_errno(ext2fs_xattrs_close(&h));
+	if (err)
+		ret = -wbfs_errno(err);
+	return ret ? ret : -ENOSPC;
+}
+
+/*
+ * Set @name. A value that fits in the inode needs no block, as in ext4;
+ * one that takes a new xattr block is an allocation by the user
+ * (@privileged: may use the root reserve), refused with ENOSPC once
+ * writers have been refused. libext2fs decides where the value goes, so
+ * a block it took without room is given back by undoing the set.
+ */
 int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, size_t len,
-	      int flags, const struct wbfs_cred *cred)
+	      int flags, const struct wbfs_cred *cred, bool privileged)
 {
 	struct ext2_xattr_handle *h = NULL;
 	void *old = NULL;
-	size_t oldlen;
+	size_t oldlen = 0;
+	bool had, block_room;
+	blk64_t blk_before;
 	errcode_t err;
 	int ret;
 
@@ -275,9 +317,10 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 		ret = xopen_locked(w, ino, &h);
 	if (ret)
 		goto out;
+	blk_before = xattr_block_locked(w, ino);
+	block_room = !wbfs_claim_room(w, 1, privileged ? WBFS_ROOM_PRIV : 0);
 	err = ext2fs_xattr_get(h, name, &old, &oldlen);
-	if (!err)
-		ext2fs_free_mem(&old);
+	had = !err;
 	if ((flags & XATTR_CREATE) && !err)
 		ret = -EEXIST;
 	else if ((flags & XATTR_REPLACE) && err == EXT2_ET_EA_KEY_NOT_FOUND)
@@ -287,9 +330,13 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 	err = ext2fs_xattrs_close(&h);
 	if (!ret)
 		ret = -wbfs_errno(err);
+	if (!ret && !block_room && !blk_before && xattr_block_locked(w, ino))
+		ret = xattr_undo_block_locked(w, ino, name, old, oldlen, had);
 	if (!ret)
 		ret = winode_touch_ctime_locked(w, ino);
 out:
+	if (old)
+		ext2fs_free_mem(&old);
 	wbfs_unlock(w);
 	return ret;
 }

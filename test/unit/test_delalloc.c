@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Delayed-allocation reservations: writers reserve a block per new dirty
- * page at write(2) time against the free count, minus the metadata
- * headroom and (for unprivileged writers) the root reserve; metadata
- * operations may dig into half the headroom but never into reserved
- * blocks, so the flusher can always allocate what was promised.
+ * page at write(2) time (and the extent tree blocks sparse pages will
+ * need) against the free count, minus the metadata headroom and (for
+ * unprivileged writers) the root reserve; user metadata allocations obey
+ * the same rule, nofail ones may dig into half the headroom, none into
+ * reserved blocks, so the flusher can always allocate what was promised.
  */
 #include <check.h>
 #include "helpers.h"
@@ -83,6 +84,116 @@ START_TEST(metadata_keeps_reserved_blocks)
 }
 END_TEST
 
+/* ext4_has_free_clusters: users, root, and changes that must not fail */
+START_TEST(room_rules_as_ext4)
+{
+	/* 1000 free, 100 promised, headroom 100, root reserve 50 */
+	ck_assert(wbfs_room_ok(1000, 100, 100, 50, 750, 0));
+	ck_assert(!wbfs_room_ok(1000, 100, 100, 50, 751, 0));
+	ck_assert(wbfs_room_ok(1000, 100, 100, 50, 800, WBFS_ROOM_PRIV));
+	ck_assert(!wbfs_room_ok(1000, 100, 100, 50, 801, WBFS_ROOM_PRIV));
+	ck_assert(wbfs_room_ok(1000, 100, 100, 50, 850, WBFS_ROOM_NOFAIL));
+	ck_assert(!wbfs_room_ok(1000, 100, 100, 50, 851, WBFS_ROOM_NOFAIL));
+	/* over-promised (cannot happen, but must not wrap) */
+	ck_assert(!wbfs_room_ok(10, 100, 0, 0, 0, WBFS_ROOM_NOFAIL));
+}
+END_TEST
+
+START_TEST(user_metadata_refused_with_user_writes)
+{
+	struct wbfs *w = t_wbfs(1000, 100, 50);
+	long n = 0;
+
+	while (wbfs_reserve(w, 1, false) == 0)
+		n++;
+	ck_assert_int_eq(n, 850);
+	/* the user's mkdir sees the same full filesystem */
+	ck_assert_int_eq(wbfs_claim_room(w, 1, 0), -ENOSPC);
+	/* root's has the root reserve, the nofail changes half the headroom */
+	ck_assert_int_eq(wbfs_claim_room(w, 50, WBFS_ROOM_PRIV), 0);
+	ck_assert_int_eq(wbfs_claim_room(w, 51, WBFS_ROOM_PRIV), -ENOSPC);
+	ck_assert_int_eq(wbfs_meta_room(w, 100), 0);
+	ck_assert_int_eq(wbfs_meta_room(w, 101), -ENOSPC);
+	/* root's writes fill the root reserve: then only the nofail half */
+	ck_assert_int_eq(wbfs_reserve(w, 50, true), 0);
+	ck_assert_int_eq(wbfs_claim_room(w, 1, WBFS_ROOM_PRIV), -ENOSPC);
+	ck_assert_int_eq(wbfs_meta_room(w, 50), 0);
+	ck_assert_int_eq(wbfs_meta_room(w, 51), -ENOSPC);
+	free(w);
+}
+END_TEST
+
+START_TEST(extent_blocks_worst_case)
+{
+	ck_assert_int_eq(wbfs_extent_blocks(0), 0);
+	ck_assert_int_eq(wbfs_extent_blocks(4), 0);		/* in the inode */
+	ck_assert_int_eq(wbfs_extent_blocks(5), 1);		/* one leaf */
+	ck_assert_int_eq(wbfs_extent_blocks(340), 1);
+	ck_assert_int_eq(wbfs_extent_blocks(341), 2);
+	ck_assert_int_eq(wbfs_extent_blocks(4 * 340), 4);	/* 4 leaves, index in inode */
+	ck_assert_int_eq(wbfs_extent_blocks(4 * 340 + 1), 6);	/* 5 leaves + an index block */
+}
+END_TEST
+
+/* Sparse pages reserve the extent blocks writeback will need; runs do not. */
+START_TEST(page_reservations_count_extent_blocks)
+{
+	struct wbfs *w = t_wbfs(1000, 100, 0);
+	struct winode *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	int i;
+
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(wbfs_reserve_page(w, a, true, 0, true), 0);
+	ck_assert_int_eq(w->reserved, 4);
+	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 0, true), 0);	/* 5th extent */
+	ck_assert_int_eq(w->reserved, 6);
+	ck_assert_int_eq(a->meta_resv, 1);
+	/* a run of 500 pages is one extent */
+	for (i = 0; i < 500; i++)
+		ck_assert_int_eq(wbfs_reserve_page(w, b, false, 0, true), 0);
+	ck_assert_int_eq(w->reserved, 506);
+	ck_assert_int_eq(b->meta_resv, 0);
+	/* the extent block goes back with the last delalloc page */
+	wbfs_unreserve_pages(w, a, 4);
+	ck_assert_int_eq(w->reserved, 502);
+	wbfs_unreserve_pages(w, a, 1);
+	ck_assert_int_eq(w->reserved, 500);
+	ck_assert_int_eq(a->meta_resv, 0);
+	ck_assert_int_eq(a->da_runs, 0);
+	ck_assert_int_eq(a->nr_delalloc, 0);
+	/* a page whose extent block does not fit is refused, with nothing held */
+	w->free_blocks = 100 + 500 + 4;
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(wbfs_reserve_page(w, a, true, 0, true), 0);
+	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 0, true), -ENOSPC);
+	ck_assert_int_eq(w->reserved, 504);
+	ck_assert_int_eq(a->da_runs, 4);
+	free(a);
+	free(b);
+	free(w);
+}
+END_TEST
+
+/* A file with four extents on disk needs a tree block for its fifth. */
+START_TEST(page_reservations_count_file_extents)
+{
+	struct wbfs *w = t_wbfs(1000, 100, 0);
+	struct winode *a = calloc(1, sizeof(*a));
+
+	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 4, true), 0);
+	ck_assert_int_eq(w->reserved, 2);
+	ck_assert_int_eq(a->meta_resv, 1);
+	/* a file with a full leaf's worth already: its next leaf */
+	wbfs_unreserve_pages(w, a, 1);
+	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 100, true), 0);
+	ck_assert_int_eq(a->meta_resv, 0);
+	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 339, true), 0);
+	ck_assert_int_eq(a->meta_resv, 1);
+	free(a);
+	free(w);
+}
+END_TEST
+
 static void *t_reserver(void *arg)
 {
 	struct wbfs *w = arg;
@@ -126,6 +237,15 @@ static Suite *delalloc_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("root_reserve");
 	tcase_add_test(tc, root_reserve_only_for_privileged);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("extent_blocks");
+	tcase_add_test(tc, extent_blocks_worst_case);
+	tcase_add_test(tc, page_reservations_count_extent_blocks);
+	tcase_add_test(tc, page_reservations_count_file_extents);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("room_rules");
+	tcase_add_test(tc, room_rules_as_ext4);
+	tcase_add_test(tc, user_metadata_refused_with_user_writes);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("metadata_room");
 	tcase_add_test(tc, metadata_keeps_reserved_blocks);
