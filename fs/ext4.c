@@ -93,7 +93,7 @@ void wbfs_refresh_free_locked(struct wbfs *w)
 	if (!w->fs)
 		return;
 	pthread_mutex_lock(&w->resv_lock);
-	w->free_blocks = (int64_t)ext2fs_free_blocks_count(w->fs->super);
+	w->free_blocks = (int64_t)ext2fs_free_blocks_count(w->fs->super) - w->bad_free;
 	w->free_inodes = w->fs->super->s_free_inodes_count;
 	pthread_mutex_unlock(&w->resv_lock);
 }
@@ -620,6 +620,324 @@ static void init_space(struct wbfs *w)
 	wbfs_refresh_free_locked(w);
 }
 
+/* ---- corrupt metadata ------------------------------------------------- */
+
+/*
+ * Checked once at mount, as the kernel's ext4 checks them: the group
+ * descriptors (bitmaps and inode tables inside the filesystem, not on
+ * top of each other), the root inode, the journal inode, and each group's
+ * block bitmap. A group whose bitmap fails (its own metadata not marked in
+ * use, or a free count other than the descriptor's) is refused, not the
+ * filesystem: nothing is allocated from it (every block stays marked in
+ * use in memory, blocks freed there stay in use), its bitmap is never
+ * written back, and the filesystem is marked with errors for e2fsck.
+ */
+
+bool wbfs_group_bad(struct wbfs *w, dgrp_t g)
+{
+	unsigned i;
+
+	for (i = 0; i < w->nr_bad_groups; i++)
+		if (w->bad_groups[i] == g)
+			return true;
+	return false;
+}
+
+/* Is block @blk a refused group's block bitmap? fs_lock held. */
+bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count)
+{
+	unsigned i;
+
+	if (!w->fs)
+		return false;
+	for (i = 0; i < w->nr_bad_groups; i++) {
+		blk64_t b = ext2fs_block_bitmap_loc(w->fs, w->bad_groups[i]);
+
+		if (b >= blk && b - blk < count)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * libext2fs freed [blk, blk+num): what lies in a refused group stays in
+ * use, and its group and the superblock keep their counts (the kernel
+ * does not free into a group whose bitmap it refused either).
+ */
+static void bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
+{
+	struct wbfs *w = fs->priv_data;
+
+	if (inuse >= 0 || !w || !w->nr_bad_groups)
+		return;
+	while (num) {
+		dgrp_t g = ext2fs_group_of_blk2(fs, blk);
+		blk64_t end = ext2fs_group_last_block2(fs, g) + 1;
+		blk_t n = end - blk < num ? (blk_t)(end - blk) : num;
+
+		if (wbfs_group_bad(w, g)) {
+			ext2fs_mark_block_bitmap_range2(fs->block_map, blk, n);
+			ext2fs_bg_free_blocks_count_set(fs, g,
+							ext2fs_bg_free_blocks_count(fs, g) - n);
+			ext2fs_group_desc_csum_set(fs, g);
+			ext2fs_free_blocks_count_add(fs->super, -(blk64_t)n);
+		}
+		blk += n;
+		num -= n;
+	}
+}
+
+static void bad_group_keep(ext2_filsys fs, blk64_t blk, int inuse)
+{
+	bad_group_keep_range(fs, blk, 1, inuse);
+}
+
+static unsigned bits_set(const unsigned char *b, size_t nbits)
+{
+	unsigned n = 0;
+	size_t i;
+
+	for (i = 0; i < nbits / 8; i++)
+		n += (unsigned)__builtin_popcount(b[i]);
+	for (i = nbits & ~(size_t)7; i < nbits; i++)
+		n += (b[i / 8] >> (i % 8)) & 1;
+	return n;
+}
+
+/* Bit @blk is clear in a group whose bitmap was read: that group is bad. */
+static void bb_need(ext2_filsys fs, blk64_t blk, bool *bad)
+{
+	dgrp_t g;
+
+	if (!blk || blk >= ext2fs_blocks_count(fs->super))
+		return;
+	g = ext2fs_group_of_blk2(fs, blk);
+	if (ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT))
+		return;		/* computed by libext2fs, not read */
+	if (!ext2fs_test_block_bitmap2(fs->block_map, blk))
+		bad[g] = true;
+}
+
+static int refuse_group(struct wbfs *w, const char *dev, dgrp_t g, const char *why)
+{
+	ext2_filsys fs = w->fs;
+	blk64_t first = ext2fs_group_first_block2(fs, g);
+	blk64_t n = ext2fs_group_last_block2(fs, g) - first + 1;
+
+	wbfs_err(dev, "group %u: block bitmap at block %llu is corrupt (%s); no blocks are "
+		 "allocated from this group (run e2fsck)", g,
+		 (unsigned long long)ext2fs_block_bitmap_loc(fs, g), why);
+	w->bad_groups[w->nr_bad_groups++] = g;
+	w->bad_free += ext2fs_bg_free_blocks_count(fs, g);
+	ext2fs_mark_block_bitmap_range2(fs->block_map, first, (unsigned)n);
+	atomic_fetch_add(&w->stats.nr_corrupt_groups, 1);
+	return 0;
+}
+
+/* ext4_validate_block_bitmap and mballoc's free count check, for every group. */
+static int validate_block_bitmaps(struct wbfs *w, const char *dev)
+{
+	ext2_filsys fs = w->fs;
+	size_t bpg = EXT2_BLOCKS_PER_GROUP(fs->super);
+	unsigned char *buf = malloc((bpg + 7) / 8);
+	bool *bad = calloc(fs->group_desc_count, sizeof(*bad));
+	char why[96];
+	dgrp_t g;
+	blk64_t b;
+
+	w->bad_groups = calloc(fs->group_desc_count, sizeof(*w->bad_groups));
+	if (!buf || !bad || !w->bad_groups) {
+		free(buf);
+		free(bad);
+		return -ENOMEM;
+	}
+	for (g = 0; g < fs->group_desc_count; g++) {
+		blk64_t it = ext2fs_inode_table_loc(fs, g);
+
+		bb_need(fs, ext2fs_block_bitmap_loc(fs, g), bad);
+		bb_need(fs, ext2fs_inode_bitmap_loc(fs, g), bad);
+		for (b = it; it && b < it + fs->inode_blocks_per_group; b++)
+			bb_need(fs, b, bad);
+	}
+	for (g = 0; g < fs->group_desc_count; g++) {
+		blk64_t first = ext2fs_group_first_block2(fs, g);
+		size_t n = (size_t)(ext2fs_group_last_block2(fs, g) - first + 1);
+		unsigned nfree;
+
+		if (ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT))
+			continue;
+		if (bad[g]) {
+			refuse_group(w, dev, g, "its own bitmaps or inode table not marked in use");
+			continue;
+		}
+		if (ext2fs_get_block_bitmap_range2(fs->block_map, first, n, buf))
+			continue;
+		nfree = (unsigned)n - bits_set(buf, n);
+		if (nfree != ext2fs_bg_free_blocks_count(fs, g)) {
+			snprintf(why, sizeof(why), "%u free blocks, the descriptor says %u", nfree,
+				 ext2fs_bg_free_blocks_count(fs, g));
+			refuse_group(w, dev, g, why);
+		}
+	}
+	free(buf);
+	free(bad);
+	if (!w->nr_bad_groups)
+		return 0;
+	fs->priv_data = w;
+	ext2fs_set_block_alloc_stats_callback(fs, bad_group_keep, NULL);
+	ext2fs_set_block_alloc_stats_range_callback(fs, bad_group_keep_range, NULL);
+	if (!w->ro) {
+		/* as ext4_error: e2fsck checks the filesystem before its next use */
+		fs->super->s_state |= EXT2_ERROR_FS;
+		fs->super->s_error_count++;
+		if (!fs->super->s_first_error_time)
+			fs->super->s_first_error_time = (uint32_t)time(NULL);
+		fs->super->s_last_error_time = (uint32_t)time(NULL);
+		ext2fs_mark_super_dirty(fs);
+	}
+	return 0;
+}
+
+/* A leaf extent within the filesystem, past the superblock: as ext4_valid_extent. */
+static bool extent_in_fs(ext2_filsys fs, const struct ext2fs_extent *e)
+{
+	return e->e_len && e->e_pblk > fs->super->s_first_data_block &&
+	       e->e_pblk < ext2fs_blocks_count(fs->super) &&
+	       e->e_len <= ext2fs_blocks_count(fs->super) - e->e_pblk;
+}
+
+/*
+ * Every leaf extent of @ino valid; *@first set to the block holding
+ * logical block 0 (0 when it is a hole). An error message or NULL.
+ */
+static const char *check_extents(ext2_filsys fs, ext2_ino_t ino, struct ext2_inode *in,
+				 blk64_t *first)
+{
+	ext2_extent_handle_t h;
+	struct ext2fs_extent e;
+	errcode_t err;
+	int op = EXT2_EXTENT_ROOT;
+	const char *bad = NULL;
+
+	*first = 0;
+	if (!(in->i_flags & EXT4_EXTENTS_FL)) {
+		if (ext2fs_bmap2(fs, ino, in, NULL, 0, 0, NULL, first))
+			return "its block map cannot be read";
+		if (*first && *first >= ext2fs_blocks_count(fs->super))
+			return "its first block is outside the filesystem";
+		return NULL;
+	}
+	if (ext2fs_extent_header_verify(in->i_block, sizeof(in->i_block)))
+		return "bad extent header";
+	if (ext2fs_extent_open2(fs, ino, in, &h))
+		return "bad extent header";
+	for (;;) {
+		err = ext2fs_extent_get(h, op, &e);
+		op = EXT2_EXTENT_NEXT_LEAF;
+		if (err == EXT2_ET_EXTENT_NO_NEXT || err == EXT2_ET_NO_CURRENT_NODE)
+			break;
+		if (err) {
+			bad = "its extent tree cannot be read";
+			break;
+		}
+		if (!(e.e_flags & EXT2_EXTENT_FLAGS_LEAF))
+			continue;
+		if (!extent_in_fs(fs, &e)) {
+			bad = "an extent lies outside the filesystem";
+			break;
+		}
+		if (e.e_lblk == 0)
+			*first = e.e_pblk;
+	}
+	ext2fs_extent_free(h);
+	return bad;
+}
+
+/* The root inode, as ext4_fill_super and ext4_iget check it. */
+static int check_root(struct wbfs *w, const char *dev)
+{
+	struct ext2_inode_large in;
+	const char *bad = NULL;
+	blk64_t first;
+
+	memset(&in, 0, sizeof(in));
+	if (ext2fs_read_inode_full(w->fs, EXT2_ROOT_INO, (struct ext2_inode *)&in, sizeof(in)))
+		bad = "cannot be read";
+	else if (!LINUX_S_ISDIR(in.i_mode))
+		bad = "not a directory";
+	else if (!in.i_links_count)
+		bad = "no links";
+	else if (!EXT2_I_SIZE(&in) || !ext2fs_get_stat_i_blocks(w->fs, (struct ext2_inode *)&in))
+		bad = "no blocks";
+	else
+		bad = check_extents(w->fs, EXT2_ROOT_INO, (struct ext2_inode *)&in, &first);
+	if (!bad && !first)
+		bad = "its first block is a hole";
+	if (!bad)
+		return 0;
+	wbfs_err(dev, "corrupt root inode (%s); run e2fsck", bad);
+	return -EUCLEAN;
+}
+
+#define JBD2_MAGIC 0xc03b3998U
+#define JBD2_MIN_BLOCKS 1024
+
+/*
+ * The journal inode, as the kernel checks it when it loads the journal:
+ * a regular file with links, long enough, valid extents, and a journal
+ * superblock at its block 0. wbcfs never replays or writes the journal,
+ * but a broken one means a damaged filesystem: refused read-write.
+ */
+static int check_journal(struct wbfs *w, const char *dev)
+{
+	ext2_filsys fs = w->fs;
+	struct ext2_inode_large in;
+	const char *bad = NULL;
+	blk64_t first = 0;
+	uint32_t *jsb;
+	ext2_ino_t ino = fs->super->s_journal_inum;
+
+	if (!ext2fs_has_feature_journal(fs->super) || !ino || w->ro)
+		return 0;
+	memset(&in, 0, sizeof(in));
+	if (ext2fs_read_inode_full(fs, ino, (struct ext2_inode *)&in, sizeof(in)))
+		bad = "cannot be read";
+	else if (!in.i_links_count)
+		bad = "deleted";
+	else if (!LINUX_S_ISREG(in.i_mode))
+		bad = "not a regular file";
+	else if (EXT2_I_SIZE(&in) / fs->blocksize < JBD2_MIN_BLOCKS)
+		bad = "too short";
+	else
+		bad = check_extents(fs, ino, (struct ext2_inode *)&in, &first);
+	if (!bad && !first)
+		bad = "no journal superblock";
+	if (!bad) {
+		if (posix_memalign((void **)&jsb, 4096, fs->blocksize))
+			return -ENOMEM;
+		if (io_channel_read_blk64(fs->io, first, 1, jsb))
+			bad = "its superblock cannot be read";
+		else if (__builtin_bswap32(jsb[0]) != JBD2_MAGIC)
+			bad = "no journal superblock";
+		free(jsb);
+	}
+	if (!bad)
+		return 0;
+	wbfs_err(dev, "corrupt journal inode %u (%s); run e2fsck (or mount with -o ro)", ino, bad);
+	return -EUCLEAN;
+}
+
+/* The group descriptors, as ext4_check_descriptors. */
+static int check_desc(struct wbfs *w, const char *dev)
+{
+	errcode_t err = ext2fs_check_desc(w->fs);
+
+	if (!err)
+		return 0;
+	wbfs_err(dev, "corrupt group descriptors (%s); run e2fsck", error_message(err));
+	return -EUCLEAN;
+}
+
 /* libext2fs over the cache: open, check features, read the bitmaps. */
 static int fs_load(struct wbfs *w, const char *dev)
 {
@@ -634,6 +952,12 @@ static int fs_load(struct wbfs *w, const char *dev)
 		return -EINVAL;
 	}
 	ret = check_features(w, dev);
+	if (!ret)
+		ret = check_desc(w, dev);
+	if (!ret)
+		ret = check_root(w, dev);
+	if (!ret)
+		ret = check_journal(w, dev);
 	if (ret)
 		goto out_fs;
 	err = ext2fs_read_bitmaps(w->fs);
@@ -642,11 +966,17 @@ static int fs_load(struct wbfs *w, const char *dev)
 		ret = -EIO;
 		goto out_fs;
 	}
+	ret = validate_block_bitmaps(w, dev);
+	if (ret)
+		goto out_fs;
 	init_space(w);
 	return 0;
 out_fs:
 	/* anything libext2fs writes here lands in the cache and is dropped */
 	ext2fs_close_free(&w->fs);
+	free(w->bad_groups);
+	w->bad_groups = NULL;
+	w->nr_bad_groups = 0;
 	return ret;
 }
 
@@ -706,6 +1036,8 @@ out_cache:
 	teardown_cache(w);
 out_close:
 	close(w->dev_fd);
+	free(w->bad_groups);
+	w->bad_groups = NULL;
 	return ret;
 }
 
@@ -760,6 +1092,7 @@ int wbfs_close(struct wbfs *w)
 	}
 	teardown_cache(w);
 	close(w->dev_fd);
+	free(w->bad_groups);
 	if (atomic_load(&w->lost_pages)) {
 		fprintf(stderr, "wbcfs: %s: %ld dirty pages could not be written and are lost\n",
 			w->dev_path, atomic_load(&w->lost_pages));

@@ -103,6 +103,7 @@ struct wbfs_stats {
 						 * inode's ilock at once */
 	_Atomic long nr_inval_sent;		/* atomic: page cache invalidations
 						 * sent to the kernel */
+	_Atomic long nr_corrupt_groups;		/* atomic: groups refused at mount */
 };
 
 struct wbfs {
@@ -142,6 +143,11 @@ struct wbfs {
 	bool destroyed;
 	int close_ret;			/* wbfs_close's result, for the exit status */
 	_Atomic long lost_pages;	/* atomic: dirty pages dropped unwritten */
+	dgrp_t *bad_groups;		/* constant after mount: groups whose block
+					 * bitmap failed validation, sorted */
+	unsigned nr_bad_groups;		/* constant after mount */
+	int64_t bad_free;		/* constant: free blocks the bad groups'
+					 * descriptors count, not handed out */
 };
 
 /* ext4.c */
@@ -160,6 +166,8 @@ int wbfs_reserve(struct wbfs *w, long nr, bool privileged);
 void wbfs_unreserve(struct wbfs *w, long nr);
 int wbfs_meta_room(struct wbfs *w, long nr);
 void wbfs_refresh_free_locked(struct wbfs *w);
+bool wbfs_group_bad(struct wbfs *w, dgrp_t g);
+bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count);
 
 /* iomgr.c */
 extern struct struct_io_manager wbfs_io_manager;

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Corrupt filesystems, as the kernel's ext4 meets them.
+
+  bitmap         group 0's block bitmap zeroed (no metadata_csum): the
+                 mount goes ahead, one line on stderr names the group, and
+                 /.wbcfs/vmstat counts it; new writes are allocated
+                 elsewhere, never over the files the group holds; those
+                 files read back intact; after unmount the superblock says
+                 "with errors", the zeroed bitmap was not written back
+                 (e2fsck -fn still sees it), and once e2fsck -fy repaired
+                 it, every file, old and new, is intact.
+  root inode     not a directory, or its inode table block zeroed: the
+                 mount is refused (wbcfs: with one line, the device unchanged).
+  journal inode  its extent zeroed: a read-write mount is refused (wbcfs:
+                 with one line, the device unchanged; -o ro still mounts).
+
+WBCFS_TEST_TARGET=kernel runs the same cases against the kernel's ext4.
+
+    WBCFS_BIN=build/wbcfs test/integration/test_corrupt.py
+"""
+
+import hashlib
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from wbtest import (MIB, t_check, t_eq, t_is_kernel, t_log, t_main,  # noqa: E402
+                    t_run, t_sha256_file, t_step)
+
+BS = 4096
+
+
+def data(tag, n):
+    out = bytearray()
+    i = 0
+    while len(out) < n:
+        out += hashlib.sha256(b"%s/%d" % (tag, i)).digest()
+        i += 1
+    return bytes(out[:n])
+
+
+def debugfs(dev, *cmds):
+    for c in cmds:
+        p = t_run(["debugfs", "-w", "-R", c, dev], quiet=True)
+        t_check("error" not in p.stdout.lower() or "bad" in c,
+                "debugfs %r: %s" % (c, p.stdout))
+
+
+def put_files(env, dev, files):
+    """Write files into the unmounted filesystem with debugfs."""
+    for name, content in files.items():
+        src = os.path.join(env.tmp, "src-" + name)
+        with open(src, "wb") as f:
+            f.write(content)
+        debugfs(dev, "write %s %s" % (src, name))
+        os.unlink(src)
+
+
+def bmap(dev, name, lblk):
+    p = t_run(["debugfs", "-R", "bmap %s %d" % (name, lblk), dev], quiet=True)
+    return int(p.stdout.split()[-1])
+
+
+def group_desc(dev):
+    """{group: {'bb': block bitmap, 'it': inode table, 'first': first block}}"""
+    p = t_run(["dumpe2fs", dev], quiet=True)
+    out = {}
+    g = None
+    for line in p.stdout.splitlines():
+        m = re.match(r"Group (\d+): \(Blocks (\d+)-(\d+)", line)
+        if m:
+            g = int(m.group(1))
+            out[g] = {"first": int(m.group(2)), "last": int(m.group(3))}
+            continue
+        m = re.match(r"\s+Block bitmap at (\d+)", line)
+        if m and g is not None:
+            out[g]["bb"] = int(m.group(1))
+        m = re.match(r"\s+Inode table at (\d+)", line)
+        if m and g is not None:
+            out[g]["it"] = int(m.group(1))
+    return out
+
+
+def zero_block(dev, blk):
+    fd = os.open(dev, os.O_RDWR)
+    try:
+        os.pwrite(fd, bytes(BS), blk * BS)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    t_run(["blockdev", "--flushbufs", dev], check=False)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def refused(env, dev, want, opts=()):
+    """The target refuses to mount dev (wbcfs: one line saying `want`);
+    the device is not modified."""
+    before = t_sha256_file(dev)
+    rc, out = env.mount(dev, list(opts) + ["cache_size=64M"], expect_fail=True)
+    t_check(rc != 0, "mount of %s refused" % dev)
+    if not t_is_kernel():
+        lines = [ln for ln in out.splitlines() if ln.strip()]
+        t_eq(len(lines), 1, "lines of error (%r)" % out)
+        t_check(lines[0].startswith("wbcfs: ") and want in lines[0],
+                "error %r does not say %r" % (lines[0], want))
+        t_log("refused: %s" % lines[0])
+        # (the kernel records the error in the superblock as it refuses)
+        t_check(t_sha256_file(dev) == before, "the refused mount modified the device")
+
+
+def bitmap_case(env):
+    t_step("group 0's block bitmap zeroed: nothing is allocated over its files")
+    dev = env.new_fs(128 * MIB, ["-O", "^metadata_csum,^uninit_bg", "-g", "8192"],
+                     name="bitmap.img")
+    old = {"f1": data(b"f1", 3 * MIB + 123), "f2": data(b"f2", 1 * MIB)}
+    put_files(env, dev, old)
+    gd = group_desc(dev)
+    t_check(gd[0]["first"] <= bmap(dev, "f1", 0) <= gd[0]["last"], "f1 lies in group 0")
+    zero_block(dev, gd[0]["bb"])
+    m = env.mount(dev, ["cache_size=64M"])
+    if not t_is_kernel():
+        lines = [ln for ln in m.daemon_log().splitlines() if "corrupt" in ln]
+        t_eq(len(lines), 1, "lines about corruption in the log")
+        t_check("group 0" in lines[0], "the log names group 0: %r" % lines[0])
+        vm = read_file(os.path.join(m.mnt, ".wbcfs", "vmstat")).decode()
+        t_check("nr_corrupt_groups 1\n" in vm, "vmstat counts the group")
+    new = {}
+    for i in range(4):
+        name = "n%d" % i
+        new[name] = data(name.encode(), 6 * MIB + i)
+        with open(os.path.join(m.mnt, name), "wb") as f:
+            f.write(new[name])
+            f.flush()
+            os.fsync(f.fileno())
+    for name, content in old.items():
+        t_check(read_file(os.path.join(m.mnt, name)) == content, "%s intact" % name)
+    env.umount(m)
+    state = env.sb_state(dev)
+    t_check("error" in state, "superblock state %r says errors" % state)
+    t_log("superblock state: %s" % state)
+    p = t_run(["e2fsck", "-fn", dev], check=False, quiet=True)
+    t_check(p.returncode != 0, "e2fsck -fn finds the damage still there")
+    t_check("Block bitmap differences" in p.stdout, "e2fsck -fn: bitmap differences")
+    t_step("after e2fsck -fy, old and new files are intact")
+    p = t_run(["e2fsck", "-fy", dev], check=False, quiet=True)
+    t_check(p.returncode in (0, 1), "e2fsck -fy exit %d:\n%s" % (p.returncode, p.stdout))
+    env.fsck(dev)
+    k = env.kernel_ro(dev)
+    try:
+        for name, content in list(old.items()) + list(new.items()):
+            t_check(read_file(os.path.join(k.mnt, name)) == content,
+                    "%s intact after repair" % name)
+    finally:
+        env.umount(k)
+    env.detach(dev)
+
+
+def root_cases(env):
+    t_step("root inode not a directory: refused")
+    dev = env.new_fs(64 * MIB, name="root.img")
+    debugfs(dev, "sif <2> mode 0100644")
+    refused(env, dev, "root inode")
+    env.detach(dev)
+
+    t_step("inode table block of the root zeroed: refused")
+    dev = env.new_fs(64 * MIB, ["-O", "^metadata_csum"], name="itable.img")
+    zero_block(dev, group_desc(dev)[0]["it"])
+    refused(env, dev, "root inode")
+    env.detach(dev)
+
+
+def journal_case(env):
+    t_step("journal inode with a zeroed extent: refused read-write")
+    dev = env.new_fs(64 * MIB, name="journal.img")
+    debugfs(dev, "sif <8> block[3] 0", "sif <8> block[4] 0", "sif <8> block[5] 0")
+    refused(env, dev, "journal inode")
+    if not t_is_kernel():
+        before = t_sha256_file(dev)
+        m = env.mount(dev, ["ro", "cache_size=64M"])
+        os.listdir(m.mnt)
+        env.umount(m)
+        t_check(t_sha256_file(dev) == before, "-o ro modified the device")
+    env.detach(dev)
+
+
+def body(env):
+    bitmap_case(env)
+    root_cases(env)
+    journal_case(env)
+
+
+if __name__ == "__main__":
+    t_main("corrupt", body, deadline_s=240)
