@@ -254,6 +254,7 @@ int xattr_list(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len);
 int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name);
 #define WBFS_FAULT_XATTR "trusted.wbcfs.fault"
 #define WBFS_FAULT_META_XATTR "trusted.wbcfs.fault_meta"
+#define WBFS_FAULT_RATE_XATTR "trusted.wbcfs.fault_rate"
 bool xattr_is_fault(struct wbfs *w, const char *name);
 int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *name, const char *v,
 		    size_t len);
