@@ -167,9 +167,12 @@ static bool winode_is_dirty(struct winode *wi)
 /*
  * Drop an in-memory inode nobody references any more (marked evicting, so
  * lookups of the same inode wait): write what is still dirty, or free the
- * inode when its last link is gone, then leave the table.
+ * inode when its last link is gone, then leave the table. Pages that
+ * cannot be written now keep the inode in memory, as the kernel keeps a
+ * dirty inode, for writeback to retry; only at unmount (@final) are they
+ * reported lost.
  */
-static void winode_evict(struct wbfs *w, struct winode *wi)
+static void winode_evict(struct wbfs *w, struct winode *wi, bool final)
 {
 	bool unlinked;
 
@@ -180,8 +183,16 @@ static void winode_evict(struct wbfs *w, struct winode *wi)
 	 * still cannot be written is reported lost, never dropped silently */
 	if (!unlinked && !w->ro && winode_is_dirty(wi) &&
 	    bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, false) &&
-	    atomic_load(&wi->map.nrdirty))
+	    atomic_load(&wi->map.nrdirty)) {
+		if (!final) {
+			pthread_mutex_lock(&w->itable_lock);
+			wi->evicting = false;
+			pthread_cond_broadcast(&w->itable_cond);
+			pthread_mutex_unlock(&w->itable_lock);
+			return;
+		}
 		data_report_lost(w, wi);
+	}
 	data_drop_all(w, wi);
 	bdi_inode_remove(w->bdi, &wi->wb);
 	wbfs_lock(w);
@@ -214,7 +225,7 @@ void winode_forget(struct wbfs *w, struct winode *wi, uint64_t nlookup)
 	evict = winode_begin_evict_locked(wi);
 	pthread_mutex_unlock(&w->itable_lock);
 	if (evict)
-		winode_evict(w, wi);
+		winode_evict(w, wi, false);
 }
 
 void winode_put_open(struct wbfs *w, struct winode *wi)
@@ -226,7 +237,7 @@ void winode_put_open(struct wbfs *w, struct winode *wi)
 	evict = winode_begin_evict_locked(wi);
 	pthread_mutex_unlock(&w->itable_lock);
 	if (evict)
-		winode_evict(w, wi);
+		winode_evict(w, wi, false);
 }
 
 /* Unmount: evict everything still in the table (after the final sync). */
@@ -245,7 +256,7 @@ void winode_release_all(struct wbfs *w)
 		pthread_mutex_unlock(&w->itable_lock);
 		if (!wi)
 			return;
-		winode_evict(w, wi);
+		winode_evict(w, wi, true);
 	}
 }
 
