@@ -15,18 +15,34 @@
   journal inode  its extent zeroed: a read-write mount is refused (wbcfs:
                  with one line, the device unchanged; -o ro still mounts).
 
-WBCFS_TEST_TARGET=kernel runs the same cases against the kernel's ext4.
+  faults         (wbcfs only) 1% of device writes fail (-o fault_inject,
+                 trusted.wbcfs.fault_rate) on a nearly full 256 MiB
+                 filesystem under three random workers (sparse writes,
+                 punched holes, truncates, creates, unlinks, renames,
+                 fsyncs), for several seeds; then the faults stop, a
+                 syncfs writes everything, the unmount exits 0 and
+                 e2fsck -fn is clean.
+
+WBCFS_TEST_TARGET=kernel runs the same cases against the kernel's ext4
+(but faults). WBCFS_CORRUPT_SEEDS (default 1,2,3) and
+WBCFS_CORRUPT_SECONDS (per seed, default 6) set the faults case.
 
     WBCFS_BIN=build/wbcfs test/integration/test_corrupt.py
 """
 
+import ctypes
+import errno
 import hashlib
 import os
+import random
 import re
+import subprocess
 import sys
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, t_check, t_eq, t_is_kernel, t_log, t_main,  # noqa: E402
+from wbtest import (MIB, TFail, t_check, t_eq, t_is_kernel, t_log, t_main,  # noqa: E402
                     t_run, t_sha256_file, t_step)
 
 BS = 4096
@@ -189,7 +205,180 @@ def journal_case(env):
     env.detach(dev)
 
 
+RATE = "trusted.wbcfs.fault_rate"
+FAULT = "trusted.wbcfs.fault"
+SOFT = (errno.EIO, errno.ENOSPC, errno.ENOENT)
+
+
+def soft(fn, *args):
+    """Run fn; EIO and ENOSPC are what a failing, full device gives
+    (ENOENT: another worker removed the file)."""
+    try:
+        return fn(*args)
+    except OSError as e:
+        if e.errno not in SOFT:
+            raise
+        return None
+
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+PUNCH = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+SPAN = 24 * MIB      # files are sparse within this
+
+
+def _punch(p, off, n):
+    fd = os.open(p, os.O_WRONLY)
+    try:
+        if libc.fallocate(fd, PUNCH, off, n) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+    finally:
+        os.close(fd)
+    return True
+
+
+def soft_errno(fn, *args):
+    try:
+        fn(*args)
+    except OSError as e:
+        return e.errno
+    return 0
+
+
+def random_ops(mnt, rnd, seconds):
+    """Scattered small writes into sparse files (deep extent trees), punched
+    holes, truncates, creates, unlinks, renames and fsyncs on a nearly
+    full filesystem."""
+    end = time.monotonic() + seconds
+    nops = nerr = 0
+    while time.monotonic() < end:
+        d = os.path.join(mnt, "d%d" % rnd.randrange(4))
+        names = sorted(os.listdir(d))
+        op = rnd.random()
+        nops += 1
+        if not names or op < 0.05:
+            p = os.path.join(d, "c%d" % rnd.randrange(10 ** 6))
+            r = soft(lambda: _write(p, rnd, rnd.randrange(SPAN // 4096) * 4096,
+                                    rnd.randrange(1, 64) * 1024, os.O_CREAT))
+        else:
+            p = os.path.join(d, rnd.choice(names))
+            if op < 0.6:
+                r = soft(lambda: _write(p, rnd, rnd.randrange(SPAN // 4096) * 4096
+                                        + rnd.randrange(2) * 512,
+                                        rnd.randrange(1, 48) * 1024, 0))
+            elif op < 0.8:
+                r = soft(_punch, p, rnd.randrange(SPAN // 4096) * 4096,
+                         rnd.randrange(1, 64) * 4096)
+            elif op < 0.84:
+                r = soft(os.truncate, p, rnd.randrange(SPAN))
+            elif op < 0.88:
+                r = soft(os.unlink, p)
+            elif op < 0.9:
+                q = os.path.join(mnt, "d%d" % rnd.randrange(4), "r%d" % rnd.randrange(10 ** 6))
+                r = soft(os.rename, p, q)
+            else:
+                r = soft(_fsync, p)
+        if r is None:
+            nerr += 1
+    return nops, nerr
+
+
+def _write(p, rnd, off, n, flags):
+    fd = os.open(p, os.O_WRONLY | flags, 0o644)
+    try:
+        os.pwrite(fd, rnd.randbytes(n), off)
+        if rnd.random() < 0.1:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
+
+
+def _fsync(p):
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
+
+
+def faults_case(env, seeds):
+    t_step("1%% of device writes fail on a nearly full filesystem: "
+           "seeds %s, then recovery, exit 0, e2fsck -fn clean" % (seeds,))
+    dev = env.new_fs(256 * MIB, name="faults.img")
+    opts = ["fault_inject", "cache_size=32M"]
+    m = env.mount(dev, opts)
+    for i in range(4):
+        d = os.path.join(m.mnt, "d%d" % i)
+        os.mkdir(d)
+        for j in range(12):
+            with open(os.path.join(d, "f%d" % j), "wb") as f:
+                f.write(random.Random(i * 100 + j).randbytes(4 * MIB + j * 4096))
+    env.umount(m)
+    for seed in seeds:
+        rnd = random.Random(seed)
+        m = env.mount(dev, opts)
+        for bad in (b"1001", b"x", b""):
+            t_eq(soft_errno(os.setxattr, m.mnt, RATE, bad), errno.EINVAL,
+                 "%s = %r" % (RATE, bad))
+        os.setxattr(m.mnt, RATE, b"10")
+        t_eq(os.getxattr(m.mnt, RATE), b"10", RATE)
+        secs = float(os.environ.get("WBCFS_CORRUPT_SECONDS", "6"))
+        res = []
+        ths = [threading.Thread(target=lambda r: res.append(random_ops(m.mnt, r, secs)),
+                                args=(random.Random(rnd.random()),)) for _ in range(3)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join()
+        t_check(len(res) == len(ths), "every worker finished")
+        nops, nerr = sum(r[0] for r in res), sum(r[1] for r in res)
+        os.setxattr(m.mnt, RATE, b"0")
+        # recovery: every page kept dirty is written now
+        for _ in range(5):
+            if subprocess.run(["sync", "-f", m.mnt]).returncode == 0:
+                break
+        t_log("seed %d: %d operations, %d gave EIO or ENOSPC" % (seed, nops, nerr))
+        env.umount(m)
+        p = t_run(["e2fsck", "-fn", dev], check=False, quiet=True)
+        if p.returncode != 0:
+            raise TFail("seed %d: e2fsck -fn exit %d\n%s" % (seed, p.returncode, p.stdout))
+    env.detach(dev)
+
+
+def forgotten_case(env):
+    t_step("a file the kernel forgets while its writes fail keeps its data for a retry")
+    dev = env.new_fs(64 * MIB, name="forget.img")
+    m = env.mount(dev, ["fault_inject", "cache_size=64M"])
+    p = os.path.join(m.mnt, "e")
+    content = data(b"e", 1 * MIB + 17)
+    with open(p, "wb") as f:
+        os.setxattr(p, FAULT, b"write")
+        f.write(content)
+    t_eq(soft_errno(_fsync, p), errno.EIO, "fsync under the fault")
+    # the kernel drops its unused inodes: FUSE forgets e
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2\n")
+    time.sleep(1)
+    os.setxattr(p, FAULT, b"none")
+    t_run(["sync", "-f", m.mnt])
+    t_check("lost" not in m.daemon_log(), "nothing reported lost:\n%s" % m.daemon_log())
+    env.umount(m)
+    env.fsck(dev)
+    k = env.kernel_ro(dev)
+    try:
+        t_check(read_file(os.path.join(k.mnt, "e")) == content, "e intact")
+    finally:
+        env.umount(k)
+    env.detach(dev)
+
+
 def body(env):
+    if not t_is_kernel():
+        forgotten_case(env)
+        faults_case(env, [int(x) for x in os.environ.get("WBCFS_CORRUPT_SEEDS", "1,2,3").split(",")])
     bitmap_case(env)
     root_cases(env)
     journal_case(env)
