@@ -714,9 +714,14 @@ static uint32_t map_extend(struct map_ctx *c, uint64_t lblk, uint64_t pblk, uint
 	return ext2fs_extent_replace(c->h, 0, &e) ? 0 : k;
 }
 
-/* Map logical [lblk, lblk+n) to physical [pblk, pblk+n) (a hole before). */
-static int map_set_range(struct map_ctx *c, uint64_t lblk, uint64_t pblk, uint32_t n)
+/*
+ * Map logical [lblk, lblk+n) to physical [pblk, pblk+n) (a hole before).
+ * *@done: how many of them are in the extent tree, also on an error.
+ */
+static int map_set_range(struct map_ctx *c, uint64_t lblk, uint64_t pblk, uint32_t n,
+			 uint32_t *done)
 {
+	*done = 0;
 	while (n) {
 		uint32_t k;
 		int ret = map_set(c, lblk, pblk);
@@ -727,6 +732,7 @@ static int map_set_range(struct map_ctx *c, uint64_t lblk, uint64_t pblk, uint32
 		lblk += 1 + k;
 		pblk += 1 + k;
 		n -= 1 + k;
+		*done += 1 + k;
 	}
 	return 0;
 }
@@ -755,7 +761,7 @@ static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_
 {
 	ext2_filsys fs = c->w->fs;
 	blk64_t goal, got, glen;
-	uint32_t done = 0, i;
+	uint32_t done = 0, mapped, i;
 	errcode_t err;
 	int ret;
 
@@ -766,20 +772,28 @@ static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_
 			return -wbfs_errno(err);
 		ext2fs_block_alloc_stats_range(fs, got, (blk_t)glen, +1);
 		wbfs_iomgr_forget_range(c->w, got, glen);
-		ret = map_set_range(c, lblk + done, got, (uint32_t)glen);
-		if (ret)
-			return ret;
-		for (i = 0; i < glen; i++) {
+		ret = map_set_range(c, lblk + done, got, (uint32_t)glen, &mapped);
+		/* an error midway (no room for an extent block): the blocks in
+		 * the tree count in i_blocks as if all had gone well, the rest
+		 * go back to the bitmap, so the tree, i_blocks and the bitmap
+		 * agree; their pages stay dirty for the next attempt */
+		if (ret && mapped < glen)
+			ext2fs_block_alloc_stats_range(fs, got + mapped, (blk_t)(glen - mapped), -1);
+		for (i = 0; i < mapped; i++) {
 			pblk_out[done + i] = got + i;
 			if (map_take_delalloc(c->wi, lblk + done + i, true))
 				c->delalloc_done++;
 		}
 		pthread_mutex_lock(&c->wi->ec_lock);
-		if (c->wi->ec_valid)
-			ec_insert_locked(c->wi, lblk + done, got, (uint32_t)glen);
+		if (c->wi->ec_valid && mapped)
+			ec_insert_locked(c->wi, lblk + done, got, mapped);
 		pthread_mutex_unlock(&c->wi->ec_lock);
-		c->allocated += (long)glen;
-		done += (uint32_t)glen;
+		c->allocated += (long)mapped;
+		done += mapped;
+		if (ret) {
+			c->ec_dirty = true;	/* reload the map from the tree */
+			return ret;
+		}
 		goal = got + glen;
 	}
 	return 0;
