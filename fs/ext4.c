@@ -798,6 +798,50 @@ static int validate_block_bitmaps(struct wbfs *w, const char *dev)
 	return 0;
 }
 
+/*
+ * libext2fs before 1.47.4 refuses to free a run that ends at the last
+ * block of the filesystem (EXT2_ET_BAD_BLOCK_NUM), after the extent is
+ * already gone from the tree: a punch, truncate or unlink of the file
+ * that owns it leaks the block and leaves i_blocks wrong. So that no file
+ * gets it, the last block, while free, is marked in use in memory only:
+ * the block bitmap written to the device shows it free
+ * (wbfs_bitmap_written), and statfs does not count it.
+ */
+static void hide_last_block(struct wbfs *w)
+{
+	ext2_filsys fs = w->fs;
+	blk64_t last = ext2fs_blocks_count(fs->super) - 1;
+
+	if (w->ro || ext2fs_get_library_version(NULL, NULL) >= 14704 ||
+	    ext2fs_test_block_bitmap2(fs->block_map, last))
+		return;
+	ext2fs_mark_block_bitmap2(fs->block_map, last);
+	w->hidden_last = last;
+	w->bad_free++;
+}
+
+/*
+ * The iomgr wrote @data as device block @blk: if it is the bitmap of the
+ * hidden last block, clear that block's bit. Context: fs_lock.
+ */
+void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
+{
+	dgrp_t g;
+	blk64_t bit;
+
+	if (!w->hidden_last || !w->fs)
+		return;
+	g = ext2fs_group_of_blk2(w->fs, w->hidden_last);
+	if (blk != ext2fs_block_bitmap_loc(w->fs, g))
+		return;
+	bit = w->hidden_last - ext2fs_group_first_block2(w->fs, g);
+	((unsigned char *)data)[bit / 8] &= (unsigned char)~(1U << (bit % 8));
+	/* the descriptors are written after the bitmaps: their checksum of
+	 * this bitmap must be of what is on the device */
+	ext2fs_block_bitmap_csum_set(w->fs, g, data, EXT2_CLUSTERS_PER_GROUP(w->fs->super) / 8);
+	ext2fs_group_desc_csum_set(w->fs, g);
+}
+
 /* A leaf extent within the filesystem, past the superblock: as ext4_valid_extent. */
 static bool extent_in_fs(ext2_filsys fs, const struct ext2fs_extent *e)
 {
@@ -969,6 +1013,7 @@ static int fs_load(struct wbfs *w, const char *dev)
 	ret = validate_block_bitmaps(w, dev);
 	if (ret)
 		goto out_fs;
+	hide_last_block(w);
 	init_space(w);
 	return 0;
 out_fs:

@@ -148,6 +148,8 @@ struct wbfs {
 	unsigned nr_bad_groups;		/* constant after mount */
 	int64_t bad_free;		/* constant: free blocks the bad groups'
 					 * descriptors count, not handed out */
+	blk64_t hidden_last;		/* constant: the last block, free on disk,
+					 * kept from allocation (0: none) */
 };
 
 /* ext4.c */
@@ -168,6 +170,7 @@ int wbfs_meta_room(struct wbfs *w, long nr);
 void wbfs_refresh_free_locked(struct wbfs *w);
 bool wbfs_group_bad(struct wbfs *w, dgrp_t g);
 bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count);
+void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data);
 
 /* iomgr.c */
 extern struct struct_io_manager wbfs_io_manager;
