@@ -15,6 +15,14 @@
   journal inode  its extent zeroed: a read-write mount is refused (wbcfs:
                  with one line, the device unchanged; -o ro still mounts).
 
+  full           (wbcfs only) a full filesystem whose last free blocks go to
+                 extent blocks: files using the filesystem's last block are
+                 deleted (libext2fs before 1.47.4 cannot free it), and
+                 writeback meets ENOSPC midway through mapping a run of new
+                 blocks; e2fsck -fn stays clean.
+  forgotten      (wbcfs only) a file whose writes fail when the kernel
+                 forgets it keeps its data; once the fault is cleared it is
+                 written and nothing is reported lost.
   faults         (wbcfs only) 1% of device writes fail (-o fault_inject,
                  trusted.wbcfs.fault_rate) on a nearly full 256 MiB
                  filesystem under three random workers (sparse writes,
@@ -348,6 +356,61 @@ def faults_case(env, seeds):
     env.detach(dev)
 
 
+def full_fs_case(env, nf, delete):
+    """Fill a 64 MiB filesystem, leave room for the data of nf files of 6
+    one-block extents but not for their extent blocks, and write them: the
+    extent blocks take the last free blocks (the filesystem's last block
+    among them) and writeback meets ENOSPC midway through a mapping. With
+    delete, every file is then unlinked; without, what cannot be written
+    is lost at unmount. Either way e2fsck -fn must be clean."""
+    dev = env.new_fs(64 * MIB, name="full%d.img" % nf)
+    m = env.mount(dev, ["cache_size=128M"])
+    big = os.path.join(m.mnt, "big")
+    fd = os.open(big, os.O_CREAT | os.O_WRONLY, 0o644)
+    n = 0
+    try:
+        while True:
+            os.write(fd, b"y" * 4096)
+            n += 1
+    except OSError as e:
+        t_check(e.errno == errno.ENOSPC, "filling: %s" % e)
+    os.fsync(fd)
+    os.ftruncate(fd, (n - 6 * nf) * 4096)
+    os.fsync(fd)
+    os.close(fd)
+    names = []
+    for i in range(nf):
+        p = os.path.join(m.mnt, "s%d" % i)
+        if soft(lambda: _sparse(p)) is None:
+            break
+        names.append(p)
+    subprocess.run(["sync", "-f", m.mnt], stderr=subprocess.DEVNULL)
+    t_log("%d files of 6 extents, %d blocks free" % (len(names), os.statvfs(m.mnt).f_bfree))
+    if delete:
+        for p in names + [big]:
+            os.unlink(p)
+        env.umount(m)
+    else:
+        t_run(["umount", m.mnt])
+        rc = m.proc.wait(120)
+        m.mounted = False
+        env.mounts.remove(m)
+        lost = [ln for ln in m.daemon_log().splitlines() if "lost" in ln]
+        t_log("daemon exit %d, %d lines about lost pages" % (rc, len(lost)))
+    env.fsck(dev)
+    env.detach(dev)
+
+
+def _sparse(p):
+    fd = os.open(p, os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        for k in range(6):
+            os.pwrite(fd, b"x" * 4096, k * 8192)
+    finally:
+        os.close(fd)
+    return True
+
+
 def forgotten_case(env):
     t_step("a file the kernel forgets while its writes fail keeps its data for a retry")
     dev = env.new_fs(64 * MIB, name="forget.img")
@@ -377,6 +440,12 @@ def forgotten_case(env):
 
 def body(env):
     if not t_is_kernel():
+        t_step("a full filesystem: files whose extent blocks take the last "
+               "free blocks are deleted; e2fsck -fn is clean")
+        full_fs_case(env, 150, True)
+        t_step("a full filesystem: ENOSPC midway through a mapping at writeback; "
+               "e2fsck -fn is clean")
+        full_fs_case(env, 230, False)
         forgotten_case(env)
         faults_case(env, [int(x) for x in os.environ.get("WBCFS_CORRUPT_SEEDS", "1,2,3").split(",")])
     bitmap_case(env)
