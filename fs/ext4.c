@@ -842,6 +842,54 @@ void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
 	ext2fs_group_desc_csum_set(w->fs, g);
 }
 
+/*
+ * ext2fs_punch of logical blocks [start, end] of @ino. When the file maps
+ * the filesystem's last block there (it did before mount: the block is
+ * not hidden) and libext2fs cannot free it, that block is unmapped and
+ * freed here first; it is the physical end of its extent, so the extent
+ * only shrinks and no extent block is needed. Context: fs_lock.
+ */
+errcode_t wbfs_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
+		     blk64_t start, blk64_t end)
+{
+	ext2_filsys fs = w->fs;
+	blk64_t last = ext2fs_blocks_count(fs->super) - 1;
+	ext2_extent_handle_t h;
+	struct ext2fs_extent e;
+	errcode_t err;
+	int op = EXT2_EXTENT_ROOT;
+	bool found = false;
+
+	if (!(in->i_flags & EXT4_EXTENTS_FL) || w->hidden_last == last ||
+	    ext2fs_get_library_version(NULL, NULL) >= 14704 ||
+	    !ext2fs_test_block_bitmap2(fs->block_map, last))
+		goto punch;
+	err = ext2fs_extent_open2(fs, ino, (struct ext2_inode *)in, &h);
+	if (err)
+		return err;
+	while (!ext2fs_extent_get(h, op, &e)) {
+		op = EXT2_EXTENT_NEXT_LEAF;
+		if ((e.e_flags & EXT2_EXTENT_FLAGS_LEAF) && e.e_pblk <= last &&
+		    last - e.e_pblk < e.e_len) {
+			found = true;
+			break;
+		}
+	}
+	if (found && e.e_lblk + (last - e.e_pblk) >= start &&
+	    e.e_lblk + (last - e.e_pblk) <= end) {
+		err = ext2fs_extent_set_bmap(h, e.e_lblk + (last - e.e_pblk), 0, 0);
+		if (err) {
+			ext2fs_extent_free(h);
+			return err;
+		}
+		ext2fs_block_alloc_stats2(fs, last, -1);
+		ext2fs_iblk_sub_blocks(fs, (struct ext2_inode *)in, 1);
+	}
+	ext2fs_extent_free(h);
+punch:
+	return ext2fs_punch(fs, ino, (struct ext2_inode *)in, NULL, start, end);
+}
+
 /* A leaf extent within the filesystem, past the superblock: as ext4_valid_extent. */
 static bool extent_in_fs(ext2_filsys fs, const struct ext2fs_extent *e)
 {

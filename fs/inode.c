@@ -424,7 +424,7 @@ int winode_free_locked(struct wbfs *w, ext2_ino_t ino)
 	if (ret)
 		return ret;
 	if (ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in))
-		err = ext2fs_punch(w->fs, ino, (struct ext2_inode *)&in, NULL, 0, ~0ULL);
+		err = wbfs_punch(w, ino, &in, 0, ~0ULL);
 	if (!err)
 		err = ext2fs_free_ext_attr(w->fs, ino, &in);
 	if (err)

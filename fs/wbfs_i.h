@@ -171,6 +171,8 @@ void wbfs_refresh_free_locked(struct wbfs *w);
 bool wbfs_group_bad(struct wbfs *w, dgrp_t g);
 bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count);
 void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data);
+errcode_t wbfs_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
+		     blk64_t start, blk64_t end);
 
 /* iomgr.c */
 extern struct struct_io_manager wbfs_io_manager;
