@@ -15,6 +15,8 @@
   journal inode  its extent zeroed: a read-write mount is refused (wbcfs:
                  with one line, the device unchanged; -o ro still mounts).
 
+  last block     a file (made with debugfs) owns the filesystem's last
+                 block: unlinked, or truncated to 0, e2fsck -fn stays clean.
   full           (wbcfs only) a full filesystem whose last free blocks go to
                  extent blocks: files using the filesystem's last block are
                  deleted (libext2fs before 1.47.4 cannot free it), and
@@ -411,6 +413,36 @@ def _sparse(p):
     return True
 
 
+def owned_last_block_case(env, how):
+    t_step("a file that owns the filesystem's last block: %s, e2fsck -fn is clean" % how)
+    dev = env.new_fs(64 * MIB, name="owned-%s.img" % how)
+    content = data(b"last", BS)
+    put_files(env, dev, {"f": content})
+    old = bmap(dev, "f", 0)
+    last = int(re.search(r"Block count:\s+(\d+)",
+                         t_run(["dumpe2fs", "-h", dev], quiet=True).stdout).group(1)) - 1
+    fd = os.open(dev, os.O_RDWR)
+    try:
+        os.pwrite(fd, content, last * BS)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    # the extent's start (ee_start_lo) is i_block[5]
+    debugfs(dev, "sif f block[5] %d" % last, "setb %d" % last, "freeb %d" % old)
+    t_eq(bmap(dev, "f", 0), last, "f's block")
+    env.fsck(dev)
+    m = env.mount(dev, ["cache_size=64M"])
+    p = os.path.join(m.mnt, "f")
+    t_check(read_file(p) == content, "f reads")
+    if how == "unlink":
+        os.unlink(p)
+    else:
+        os.truncate(p, 0)
+    env.umount(m)
+    env.fsck(dev)
+    env.detach(dev)
+
+
 def forgotten_case(env):
     t_step("a file the kernel forgets while its writes fail keeps its data for a retry")
     dev = env.new_fs(64 * MIB, name="forget.img")
@@ -439,6 +471,8 @@ def forgotten_case(env):
 
 
 def body(env):
+    owned_last_block_case(env, "unlink")
+    owned_last_block_case(env, "truncate")
     if not t_is_kernel():
         t_step("a full filesystem: files whose extent blocks take the last "
                "free blocks are deleted; e2fsck -fn is clean")
