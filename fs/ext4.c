@@ -660,15 +660,106 @@ bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count)
 }
 
 /*
+ * Blocks freed since the last sync are busy, as the kernel's ext4 keeps
+ * freed blocks from reuse until the transaction that freed them commits:
+ * new data written into them before the freeing is on disk would, after
+ * a crash, show in the file that owned them (or, with blocks shared by
+ * two files, overwrite the other file at once). A busy block is free on
+ * disk (group and superblock counts, and the bitmap as written:
+ * wbfs_bitmap_written) but marked in use in the in-memory bitmap the
+ * allocators search. The next sync_fs, or an allocation that finds no
+ * other room, makes them free in memory too.
+ */
+static void busy_add(struct wbfs *w, blk64_t blk, blk_t n)
+{
+	struct blk_run *r;
+
+	ext2fs_mark_block_bitmap_range2(w->fs->block_map, blk, n);
+	if (w->nr_busy) {
+		r = &w->busy[w->nr_busy - 1];
+		if (r->blk + r->len == blk) {
+			r->len += n;
+			return;
+		}
+	}
+	if (w->nr_busy == w->cap_busy) {
+		size_t cap = w->cap_busy ? 2 * w->cap_busy : 64;
+		struct blk_run *nb = realloc(w->busy, cap * sizeof(*nb));
+
+		if (!nb) {
+			/* no memory to remember it: free for reuse at once */
+			ext2fs_unmark_block_bitmap_range2(w->fs->block_map, blk, n);
+			return;
+		}
+		w->busy = nb;
+		w->cap_busy = cap;
+	}
+	w->busy[w->nr_busy++] = (struct blk_run){ .blk = blk, .len = n };
+}
+
+/* Busy blocks become free for allocation. Context: fs_lock. */
+void wbfs_release_busy_locked(struct wbfs *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->nr_busy && w->fs; i++)
+		ext2fs_unmark_block_bitmap_range2(w->fs->block_map, w->busy[i].blk,
+						  (unsigned)w->busy[i].len);
+	w->nr_busy = 0;
+}
+
+/* ext2fs_new_range for writeback; with no other room, busy blocks are used. */
+errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got,
+			 blk64_t *glen)
+{
+	errcode_t err = ext2fs_new_range(w->fs, 0, goal, len, NULL, got, glen);
+
+	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && w->nr_busy) {
+		wbfs_release_busy_locked(w);
+		err = ext2fs_new_range(w->fs, 0, goal, len, NULL, got, glen);
+	}
+	return err;
+}
+
+/* libext2fs's own single-block allocations (extent, directory blocks): the same. */
+static errcode_t busy_alloc_block(ext2_filsys fs, blk64_t goal, blk64_t *ret)
+{
+	struct wbfs *w = fs->priv_data;
+	errcode_t err = ext2fs_new_block2(fs, goal, fs->block_map, ret);
+
+	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && w && w->nr_busy) {
+		wbfs_release_busy_locked(w);
+		err = ext2fs_new_block2(fs, goal, fs->block_map, ret);
+	}
+	return err;
+}
+
+/* Clear, in @data (group @g's bitmap), the bits of [blk, blk+n) within @g. */
+static bool bitmap_clear_run(ext2_filsys fs, dgrp_t g, unsigned char *data, blk64_t blk,
+			     blk64_t n)
+{
+	blk64_t first = ext2fs_group_first_block2(fs, g), last = ext2fs_group_last_block2(fs, g);
+	blk64_t b;
+
+	if (blk > last || blk + n <= first)
+		return false;
+	for (b = blk < first ? first : blk; b < blk + n && b <= last; b++)
+		data[(b - first) / 8] &= (unsigned char)~(1U << ((b - first) % 8));
+	return true;
+}
+
+/*
  * libext2fs freed [blk, blk+num): what lies in a refused group stays in
  * use, and its group and the superblock keep their counts (the kernel
  * does not free into a group whose bitmap it refused either).
  */
+static void busy_add(struct wbfs *w, blk64_t blk, blk_t n);
+
 static void bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
 {
 	struct wbfs *w = fs->priv_data;
 
-	if (inuse >= 0 || !w || !w->nr_bad_groups)
+	if (inuse >= 0 || !w)
 		return;
 	while (num) {
 		dgrp_t g = ext2fs_group_of_blk2(fs, blk);
@@ -681,6 +772,8 @@ static void bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inu
 							ext2fs_bg_free_blocks_count(fs, g) - n);
 			ext2fs_group_desc_csum_set(fs, g);
 			ext2fs_free_blocks_count_add(fs->super, -(blk64_t)n);
+		} else {
+			busy_add(w, blk, n);
 		}
 		blk += n;
 		num -= n;
@@ -781,11 +874,14 @@ static int validate_block_bitmaps(struct wbfs *w, const char *dev)
 	}
 	free(buf);
 	free(bad);
+	fs->priv_data = w;
+	if (!w->ro) {
+		ext2fs_set_block_alloc_stats_callback(fs, bad_group_keep, NULL);
+		ext2fs_set_block_alloc_stats_range_callback(fs, bad_group_keep_range, NULL);
+		ext2fs_set_alloc_block_callback(fs, busy_alloc_block, NULL);
+	}
 	if (!w->nr_bad_groups)
 		return 0;
-	fs->priv_data = w;
-	ext2fs_set_block_alloc_stats_callback(fs, bad_group_keep, NULL);
-	ext2fs_set_block_alloc_stats_range_callback(fs, bad_group_keep_range, NULL);
 	if (!w->ro) {
 		/* as ext4_error: e2fsck checks the filesystem before its next use */
 		fs->super->s_state |= EXT2_ERROR_FS;
@@ -822,24 +918,41 @@ static void hide_last_block(struct wbfs *w)
 
 /*
  * The iomgr wrote @data as device block @blk: if it is the bitmap of the
- * hidden last block, clear that block's bit. Context: fs_lock.
+ * hidden last block or of busy blocks, clear their bits. Context: fs_lock.
  */
 void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
 {
-	dgrp_t g;
-	blk64_t bit;
+	ext2_filsys fs = w->fs;
+	bool hit = false;
+	dgrp_t g = 0;
+	size_t i;
 
-	if (!w->hidden_last || !w->fs)
+	if (!fs)
 		return;
-	g = ext2fs_group_of_blk2(w->fs, w->hidden_last);
-	if (blk != ext2fs_block_bitmap_loc(w->fs, g))
+	if (w->hidden_last) {
+		g = ext2fs_group_of_blk2(fs, w->hidden_last);
+		if (blk == ext2fs_block_bitmap_loc(fs, g))
+			hit = bitmap_clear_run(fs, g, data, w->hidden_last, 1);
+	}
+	for (i = 0; i < w->nr_busy; i++) {
+		dgrp_t g1 = ext2fs_group_of_blk2(fs, w->busy[i].blk);
+		dgrp_t g2 = ext2fs_group_of_blk2(fs, w->busy[i].blk + w->busy[i].len - 1);
+
+		for (; g1 <= g2; g1++) {
+			if (blk != ext2fs_block_bitmap_loc(fs, g1))
+				continue;
+			if (bitmap_clear_run(fs, g1, data, w->busy[i].blk, w->busy[i].len)) {
+				g = g1;
+				hit = true;
+			}
+		}
+	}
+	if (!hit)
 		return;
-	bit = w->hidden_last - ext2fs_group_first_block2(w->fs, g);
-	((unsigned char *)data)[bit / 8] &= (unsigned char)~(1U << (bit % 8));
 	/* the descriptors are written after the bitmaps: their checksum of
 	 * this bitmap must be of what is on the device */
-	ext2fs_block_bitmap_csum_set(w->fs, g, data, EXT2_CLUSTERS_PER_GROUP(w->fs->super) / 8);
-	ext2fs_group_desc_csum_set(w->fs, g);
+	ext2fs_block_bitmap_csum_set(fs, g, data, EXT2_CLUSTERS_PER_GROUP(fs->super) / 8);
+	ext2fs_group_desc_csum_set(fs, g);
 }
 
 /*
@@ -1186,6 +1299,7 @@ int wbfs_close(struct wbfs *w)
 	teardown_cache(w);
 	close(w->dev_fd);
 	free(w->bad_groups);
+	free(w->busy);
 	if (atomic_load(&w->lost_pages)) {
 		fprintf(stderr, "wbcfs: %s: %ld dirty pages could not be written and are lost\n",
 			w->dev_path, atomic_load(&w->lost_pages));

@@ -767,7 +767,7 @@ static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_
 
 	goal = ext2fs_find_inode_goal(fs, c->wi->ino, (struct ext2_inode *)&c->in, lblk);
 	while (done < len) {
-		err = ext2fs_new_range(fs, 0, goal, len - done, NULL, &got, &glen);
+		err = wbfs_new_range(c->w, goal, len - done, &got, &glen);
 		if (err)
 			return -wbfs_errno(err);
 		ext2fs_block_alloc_stats_range(fs, got, (blk_t)glen, +1);
@@ -943,8 +943,12 @@ static int wbfs_sync_fs(struct bdi *b)
 	errcode_t err = 0;
 
 	wbfs_lock(w);
-	if (w->fs && !w->ro)
+	if (w->fs && !w->ro) {
 		err = ext2fs_flush(w->fs);
+		/* as a commit: what was freed before may be reused now */
+		if (!err)
+			wbfs_release_busy_locked(w);
+	}
 	wbfs_unlock(w);
 	return -wbfs_errno(err);
 }

@@ -122,7 +122,7 @@ static errcode_t meta_rw(struct wbfs *w, uint64_t off, size_t len, void *buf, bo
 		}
 		if (write) {
 			memcpy((char *)page_address(p) + in, b, n);
-			if (n == PAGE_SIZE && w->hidden_last)
+			if (n == PAGE_SIZE && (w->hidden_last || w->nr_busy))
 				wbfs_bitmap_written(w, idx, page_address(p));
 			page_set(p, PG_uptodate);
 			set_page_dirty(p);

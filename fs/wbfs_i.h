@@ -106,6 +106,12 @@ struct wbfs_stats {
 	_Atomic long nr_corrupt_groups;		/* atomic: groups refused at mount */
 };
 
+/* A run of device blocks. */
+struct blk_run {
+	blk64_t blk;
+	blk64_t len;
+};
+
 struct wbfs {
 	ext2_filsys fs;			/* fs_lock */
 	pthread_mutex_t fs_lock;	/* protects: fs and every libext2fs call */
@@ -150,6 +156,9 @@ struct wbfs {
 					 * descriptors count, not handed out */
 	blk64_t hidden_last;		/* constant: the last block, free on disk,
 					 * kept from allocation (0: none) */
+	struct blk_run *busy;		/* fs_lock: blocks freed since the last
+					 * sync, not yet reused (ext4.c) */
+	size_t nr_busy, cap_busy;	/* fs_lock */
 };
 
 /* ext4.c */
@@ -171,6 +180,9 @@ void wbfs_refresh_free_locked(struct wbfs *w);
 bool wbfs_group_bad(struct wbfs *w, dgrp_t g);
 bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count);
 void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data);
+void wbfs_release_busy_locked(struct wbfs *w);
+errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got,
+			 blk64_t *glen);
 errcode_t wbfs_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
 		     blk64_t start, blk64_t end);
 
