@@ -15,6 +15,11 @@
   journal inode  its extent zeroed: a read-write mount is refused (wbcfs:
                  with one line, the device unchanged; -o ro still mounts).
 
+  shared blocks  two files share their blocks (debugfs); one is unlinked,
+                 new files are written, then one syncfs: the survivor keeps
+                 its data, as with the kernel's ext4, which reuses freed
+                 blocks only after the transaction freeing them commits
+                 (wbcfs: after the next sync).
   last block     a file (made with debugfs) owns the filesystem's last
                  block: unlinked, or truncated to 0, e2fsck -fn stays clean.
   full           (wbcfs only) a full filesystem whose last free blocks go to
@@ -443,6 +448,42 @@ def owned_last_block_case(env, how):
     env.detach(dev)
 
 
+def shared_case(env):
+    t_step("two files share their blocks: the survivor of an unlink is not "
+           "overwritten by writes before the next sync")
+    dev = env.new_fs(64 * MIB, name="shared.img")
+    a = data(b"a", 1 * MIB)
+    put_files(env, dev, {"a": a, "b": data(b"b", 1 * MIB)})
+    ablk, bblk = bmap(dev, "a", 0), bmap(dev, "b", 0)
+    sb = t_run(["dumpe2fs", "-h", dev], quiet=True).stdout
+    free = int(re.search(r"Free blocks:\s+(\d+)", sb).group(1)) + 256
+    g0 = re.search(r"Group 0:.*?\n\s+.*?(\d+) free blocks",
+                   t_run(["dumpe2fs", dev], quiet=True).stdout, re.S)
+    # b's one extent (i_block[5]: its start) now points at a's blocks
+    debugfs(dev, "sif b block[5] %d" % ablk, "freeb %d 256" % bblk,
+            "set_bg 0 free_blocks_count %d" % (int(g0.group(1)) + 256),
+            "set_bg 0 checksum calc", "ssv free_blocks_count %d" % free)
+    p = t_run(["e2fsck", "-fn", dev], check=False, quiet=True)
+    t_check("Multiply-claimed" in p.stdout, "a and b share blocks:\n%s" % p.stdout)
+    m = env.mount(dev, ["cache_size=64M"])
+    t_check(read_file(os.path.join(m.mnt, "b")) == a, "b reads a's data")
+    os.unlink(os.path.join(m.mnt, "a"))
+    for i in range(4):
+        with open(os.path.join(m.mnt, "c%d" % i), "wb") as f:
+            f.write(data(b"c%d" % i, 1 * MIB))
+    # one syncfs: the new files' blocks are allocated before it commits
+    # the unlink (an fsync of each would commit it on ext4 first)
+    t_run(["sync", "-f", m.mnt])
+    t_check(read_file(os.path.join(m.mnt, "b")) == a, "b intact while mounted")
+    env.umount(m)
+    k = env.kernel_ro(dev)
+    try:
+        t_check(read_file(os.path.join(k.mnt, "b")) == a, "b intact on disk")
+    finally:
+        env.umount(k)
+    env.detach(dev)
+
+
 def forgotten_case(env):
     t_step("a file the kernel forgets while its writes fail keeps its data for a retry")
     dev = env.new_fs(64 * MIB, name="forget.img")
@@ -471,6 +512,7 @@ def forgotten_case(env):
 
 
 def body(env):
+    shared_case(env)
     owned_last_block_case(env, "unlink")
     owned_last_block_case(env, "truncate")
     if not t_is_kernel():
