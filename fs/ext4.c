@@ -734,6 +734,20 @@ static errcode_t busy_alloc_block(ext2_filsys fs, blk64_t goal, blk64_t *ret)
 	return err;
 }
 
+/* libext2fs's range allocations (fallocate): the same. */
+static errcode_t busy_new_range(ext2_filsys fs, int flags, blk64_t goal, blk64_t len,
+				blk64_t *pblk, blk64_t *plen)
+{
+	struct wbfs *w = fs->priv_data;
+	errcode_t err = ext2fs_new_range(fs, flags, goal, len, fs->block_map, pblk, plen);
+
+	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && w && w->nr_busy) {
+		wbfs_release_busy_locked(w);
+		err = ext2fs_new_range(fs, flags, goal, len, fs->block_map, pblk, plen);
+	}
+	return err;
+}
+
 /* Clear, in @data (group @g's bitmap), the bits of [blk, blk+n) within @g. */
 static bool bitmap_clear_run(ext2_filsys fs, dgrp_t g, unsigned char *data, blk64_t blk,
 			     blk64_t n)
@@ -879,6 +893,7 @@ static int validate_block_bitmaps(struct wbfs *w, const char *dev)
 		ext2fs_set_block_alloc_stats_callback(fs, bad_group_keep, NULL);
 		ext2fs_set_block_alloc_stats_range_callback(fs, bad_group_keep_range, NULL);
 		ext2fs_set_alloc_block_callback(fs, busy_alloc_block, NULL);
+		ext2fs_set_new_range_callback(fs, busy_new_range, NULL);
 	}
 	if (!w->nr_bad_groups)
 		return 0;
