@@ -20,6 +20,7 @@
                  its data, as with the kernel's ext4, which reuses freed
                  blocks only after the transaction freeing them commits
                  (wbcfs: after the next sync).
+  freed space    what an unlink freed serves fallocate and writes at once.
   last block     a file (made with debugfs) owns the filesystem's last
                  block: unlinked, or truncated to 0, e2fsck -fn stays clean.
   full           (wbcfs only) a full filesystem whose last free blocks go to
@@ -484,6 +485,31 @@ def shared_case(env):
     env.detach(dev)
 
 
+def freed_space_case(env):
+    t_step("space an unlink freed serves fallocate and writes before any sync")
+    dev = env.new_fs(64 * MIB, name="freed.img")
+    m = env.mount(dev, ["cache_size=64M"])
+    for name in ("x", "y"):
+        with open(os.path.join(m.mnt, name), "wb") as f:
+            f.write(data(name.encode(), 20 * MIB))
+    t_run(["sync", "-f", m.mnt])
+    os.unlink(os.path.join(m.mnt, "x"))
+    os.unlink(os.path.join(m.mnt, "y"))
+    fd = os.open(os.path.join(m.mnt, "fa"), os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, 30 * MIB)
+    finally:
+        os.close(fd)
+    w = data(b"w", 8 * MIB)
+    with open(os.path.join(m.mnt, "w"), "wb") as f:
+        f.write(w)
+        f.flush()
+        os.fsync(f.fileno())
+    env.umount(m)
+    env.fsck(dev)
+    env.detach(dev)
+
+
 def forgotten_case(env):
     t_step("a file the kernel forgets while its writes fail keeps its data for a retry")
     dev = env.new_fs(64 * MIB, name="forget.img")
@@ -513,6 +539,7 @@ def forgotten_case(env):
 
 def body(env):
     shared_case(env)
+    freed_space_case(env)
     owned_last_block_case(env, "unlink")
     owned_last_block_case(env, "truncate")
     if not t_is_kernel():
