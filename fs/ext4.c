@@ -672,40 +672,37 @@ bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count)
  */
 static void busy_add(struct wbfs *w, blk64_t blk, blk_t n)
 {
-	struct blk_run *r;
-
 	ext2fs_mark_block_bitmap_range2(w->fs->block_map, blk, n);
-	if (w->nr_busy) {
-		r = &w->busy[w->nr_busy - 1];
-		if (r->blk + r->len == blk) {
-			r->len += n;
-			return;
-		}
-	}
-	if (w->nr_busy == w->cap_busy) {
-		size_t cap = w->cap_busy ? 2 * w->cap_busy : 64;
-		struct blk_run *nb = realloc(w->busy, cap * sizeof(*nb));
-
-		if (!nb) {
-			/* no memory to remember it: free for reuse at once */
-			ext2fs_unmark_block_bitmap_range2(w->fs->block_map, blk, n);
-			return;
-		}
-		w->busy = nb;
-		w->cap_busy = cap;
-	}
-	w->busy[w->nr_busy++] = (struct blk_run){ .blk = blk, .len = n };
+	ext2fs_mark_block_bitmap_range2(w->busy, blk, n);
+	w->nr_busy += n;
 }
 
 /* Busy blocks become free for allocation. Context: fs_lock. */
 void wbfs_release_busy_locked(struct wbfs *w)
 {
-	size_t i;
+	blk64_t start, end, b, e;
 
-	for (i = 0; i < w->nr_busy && w->fs; i++)
-		ext2fs_unmark_block_bitmap_range2(w->fs->block_map, w->busy[i].blk,
-						  (unsigned)w->busy[i].len);
+	if (!w->nr_busy || !w->fs)
+		return;
+	start = w->fs->super->s_first_data_block;
+	end = ext2fs_blocks_count(w->fs->super) - 1;
+	while (start <= end && !ext2fs_find_first_set_block_bitmap2(w->busy, start, end, &b)) {
+		if (ext2fs_find_first_zero_block_bitmap2(w->busy, b, end, &e))
+			e = end + 1;
+		ext2fs_unmark_block_bitmap_range2(w->fs->block_map, b, (unsigned)(e - b));
+		start = e;
+	}
+	ext2fs_clear_block_bitmap(w->busy);
 	w->nr_busy = 0;
+}
+
+/* Before the filesystem closes: the bitmap it writes shows busy blocks free. */
+static void busy_free(struct wbfs *w)
+{
+	wbfs_release_busy_locked(w);
+	if (w->busy)
+		ext2fs_free_block_bitmap(w->busy);
+	w->busy = NULL;
 }
 
 /* ext2fs_new_range for writeback; with no other room, busy blocks are used. */
@@ -748,18 +745,51 @@ static errcode_t busy_new_range(ext2_filsys fs, int flags, blk64_t goal, blk64_t
 	return err;
 }
 
-/* Clear, in @data (group @g's bitmap), the bits of [blk, blk+n) within @g. */
-static bool bitmap_clear_run(ext2_filsys fs, dgrp_t g, unsigned char *data, blk64_t blk,
-			     blk64_t n)
-{
-	blk64_t first = ext2fs_group_first_block2(fs, g), last = ext2fs_group_last_block2(fs, g);
-	blk64_t b;
+/* A group's block bitmap location, for wbfs_bitmap_written. */
+struct bb_loc {
+	blk64_t blk;
+	dgrp_t g;
+};
 
-	if (blk > last || blk + n <= first)
-		return false;
-	for (b = blk < first ? first : blk; b < blk + n && b <= last; b++)
-		data[(b - first) / 8] &= (unsigned char)~(1U << ((b - first) % 8));
-	return true;
+static int bb_loc_cmp(const void *a, const void *b)
+{
+	const struct bb_loc *x = a, *y = b;
+
+	return x->blk < y->blk ? -1 : x->blk > y->blk;
+}
+
+/* Sorted block bitmap locations: which group's bitmap a write is. */
+static int bb_locs_build(struct wbfs *w)
+{
+	ext2_filsys fs = w->fs;
+	dgrp_t g;
+
+	w->bb_locs = calloc(fs->group_desc_count, sizeof(*w->bb_locs));
+	if (!w->bb_locs)
+		return -ENOMEM;
+	for (g = 0; g < fs->group_desc_count; g++)
+		w->bb_locs[g] = (struct bb_loc){ ext2fs_block_bitmap_loc(fs, g), g };
+	qsort(w->bb_locs, fs->group_desc_count, sizeof(*w->bb_locs), bb_loc_cmp);
+	return 0;
+}
+
+static bool bb_group(struct wbfs *w, blk64_t blk, dgrp_t *g)
+{
+	size_t lo = 0, hi = w->fs->group_desc_count;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (w->bb_locs[mid].blk == blk) {
+			*g = w->bb_locs[mid].g;
+			return true;
+		}
+		if (w->bb_locs[mid].blk < blk)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
 }
 
 /*
@@ -889,6 +919,9 @@ static int validate_block_bitmaps(struct wbfs *w, const char *dev)
 	free(buf);
 	free(bad);
 	fs->priv_data = w;
+	if (!w->ro && (bb_locs_build(w) ||
+		       ext2fs_allocate_block_bitmap(fs, "busy blocks", &w->busy)))
+		return -ENOMEM;
 	if (!w->ro) {
 		ext2fs_set_block_alloc_stats_callback(fs, bad_group_keep, NULL);
 		ext2fs_set_block_alloc_stats_range_callback(fs, bad_group_keep_range, NULL);
@@ -937,27 +970,27 @@ static void hide_last_block(struct wbfs *w)
  */
 void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
 {
+	static unsigned char busy[EXT2_MAX_BLOCK_SIZE];	/* fs_lock */
 	ext2_filsys fs = w->fs;
+	unsigned char *d = data;
+	blk64_t first, n, i;
 	bool hit = false;
-	dgrp_t g = 0;
-	size_t i;
+	dgrp_t g;
 
-	if (!fs)
+	if (!fs || !w->bb_locs || !bb_group(w, blk, &g))
 		return;
-	if (w->hidden_last) {
-		g = ext2fs_group_of_blk2(fs, w->hidden_last);
-		if (blk == ext2fs_block_bitmap_loc(fs, g))
-			hit = bitmap_clear_run(fs, g, data, w->hidden_last, 1);
+	first = ext2fs_group_first_block2(fs, g);
+	n = ext2fs_group_last_block2(fs, g) - first + 1;
+	if (w->hidden_last && ext2fs_group_of_blk2(fs, w->hidden_last) == g) {
+		i = w->hidden_last - first;
+		d[i / 8] &= (unsigned char)~(1U << (i % 8));
+		hit = true;
 	}
-	for (i = 0; i < w->nr_busy; i++) {
-		dgrp_t g1 = ext2fs_group_of_blk2(fs, w->busy[i].blk);
-		dgrp_t g2 = ext2fs_group_of_blk2(fs, w->busy[i].blk + w->busy[i].len - 1);
-
-		for (; g1 <= g2; g1++) {
-			if (blk != ext2fs_block_bitmap_loc(fs, g1))
-				continue;
-			if (bitmap_clear_run(fs, g1, data, w->busy[i].blk, w->busy[i].len)) {
-				g = g1;
+	if (w->nr_busy && (n + 7) / 8 <= sizeof(busy) &&
+	    !ext2fs_get_block_bitmap_range2(w->busy, first, (unsigned)n, busy)) {
+		for (i = 0; i < (n + 7) / 8; i++) {
+			if (busy[i]) {
+				d[i] &= (unsigned char)~busy[i];
 				hit = true;
 			}
 		}
@@ -1194,6 +1227,7 @@ static int fs_load(struct wbfs *w, const char *dev)
 	return 0;
 out_fs:
 	/* anything libext2fs writes here lands in the cache and is dropped */
+	busy_free(w);
 	ext2fs_close_free(&w->fs);
 	free(w->bad_groups);
 	w->bad_groups = NULL;
@@ -1252,6 +1286,7 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 out_inodes:
 	winode_release_all(w);
 out_fs:
+	busy_free(w);
 	ext2fs_close_free(&w->fs);
 out_cache:
 	teardown_cache(w);
@@ -1302,6 +1337,7 @@ int wbfs_close(struct wbfs *w)
 		w->fs->super->s_state |= EXT2_VALID_FS;
 		ext2fs_mark_super_dirty(w->fs);
 	}
+	busy_free(w);
 	r = -wbfs_errno(ext2fs_close_free(&w->fs));
 	pthread_mutex_unlock(&w->fs_lock);
 	if (r && !ret)
@@ -1314,7 +1350,7 @@ int wbfs_close(struct wbfs *w)
 	teardown_cache(w);
 	close(w->dev_fd);
 	free(w->bad_groups);
-	free(w->busy);
+	free(w->bb_locs);
 	if (atomic_load(&w->lost_pages)) {
 		fprintf(stderr, "wbcfs: %s: %ld dirty pages could not be written and are lost\n",
 			w->dev_path, atomic_load(&w->lost_pages));

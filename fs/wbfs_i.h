@@ -106,12 +106,6 @@ struct wbfs_stats {
 	_Atomic long nr_corrupt_groups;		/* atomic: groups refused at mount */
 };
 
-/* A run of device blocks. */
-struct blk_run {
-	blk64_t blk;
-	blk64_t len;
-};
-
 struct wbfs {
 	ext2_filsys fs;			/* fs_lock */
 	pthread_mutex_t fs_lock;	/* protects: fs and every libext2fs call */
@@ -156,9 +150,11 @@ struct wbfs {
 					 * descriptors count, not handed out */
 	blk64_t hidden_last;		/* constant: the last block, free on disk,
 					 * kept from allocation (0: none) */
-	struct blk_run *busy;		/* fs_lock: blocks freed since the last
+	ext2fs_block_bitmap busy;	/* fs_lock: blocks freed since the last
 					 * sync, not yet reused (ext4.c) */
-	size_t nr_busy, cap_busy;	/* fs_lock */
+	blk64_t nr_busy;		/* fs_lock: blocks in it */
+	struct bb_loc *bb_locs;		/* constant: block bitmap locations,
+					 * sorted, for the iomgr */
 };
 
 /* ext4.c */
