@@ -643,7 +643,7 @@ bool wbfs_group_bad(struct wbfs *w, dgrp_t g)
 	return false;
 }
 
-/* Is block @blk a refused group's block bitmap? fs_lock held. */
+/* Is block @blk a refused group's block or inode bitmap? fs_lock held. */
 bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count)
 {
 	unsigned i;
@@ -652,6 +652,12 @@ bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count)
 		return false;
 	for (i = 0; i < w->nr_bad_groups; i++) {
 		blk64_t b = ext2fs_block_bitmap_loc(w->fs, w->bad_groups[i]);
+
+		if (b >= blk && b - blk < count)
+			return true;
+	}
+	for (i = 0; i < w->nr_bad_igroups; i++) {
+		blk64_t b = ext2fs_inode_bitmap_loc(w->fs, w->bad_igroups[i]);
 
 		if (b >= blk && b - blk < count)
 			return true;
@@ -871,6 +877,58 @@ static int refuse_group(struct wbfs *w, const char *dev, dgrp_t g, const char *w
 	return 0;
 }
 
+/*
+ * Inode bitmaps, as ext4 checks them when it allocates an inode (group 0:
+ * a reserved inode found cleared), and their free counts. A bad group
+ * gives no new inodes (all marked in use in memory) and its bitmap is
+ * never written back.
+ */
+static void validate_inode_bitmaps(struct wbfs *w, const char *dev)
+{
+	ext2_filsys fs = w->fs;
+	unsigned ipg = fs->super->s_inodes_per_group;
+	unsigned char *buf = malloc((ipg + 7) / 8);
+	char why[96];
+	ext2_ino_t i, first;
+	dgrp_t g;
+
+	w->bad_igroups = calloc(fs->group_desc_count, sizeof(*w->bad_igroups));
+	if (!buf || !w->bad_igroups) {
+		free(buf);
+		return;
+	}
+	for (g = 0; g < fs->group_desc_count; g++) {
+		unsigned nfree;
+
+		if (ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT))
+			continue;
+		first = g * ipg + 1;
+		why[0] = 0;
+		for (i = 1; g == 0 && i < EXT2_FIRST_INODE(fs->super); i++) {
+			if (!ext2fs_test_inode_bitmap2(fs->inode_map, i)) {
+				snprintf(why, sizeof(why), "reserved inode %u found cleared", i);
+				break;
+			}
+		}
+		if (!why[0] && !ext2fs_get_inode_bitmap_range2(fs->inode_map, first, ipg, buf)) {
+			nfree = ipg - bits_set(buf, ipg);
+			if (nfree != ext2fs_bg_free_inodes_count(fs, g))
+				snprintf(why, sizeof(why), "%u free inodes, the descriptor says %u",
+					 nfree, ext2fs_bg_free_inodes_count(fs, g));
+		}
+		if (!why[0])
+			continue;
+		wbfs_err(dev, "group %u: inode bitmap at block %llu is corrupt (%s); no inodes are "
+			 "allocated from this group (run e2fsck)", g,
+			 (unsigned long long)ext2fs_inode_bitmap_loc(fs, g), why);
+		w->bad_igroups[w->nr_bad_igroups++] = g;
+		for (i = 0; i < ipg; i++)
+			ext2fs_mark_inode_bitmap2(fs->inode_map, first + i);
+		atomic_fetch_add(&w->stats.nr_corrupt_groups, 1);
+	}
+	free(buf);
+}
+
 /* ext4_validate_block_bitmap and mballoc's free count check, for every group. */
 static int validate_block_bitmaps(struct wbfs *w, const char *dev)
 {
@@ -928,7 +986,8 @@ static int validate_block_bitmaps(struct wbfs *w, const char *dev)
 		ext2fs_set_alloc_block_callback(fs, busy_alloc_block, NULL);
 		ext2fs_set_new_range_callback(fs, busy_new_range, NULL);
 	}
-	if (!w->nr_bad_groups)
+	validate_inode_bitmaps(w, dev);
+	if (!w->nr_bad_groups && !w->nr_bad_igroups)
 		return 0;
 	if (!w->ro) {
 		/* as ext4_error: e2fsck checks the filesystem before its next use */
@@ -1230,8 +1289,9 @@ out_fs:
 	busy_free(w);
 	ext2fs_close_free(&w->fs);
 	free(w->bad_groups);
-	w->bad_groups = NULL;
-	w->nr_bad_groups = 0;
+	free(w->bad_igroups);
+	w->bad_groups = w->bad_igroups = NULL;
+	w->nr_bad_groups = w->nr_bad_igroups = 0;
 	return ret;
 }
 
@@ -1293,7 +1353,8 @@ out_cache:
 out_close:
 	close(w->dev_fd);
 	free(w->bad_groups);
-	w->bad_groups = NULL;
+	free(w->bad_igroups);
+	w->bad_groups = w->bad_igroups = NULL;
 	return ret;
 }
 
@@ -1350,6 +1411,7 @@ int wbfs_close(struct wbfs *w)
 	teardown_cache(w);
 	close(w->dev_fd);
 	free(w->bad_groups);
+	free(w->bad_igroups);
 	free(w->bb_locs);
 	if (atomic_load(&w->lost_pages)) {
 		fprintf(stderr, "wbcfs: %s: %ld dirty pages could not be written and are lost\n",

@@ -103,8 +103,9 @@ static errcode_t meta_rw(struct wbfs *w, uint64_t off, size_t len, void *buf, bo
 		struct page *p;
 		int ret = 0;
 
-		if (write && w->nr_bad_groups && wbfs_is_bad_bitmap(w, idx, 1)) {
-			/* a refused group's block bitmap is never written back */
+		if (write && (w->nr_bad_groups || w->nr_bad_igroups) &&
+		    wbfs_is_bad_bitmap(w, idx, 1)) {
+			/* a refused group's bitmap is never written back */
 			off += n;
 			b += n;
 			len -= n;

@@ -146,6 +146,9 @@ struct wbfs {
 	dgrp_t *bad_groups;		/* constant after mount: groups whose block
 					 * bitmap failed validation, sorted */
 	unsigned nr_bad_groups;		/* constant after mount */
+	dgrp_t *bad_igroups;		/* constant after mount: groups whose inode
+					 * bitmap failed validation */
+	unsigned nr_bad_igroups;	/* constant after mount */
 	int64_t bad_free;		/* constant: free blocks the bad groups'
 					 * descriptors count, not handed out */
 	blk64_t hidden_last;		/* constant: the last block, free on disk,
