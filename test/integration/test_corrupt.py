@@ -10,6 +10,10 @@
                  "with errors", the zeroed bitmap was not written back
                  (e2fsck -fn still sees it), and once e2fsck -fy repaired
                  it, every file, old and new, is intact.
+  inode bitmap   group 0's inode bitmap zeroed: as the kernel finds a
+                 reserved inode cleared, the group gives no new inodes (one
+                 line on stderr), so no live file's inode is reused; marked
+                 with errors; all files intact after e2fsck -fy.
   root inode     not a directory, or its inode table block zeroed: the
                  mount is refused (wbcfs: with one line, the device unchanged).
   journal inode  its extent zeroed: a read-write mount is refused (wbcfs:
@@ -186,6 +190,46 @@ def bitmap_case(env):
     k = env.kernel_ro(dev)
     try:
         for name, content in list(old.items()) + list(new.items()):
+            t_check(read_file(os.path.join(k.mnt, name)) == content,
+                    "%s intact after repair" % name)
+    finally:
+        env.umount(k)
+    env.detach(dev)
+
+
+def inode_bitmap_case(env):
+    t_step("group 0's inode bitmap zeroed: no new inode is one a live file has")
+    dev = env.new_fs(128 * MIB, ["-O", "^metadata_csum,^uninit_bg", "-g", "8192"],
+                     name="ibitmap.img")
+    old = data(b"old", 5000)
+    put_files(env, dev, {"old": old})
+    out = t_run(["dumpe2fs", dev], quiet=True).stdout
+    ib = int(re.search(r"Group 0:.*?Inode bitmap at (\d+)", out, re.S).group(1))
+    ipg = int(re.search(r"Inodes per group:\s+(\d+)", out).group(1))
+    zero_block(dev, ib)
+    m = env.mount(dev, ["cache_size=64M"])
+    if not t_is_kernel():
+        lines = [ln for ln in m.daemon_log().splitlines() if "corrupt" in ln]
+        t_eq(len(lines), 1, "lines about corruption in the log")
+        t_check("group 0: inode bitmap" in lines[0], "the log names it: %r" % lines[0])
+    new = {}
+    for i in range(3):
+        name = "n%d" % i
+        new[name] = data(name.encode(), 3000 + i)
+        with open(os.path.join(m.mnt, name), "wb") as f:
+            f.write(new[name])
+        t_check(os.stat(os.path.join(m.mnt, name)).st_ino > ipg,
+                "%s's inode is outside group 0" % name)
+    t_check(read_file(os.path.join(m.mnt, "old")) == old, "old intact")
+    env.umount(m)
+    state = env.sb_state(dev)
+    t_check("error" in state, "superblock state %r says errors" % state)
+    p = t_run(["e2fsck", "-fy", dev], check=False, quiet=True)
+    t_check(p.returncode in (0, 1), "e2fsck -fy exit %d:\n%s" % (p.returncode, p.stdout))
+    env.fsck(dev)
+    k = env.kernel_ro(dev)
+    try:
+        for name, content in [("old", old)] + list(new.items()):
             t_check(read_file(os.path.join(k.mnt, name)) == content,
                     "%s intact after repair" % name)
     finally:
@@ -552,6 +596,7 @@ def body(env):
         forgotten_case(env)
         faults_case(env, [int(x) for x in os.environ.get("WBCFS_CORRUPT_SEEDS", "1,2,3").split(",")])
     bitmap_case(env)
+    inode_bitmap_case(env)
     root_cases(env)
     journal_case(env)
 
