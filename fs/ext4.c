@@ -1008,7 +1008,9 @@ static int validate_block_bitmaps(struct wbfs *w, const char *dev)
  * that owns it leaks the block and leaves i_blocks wrong. So that no file
  * gets it, the last block, while free, is marked in use in memory only:
  * the block bitmap written to the device shows it free
- * (wbfs_bitmap_written), and statfs does not count it.
+ * (wbfs_bitmap_written), and statfs counts it free as the kernel's ext4
+ * does (the metadata headroom covers the one block reservations may
+ * promise too many).
  */
 static void hide_last_block(struct wbfs *w)
 {
@@ -1020,7 +1022,6 @@ static void hide_last_block(struct wbfs *w)
 		return;
 	ext2fs_mark_block_bitmap2(fs->block_map, last);
 	w->hidden_last = last;
-	w->bad_free++;
 }
 
 /*
