@@ -16,6 +16,8 @@
                  with errors; all files intact after e2fsck -fy.
   root inode     not a directory, or its inode table block zeroed: the
                  mount is refused (wbcfs: with one line, the device unchanged).
+  descriptors    group 0's inode table outside the filesystem: the mount is
+                 refused (wbcfs: one line, the device unchanged).
   journal inode  its extent zeroed: a read-write mount is refused (wbcfs:
                  with one line, the device unchanged; -o ro still mounts).
 
@@ -248,6 +250,14 @@ def root_cases(env):
     dev = env.new_fs(64 * MIB, ["-O", "^metadata_csum"], name="itable.img")
     zero_block(dev, group_desc(dev)[0]["it"])
     refused(env, dev, "root inode")
+    env.detach(dev)
+
+
+def desc_case(env):
+    t_step("group descriptor with its inode table outside the filesystem: refused")
+    dev = env.new_fs(64 * MIB, ["-O", "^metadata_csum"], name="desc.img")
+    debugfs(dev, "set_bg 0 inode_table 99999999", "set_bg 0 checksum calc")
+    refused(env, dev, "corrupt group descriptors")
     env.detach(dev)
 
 
@@ -598,6 +608,7 @@ def body(env):
     bitmap_case(env)
     inode_bitmap_case(env)
     root_cases(env)
+    desc_case(env)
     journal_case(env)
 
 
