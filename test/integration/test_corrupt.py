@@ -46,7 +46,7 @@
                  e2fsck -fn is clean.
 
 WBCFS_TEST_TARGET=kernel runs the same cases against the kernel's ext4
-(but faults). WBCFS_CORRUPT_SEEDS (default 1,2,3) and
+(but the wbcfs-only cases). WBCFS_CORRUPT_SEEDS (default 1,2,3) and
 WBCFS_CORRUPT_SECONDS (per seed, default 6) set the faults case.
 
     WBCFS_BIN=build/wbcfs test/integration/test_corrupt.py
