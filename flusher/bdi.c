@@ -285,6 +285,21 @@ int bdi_inode_set_fault(struct bdi *b, struct wb_inode *wi, unsigned fault)
 	return 0;
 }
 
+int bdi_set_fault_rate(struct bdi *b, unsigned per_mille)
+{
+	if (!b->fault_inject)
+		return -EPERM;
+	if (per_mille > 1000)
+		return -EINVAL;
+	atomic_store(&b->fault_rate, per_mille);
+	return 0;
+}
+
+unsigned bdi_fault_rate(struct bdi *b)
+{
+	return atomic_load(&b->fault_rate);
+}
+
 const struct bdi_stats *bdi_get_stats(const struct bdi *b)
 {
 	return &b->stats;

@@ -47,6 +47,8 @@ struct bdi {
 	struct wb_inode *meta;		/* constant after bdi_set_meta */
 	errseq_t meta_err_since;	/* lock: metadata errors reported up to here */
 	bool fault_inject;		/* constant */
+	_Atomic unsigned fault_rate;	/* atomic: per mille of device writes that
+					 * fail (fault_inject only) */
 
 	_Atomic long inflight;		/* atomic: pages under device I/O, bdi-wide */
 	struct bdi_stats stats;

@@ -43,7 +43,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wbcfs/clock.h"
@@ -160,6 +162,19 @@ static void wb_inode_failed(struct bdi *b, struct wb_inode *wi, uint64_t index, 
 		b->ops->write_error(b, wi, index, err);
 }
 
+/* fault_rate: does this write fail? (a per-thread generator, no lock) */
+static bool wb_fault_roll(struct bdi *b)
+{
+	static _Thread_local unsigned seed;
+	unsigned rate = atomic_load(&b->fault_rate);
+
+	if (!rate)
+		return false;
+	if (!seed)
+		seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)&seed;
+	return (unsigned)rand_r(&seed) % 1000 < rate;
+}
+
 static void wb_io_done(struct io_req *req, int res)
 {
 	struct wb_io *io = container_of(req, struct wb_io, req);
@@ -221,7 +236,8 @@ static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pag
 	}
 	io->req = (struct io_req){ .op = IO_WRITE, .fd = x->b->fd, .off = pblk << PAGE_SHIFT,
 				   .iov = io->iov, .iovcnt = (int)n, .done = wb_io_done };
-	if (x->b->fault_inject && (atomic_load(&((struct wb_inode *)m->host)->fault) & WB_FAULT_WRITE))
+	if (x->b->fault_inject && ((atomic_load(&((struct wb_inode *)m->host)->fault) & WB_FAULT_WRITE) ||
+				   wb_fault_roll(x->b)))
 		io->req.inject_err = -EIO;
 	ret = io_engine_queue(&x->eng, &io->req);
 	if (ret)

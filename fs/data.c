@@ -602,7 +602,7 @@ static int punch_blocks_locked(struct wbfs *w, struct winode *wi, uint64_t first
 	if (ret)
 		return ret;
 	if (first <= last && ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in))
-		err = ext2fs_punch(w->fs, wi->ino, (struct ext2_inode *)&in, NULL, first, last);
+		err = wbfs_punch(w, wi->ino, &in, first, last);
 	ec_invalidate(wi);
 	if (err)
 		return -wbfs_errno(err);

@@ -93,7 +93,7 @@ void wbfs_refresh_free_locked(struct wbfs *w)
 	if (!w->fs)
 		return;
 	pthread_mutex_lock(&w->resv_lock);
-	w->free_blocks = (int64_t)ext2fs_free_blocks_count(w->fs->super);
+	w->free_blocks = (int64_t)ext2fs_free_blocks_count(w->fs->super) - w->bad_free;
 	w->free_inodes = w->fs->super->s_free_inodes_count;
 	pthread_mutex_unlock(&w->resv_lock);
 }
@@ -747,6 +747,637 @@ static void init_space(struct wbfs *w)
 	wbfs_refresh_free_locked(w);
 }
 
+/* ---- corrupt metadata ------------------------------------------------- */
+
+/*
+ * Checked once at mount, as the kernel's ext4 checks them: the group
+ * descriptors (bitmaps and inode tables inside the filesystem, not on
+ * top of each other), the root inode, the journal inode, and each group's
+ * block bitmap. A group whose bitmap fails (its own metadata not marked in
+ * use, or a free count other than the descriptor's) is refused, not the
+ * filesystem: nothing is allocated from it (every block stays marked in
+ * use in memory, blocks freed there stay in use), its bitmap is never
+ * written back, and the filesystem is marked with errors for e2fsck.
+ */
+
+bool wbfs_group_bad(struct wbfs *w, dgrp_t g)
+{
+	unsigned i;
+
+	for (i = 0; i < w->nr_bad_groups; i++)
+		if (w->bad_groups[i] == g)
+			return true;
+	return false;
+}
+
+/* Is block @blk a refused group's block or inode bitmap? fs_lock held. */
+bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count)
+{
+	unsigned i;
+
+	if (!w->fs)
+		return false;
+	for (i = 0; i < w->nr_bad_groups; i++) {
+		blk64_t b = ext2fs_block_bitmap_loc(w->fs, w->bad_groups[i]);
+
+		if (b >= blk && b - blk < count)
+			return true;
+	}
+	for (i = 0; i < w->nr_bad_igroups; i++) {
+		blk64_t b = ext2fs_inode_bitmap_loc(w->fs, w->bad_igroups[i]);
+
+		if (b >= blk && b - blk < count)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Blocks freed since the last sync are busy, as the kernel's ext4 keeps
+ * freed blocks from reuse until the transaction that freed them commits:
+ * new data written into them before the freeing is on disk would, after
+ * a crash, show in the file that owned them (or, with blocks shared by
+ * two files, overwrite the other file at once). A busy block is free on
+ * disk (group and superblock counts, and the bitmap as written:
+ * wbfs_bitmap_written) but marked in use in the in-memory bitmap the
+ * allocators search. The next sync_fs, or an allocation that finds no
+ * other room, makes them free in memory too.
+ */
+static void busy_add(struct wbfs *w, blk64_t blk, blk_t n)
+{
+	ext2fs_mark_block_bitmap_range2(w->fs->block_map, blk, n);
+	ext2fs_mark_block_bitmap_range2(w->busy, blk, n);
+	w->nr_busy += n;
+}
+
+/* Busy blocks become free for allocation. Context: fs_lock. */
+void wbfs_release_busy_locked(struct wbfs *w)
+{
+	blk64_t start, end, b, e;
+
+	if (!w->nr_busy || !w->fs)
+		return;
+	start = w->fs->super->s_first_data_block;
+	end = ext2fs_blocks_count(w->fs->super) - 1;
+	while (start <= end && !ext2fs_find_first_set_block_bitmap2(w->busy, start, end, &b)) {
+		if (ext2fs_find_first_zero_block_bitmap2(w->busy, b, end, &e))
+			e = end + 1;
+		ext2fs_unmark_block_bitmap_range2(w->fs->block_map, b, (unsigned)(e - b));
+		start = e;
+	}
+	ext2fs_clear_block_bitmap(w->busy);
+	w->nr_busy = 0;
+}
+
+/* Before the filesystem closes: the bitmap it writes shows busy blocks free. */
+static void busy_free(struct wbfs *w)
+{
+	wbfs_release_busy_locked(w);
+	if (w->busy)
+		ext2fs_free_block_bitmap(w->busy);
+	w->busy = NULL;
+}
+
+/* ext2fs_new_range for writeback; with no other room, busy blocks are used. */
+errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got,
+			 blk64_t *glen)
+{
+	errcode_t err = ext2fs_new_range(w->fs, 0, goal, len, NULL, got, glen);
+
+	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && w->nr_busy) {
+		wbfs_release_busy_locked(w);
+		err = ext2fs_new_range(w->fs, 0, goal, len, NULL, got, glen);
+	}
+	return err;
+}
+
+/* libext2fs's own single-block allocations (extent, directory blocks): the same. */
+static errcode_t busy_alloc_block(ext2_filsys fs, blk64_t goal, blk64_t *ret)
+{
+	struct wbfs *w = fs->priv_data;
+	errcode_t err = ext2fs_new_block2(fs, goal, fs->block_map, ret);
+
+	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && w && w->nr_busy) {
+		wbfs_release_busy_locked(w);
+		err = ext2fs_new_block2(fs, goal, fs->block_map, ret);
+	}
+	return err;
+}
+
+/* libext2fs's range allocations (fallocate): the same. */
+static errcode_t busy_new_range(ext2_filsys fs, int flags, blk64_t goal, blk64_t len,
+				blk64_t *pblk, blk64_t *plen)
+{
+	struct wbfs *w = fs->priv_data;
+	errcode_t err = ext2fs_new_range(fs, flags, goal, len, fs->block_map, pblk, plen);
+
+	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && w && w->nr_busy) {
+		wbfs_release_busy_locked(w);
+		err = ext2fs_new_range(fs, flags, goal, len, fs->block_map, pblk, plen);
+	}
+	return err;
+}
+
+/* A group's block bitmap location, for wbfs_bitmap_written. */
+struct bb_loc {
+	blk64_t blk;
+	dgrp_t g;
+};
+
+static int bb_loc_cmp(const void *a, const void *b)
+{
+	const struct bb_loc *x = a, *y = b;
+
+	return x->blk < y->blk ? -1 : x->blk > y->blk;
+}
+
+/* Sorted block bitmap locations: which group's bitmap a write is. */
+static int bb_locs_build(struct wbfs *w)
+{
+	ext2_filsys fs = w->fs;
+	dgrp_t g;
+
+	w->bb_locs = calloc(fs->group_desc_count, sizeof(*w->bb_locs));
+	if (!w->bb_locs)
+		return -ENOMEM;
+	for (g = 0; g < fs->group_desc_count; g++)
+		w->bb_locs[g] = (struct bb_loc){ ext2fs_block_bitmap_loc(fs, g), g };
+	qsort(w->bb_locs, fs->group_desc_count, sizeof(*w->bb_locs), bb_loc_cmp);
+	return 0;
+}
+
+static bool bb_group(struct wbfs *w, blk64_t blk, dgrp_t *g)
+{
+	size_t lo = 0, hi = w->fs->group_desc_count;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (w->bb_locs[mid].blk == blk) {
+			*g = w->bb_locs[mid].g;
+			return true;
+		}
+		if (w->bb_locs[mid].blk < blk)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/*
+ * libext2fs freed [blk, blk+num): what lies in a refused group stays in
+ * use, and its group and the superblock keep their counts (the kernel
+ * does not free into a group whose bitmap it refused either).
+ */
+static void busy_add(struct wbfs *w, blk64_t blk, blk_t n);
+
+static void bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
+{
+	struct wbfs *w = fs->priv_data;
+
+	if (inuse >= 0 || !w)
+		return;
+	while (num) {
+		dgrp_t g = ext2fs_group_of_blk2(fs, blk);
+		blk64_t end = ext2fs_group_last_block2(fs, g) + 1;
+		blk_t n = end - blk < num ? (blk_t)(end - blk) : num;
+
+		if (wbfs_group_bad(w, g)) {
+			ext2fs_mark_block_bitmap_range2(fs->block_map, blk, n);
+			ext2fs_bg_free_blocks_count_set(fs, g,
+							ext2fs_bg_free_blocks_count(fs, g) - n);
+			ext2fs_group_desc_csum_set(fs, g);
+			ext2fs_free_blocks_count_add(fs->super, -(blk64_t)n);
+		} else {
+			busy_add(w, blk, n);
+		}
+		blk += n;
+		num -= n;
+	}
+}
+
+static void bad_group_keep(ext2_filsys fs, blk64_t blk, int inuse)
+{
+	bad_group_keep_range(fs, blk, 1, inuse);
+}
+
+static unsigned bits_set(const unsigned char *b, size_t nbits)
+{
+	unsigned n = 0;
+	size_t i;
+
+	for (i = 0; i < nbits / 8; i++)
+		n += (unsigned)__builtin_popcount(b[i]);
+	for (i = nbits & ~(size_t)7; i < nbits; i++)
+		n += (b[i / 8] >> (i % 8)) & 1;
+	return n;
+}
+
+/* Bit @blk is clear in a group whose bitmap was read: that group is bad. */
+static void bb_need(ext2_filsys fs, blk64_t blk, bool *bad)
+{
+	dgrp_t g;
+
+	if (!blk || blk >= ext2fs_blocks_count(fs->super))
+		return;
+	g = ext2fs_group_of_blk2(fs, blk);
+	if (ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT))
+		return;		/* computed by libext2fs, not read */
+	if (!ext2fs_test_block_bitmap2(fs->block_map, blk))
+		bad[g] = true;
+}
+
+static int refuse_group(struct wbfs *w, const char *dev, dgrp_t g, const char *why)
+{
+	ext2_filsys fs = w->fs;
+	blk64_t first = ext2fs_group_first_block2(fs, g);
+	blk64_t n = ext2fs_group_last_block2(fs, g) - first + 1;
+
+	wbfs_err(dev, "group %u: block bitmap at block %llu is corrupt (%s); no blocks are "
+		 "allocated from this group (run e2fsck)", g,
+		 (unsigned long long)ext2fs_block_bitmap_loc(fs, g), why);
+	w->bad_groups[w->nr_bad_groups++] = g;
+	w->bad_free += ext2fs_bg_free_blocks_count(fs, g);
+	ext2fs_mark_block_bitmap_range2(fs->block_map, first, (unsigned)n);
+	atomic_fetch_add(&w->stats.nr_corrupt_groups, 1);
+	return 0;
+}
+
+/*
+ * Inode bitmaps, as ext4 checks them when it allocates an inode (group 0:
+ * a reserved inode found cleared), and their free counts. A bad group
+ * gives no new inodes (all marked in use in memory) and its bitmap is
+ * never written back.
+ */
+static void validate_inode_bitmaps(struct wbfs *w, const char *dev)
+{
+	ext2_filsys fs = w->fs;
+	unsigned ipg = fs->super->s_inodes_per_group;
+	unsigned char *buf = malloc((ipg + 7) / 8);
+	char why[96];
+	ext2_ino_t i, first;
+	dgrp_t g;
+
+	w->bad_igroups = calloc(fs->group_desc_count, sizeof(*w->bad_igroups));
+	if (!buf || !w->bad_igroups) {
+		free(buf);
+		return;
+	}
+	for (g = 0; g < fs->group_desc_count; g++) {
+		unsigned nfree;
+
+		if (ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT))
+			continue;
+		first = g * ipg + 1;
+		why[0] = 0;
+		for (i = 1; g == 0 && i < EXT2_FIRST_INODE(fs->super); i++) {
+			if (!ext2fs_test_inode_bitmap2(fs->inode_map, i)) {
+				snprintf(why, sizeof(why), "reserved inode %u found cleared", i);
+				break;
+			}
+		}
+		if (!why[0] && !ext2fs_get_inode_bitmap_range2(fs->inode_map, first, ipg, buf)) {
+			nfree = ipg - bits_set(buf, ipg);
+			if (nfree != ext2fs_bg_free_inodes_count(fs, g))
+				snprintf(why, sizeof(why), "%u free inodes, the descriptor says %u",
+					 nfree, ext2fs_bg_free_inodes_count(fs, g));
+		}
+		if (!why[0])
+			continue;
+		wbfs_err(dev, "group %u: inode bitmap at block %llu is corrupt (%s); no inodes are "
+			 "allocated from this group (run e2fsck)", g,
+			 (unsigned long long)ext2fs_inode_bitmap_loc(fs, g), why);
+		w->bad_igroups[w->nr_bad_igroups++] = g;
+		for (i = 0; i < ipg; i++)
+			ext2fs_mark_inode_bitmap2(fs->inode_map, first + i);
+		atomic_fetch_add(&w->stats.nr_corrupt_groups, 1);
+	}
+	free(buf);
+}
+
+/* ext4_validate_block_bitmap and mballoc's free count check, for every group. */
+static int validate_block_bitmaps(struct wbfs *w, const char *dev)
+{
+	ext2_filsys fs = w->fs;
+	size_t bpg = EXT2_BLOCKS_PER_GROUP(fs->super);
+	unsigned char *buf = malloc((bpg + 7) / 8);
+	bool *bad = calloc(fs->group_desc_count, sizeof(*bad));
+	char why[96];
+	dgrp_t g;
+	blk64_t b;
+
+	w->bad_groups = calloc(fs->group_desc_count, sizeof(*w->bad_groups));
+	if (!buf || !bad || !w->bad_groups) {
+		free(buf);
+		free(bad);
+		return -ENOMEM;
+	}
+	for (g = 0; g < fs->group_desc_count; g++) {
+		blk64_t it = ext2fs_inode_table_loc(fs, g);
+
+		bb_need(fs, ext2fs_block_bitmap_loc(fs, g), bad);
+		bb_need(fs, ext2fs_inode_bitmap_loc(fs, g), bad);
+		for (b = it; it && b < it + fs->inode_blocks_per_group; b++)
+			bb_need(fs, b, bad);
+	}
+	for (g = 0; g < fs->group_desc_count; g++) {
+		blk64_t first = ext2fs_group_first_block2(fs, g);
+		size_t n = (size_t)(ext2fs_group_last_block2(fs, g) - first + 1);
+		unsigned nfree;
+
+		if (ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT))
+			continue;
+		if (bad[g]) {
+			refuse_group(w, dev, g, "its own bitmaps or inode table not marked in use");
+			continue;
+		}
+		if (ext2fs_get_block_bitmap_range2(fs->block_map, first, n, buf))
+			continue;
+		nfree = (unsigned)n - bits_set(buf, n);
+		if (nfree != ext2fs_bg_free_blocks_count(fs, g)) {
+			snprintf(why, sizeof(why), "%u free blocks, the descriptor says %u", nfree,
+				 ext2fs_bg_free_blocks_count(fs, g));
+			refuse_group(w, dev, g, why);
+		}
+	}
+	free(buf);
+	free(bad);
+	fs->priv_data = w;
+	if (!w->ro && (bb_locs_build(w) ||
+		       ext2fs_allocate_block_bitmap(fs, "busy blocks", &w->busy)))
+		return -ENOMEM;
+	if (!w->ro) {
+		ext2fs_set_block_alloc_stats_callback(fs, bad_group_keep, NULL);
+		ext2fs_set_block_alloc_stats_range_callback(fs, bad_group_keep_range, NULL);
+		ext2fs_set_alloc_block_callback(fs, busy_alloc_block, NULL);
+		ext2fs_set_new_range_callback(fs, busy_new_range, NULL);
+	}
+	validate_inode_bitmaps(w, dev);
+	if (!w->nr_bad_groups && !w->nr_bad_igroups)
+		return 0;
+	if (!w->ro) {
+		/* as ext4_error: e2fsck checks the filesystem before its next use */
+		fs->super->s_state |= EXT2_ERROR_FS;
+		fs->super->s_error_count++;
+		if (!fs->super->s_first_error_time)
+			fs->super->s_first_error_time = (uint32_t)time(NULL);
+		fs->super->s_last_error_time = (uint32_t)time(NULL);
+		ext2fs_mark_super_dirty(fs);
+	}
+	return 0;
+}
+
+/*
+ * libext2fs before 1.47.4 refuses to free a run that ends at the last
+ * block of the filesystem (EXT2_ET_BAD_BLOCK_NUM), after the extent is
+ * already gone from the tree: a punch, truncate or unlink of the file
+ * that owns it leaks the block and leaves i_blocks wrong. So that no file
+ * gets it, the last block, while free, is marked in use in memory only:
+ * the block bitmap written to the device shows it free
+ * (wbfs_bitmap_written), and statfs counts it free as the kernel's ext4
+ * does (the metadata headroom covers the one block reservations may
+ * promise too many).
+ */
+static void hide_last_block(struct wbfs *w)
+{
+	ext2_filsys fs = w->fs;
+	blk64_t last = ext2fs_blocks_count(fs->super) - 1;
+
+	if (w->ro || ext2fs_get_library_version(NULL, NULL) >= 14704 ||
+	    ext2fs_test_block_bitmap2(fs->block_map, last))
+		return;
+	ext2fs_mark_block_bitmap2(fs->block_map, last);
+	w->hidden_last = last;
+}
+
+/*
+ * The iomgr wrote @data as device block @blk: if it is the bitmap of the
+ * hidden last block or of busy blocks, clear their bits. Context: fs_lock.
+ */
+void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
+{
+	static unsigned char busy[EXT2_MAX_BLOCK_SIZE];	/* fs_lock */
+	ext2_filsys fs = w->fs;
+	unsigned char *d = data;
+	blk64_t first, n, i;
+	bool hit = false;
+	dgrp_t g;
+
+	if (!fs || !w->bb_locs || !bb_group(w, blk, &g))
+		return;
+	first = ext2fs_group_first_block2(fs, g);
+	n = ext2fs_group_last_block2(fs, g) - first + 1;
+	if (w->hidden_last && ext2fs_group_of_blk2(fs, w->hidden_last) == g) {
+		i = w->hidden_last - first;
+		d[i / 8] &= (unsigned char)~(1U << (i % 8));
+		hit = true;
+	}
+	if (w->nr_busy && (n + 7) / 8 <= sizeof(busy) &&
+	    !ext2fs_get_block_bitmap_range2(w->busy, first, (unsigned)n, busy)) {
+		for (i = 0; i < (n + 7) / 8; i++) {
+			if (busy[i]) {
+				d[i] &= (unsigned char)~busy[i];
+				hit = true;
+			}
+		}
+	}
+	if (!hit)
+		return;
+	/* the descriptors are written after the bitmaps: their checksum of
+	 * this bitmap must be of what is on the device */
+	ext2fs_block_bitmap_csum_set(fs, g, data, EXT2_CLUSTERS_PER_GROUP(fs->super) / 8);
+	ext2fs_group_desc_csum_set(fs, g);
+}
+
+/*
+ * ext2fs_punch of logical blocks [start, end] of @ino. When the file maps
+ * the filesystem's last block there (it did before mount: the block is
+ * not hidden) and libext2fs cannot free it, that block is unmapped and
+ * freed here first; it is the physical end of its extent, so the extent
+ * only shrinks and no extent block is needed. Context: fs_lock.
+ */
+errcode_t wbfs_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
+		     blk64_t start, blk64_t end)
+{
+	ext2_filsys fs = w->fs;
+	blk64_t last = ext2fs_blocks_count(fs->super) - 1;
+	ext2_extent_handle_t h;
+	struct ext2fs_extent e;
+	errcode_t err;
+	int op = EXT2_EXTENT_ROOT;
+	bool found = false;
+
+	if (!(in->i_flags & EXT4_EXTENTS_FL) || w->hidden_last == last ||
+	    ext2fs_get_library_version(NULL, NULL) >= 14704 ||
+	    !ext2fs_test_block_bitmap2(fs->block_map, last))
+		goto punch;
+	err = ext2fs_extent_open2(fs, ino, (struct ext2_inode *)in, &h);
+	if (err)
+		return err;
+	while (!ext2fs_extent_get(h, op, &e)) {
+		op = EXT2_EXTENT_NEXT_LEAF;
+		if ((e.e_flags & EXT2_EXTENT_FLAGS_LEAF) && e.e_pblk <= last &&
+		    last - e.e_pblk < e.e_len) {
+			found = true;
+			break;
+		}
+	}
+	if (found && e.e_lblk + (last - e.e_pblk) >= start &&
+	    e.e_lblk + (last - e.e_pblk) <= end) {
+		err = ext2fs_extent_set_bmap(h, e.e_lblk + (last - e.e_pblk), 0, 0);
+		if (err) {
+			ext2fs_extent_free(h);
+			return err;
+		}
+		ext2fs_block_alloc_stats2(fs, last, -1);
+		ext2fs_iblk_sub_blocks(fs, (struct ext2_inode *)in, 1);
+	}
+	ext2fs_extent_free(h);
+punch:
+	return ext2fs_punch(fs, ino, (struct ext2_inode *)in, NULL, start, end);
+}
+
+/* A leaf extent within the filesystem, past the superblock: as ext4_valid_extent. */
+static bool extent_in_fs(ext2_filsys fs, const struct ext2fs_extent *e)
+{
+	return e->e_len && e->e_pblk > fs->super->s_first_data_block &&
+	       e->e_pblk < ext2fs_blocks_count(fs->super) &&
+	       e->e_len <= ext2fs_blocks_count(fs->super) - e->e_pblk;
+}
+
+/*
+ * Every leaf extent of @ino valid; *@first set to the block holding
+ * logical block 0 (0 when it is a hole). An error message or NULL.
+ */
+static const char *check_extents(ext2_filsys fs, ext2_ino_t ino, struct ext2_inode *in,
+				 blk64_t *first)
+{
+	ext2_extent_handle_t h;
+	struct ext2fs_extent e;
+	errcode_t err;
+	int op = EXT2_EXTENT_ROOT;
+	const char *bad = NULL;
+
+	*first = 0;
+	if (!(in->i_flags & EXT4_EXTENTS_FL)) {
+		if (ext2fs_bmap2(fs, ino, in, NULL, 0, 0, NULL, first))
+			return "its block map cannot be read";
+		if (*first && *first >= ext2fs_blocks_count(fs->super))
+			return "its first block is outside the filesystem";
+		return NULL;
+	}
+	if (ext2fs_extent_header_verify(in->i_block, sizeof(in->i_block)))
+		return "bad extent header";
+	if (ext2fs_extent_open2(fs, ino, in, &h))
+		return "bad extent header";
+	for (;;) {
+		err = ext2fs_extent_get(h, op, &e);
+		op = EXT2_EXTENT_NEXT_LEAF;
+		if (err == EXT2_ET_EXTENT_NO_NEXT || err == EXT2_ET_NO_CURRENT_NODE)
+			break;
+		if (err) {
+			bad = "its extent tree cannot be read";
+			break;
+		}
+		if (!(e.e_flags & EXT2_EXTENT_FLAGS_LEAF))
+			continue;
+		if (!extent_in_fs(fs, &e)) {
+			bad = "an extent lies outside the filesystem";
+			break;
+		}
+		if (e.e_lblk == 0)
+			*first = e.e_pblk;
+	}
+	ext2fs_extent_free(h);
+	return bad;
+}
+
+/* The root inode, as ext4_fill_super and ext4_iget check it. */
+static int check_root(struct wbfs *w, const char *dev)
+{
+	struct ext2_inode_large in;
+	const char *bad = NULL;
+	blk64_t first;
+
+	memset(&in, 0, sizeof(in));
+	if (ext2fs_read_inode_full(w->fs, EXT2_ROOT_INO, (struct ext2_inode *)&in, sizeof(in)))
+		bad = "cannot be read";
+	else if (!LINUX_S_ISDIR(in.i_mode))
+		bad = "not a directory";
+	else if (!in.i_links_count)
+		bad = "no links";
+	else if (!EXT2_I_SIZE(&in) || !ext2fs_get_stat_i_blocks(w->fs, (struct ext2_inode *)&in))
+		bad = "no blocks";
+	else
+		bad = check_extents(w->fs, EXT2_ROOT_INO, (struct ext2_inode *)&in, &first);
+	if (!bad && !first)
+		bad = "its first block is a hole";
+	if (!bad)
+		return 0;
+	wbfs_err(dev, "corrupt root inode (%s); run e2fsck", bad);
+	return -EUCLEAN;
+}
+
+#define JBD2_MAGIC 0xc03b3998U
+#define JBD2_MIN_BLOCKS 1024
+
+/*
+ * The journal inode, as the kernel checks it when it loads the journal:
+ * a regular file with links, long enough, valid extents, and a journal
+ * superblock at its block 0. wbcfs never replays or writes the journal,
+ * but a broken one means a damaged filesystem: refused read-write.
+ */
+static int check_journal(struct wbfs *w, const char *dev)
+{
+	ext2_filsys fs = w->fs;
+	struct ext2_inode_large in;
+	const char *bad = NULL;
+	blk64_t first = 0;
+	uint32_t *jsb;
+	ext2_ino_t ino = fs->super->s_journal_inum;
+
+	if (!ext2fs_has_feature_journal(fs->super) || !ino || w->ro)
+		return 0;
+	memset(&in, 0, sizeof(in));
+	if (ext2fs_read_inode_full(fs, ino, (struct ext2_inode *)&in, sizeof(in)))
+		bad = "cannot be read";
+	else if (!in.i_links_count)
+		bad = "deleted";
+	else if (!LINUX_S_ISREG(in.i_mode))
+		bad = "not a regular file";
+	else if (EXT2_I_SIZE(&in) / fs->blocksize < JBD2_MIN_BLOCKS)
+		bad = "too short";
+	else
+		bad = check_extents(fs, ino, (struct ext2_inode *)&in, &first);
+	if (!bad && !first)
+		bad = "no journal superblock";
+	if (!bad) {
+		if (posix_memalign((void **)&jsb, 4096, fs->blocksize))
+			return -ENOMEM;
+		if (io_channel_read_blk64(fs->io, first, 1, jsb))
+			bad = "its superblock cannot be read";
+		else if (__builtin_bswap32(jsb[0]) != JBD2_MAGIC)
+			bad = "no journal superblock";
+		free(jsb);
+	}
+	if (!bad)
+		return 0;
+	wbfs_err(dev, "corrupt journal inode %u (%s); run e2fsck (or mount with -o ro)", ino, bad);
+	return -EUCLEAN;
+}
+
+/* The group descriptors, as ext4_check_descriptors. */
+static int check_desc(struct wbfs *w, const char *dev)
+{
+	errcode_t err = ext2fs_check_desc(w->fs);
+
+	if (!err)
+		return 0;
+	wbfs_err(dev, "corrupt group descriptors (%s); run e2fsck", error_message(err));
+	return -EUCLEAN;
+}
+
 /* libext2fs over the cache: open, check features, read the bitmaps. */
 static int fs_load(struct wbfs *w, const char *dev)
 {
@@ -761,6 +1392,12 @@ static int fs_load(struct wbfs *w, const char *dev)
 		return -EINVAL;
 	}
 	ret = check_features(w, dev);
+	if (!ret)
+		ret = check_desc(w, dev);
+	if (!ret)
+		ret = check_root(w, dev);
+	if (!ret)
+		ret = check_journal(w, dev);
 	if (ret)
 		goto out_fs;
 	err = ext2fs_read_bitmaps(w->fs);
@@ -769,11 +1406,20 @@ static int fs_load(struct wbfs *w, const char *dev)
 		ret = -EIO;
 		goto out_fs;
 	}
+	ret = validate_block_bitmaps(w, dev);
+	if (ret)
+		goto out_fs;
+	hide_last_block(w);
 	init_space(w);
 	return 0;
 out_fs:
 	/* anything libext2fs writes here lands in the cache and is dropped */
+	busy_free(w);
 	ext2fs_close_free(&w->fs);
+	free(w->bad_groups);
+	free(w->bad_igroups);
+	w->bad_groups = w->bad_igroups = NULL;
+	w->nr_bad_groups = w->nr_bad_igroups = 0;
 	return ret;
 }
 
@@ -828,11 +1474,15 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 out_inodes:
 	winode_release_all(w);
 out_fs:
+	busy_free(w);
 	ext2fs_close_free(&w->fs);
 out_cache:
 	teardown_cache(w);
 out_close:
 	close(w->dev_fd);
+	free(w->bad_groups);
+	free(w->bad_igroups);
+	w->bad_groups = w->bad_igroups = NULL;
 	return ret;
 }
 
@@ -876,6 +1526,7 @@ int wbfs_close(struct wbfs *w)
 		w->fs->super->s_state |= EXT2_VALID_FS;
 		ext2fs_mark_super_dirty(w->fs);
 	}
+	busy_free(w);
 	r = -wbfs_errno(ext2fs_close_free(&w->fs));
 	pthread_mutex_unlock(&w->fs_lock);
 	if (r && !ret)
@@ -887,6 +1538,9 @@ int wbfs_close(struct wbfs *w)
 	}
 	teardown_cache(w);
 	close(w->dev_fd);
+	free(w->bad_groups);
+	free(w->bad_igroups);
+	free(w->bb_locs);
 	if (atomic_load(&w->lost_pages)) {
 		fprintf(stderr, "wbcfs: %s: %ld dirty pages could not be written and are lost\n",
 			w->dev_path, atomic_load(&w->lost_pages));

@@ -171,9 +171,12 @@ static bool winode_is_dirty(struct winode *wi)
 /*
  * Drop an in-memory inode nobody references any more (marked evicting, so
  * lookups of the same inode wait): write what is still dirty, or free the
- * inode when its last link is gone, then leave the table.
+ * inode when its last link is gone, then leave the table. Pages that
+ * cannot be written now keep the inode in memory, as the kernel keeps a
+ * dirty inode, for writeback to retry; only at unmount (@final) are they
+ * reported lost.
  */
-static void winode_evict(struct wbfs *w, struct winode *wi)
+static void winode_evict(struct wbfs *w, struct winode *wi, bool final)
 {
 	bool unlinked;
 
@@ -184,8 +187,16 @@ static void winode_evict(struct wbfs *w, struct winode *wi)
 	 * still cannot be written is reported lost, never dropped silently */
 	if (!unlinked && !w->ro && winode_is_dirty(wi) &&
 	    bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, false) &&
-	    atomic_load(&wi->map.nrdirty))
+	    atomic_load(&wi->map.nrdirty)) {
+		if (!final) {
+			pthread_mutex_lock(&w->itable_lock);
+			wi->evicting = false;
+			pthread_cond_broadcast(&w->itable_cond);
+			pthread_mutex_unlock(&w->itable_lock);
+			return;
+		}
 		data_report_lost(w, wi);
+	}
 	data_drop_all(w, wi);
 	bdi_inode_remove(w->bdi, &wi->wb);
 	wbfs_lock(w);
@@ -218,7 +229,7 @@ void winode_forget(struct wbfs *w, struct winode *wi, uint64_t nlookup)
 	evict = winode_begin_evict_locked(wi);
 	pthread_mutex_unlock(&w->itable_lock);
 	if (evict)
-		winode_evict(w, wi);
+		winode_evict(w, wi, false);
 }
 
 void winode_put_open(struct wbfs *w, struct winode *wi)
@@ -230,7 +241,7 @@ void winode_put_open(struct wbfs *w, struct winode *wi)
 	evict = winode_begin_evict_locked(wi);
 	pthread_mutex_unlock(&w->itable_lock);
 	if (evict)
-		winode_evict(w, wi);
+		winode_evict(w, wi, false);
 }
 
 /* Unmount: evict everything still in the table (after the final sync). */
@@ -249,7 +260,7 @@ void winode_release_all(struct wbfs *w)
 		pthread_mutex_unlock(&w->itable_lock);
 		if (!wi)
 			return;
-		winode_evict(w, wi);
+		winode_evict(w, wi, true);
 	}
 }
 
@@ -512,7 +523,7 @@ int winode_free_locked(struct wbfs *w, ext2_ino_t ino)
 	if (ret)
 		return ret;
 	if (ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in))
-		err = ext2fs_punch(w->fs, ino, (struct ext2_inode *)&in, NULL, 0, ~0ULL);
+		err = wbfs_punch(w, ino, &in, 0, ~0ULL);
 	if (!err)
 		err = ext2fs_free_ext_attr(w->fs, ino, &in);
 	if (err)
@@ -802,9 +813,14 @@ static uint32_t map_extend(struct map_ctx *c, uint64_t lblk, uint64_t pblk, uint
 	return ext2fs_extent_replace(c->h, 0, &e) ? 0 : k;
 }
 
-/* Map logical [lblk, lblk+n) to physical [pblk, pblk+n) (a hole before). */
-static int map_set_range(struct map_ctx *c, uint64_t lblk, uint64_t pblk, uint32_t n)
+/*
+ * Map logical [lblk, lblk+n) to physical [pblk, pblk+n) (a hole before).
+ * *@done: how many of them are in the extent tree, also on an error.
+ */
+static int map_set_range(struct map_ctx *c, uint64_t lblk, uint64_t pblk, uint32_t n,
+			 uint32_t *done)
 {
+	*done = 0;
 	while (n) {
 		uint32_t k;
 		int ret = map_set(c, lblk, pblk);
@@ -815,6 +831,7 @@ static int map_set_range(struct map_ctx *c, uint64_t lblk, uint64_t pblk, uint32
 		lblk += 1 + k;
 		pblk += 1 + k;
 		n -= 1 + k;
+		*done += 1 + k;
 	}
 	return 0;
 }
@@ -843,31 +860,39 @@ static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_
 {
 	ext2_filsys fs = c->w->fs;
 	blk64_t goal, got, glen;
-	uint32_t done = 0, i;
+	uint32_t done = 0, mapped, i;
 	errcode_t err;
 	int ret;
 
 	goal = ext2fs_find_inode_goal(fs, c->wi->ino, (struct ext2_inode *)&c->in, lblk);
 	while (done < len) {
-		err = ext2fs_new_range(fs, 0, goal, len - done, NULL, &got, &glen);
+		err = wbfs_new_range(c->w, goal, len - done, &got, &glen);
 		if (err)
 			return -wbfs_errno(err);
 		ext2fs_block_alloc_stats_range(fs, got, (blk_t)glen, +1);
 		wbfs_iomgr_forget_range(c->w, got, glen);
-		ret = map_set_range(c, lblk + done, got, (uint32_t)glen);
-		if (ret)
-			return ret;
-		for (i = 0; i < glen; i++) {
+		ret = map_set_range(c, lblk + done, got, (uint32_t)glen, &mapped);
+		/* an error midway (no room for an extent block): the blocks in
+		 * the tree count in i_blocks as if all had gone well, the rest
+		 * go back to the bitmap, so the tree, i_blocks and the bitmap
+		 * agree; their pages stay dirty for the next attempt */
+		if (ret && mapped < glen)
+			ext2fs_block_alloc_stats_range(fs, got + mapped, (blk_t)(glen - mapped), -1);
+		for (i = 0; i < mapped; i++) {
 			pblk_out[done + i] = got + i;
 			if (map_take_delalloc(c->wi, lblk + done + i, true))
 				c->delalloc_done++;
 		}
 		pthread_mutex_lock(&c->wi->ec_lock);
-		if (c->wi->ec_valid)
-			ec_insert_locked(c->wi, lblk + done, got, (uint32_t)glen);
+		if (c->wi->ec_valid && mapped)
+			ec_insert_locked(c->wi, lblk + done, got, mapped);
 		pthread_mutex_unlock(&c->wi->ec_lock);
-		c->allocated += (long)glen;
-		done += (uint32_t)glen;
+		c->allocated += (long)mapped;
+		done += mapped;
+		if (ret) {
+			c->ec_dirty = true;	/* reload the map from the tree */
+			return ret;
+		}
 		goal = got + glen;
 	}
 	return 0;
@@ -1007,8 +1032,12 @@ static int wbfs_sync_fs(struct bdi *b)
 	errcode_t err = 0;
 
 	wbfs_lock(w);
-	if (w->fs && !w->ro)
+	if (w->fs && !w->ro) {
 		err = ext2fs_flush(w->fs);
+		/* as a commit: what was freed before may be reused now */
+		if (!err)
+			wbfs_release_busy_locked(w);
+	}
 	wbfs_unlock(w);
 	return -wbfs_errno(err);
 }

@@ -100,9 +100,18 @@ static errcode_t meta_rw(struct wbfs *w, uint64_t off, size_t len, void *buf, bo
 		uint64_t idx = off >> PAGE_SHIFT;
 		size_t in = off & (PAGE_SIZE - 1);
 		size_t n = PAGE_SIZE - in < len ? PAGE_SIZE - in : len;
-		struct page *p = mapping_grab_page(&w->meta_map, idx, write ? ALLOC_WRITE : 0);
+		struct page *p;
 		int ret = 0;
 
+		if (write && (w->nr_bad_groups || w->nr_bad_igroups) &&
+		    wbfs_is_bad_bitmap(w, idx, 1)) {
+			/* a refused group's bitmap is never written back */
+			off += n;
+			b += n;
+			len -= n;
+			continue;
+		}
+		p = mapping_grab_page(&w->meta_map, idx, write ? ALLOC_WRITE : 0);
 		if (!p)
 			return EXT2_ET_NO_MEMORY;
 		if (!page_test(p, PG_uptodate) && !(write && n == PAGE_SIZE))
@@ -114,6 +123,8 @@ static errcode_t meta_rw(struct wbfs *w, uint64_t off, size_t len, void *buf, bo
 		}
 		if (write) {
 			memcpy((char *)page_address(p) + in, b, n);
+			if (n == PAGE_SIZE && (w->hidden_last || w->nr_busy))
+				wbfs_bitmap_written(w, idx, page_address(p));
 			page_set(p, PG_uptodate);
 			set_page_dirty(p);
 		} else {

@@ -116,6 +116,7 @@ struct wbfs_stats {
 						 * inode's ilock at once */
 	_Atomic long nr_inval_sent;		/* atomic: page cache invalidations
 						 * sent to the kernel */
+	_Atomic long nr_corrupt_groups;		/* atomic: groups refused at mount */
 };
 
 struct wbfs {
@@ -158,6 +159,21 @@ struct wbfs {
 	bool destroyed;
 	int close_ret;			/* wbfs_close's result, for the exit status */
 	_Atomic long lost_pages;	/* atomic: dirty pages dropped unwritten */
+	dgrp_t *bad_groups;		/* constant after mount: groups whose block
+					 * bitmap failed validation, sorted */
+	unsigned nr_bad_groups;		/* constant after mount */
+	dgrp_t *bad_igroups;		/* constant after mount: groups whose inode
+					 * bitmap failed validation */
+	unsigned nr_bad_igroups;	/* constant after mount */
+	int64_t bad_free;		/* constant: free blocks the bad groups'
+					 * descriptors count, not handed out */
+	blk64_t hidden_last;		/* constant: the last block, free on disk,
+					 * kept from allocation (0: none) */
+	ext2fs_block_bitmap busy;	/* fs_lock: blocks freed since the last
+					 * sync, not yet reused (ext4.c) */
+	blk64_t nr_busy;		/* fs_lock: blocks in it */
+	struct bb_loc *bb_locs;		/* constant: block bitmap locations,
+					 * sorted, for the iomgr */
 };
 
 /* ext4.c */
@@ -186,6 +202,14 @@ bool wbfs_room_ok(int64_t free_blocks, int64_t dirty, int64_t headroom, int64_t 
 int wbfs_claim_room(struct wbfs *w, long nr, unsigned flags);
 bool wbfs_privileged(struct wbfs *w, const struct fuse_ctx *ctx);
 void wbfs_refresh_free_locked(struct wbfs *w);
+bool wbfs_group_bad(struct wbfs *w, dgrp_t g);
+bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count);
+void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data);
+void wbfs_release_busy_locked(struct wbfs *w);
+errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got,
+			 blk64_t *glen);
+errcode_t wbfs_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
+		     blk64_t start, blk64_t end);
 
 /* iomgr.c */
 extern struct struct_io_manager wbfs_io_manager;
@@ -289,6 +313,7 @@ int xattr_acl_inherit_store_locked(struct wbfs *w, ext2_ino_t ino, struct acl_in
 void xattr_acl_inherit_done(struct acl_inherit *ai);
 #define WBFS_FAULT_XATTR "trusted.wbcfs.fault"
 #define WBFS_FAULT_META_XATTR "trusted.wbcfs.fault_meta"
+#define WBFS_FAULT_RATE_XATTR "trusted.wbcfs.fault_rate"
 bool xattr_is_fault(struct wbfs *w, const char *name);
 int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *name, const char *v,
 		    size_t len);

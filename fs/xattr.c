@@ -15,6 +15,7 @@
  * directory's default ACL (acl.c has the rules).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
@@ -449,12 +450,15 @@ out:
  * for as long as the inode stays in memory; trusted.wbcfs.fault_meta, on
  * any file, does the same for the filesystem's metadata I/O (the device's
  * own mapping: superblock, bitmaps, inode tables, directories, extent
- * blocks). On other mounts both are ordinary attributes with no effect.
+ * blocks). trusted.wbcfs.fault_rate, on any file, is the per mille (0 to
+ * 1000) of all device writes, data and metadata, that fail at random.
+ * On other mounts they are ordinary attributes with no effect.
  */
 bool xattr_is_fault(struct wbfs *w, const char *name)
 {
 	return w->opts.fault_inject &&
-	       (!strcmp(name, WBFS_FAULT_XATTR) || !strcmp(name, WBFS_FAULT_META_XATTR));
+	       (!strcmp(name, WBFS_FAULT_XATTR) || !strcmp(name, WBFS_FAULT_META_XATTR) ||
+		!strcmp(name, WBFS_FAULT_RATE_XATTR));
 }
 
 /* The wb_inode whose faults @name controls. */
@@ -490,12 +494,32 @@ static int fault_parse(const char *v, size_t len, unsigned *out)
 	return -EINVAL;
 }
 
+/* "0" to "1000": the per mille of device writes that fail. */
+static int fault_rate_set(struct wbfs *w, const char *v, size_t len)
+{
+	unsigned rate = 0;
+	size_t i;
+
+	while (len && (v[len - 1] == '\n' || v[len - 1] == '\0'))
+		len--;
+	if (!len || len > 4)
+		return -EINVAL;
+	for (i = 0; i < len; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return -EINVAL;
+		rate = rate * 10 + (unsigned)(v[i] - '0');
+	}
+	return bdi_set_fault_rate(w->bdi, rate);
+}
+
 int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *name, const char *v,
 		    size_t len)
 {
 	struct wb_inode *wb;
 	unsigned fault;
 
+	if (!strcmp(name, WBFS_FAULT_RATE_XATTR))
+		return fault_rate_set(w, v, len);
 	if (fault_parse(v, len, &fault))
 		return -EINVAL;
 	wb = fault_target(w, ino, name);
@@ -507,13 +531,21 @@ int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *name, const char
 /* Returns the value's length, or -errno (-ERANGE when @len is too small). */
 int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, const char *name, char *buf, size_t len)
 {
-	struct wb_inode *wb = fault_target(w, ino, name);
+	struct wb_inode *wb;
 	const char *val;
+	char rate[16];
 	size_t n;
 
+	if (!strcmp(name, WBFS_FAULT_RATE_XATTR)) {
+		snprintf(rate, sizeof(rate), "%u", bdi_fault_rate(w->bdi));
+		val = rate;
+		goto out;
+	}
+	wb = fault_target(w, ino, name);
 	if (!wb)
 		return -EIO;
 	val = fault_names[atomic_load(&wb->fault) & (WB_FAULT_READ | WB_FAULT_WRITE)];
+out:
 	n = strlen(val);
 	if (!len)
 		return (int)n;

@@ -164,6 +164,14 @@ long bdi_read(struct bdi *b, struct wb_inode *wi, const struct iovec *iov, int i
  * -EPERM when the bdi was not created with fault_inject.
  */
 int bdi_inode_set_fault(struct bdi *b, struct wb_inode *wi, unsigned fault);
+/**
+ * Fault injection (testing aid): from now on each device write of any
+ * inode, the metadata's included, fails with EIO with probability
+ * @per_mille / 1000 (0: none). Returns 0, -EINVAL above 1000, or -EPERM
+ * when the bdi was not created with fault_inject.
+ */
+int bdi_set_fault_rate(struct bdi *b, unsigned per_mille);
+unsigned bdi_fault_rate(struct bdi *b);
 
 const struct bdi_stats *bdi_get_stats(const struct bdi *b);
 
