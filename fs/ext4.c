@@ -154,6 +154,8 @@ int wbfs_read_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
 	errcode_t err;
 
 	memset(in, 0, sizeof(*in));
+	if (!w->fs)
+		return -EIO;	/* a request that arrived after unmount */
 	err = ext2fs_read_inode_full(w->fs, ino, (struct ext2_inode *)in, sizeof(*in));
 	return -wbfs_errno(err);
 }
@@ -745,6 +747,11 @@ int wbfs_close(struct wbfs *w)
 		}
 	}
 	wbfs_lock(w);
+	if (w->fs_error) {
+		meta_ok = false;
+		if (!ret)
+			ret = -EIO;
+	}
 	if (!w->ro && meta_ok) {
 		w->fs->super->s_state |= EXT2_VALID_FS;
 		ext2fs_mark_super_dirty(w->fs);

@@ -97,6 +97,11 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 	struct winode *wi, *nw;
 
 	pthread_mutex_lock(&w->itable_lock);
+	if (w->closing) {
+		/* unmount: no new references to an inode it is freeing */
+		pthread_mutex_unlock(&w->itable_lock);
+		return NULL;
+	}
 	/* an inode on its way out is written first: wait, then read it anew */
 	while ((wi = itable_find_locked(w, ino)) && wi->evicting)
 		pthread_cond_wait(&w->itable_cond, &w->itable_lock);
@@ -118,6 +123,11 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 	pthread_mutex_lock(&w->itable_lock);
 	while ((wi = itable_find_locked(w, ino)) && wi->evicting)
 		pthread_cond_wait(&w->itable_cond, &w->itable_lock);
+	if (!wi && w->closing) {
+		pthread_mutex_unlock(&w->itable_lock);
+		winode_free_mem(nw);
+		return NULL;
+	}
 	if (!wi) {
 		wi = nw;
 		nw = NULL;
@@ -185,8 +195,12 @@ static void winode_evict(struct wbfs *w, struct winode *wi)
 	data_drop_all(w, wi);
 	bdi_inode_remove(w->bdi, &wi->wb);
 	wbfs_lock(w);
-	if (unlinked)
-		winode_free_locked(w, wi->ino);
+	if (unlinked && winode_free_locked(w, wi->ino)) {
+		/* blocks and inode stay allocated: leave it to e2fsck */
+		w->fs_error = true;
+		fprintf(stderr, "wbcfs: %s: inode %u: cannot free the deleted file; the"
+			" filesystem is left marked not clean\n", w->dev_path, wi->ino);
+	}
 	pthread_mutex_lock(&w->itable_lock);
 	itable_remove_locked(w, wi);
 	pthread_cond_broadcast(&w->itable_cond);
@@ -217,36 +231,72 @@ void winode_forget(struct wbfs *w, struct winode *wi, uint64_t nlookup)
 		winode_evict(w, wi);
 }
 
+/*
+ * A FUSE FORGET: find @ino and drop @nlookup lookups in one step under
+ * itable_lock, so that the inode cannot be evicted and freed (by another
+ * forget or by unmount) between finding and counting. A forget that
+ * arrives during or after unmount finds nothing, or an inode unmount is
+ * already evicting, and does nothing more.
+ */
+void winode_forget_ino(struct wbfs *w, ext2_ino_t ino, uint64_t nlookup)
+{
+	struct winode *wi;
+	bool evict = false;
+
+	pthread_mutex_lock(&w->itable_lock);
+	wi = itable_find_locked(w, ino);
+	if (wi) {
+		wi->nlookup = wi->nlookup > nlookup ? wi->nlookup - nlookup : 0;
+		evict = !w->closing && winode_begin_evict_locked(wi);
+	}
+	pthread_mutex_unlock(&w->itable_lock);
+	if (evict)
+		winode_evict(w, wi);
+}
+
 void winode_put_open(struct wbfs *w, struct winode *wi)
 {
 	bool evict;
 
 	pthread_mutex_lock(&w->itable_lock);
 	wi->nopen--;
-	evict = winode_begin_evict_locked(wi);
+	evict = !w->closing && winode_begin_evict_locked(wi);
 	pthread_mutex_unlock(&w->itable_lock);
 	if (evict)
 		winode_evict(w, wi);
 }
 
-/* Unmount: evict everything still in the table (after the final sync). */
+/*
+ * Unmount: evict everything still in the table (after the final sync),
+ * and wait for the evictions other threads (a FORGET or RELEASE that
+ * arrived with the unmount) are running: each may still write or free
+ * its inode, which must be done before the filesystem is closed. From
+ * here on, forgets and releases evict nothing themselves.
+ */
 void winode_release_all(struct wbfs *w)
 {
+	pthread_mutex_lock(&w->itable_lock);
+	w->closing = true;
 	for (;;) {
 		struct winode *wi = NULL;
 		size_t i;
 
-		pthread_mutex_lock(&w->itable_lock);
 		for (i = 0; i < w->itable_size && !wi; i++)
 			for (wi = w->itable[i]; wi && wi->evicting; wi = wi->hash_next)
 				;
-		if (wi)
+		if (wi) {
 			wi->evicting = true;
-		pthread_mutex_unlock(&w->itable_lock);
-		if (!wi)
-			return;
-		winode_evict(w, wi);
+			pthread_mutex_unlock(&w->itable_lock);
+			winode_evict(w, wi);
+			pthread_mutex_lock(&w->itable_lock);
+		} else if (w->nr_winodes) {
+			/* only inodes another thread is evicting are left */
+			pthread_cond_wait(&w->itable_cond, &w->itable_lock);
+		} else {
+			break;
+		}
 	}
+	pthread_mutex_unlock(&w->itable_lock);
 }
 
 /* ---- attributes ---------------------------------------------------------- */

@@ -102,13 +102,8 @@ static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 /* Valid replies: fuse_reply_none */
 static void wbcfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	struct wbfs *w = req_wbfs(req);
-	struct winode *wi;
-
 	CTL_ROUTE(ino, forget, req, ino, nlookup);
-	wi = winode_find(w, wbfs_ino(ino));
-	if (wi)
-		winode_forget(w, wi, nlookup);
+	winode_forget_ino(req_wbfs(req), wbfs_ino(ino), nlookup);
 	fuse_reply_none(req);
 }
 
@@ -118,12 +113,9 @@ static void wbcfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_
 	struct wbfs *w = req_wbfs(req);
 	size_t i;
 
-	for (i = 0; i < count; i++) {
-		struct winode *wi = ctl_owns(f[i].ino) ? NULL : winode_find(w, wbfs_ino(f[i].ino));
-
-		if (wi)
-			winode_forget(w, wi, f[i].nlookup);
-	}
+	for (i = 0; i < count; i++)
+		if (!ctl_owns(f[i].ino))
+			winode_forget_ino(w, wbfs_ino(f[i].ino), f[i].nlookup);
 	fuse_reply_none(req);
 }
 

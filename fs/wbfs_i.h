@@ -125,6 +125,8 @@ struct wbfs {
 	struct winode **itable;
 	size_t itable_size;
 	long nr_winodes;		/* itable_lock */
+	bool closing;			/* itable_lock: unmount evicts, nobody else */
+	bool fs_error;			/* fs_lock: metadata left inconsistent */
 
 	pthread_mutex_t resv_lock;	/* protects: free_blocks, reserved, free_inodes */
 	int64_t free_blocks;		/* resv_lock: mirror of the superblock count */
@@ -169,6 +171,7 @@ void wbfs_iomgr_forget_range(struct wbfs *w, uint64_t blk, uint64_t count);
 /* inode.c */
 struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup);
 void winode_forget(struct wbfs *w, struct winode *wi, uint64_t nlookup);
+void winode_forget_ino(struct wbfs *w, ext2_ino_t ino, uint64_t nlookup);
 struct winode *winode_find(struct wbfs *w, ext2_ino_t ino);
 void winode_put_open(struct wbfs *w, struct winode *wi);
 void winode_release_all(struct wbfs *w);
