@@ -448,6 +448,72 @@ int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino)
 	return wbfs_write_inode(w, ino, &in);
 }
 
+/* ---- the orphan list ------------------------------------------------------
+ *
+ * An inode whose last link goes while it is still open or looked up lives
+ * on until its last forget. So that a crash in between does not leave it
+ * allocated with no name, it is put on the on-disk orphan list as the
+ * kernel's ext4 does without a journal's orphan file: s_last_orphan is the
+ * head, each orphan's i_dtime the next inode number (0 ends the list).
+ * e2fsck and the kernel's ext4 free the list's inodes at their next run,
+ * and so does wbcfs at mount (wbfs_orphan_cleanup).
+ */
+
+static bool orphan_ino_valid(struct wbfs *w, ext2_ino_t ino)
+{
+	return ino >= EXT2_FIRST_INO(w->fs->super) && ino <= w->fs->super->s_inodes_count;
+}
+
+/* Put @ino, whose last link is gone, at the head of the list. @in is written. */
+static int orphan_add_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
+{
+	struct winode *wi;
+	int ret;
+
+	in->i_dtime = w->fs->super->s_last_orphan;
+	ret = wbfs_write_inode(w, ino, in);
+	if (ret)
+		return ret;
+	w->fs->super->s_last_orphan = ino;
+	ext2fs_mark_super_dirty(w->fs);
+	wi = winode_find(w, ino);
+	if (wi)
+		wi->orphan = true;
+	return 0;
+}
+
+/*
+ * Take @ino (its inode @in) off the list if it is there: the head moves on,
+ * or the orphan before it points past it. Returns 0 or -errno.
+ */
+static int orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
+{
+	struct ext2_super_block *sb = w->fs->super;
+	struct ext2_inode_large prev;
+	ext2_ino_t cur = sb->s_last_orphan;
+	uint32_t steps = 0;
+	int ret;
+
+	if (!cur)
+		return 0;
+	if (cur == ino) {
+		sb->s_last_orphan = orphan_ino_valid(w, in->i_dtime) ? in->i_dtime : 0;
+		ext2fs_mark_super_dirty(w->fs);
+		return 0;
+	}
+	while (orphan_ino_valid(w, cur) && steps++ < sb->s_inodes_count) {
+		ret = wbfs_read_inode(w, cur, &prev);
+		if (ret)
+			return ret;
+		if (prev.i_dtime == ino) {
+			prev.i_dtime = orphan_ino_valid(w, in->i_dtime) ? in->i_dtime : 0;
+			return wbfs_write_inode(w, cur, &prev);
+		}
+		cur = prev.i_dtime;
+	}
+	return 0;	/* not on the list */
+}
+
 /* ---- freeing ------------------------------------------------------------- */
 
 /* Release the blocks, xattrs and inode number of an inode with no links. */
@@ -462,6 +528,12 @@ int winode_free_locked(struct wbfs *w, ext2_ino_t ino)
 	ret = wbfs_read_inode(w, ino, &in);
 	if (ret)
 		return ret;
+	wi = winode_find(w, ino);
+	if (w->fs->super->s_last_orphan == ino || (wi && wi->orphan)) {
+		ret = orphan_del_locked(w, ino, &in);
+		if (ret)
+			return ret;
+	}
 	if (ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in))
 		err = ext2fs_punch(w->fs, ino, (struct ext2_inode *)&in, NULL, 0, ~0ULL);
 	if (!err)
@@ -475,9 +547,10 @@ int winode_free_locked(struct wbfs *w, ext2_ino_t ino)
 	if (ret)
 		return ret;
 	ext2fs_inode_alloc_stats2(w->fs, ino, -1, LINUX_S_ISDIR(in.i_mode));
-	wi = winode_find(w, ino);
-	if (wi)
+	if (wi) {
 		wi->freed = true;
+		wi->orphan = false;
+	}
 	return 0;
 }
 
@@ -510,7 +583,52 @@ int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_la
 	if (wi)
 		wi->unlinked = true;
 	pthread_mutex_unlock(&w->itable_lock);
-	return busy ? 0 : winode_free_locked(w, ino);
+	return busy ? orphan_add_locked(w, ino, in) : winode_free_locked(w, ino);
+}
+
+/*
+ * At mount: free the inodes left on the orphan list by a crash (open
+ * files whose last link was gone), as the kernel's ext4 does. An inode
+ * that still has links is only taken off the list. A list that leads
+ * somewhere invalid is cut there, with one line, and the filesystem is
+ * left marked not clean at unmount for e2fsck to finish. Returns how many inodes were freed, or -errno.
+ */
+int wbfs_orphan_cleanup(struct wbfs *w)
+{
+	struct ext2_super_block *sb = w->fs->super;
+	struct ext2_inode_large in;
+	uint32_t steps = 0;
+	int ret, nr = 0;
+
+	while (sb->s_last_orphan) {
+		ext2_ino_t ino = sb->s_last_orphan;
+
+		if (!orphan_ino_valid(w, ino) || steps++ >= sb->s_inodes_count ||
+		    !ext2fs_test_inode_bitmap2(w->fs->inode_map, ino)) {
+			fprintf(stderr, "wbcfs: %s: bad orphan inode %u: orphan list cut there;"
+				" the filesystem stays marked not clean (run e2fsck)\n",
+				w->dev_path, ino);
+			sb->s_last_orphan = 0;
+			ext2fs_mark_super_dirty(w->fs);
+			w->fs_error = true;
+			break;
+		}
+		ret = wbfs_read_inode(w, ino, &in);
+		if (ret)
+			return ret;
+		if (in.i_links_count) {
+			sb->s_last_orphan = orphan_ino_valid(w, in.i_dtime) ? in.i_dtime : 0;
+			ext2fs_mark_super_dirty(w->fs);
+			in.i_dtime = 0;
+			ret = wbfs_write_inode(w, ino, &in);
+		} else {
+			ret = winode_free_locked(w, ino);
+			nr++;
+		}
+		if (ret)
+			return ret;
+	}
+	return nr;
 }
 
 /* ---- extent map cache ---------------------------------------------------- */

@@ -59,6 +59,7 @@ struct winode {
 	bool evicting;				/* itable_lock: being written and torn down */
 	bool unlinked;				/* fs_lock: links hit 0, free at last forget */
 	bool freed;				/* fs_lock: on-disk inode released */
+	bool orphan;				/* fs_lock: on the on-disk orphan list */
 	mode_t mode;				/* fs_lock (format bits constant) */
 
 	pthread_rwlock_t ilock;			/* protects: the page range and i_size
@@ -186,6 +187,7 @@ int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
+int wbfs_orphan_cleanup(struct wbfs *w);
 int ec_lookup(struct wbfs *w, struct winode *wi, uint64_t lblk, struct ext_run *out);
 void ec_invalidate(struct winode *wi);
 extern const struct bdi_ops wbfs_bdi_ops;
