@@ -3,7 +3,9 @@
 """Unmount right after mass deletion, the orphan list, and crashes.
 
 1. Mixed rounds: several processes create files, append to them with
-   O_DIRECT writers running concurrently at 512-4096 byte alignments,
+   O_DIRECT writers running concurrently at 512-4096 byte alignments
+   (threads, or Linux AIO with the file closed while writes are in flight:
+   aio_append.c),
    rename, link, unlink, truncate, and write to files they hold open after
    unlinking them; each round ends with `rm -rf` of everything and an
    immediate umount (the kernel's FORGETs for the deleted inodes race with
@@ -26,12 +28,13 @@ import os
 import random
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, t_check, t_eq, t_is_kernel, t_log, t_main, t_run,  # noqa: E402
+from wbtest import (MIB, TFail, t_check, t_eq, t_is_kernel, t_log, t_main, t_run,  # noqa: E402
                     t_step)
 
 NPROC = 4
@@ -85,6 +88,27 @@ def direct_append(path, rnd, total):
         raise errs[0]
 
 
+def aio_bin():
+    p = os.environ.get("WBCFS_AIO_APPEND") or os.path.join(
+        os.path.dirname(os.path.abspath(os.environ.get("WBCFS_BIN", "build/wbcfs"))),
+        "test", "integration", "aio_append")
+    if not os.access(p, os.X_OK):
+        raise TFail("%s not built (meson compile builds it)" % p)
+    return p
+
+
+def aio_append(path, rnd, total):
+    """Append with Linux AIO, O_DIRECT, up to 16 writes in flight, the file
+    closed before the last ones complete (test/integration/aio_append.c)."""
+    p = subprocess.run([aio_bin(), path, str(total), str(rnd.choice(ALIGNS)),
+                        str(rnd.choice((4, 8, 16)))], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True)
+    if p.returncode:
+        if "No space left" in p.stdout:
+            raise OSError(errno.ENOSPC, p.stdout.strip())
+        raise TFail("aio_append %s: %s" % (path, p.stdout.strip()))
+
+
 def worker(root, seed, duration, held):
     """Random namespace and data operations under root for duration s.
     Open-unlinked files stay in held (fds) and keep being written."""
@@ -99,10 +123,12 @@ def worker(root, seed, duration, held):
         try:
             if op < 0.25 or len(names) < 3:
                 p = os.path.join(root, "f%d" % n)
-                direct_append(p, rnd, rnd.randint(64, 1024) * 1024)
+                append = aio_append if rnd.random() < 0.5 else direct_append
+                append(p, rnd, rnd.randint(64, 1024) * 1024)
                 names.append(p)
             elif op < 0.40:
-                direct_append(rnd.choice(names), rnd, rnd.randint(16, 512) * 1024)
+                append = aio_append if rnd.random() < 0.5 else direct_append
+                append(rnd.choice(names), rnd, rnd.randint(16, 512) * 1024)
             elif op < 0.50:
                 old = names.pop(rnd.randrange(len(names)))
                 new = os.path.join(root, "r%d" % n)
@@ -139,8 +165,8 @@ def worker(root, seed, duration, held):
                 continue
             raise
     # the last files, large and still dirty when the round deletes them
-    for j in range(2):
-        direct_append(os.path.join(root, "big%d" % j), rnd, 12 * MIB)
+    direct_append(os.path.join(root, "big0"), rnd, 12 * MIB)
+    aio_append(os.path.join(root, "big1"), rnd, 12 * MIB)
 
 
 def run_workers(mnt, seed, duration, hold=False):
