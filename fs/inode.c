@@ -267,6 +267,28 @@ void winode_put_open(struct wbfs *w, struct winode *wi)
 }
 
 /*
+ * A RELEASE: as winode_put_open, but @ino is looked up under itable_lock,
+ * for a release that may arrive with the unmount (one sent when the last
+ * asynchronous write of a closed file completes): unmount may already
+ * have evicted the inode, and then there is nothing left to count.
+ */
+void winode_put_open_ino(struct wbfs *w, ext2_ino_t ino)
+{
+	struct winode *wi;
+	bool evict = false;
+
+	pthread_mutex_lock(&w->itable_lock);
+	wi = itable_find_locked(w, ino);
+	if (wi && wi->nopen) {
+		wi->nopen--;
+		evict = !w->closing && winode_begin_evict_locked(wi);
+	}
+	pthread_mutex_unlock(&w->itable_lock);
+	if (evict)
+		winode_evict(w, wi);
+}
+
+/*
  * Unmount: evict everything still in the table (after the final sync),
  * and wait for the evictions other threads (a FORGET or RELEASE that
  * arrived with the unmount) are running: each may still write or free

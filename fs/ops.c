@@ -521,7 +521,7 @@ static void wbcfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 	CTL_ROUTE(ino, release, req, ino, fi);
 	pthread_mutex_destroy(&f->ra_lock);
-	winode_put_open(w, f->wi);
+	winode_put_open_ino(w, wbfs_ino(ino));
 	free(f);
 	fuse_reply_err(req, 0);
 }

@@ -175,6 +175,7 @@ void winode_forget(struct wbfs *w, struct winode *wi, uint64_t nlookup);
 void winode_forget_ino(struct wbfs *w, ext2_ino_t ino, uint64_t nlookup);
 struct winode *winode_find(struct wbfs *w, ext2_ino_t ino);
 void winode_put_open(struct wbfs *w, struct winode *wi);
+void winode_put_open_ino(struct wbfs *w, ext2_ino_t ino);
 void winode_release_all(struct wbfs *w);
 int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st);
 int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st);
