@@ -305,6 +305,11 @@ def sigkill_round(env, dev):
     t_step("wbcfs frees the orphans at mount (the state set clean first: "
            "unclean filesystems need -o fsck, and e2fsck -p would free them)")
     t_run(["debugfs", "-w", "-R", "ssv state 1", dev], quiet=True)
+    m = env.mount(dev, OPTS + ["ro"])
+    env.umount(m)
+    t_check("orphan list are not freed" in m.daemon_log(),
+            "a read-only mount does not say it leaves the orphans:\n%s" % m.daemon_log())
+    t_eq(first_orphan(dev), chain[0], "s_last_orphan after a read-only mount")
     m = env.mount(dev, OPTS)
     env.umount(m)
     log = m.daemon_log()
