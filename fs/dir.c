@@ -653,9 +653,19 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 	}
 	if (ret)
 		return ret;
-	/* the old name goes before any link count changes: until then a
-	 * failure is undone by taking the new name back */
-	ret = unlink_entry_locked(w, p1, n1, src);
+	/*
+	 * A moved directory's "..", then the old name, go before any link
+	 * count changes: until then a failure is undone by putting ".."
+	 * back and taking the new name back.
+	 */
+	if (sdir && p1 != p2)
+		ret = set_entry_locked(w, src, "..", p2, EXT2_FT_DIR);
+	if (!ret) {
+		ret = unlink_entry_locked(w, p1, n1, src);
+		if (ret && sdir && p1 != p2 &&
+		    set_entry_locked(w, src, "..", p1, EXT2_FT_DIR))
+			dir_left_inconsistent(w, "rename", src, ret);
+	}
 	if (ret) {
 		int r = dst ? set_entry_locked(w, p2, n2, dst, ftype_of(di.i_mode)) :
 			      unlink_entry_locked(w, p2, n2, src);
@@ -668,8 +678,10 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 		ret = dir_touch_locked(w, p2, -1);
 	if (!ret && dst)
 		ret = winode_drop_link_locked(w, dst, &di);
-	if (!ret && sdir)
-		ret = reparent_locked(w, src, p1, p2);
+	if (!ret && sdir && p1 != p2)
+		ret = dir_touch_locked(w, p1, -1);
+	if (!ret && sdir && p1 != p2)
+		ret = dir_touch_locked(w, p2, +1);
 	if (ret) {
 		dir_left_inconsistent(w, "rename", src, ret);
 		return ret;
