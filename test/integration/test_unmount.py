@@ -17,7 +17,8 @@
    frees them at its mount, and `e2fsck -fn` is clean afterwards.
 3. A create, mknod, mkdir or symlink whose inode-table read fails
    (trusted.wbcfs.fault_meta=read) returns EIO and leaves neither a name
-   nor an allocated inode.
+   nor an allocated inode; a rename of a directory to another parent
+   whose ".." cannot be read returns EIO and moves nothing.
 
 WBCFS_TEST_TARGET=kernel runs part 1 against the kernel's ext4.
 """
@@ -330,6 +331,9 @@ def create_errors(env, dev):
     m = env.mount(dev, opts)
     d = os.path.join(m.mnt, "d")
     os.mkdir(d)
+    os.mkdir(os.path.join(d, "sub"))
+    open(os.path.join(d, "sub", "f"), "wb").close()
+    os.mkdir(os.path.join(m.mnt, "e"))
     # fill the inode table blocks the next mount reads (root, d) and more,
     # so that the next free inode sits in a block nothing has read yet
     for i in range(40):
@@ -359,11 +363,29 @@ def create_errors(env, dev):
         t_eq(err, errno.EIO, "%s under an inode-table read fault" % what)
         t_eq(sorted(os.listdir(d)), names, "names in d after the failed %s" % what)
         t_check(not os.path.lexists(p), "%s: the name is gone" % what)
-    env.umount(m)
+    t_step("rename of a directory whose \"..\" cannot be read to another "
+           "parent: EIO, nothing moved")
+    e = os.path.join(m.mnt, "e")
+    os.listdir(e)                       # the new parent's block and inode
+    os.stat(os.path.join(d, "sub"))     # sub's inode; its block stays cold
+    os.setxattr(m.mnt, meta, b"read")
+    try:
+        os.rename(os.path.join(d, "sub"), os.path.join(e, "sub"))
+        err = 0
+    except OSError as ex:
+        err = ex.errno
+    os.setxattr(m.mnt, meta, b"none")
+    t_eq(err, errno.EIO, "rename under a read fault on the moved directory")
+    t_eq(sorted(os.listdir(d)), names, "names in d after the failed rename")
+    t_eq(os.listdir(e), [], "names in e after the failed rename")
+    env.umount(m)       # exit 0: nothing was left half done
     k = env.kernel_ro(dev)
     try:
         t_eq(sorted(os.listdir(os.path.join(k.mnt, "d"))), names,
              "names in d seen by the kernel's ext4 after the failed creations")
+        t_eq(os.listdir(os.path.join(k.mnt, "e")), [], "e seen by the kernel's ext4")
+        t_eq(os.listdir(os.path.join(k.mnt, "d", "sub")), ["f"],
+             "d/sub seen by the kernel's ext4")
     finally:
         env.umount(k)
     env.fsck(dev)
@@ -372,7 +394,7 @@ def create_errors(env, dev):
     d = os.path.join(m.mnt, "d")
     open(os.path.join(d, "new-create"), "wb").close()
     os.mkdir(os.path.join(d, "new-mkdir"))
-    t_run(["sh", "-c", "rm -rf %s" % d])
+    t_run(["sh", "-c", "rm -rf %s %s" % (d, os.path.join(m.mnt, "e"))])
     env.umount(m)
     env.fsck(dev)
 
