@@ -237,6 +237,52 @@ static int new_inode_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode, dev_
 	return wbfs_write_inode(w, ino, &in);
 }
 
+/* Metadata an error left half changed: the filesystem stays marked not clean. */
+static void dir_left_inconsistent(struct wbfs *w, const char *what, ext2_ino_t ino, int err)
+{
+	w->fs_error = true;
+	fprintf(stderr, "wbcfs: %s: %s of inode %u failed half way (%s) and could not be"
+		" undone; the filesystem is left marked not clean (run e2fsck)\n",
+		w->dev_path, what, ino, strerror(-err));
+}
+
+/*
+ * Undo a create, mknod, mkdir or symlink that failed after choosing @ino:
+ * its entry @name in @parent goes if it was added, and the inode is freed
+ * if it was counted as in use (with the link it gave a new directory's
+ * parent), or else marked deleted on disk if it was written at all.
+ * An inode whose table block cannot be read was never written: only its
+ * bitmap bit is given back then.
+ */
+static void undo_new_locked(struct wbfs *w, ext2_ino_t parent, const char *name,
+			    ext2_ino_t ino, bool is_dir)
+{
+	struct ext2_inode_large in;
+	ext2_ino_t cur;
+	int ret = 0, rd;
+
+	if (!lookup_disk_locked(w, parent, name, &cur) && cur == ino)
+		ret = unlink_entry_locked(w, parent, name, ino);
+	rd = wbfs_read_inode(w, ino, &in);
+	if (ext2fs_test_inode_bitmap2(w->fs->inode_map, ino)) {
+		if (!ret && is_dir)
+			ret = dir_touch_locked(w, parent, -1);
+		if (rd)
+			ext2fs_inode_alloc_stats2(w->fs, ino, -1, is_dir);
+		else if (!ret)
+			ret = winode_free_locked(w, ino);
+	} else if (!rd && in.i_links_count) {
+		struct timespec now;
+
+		wbfs_now(&now);
+		in.i_links_count = 0;
+		in.i_dtime = (uint32_t)now.tv_sec;
+		ret = wbfs_write_inode(w, ino, &in);
+	}
+	if (ret)
+		dir_left_inconsistent(w, "creation", ino, ret);
+}
+
 int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	       dev_t rdev, const struct fuse_ctx *ctx, ext2_ino_t *ino)
 {
@@ -255,17 +301,20 @@ int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 		goto out;
 	err = ext2fs_new_inode(w->fs, parent, (int)mode, NULL, ino);
 	ret = -wbfs_errno(err);
-	if (!ret)
-		ret = dir_add_locked(w, parent, name, *ino, ftype_of(mode),
-				     wbfs_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0);
 	if (ret)
 		goto out;
-	ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
-	ret = new_inode_locked(w, parent, mode, rdev, ctx, *ino);
+	ret = dir_add_locked(w, parent, name, *ino, ftype_of(mode),
+			     wbfs_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0);
+	if (!ret) {
+		ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
+		ret = new_inode_locked(w, parent, mode, rdev, ctx, *ino);
+	}
 	if (!ret)
 		ret = xattr_acl_inherit_store_locked(w, *ino, &ai);
 	if (!ret)
 		ret = dir_touch_locked(w, parent, 0);
+	if (ret)
+		undo_new_locked(w, parent, name, *ino, false);
 out:
 	xattr_acl_inherit_done(&ai);
 	wbfs_unlock(w);
@@ -345,6 +394,7 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	int ret, before;
 
 	mode = S_IFDIR | (mode & 07777);
+	*ino = 0;
 	wbfs_lock(w);
 	ret = name_free_locked(w, parent, name);
 	if (ret)
@@ -360,7 +410,10 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	if (ret)
 		goto out;
 	before = pin.i_links_count;
-	err = ext2fs_mkdir(w->fs, parent, 0, name);
+	/* the inode ext2fs_mkdir takes: known, so a failure can be undone */
+	err = ext2fs_new_inode(w->fs, parent, LINUX_S_IFDIR | 0755, NULL, ino);
+	if (!err)
+		err = ext2fs_mkdir(w->fs, parent, *ino, name);
 	if (err == EXT2_ET_DIR_NO_SPACE) {
 		if (wbfs_claim_room(w, 3, room)) {
 			ret = -ENOSPC;
@@ -368,12 +421,10 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 		}
 		err = ext2fs_expand_dir(w->fs, parent);
 		if (!err)
-			err = ext2fs_mkdir(w->fs, parent, 0, name);
+			err = ext2fs_mkdir(w->fs, parent, *ino, name);
 	}
 	ret = -wbfs_errno(err);
-	if (!ret)
-		ret = lookup_disk_locked(w, parent, name, ino);
-	if (!ret) {
+	if (!err) {
 		dir_dcache_note(w, parent, name, *ino);
 		ret = fix_new_inode_locked(w, parent, *ino, mode, ctx);
 	}
@@ -382,10 +433,12 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	if (!ret && (before == 1 || before + 1 >= WBFS_LINK_MAX) &&
 	    !wbfs_read_inode(w, parent, &pin)) {
 		pin.i_links_count = 1;
-		wbfs_write_inode(w, parent, &pin);
+		ret = wbfs_write_inode(w, parent, &pin);
 	}
 	if (!ret)
 		ret = dir_touch_locked(w, parent, 0);
+	if (ret && *ino)
+		undo_new_locked(w, parent, name, *ino, true);
 out:
 	xattr_acl_inherit_done(&ai);
 	wbfs_unlock(w);
@@ -401,6 +454,7 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 
 	if (strlen(target) >= w->fs->blocksize)
 		return -ENAMETOOLONG;
+	*ino = 0;
 	wbfs_lock(w);
 	ret = name_free_locked(w, parent, name);
 	if (ret)
@@ -413,7 +467,9 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 		ret = wbfs_meta_room(w, 3);
 	if (ret)
 		goto out;
-	err = ext2fs_symlink(w->fs, parent, 0, name, target);
+	err = ext2fs_new_inode(w->fs, parent, LINUX_S_IFLNK | 0777, NULL, ino);
+	if (!err)
+		err = ext2fs_symlink(w->fs, parent, *ino, name, target);
 	if (err == EXT2_ET_DIR_NO_SPACE) {
 		if (wbfs_claim_room(w, 3, room)) {
 			ret = -ENOSPC;
@@ -421,17 +477,17 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 		}
 		err = ext2fs_expand_dir(w->fs, parent);
 		if (!err)
-			err = ext2fs_symlink(w->fs, parent, 0, name, target);
+			err = ext2fs_symlink(w->fs, parent, *ino, name, target);
 	}
 	ret = -wbfs_errno(err);
-	if (!ret)
-		ret = lookup_disk_locked(w, parent, name, ino);
-	if (!ret) {
+	if (!err) {
 		dir_dcache_note(w, parent, name, *ino);
 		ret = fix_new_inode_locked(w, parent, *ino, S_IFLNK | 0777, ctx);
 	}
 	if (!ret)
 		ret = dir_touch_locked(w, parent, 0);
+	if (ret && *ino)
+		undo_new_locked(w, parent, name, *ino, false);
 out:
 	wbfs_unlock(w);
 	return ret;
@@ -456,7 +512,8 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 		ret = -EMLINK;
 		goto out;
 	}
-	/* no link left: only an open O_TMPFILE file may get a name */
+	/* no link left: only an open O_TMPFILE file may get a name (the
+	 * kernel refuses to link any other deleted file) */
 	wi = in.i_links_count ? NULL : winode_find(w, ino);
 	if (!in.i_links_count && (!wi || wi->freed || LINUX_S_ISDIR(in.i_mode))) {
 		ret = -ENOENT;
@@ -468,15 +525,25 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 				     privileged ? WBFS_ROOM_PRIV : 0);
 	if (ret)
 		goto out;
-	if (wi)
+	/* the parent first: a failure there leaves only the entry to take back */
+	ret = dir_touch_locked(w, parent, 0);
+	if (!ret && !in.i_links_count)
+		ret = winode_orphan_del_locked(w, ino, &in);
+	if (!ret) {
+		in.i_links_count++;
+		winode_fold_attrs_locked(w, ino, &in);
+		wbfs_now(&now);
+		wbfs_ts_set(&in, TS_CTIME, &now);
+		ret = wbfs_write_inode(w, ino, &in);
+	}
+	if (!ret && wi)
 		wi->unlinked = false;	/* named now: it outlives its last close */
-	in.i_links_count++;
-	winode_fold_attrs_locked(w, ino, &in);
-	wbfs_now(&now);
-	wbfs_ts_set(&in, TS_CTIME, &now);
-	ret = wbfs_write_inode(w, ino, &in);
-	if (!ret)
-		ret = dir_touch_locked(w, parent, 0);
+	if (ret) {
+		int r = unlink_entry_locked(w, parent, name, ino);
+
+		if (r)
+			dir_left_inconsistent(w, "link", ino, r);
+	}
 out:
 	wbfs_unlock(w);
 	return ret;
@@ -595,12 +662,22 @@ static int rename_exchange_locked(struct wbfs *w, ext2_ino_t p1, const char *n1,
 	int ret;
 
 	ret = set_entry_locked(w, p1, n1, dst, ftype_of(di->i_mode));
-	if (!ret)
-		ret = set_entry_locked(w, p2, n2, src, ftype_of(si->i_mode));
-	if (!ret && sdir)
+	if (ret)
+		return ret;
+	ret = set_entry_locked(w, p2, n2, src, ftype_of(si->i_mode));
+	if (ret) {
+		int r = set_entry_locked(w, p1, n1, src, ftype_of(si->i_mode));
+
+		if (r)
+			dir_left_inconsistent(w, "rename", src, r);
+		return ret;
+	}
+	if (sdir)
 		ret = reparent_locked(w, src, p1, p2);
 	if (!ret && ddir)
 		ret = reparent_locked(w, dst, p2, p1);
+	if (ret)
+		dir_left_inconsistent(w, "rename", sdir ? src : dst, ret);
 	if (!ret)
 		ret = winode_touch_ctime_locked(w, src);
 	if (!ret)
@@ -690,23 +767,51 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 		return ret;
 	if (dst) {
 		ret = set_entry_locked(w, p2, n2, src, ftype_of(si.i_mode));
-		if (!ret && LINUX_S_ISDIR(di.i_mode))
-			ret = dir_touch_locked(w, p2, -1);
-		if (!ret)
-			ret = winode_drop_link_locked(w, dst, &di);
 	} else {
 		ret = dir_add_locked(w, p2, n2, src, ftype_of(si.i_mode), room);
 	}
-	if (!ret && wo)
-		ret = set_entry_locked(w, p1, n1, wo, EXT2_FT_CHRDEV);
-	else if (!ret)
-		ret = unlink_entry_locked(w, p1, n1, src);
-	else if (wo)
-		winode_free_locked(w, wo);
-	if (!ret && sdir)
-		ret = reparent_locked(w, src, p1, p2);
-	if (!ret)
-		ret = winode_touch_ctime_locked(w, src);
+	if (ret) {
+		if (wo)
+			winode_free_locked(w, wo);
+		return ret;
+	}
+	/*
+	 * A moved directory's "..", then the old name (or the whiteout in its
+	 * place), go before any link count changes: until then a failure is
+	 * undone by putting ".." back and taking the new name back.
+	 */
+	if (sdir && p1 != p2)
+		ret = set_entry_locked(w, src, "..", p2, EXT2_FT_DIR);
+	if (!ret) {
+		ret = wo ? set_entry_locked(w, p1, n1, wo, EXT2_FT_CHRDEV) :
+			   unlink_entry_locked(w, p1, n1, src);
+		if (ret && sdir && p1 != p2 &&
+		    set_entry_locked(w, src, "..", p1, EXT2_FT_DIR))
+			dir_left_inconsistent(w, "rename", src, ret);
+	}
+	if (ret) {
+		int r = dst ? set_entry_locked(w, p2, n2, dst, ftype_of(di.i_mode)) :
+			      unlink_entry_locked(w, p2, n2, src);
+
+		if (r)
+			dir_left_inconsistent(w, "rename", src, r);
+		if (wo)
+			winode_free_locked(w, wo);
+		return ret;
+	}
+	if (dst && LINUX_S_ISDIR(di.i_mode))
+		ret = dir_touch_locked(w, p2, -1);
+	if (!ret && dst)
+		ret = winode_drop_link_locked(w, dst, &di);
+	if (!ret && sdir && p1 != p2)
+		ret = dir_touch_locked(w, p1, -1);
+	if (!ret && sdir && p1 != p2)
+		ret = dir_touch_locked(w, p2, +1);
+	if (ret) {
+		dir_left_inconsistent(w, "rename", src, ret);
+		return ret;
+	}
+	ret = winode_touch_ctime_locked(w, src);
 	if (!ret)
 		ret = dir_touch_locked(w, p1, 0);
 	if (!ret && p2 != p1)

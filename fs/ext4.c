@@ -272,6 +272,8 @@ int wbfs_read_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
 	errcode_t err;
 
 	memset(in, 0, sizeof(*in));
+	if (!w->fs)
+		return -EIO;	/* a request that arrived after unmount */
 	err = ext2fs_read_inode_full(w->fs, ino, (struct ext2_inode *)in, sizeof(*in));
 	return -wbfs_errno(err);
 }
@@ -1434,6 +1436,28 @@ static int wbfs_init_locks(struct wbfs *w)
 	return w->itable ? 0 : -ENOMEM;
 }
 
+/*
+ * Free what a crash left on the orphan list (open files already
+ * deleted), as the kernel's ext4 does at mount, and write it out.
+ */
+static int orphan_cleanup(struct wbfs *w, const char *dev)
+{
+	int ret;
+
+	if (!w->fs->super->s_last_orphan)
+		return 0;
+	wbfs_lock(w);
+	ret = wbfs_orphan_cleanup(w);
+	wbfs_unlock(w);
+	if (ret < 0) {
+		wbfs_err(dev, "cannot process the orphan list: %s; run e2fsck",
+			 strerror(-ret));
+		return ret;
+	}
+	fprintf(stderr, "wbcfs: %s: %d orphan inode%s deleted\n", dev, ret, ret == 1 ? "" : "s");
+	return bdi_sync(w->bdi, WB_REASON_SYNC);
+}
+
 int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 {
 	int ret;
@@ -1467,6 +1491,11 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 			wbfs_err(dev, "cannot mark the filesystem in use: %s", strerror(-ret));
 			goto out_inodes;
 		}
+		ret = orphan_cleanup(w, dev);
+		if (ret)
+			goto out_inodes;
+	} else if (w->fs->super->s_last_orphan) {
+		wbfs_err(dev, "read-only: deleted inodes on the orphan list are not freed");
 	}
 	/* only once everything is known to be good: bad input fails fast */
 	cache_prefault(w->cache, w->opts.prefault_bytes);
@@ -1522,6 +1551,11 @@ int wbfs_close(struct wbfs *w)
 		}
 	}
 	wbfs_lock(w);
+	if (w->fs_error) {
+		meta_ok = false;
+		if (!ret)
+			ret = -EIO;
+	}
 	if (!w->ro && meta_ok) {
 		w->fs->super->s_state |= EXT2_VALID_FS;
 		ext2fs_mark_super_dirty(w->fs);

@@ -103,6 +103,11 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 	struct winode *wi, *nw;
 
 	pthread_mutex_lock(&w->itable_lock);
+	if (w->closing) {
+		/* unmount: no new references to an inode it is freeing */
+		pthread_mutex_unlock(&w->itable_lock);
+		return NULL;
+	}
 	/* an inode on its way out is written first: wait, then read it anew */
 	while ((wi = itable_find_locked(w, ino)) && wi->evicting)
 		pthread_cond_wait(&w->itable_cond, &w->itable_lock);
@@ -124,6 +129,11 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 	pthread_mutex_lock(&w->itable_lock);
 	while ((wi = itable_find_locked(w, ino)) && wi->evicting)
 		pthread_cond_wait(&w->itable_cond, &w->itable_lock);
+	if (!wi && w->closing) {
+		pthread_mutex_unlock(&w->itable_lock);
+		winode_free_mem(nw);
+		return NULL;
+	}
 	if (!wi) {
 		wi = nw;
 		nw = NULL;
@@ -200,8 +210,12 @@ static void winode_evict(struct wbfs *w, struct winode *wi, bool final)
 	data_drop_all(w, wi);
 	bdi_inode_remove(w->bdi, &wi->wb);
 	wbfs_lock(w);
-	if (unlinked)
-		winode_free_locked(w, wi->ino);
+	if (unlinked && winode_free_locked(w, wi->ino)) {
+		/* blocks and inode stay allocated: leave it to e2fsck */
+		w->fs_error = true;
+		fprintf(stderr, "wbcfs: %s: inode %u: cannot free the deleted file; the"
+			" filesystem is left marked not clean\n", w->dev_path, wi->ino);
+	}
 	pthread_mutex_lock(&w->itable_lock);
 	itable_remove_locked(w, wi);
 	pthread_cond_broadcast(&w->itable_cond);
@@ -232,36 +246,94 @@ void winode_forget(struct wbfs *w, struct winode *wi, uint64_t nlookup)
 		winode_evict(w, wi, false);
 }
 
+/*
+ * A FUSE FORGET: find @ino and drop @nlookup lookups in one step under
+ * itable_lock, so that the inode cannot be evicted and freed (by another
+ * forget or by unmount) between finding and counting. A forget that
+ * arrives during or after unmount finds nothing, or an inode unmount is
+ * already evicting, and does nothing more.
+ */
+void winode_forget_ino(struct wbfs *w, ext2_ino_t ino, uint64_t nlookup)
+{
+	struct winode *wi;
+	bool evict = false;
+
+	pthread_mutex_lock(&w->itable_lock);
+	wi = itable_find_locked(w, ino);
+	if (wi) {
+		wi->nlookup = wi->nlookup > nlookup ? wi->nlookup - nlookup : 0;
+		evict = !w->closing && winode_begin_evict_locked(wi);
+	}
+	pthread_mutex_unlock(&w->itable_lock);
+	if (evict)
+		winode_evict(w, wi, false);
+}
+
 void winode_put_open(struct wbfs *w, struct winode *wi)
 {
 	bool evict;
 
 	pthread_mutex_lock(&w->itable_lock);
 	wi->nopen--;
-	evict = winode_begin_evict_locked(wi);
+	evict = !w->closing && winode_begin_evict_locked(wi);
 	pthread_mutex_unlock(&w->itable_lock);
 	if (evict)
 		winode_evict(w, wi, false);
 }
 
-/* Unmount: evict everything still in the table (after the final sync). */
+/*
+ * A RELEASE: as winode_put_open, but @ino is looked up under itable_lock,
+ * for a release that may arrive with the unmount (one sent when the last
+ * asynchronous write of a closed file completes): unmount may already
+ * have evicted the inode, and then there is nothing left to count.
+ */
+void winode_put_open_ino(struct wbfs *w, ext2_ino_t ino)
+{
+	struct winode *wi;
+	bool evict = false;
+
+	pthread_mutex_lock(&w->itable_lock);
+	wi = itable_find_locked(w, ino);
+	if (wi && wi->nopen) {
+		wi->nopen--;
+		evict = !w->closing && winode_begin_evict_locked(wi);
+	}
+	pthread_mutex_unlock(&w->itable_lock);
+	if (evict)
+		winode_evict(w, wi, false);
+}
+
+/*
+ * Unmount: evict everything still in the table (after the final sync),
+ * and wait for the evictions other threads (a FORGET or RELEASE that
+ * arrived with the unmount) are running: each may still write or free
+ * its inode, which must be done before the filesystem is closed. From
+ * here on, forgets and releases evict nothing themselves.
+ */
 void winode_release_all(struct wbfs *w)
 {
+	pthread_mutex_lock(&w->itable_lock);
+	w->closing = true;
 	for (;;) {
 		struct winode *wi = NULL;
 		size_t i;
 
-		pthread_mutex_lock(&w->itable_lock);
 		for (i = 0; i < w->itable_size && !wi; i++)
 			for (wi = w->itable[i]; wi && wi->evicting; wi = wi->hash_next)
 				;
-		if (wi)
+		if (wi) {
 			wi->evicting = true;
-		pthread_mutex_unlock(&w->itable_lock);
-		if (!wi)
-			return;
-		winode_evict(w, wi, true);
+			pthread_mutex_unlock(&w->itable_lock);
+			winode_evict(w, wi, true);
+			pthread_mutex_lock(&w->itable_lock);
+		} else if (w->nr_winodes) {
+			/* only inodes another thread is evicting are left */
+			pthread_cond_wait(&w->itable_cond, &w->itable_lock);
+		} else {
+			break;
+		}
 	}
+	pthread_mutex_unlock(&w->itable_lock);
 }
 
 /* ---- attributes ---------------------------------------------------------- */
@@ -508,7 +580,105 @@ int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino)
 	return wbfs_write_inode(w, ino, &in);
 }
 
+/* ---- the orphan list ------------------------------------------------------
+ *
+ * An inode whose last link goes while it is still open or looked up lives
+ * on until its last forget. So that a crash in between does not leave it
+ * allocated with no name, it is put on the on-disk orphan list as the
+ * kernel's ext4 does without a journal's orphan file: s_last_orphan is the
+ * head, each orphan's i_dtime the next inode number (0 ends the list).
+ * e2fsck and the kernel's ext4 free the list's inodes at their next run,
+ * and so does wbcfs at mount (wbfs_orphan_cleanup).
+ */
+
+static bool orphan_ino_valid(struct wbfs *w, ext2_ino_t ino)
+{
+	return ino >= EXT2_FIRST_INO(w->fs->super) && ino <= w->fs->super->s_inodes_count;
+}
+
+/* Put @ino, whose last link is gone, at the head of the list. @in is written. */
+static int orphan_add_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
+{
+	struct winode *wi;
+	int ret;
+
+	in->i_dtime = w->fs->super->s_last_orphan;
+	ret = wbfs_write_inode(w, ino, in);
+	if (ret)
+		return ret;
+	w->fs->super->s_last_orphan = ino;
+	ext2fs_mark_super_dirty(w->fs);
+	wi = winode_find(w, ino);
+	if (wi)
+		wi->orphan = true;
+	return 0;
+}
+
+/*
+ * Take @ino (its inode @in) off the list if it is there: the head moves on,
+ * or the orphan before it points past it. Returns 0 or -errno.
+ */
+static int orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
+{
+	struct ext2_super_block *sb = w->fs->super;
+	struct ext2_inode_large prev;
+	ext2_ino_t cur = sb->s_last_orphan;
+	uint32_t steps = 0;
+	int ret;
+
+	if (!cur)
+		return 0;
+	if (cur == ino) {
+		sb->s_last_orphan = orphan_ino_valid(w, in->i_dtime) ? in->i_dtime : 0;
+		ext2fs_mark_super_dirty(w->fs);
+		return 0;
+	}
+	while (orphan_ino_valid(w, cur) && steps++ < sb->s_inodes_count) {
+		ret = wbfs_read_inode(w, cur, &prev);
+		if (ret)
+			return ret;
+		if (prev.i_dtime == ino) {
+			prev.i_dtime = orphan_ino_valid(w, in->i_dtime) ? in->i_dtime : 0;
+			return wbfs_write_inode(w, cur, &prev);
+		}
+		cur = prev.i_dtime;
+	}
+	return 0;	/* not on the list */
+}
+
 /* ---- freeing ------------------------------------------------------------- */
+
+/*
+ * An O_TMPFILE inode is born without a link: on the orphan list from the
+ * start, as ext4_tmpfile puts it, so a crash leaves it for the next mount
+ * to free. Context: fs_lock held, @ino in the inode table.
+ */
+int winode_orphan_add_ino_locked(struct wbfs *w, ext2_ino_t ino)
+{
+	struct ext2_inode_large in;
+	int ret = wbfs_read_inode(w, ino, &in);
+
+	return ret ? ret : orphan_add_locked(w, ino, &in);
+}
+
+/*
+ * linkat() names an O_TMPFILE inode: off the orphan list, with no dtime;
+ * @in is updated for the caller to write. Context: fs_lock held.
+ */
+int winode_orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
+{
+	struct winode *wi = winode_find(w, ino);
+	int ret = 0;
+
+	if (w->fs->super->s_last_orphan == ino || (wi && wi->orphan))
+		ret = orphan_del_locked(w, ino, in);
+	if (!ret) {
+		in->i_dtime = 0;
+		if (wi)
+			wi->orphan = false;
+	}
+	return ret;
+}
 
 /* Release the blocks, xattrs and inode number of an inode with no links. */
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino)
@@ -522,6 +692,12 @@ int winode_free_locked(struct wbfs *w, ext2_ino_t ino)
 	ret = wbfs_read_inode(w, ino, &in);
 	if (ret)
 		return ret;
+	wi = winode_find(w, ino);
+	if (w->fs->super->s_last_orphan == ino || (wi && wi->orphan)) {
+		ret = orphan_del_locked(w, ino, &in);
+		if (ret)
+			return ret;
+	}
 	if (ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in))
 		err = wbfs_punch(w, ino, &in, 0, ~0ULL);
 	if (!err)
@@ -535,9 +711,10 @@ int winode_free_locked(struct wbfs *w, ext2_ino_t ino)
 	if (ret)
 		return ret;
 	ext2fs_inode_alloc_stats2(w->fs, ino, -1, LINUX_S_ISDIR(in.i_mode));
-	wi = winode_find(w, ino);
-	if (wi)
+	if (wi) {
 		wi->freed = true;
+		wi->orphan = false;
+	}
 	return 0;
 }
 
@@ -570,7 +747,52 @@ int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_la
 	if (wi)
 		wi->unlinked = true;
 	pthread_mutex_unlock(&w->itable_lock);
-	return busy ? 0 : winode_free_locked(w, ino);
+	return busy ? orphan_add_locked(w, ino, in) : winode_free_locked(w, ino);
+}
+
+/*
+ * At mount: free the inodes left on the orphan list by a crash (open
+ * files whose last link was gone), as the kernel's ext4 does. An inode
+ * that still has links is only taken off the list. A list that leads
+ * somewhere invalid is cut there, with one line, and the filesystem is
+ * left marked not clean at unmount for e2fsck to finish. Returns how many inodes were freed, or -errno.
+ */
+int wbfs_orphan_cleanup(struct wbfs *w)
+{
+	struct ext2_super_block *sb = w->fs->super;
+	struct ext2_inode_large in;
+	uint32_t steps = 0;
+	int ret, nr = 0;
+
+	while (sb->s_last_orphan) {
+		ext2_ino_t ino = sb->s_last_orphan;
+
+		if (!orphan_ino_valid(w, ino) || steps++ >= sb->s_inodes_count ||
+		    !ext2fs_test_inode_bitmap2(w->fs->inode_map, ino)) {
+			fprintf(stderr, "wbcfs: %s: bad orphan inode %u: orphan list cut there;"
+				" the filesystem stays marked not clean (run e2fsck)\n",
+				w->dev_path, ino);
+			sb->s_last_orphan = 0;
+			ext2fs_mark_super_dirty(w->fs);
+			w->fs_error = true;
+			break;
+		}
+		ret = wbfs_read_inode(w, ino, &in);
+		if (ret)
+			return ret;
+		if (in.i_links_count) {
+			sb->s_last_orphan = orphan_ino_valid(w, in.i_dtime) ? in.i_dtime : 0;
+			ext2fs_mark_super_dirty(w->fs);
+			in.i_dtime = 0;
+			ret = wbfs_write_inode(w, ino, &in);
+		} else {
+			ret = winode_free_locked(w, ino);
+			nr++;
+		}
+		if (ret)
+			return ret;
+	}
+	return nr;
 }
 
 /* ---- extent map cache ---------------------------------------------------- */

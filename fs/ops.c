@@ -160,13 +160,8 @@ static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 /* Valid replies: fuse_reply_none */
 static void wbcfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	struct wbfs *w = req_wbfs(req);
-	struct winode *wi;
-
 	CTL_ROUTE(ino, forget, req, ino, nlookup);
-	wi = winode_find(w, wbfs_ino(ino));
-	if (wi)
-		winode_forget(w, wi, nlookup);
+	winode_forget_ino(req_wbfs(req), wbfs_ino(ino), nlookup);
 	fuse_reply_none(req);
 }
 
@@ -176,12 +171,9 @@ static void wbcfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_
 	struct wbfs *w = req_wbfs(req);
 	size_t i;
 
-	for (i = 0; i < count; i++) {
-		struct winode *wi = ctl_owns(f[i].ino) ? NULL : winode_find(w, wbfs_ino(f[i].ino));
-
-		if (wi)
-			winode_forget(w, wi, f[i].nlookup);
-	}
+	for (i = 0; i < count; i++)
+		if (!ctl_owns(f[i].ino))
+			winode_forget_ino(w, wbfs_ino(f[i].ino), f[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -637,7 +629,7 @@ static void wbcfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 	CTL_ROUTE(ino, release, req, ino, fi);
 	pthread_mutex_destroy(&f->ra_lock);
-	winode_put_open(w, f->wi);
+	winode_put_open_ino(w, wbfs_ino(ino));
 	free(f);
 	fuse_reply_err(req, 0);
 }
@@ -664,13 +656,21 @@ int wbfs_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fu
 		return ret;
 	wi = winode_get(w, ino, true);
 	wbfs_lock(w);
-	if (wi)
+	if (wi) {
 		wi->unlinked = true;	/* freed at the last close and forget */
-	else
+		ret = winode_orphan_add_ino_locked(w, ino);
+		if (ret)
+			winode_free_locked(w, ino);
+	} else {
 		winode_free_locked(w, ino);
+	}
 	wbfs_unlock(w);
 	if (!wi)
 		return -EIO;
+	if (ret) {
+		winode_forget(w, wi, 1);
+		return ret;
+	}
 	memset(e, 0, sizeof(*e));
 	/* with its generation: the kernel marks an inode whose generation
 	 * changes between replies bad, and linkat's entry carries it */

@@ -60,6 +60,7 @@ struct winode {
 	bool evicting;				/* itable_lock: being written and torn down */
 	bool unlinked;				/* fs_lock: links hit 0, free at last forget */
 	bool freed;				/* fs_lock: on-disk inode released */
+	bool orphan;				/* fs_lock: on the on-disk orphan list */
 	mode_t mode;				/* fs_lock (format bits constant) */
 
 	pthread_rwlock_t ilock;			/* protects: the page range and i_size
@@ -139,6 +140,8 @@ struct wbfs {
 	struct winode **itable;
 	size_t itable_size;
 	long nr_winodes;		/* itable_lock */
+	bool closing;			/* itable_lock: unmount evicts, nobody else */
+	bool fs_error;			/* fs_lock: metadata left inconsistent */
 
 	pthread_mutex_t resv_lock;	/* protects: free_blocks, reserved, free_inodes */
 	int64_t free_blocks;		/* resv_lock: mirror of the superblock count */
@@ -219,8 +222,10 @@ void wbfs_iomgr_forget_range(struct wbfs *w, uint64_t blk, uint64_t count);
 /* inode.c */
 struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup);
 void winode_forget(struct wbfs *w, struct winode *wi, uint64_t nlookup);
+void winode_forget_ino(struct wbfs *w, ext2_ino_t ino, uint64_t nlookup);
 struct winode *winode_find(struct wbfs *w, ext2_ino_t ino);
 void winode_put_open(struct wbfs *w, struct winode *wi);
+void winode_put_open_ino(struct wbfs *w, ext2_ino_t ino);
 void winode_release_all(struct wbfs *w);
 int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st);
 int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st);
@@ -235,7 +240,10 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino);
+int winode_orphan_add_ino_locked(struct wbfs *w, ext2_ino_t ino);
+int winode_orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
+int wbfs_orphan_cleanup(struct wbfs *w);
 int ec_lookup(struct wbfs *w, struct winode *wi, uint64_t lblk, struct ext_run *out);
 void ec_invalidate(struct winode *wi);
 extern const struct bdi_ops wbfs_bdi_ops;
