@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
+#include "wbcfs/clock.h"
 #include "wbfs_i.h"
 
 /* ---- the inode table --------------------------------------------------- */
@@ -334,6 +335,34 @@ void winode_release_all(struct wbfs *w)
 		}
 	}
 	pthread_mutex_unlock(&w->itable_lock);
+}
+
+/*
+ * ENOSPC while deleted files wait for their FORGET: the kernel queues it
+ * as the unlink drops its inode, but another thread may serve it after
+ * the request that found no space, and freeing them gives the space back.
+ * Wait up to 20 ms for an eviction, at most 3 times per request, as
+ * ext4_should_retry_alloc waits for a journal commit. True: try again.
+ */
+bool winode_should_retry_alloc(struct wbfs *w, int *retries)
+{
+	struct winode *wi;
+	bool pending = false;
+	size_t i;
+
+	if (++*retries > 3)
+		return false;
+	pthread_mutex_lock(&w->itable_lock);
+	for (i = 0; i < w->itable_size && !pending; i++)
+		for (wi = w->itable[i]; wi && !pending; wi = wi->hash_next)
+			/* unlinked and freed are fs_lock's: a hint read here */
+			pending = wi->evicting ||
+				  (!wi->nopen && __atomic_load_n(&wi->unlinked, __ATOMIC_RELAXED) &&
+				   !__atomic_load_n(&wi->freed, __ATOMIC_RELAXED));
+	if (pending && !w->closing)
+		clock_cond_wait_ms(&w->itable_cond, &w->itable_lock, 20);
+	pthread_mutex_unlock(&w->itable_lock);
+	return pending;
 }
 
 /* ---- attributes ---------------------------------------------------------- */

@@ -548,6 +548,7 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 	char *copy = NULL;
 	long dirtied;
 	ssize_t ret;
+	int retries = 0;
 
 	if (w->ro && !ctl_owns(ino)) {
 		fuse_reply_err(req, EROFS);
@@ -575,9 +576,14 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 	dirtied = page_thread_dirtied();
 	/* pages the kernel dirtied before a chattr are still written */
 	ret = fi->writepage ? 0 : iflags_check_write(fi_file(fi)->wi, fi_file(fi)->flags);
-	if (!ret)
+	while (!ret) {
 		ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off,
 				 fuse_req_ctx(req)->uid == 0, fi->writepage);
+		/* a page the kernel writes back reports its loss at once: no retry */
+		if (ret != -ENOSPC || fi->writepage || !winode_should_retry_alloc(w, &retries))
+			break;
+		ret = 0;
+	}
 	free(copy);
 	if (ret > 0 && atomic_load(&fi_file(fi)->wi->has_priv) && fuse_req_ctx(req)->uid) {
 		struct wbfs_cred cred;
@@ -943,12 +949,16 @@ static void wbcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			    struct fuse_file_info *fi)
 {
 	struct wbfs *w = req_wbfs(req);
-	int ret;
+	int ret, retries = 0;
 
 	CTL_ROUTE(ino, fallocate, req, ino, mode, off, len, fi);
 	ret = w->ro ? -EROFS : iflags_check_fallocate(fi_file(fi)->wi, mode);
-	if (!ret)
+	while (!ret) {
 		ret = data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len);
+		if (ret != -ENOSPC || !winode_should_retry_alloc(w, &retries))
+			break;
+		ret = 0;
+	}
 	if (!ret && atomic_load(&fi_file(fi)->wi->has_priv) && fuse_req_ctx(req)->uid) {
 		struct wbfs_cred cred;
 

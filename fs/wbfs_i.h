@@ -227,6 +227,7 @@ struct winode *winode_find(struct wbfs *w, ext2_ino_t ino);
 void winode_put_open(struct wbfs *w, struct winode *wi);
 void winode_put_open_ino(struct wbfs *w, ext2_ino_t ino);
 void winode_release_all(struct wbfs *w);
+bool winode_should_retry_alloc(struct wbfs *w, int *retries);
 int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st);
 int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st);
 void winode_fold_attrs_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);

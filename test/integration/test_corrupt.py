@@ -64,7 +64,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, TFail, t_check, t_eq, t_is_kernel, t_log, t_main,  # noqa: E402
+from wbtest import (MIB, TFail, t_check, t_eq, t_fail, t_is_kernel, t_log, t_main,  # noqa: E402
                     t_run, t_sha256_file, t_step)
 
 BS = 4096
@@ -559,6 +559,31 @@ def freed_space_case(env):
         f.write(w)
         f.flush()
         os.fsync(f.fileno())
+    # the unlinked files are freed at their FORGET, which the kernel sends
+    # as the unlink drops the inode but another daemon thread may serve
+    # after the fallocate: ENOSPC then waits for it (8 of 30 rounds failed
+    # before it did)
+    os.unlink(os.path.join(m.mnt, "fa"))
+    os.unlink(os.path.join(m.mnt, "w"))
+    t_run(["sync", "-f", m.mnt])
+    for i in range(10):
+        for name in ("x", "y"):
+            with open(os.path.join(m.mnt, name), "wb") as f:
+                f.write(data(name.encode(), 20 * MIB))
+        t_run(["sync", "-f", m.mnt], quiet=True)
+        os.unlink(os.path.join(m.mnt, "x"))
+        os.unlink(os.path.join(m.mnt, "y"))
+        fa = os.path.join(m.mnt, "fa")
+        fd = os.open(fa, os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, 30 * MIB)
+        except OSError as e:
+            t_fail("round %d: fallocate of 30 MiB right after deleting 40 MiB: %s"
+                   % (i, e))
+        finally:
+            os.close(fd)
+        os.unlink(fa)
+        t_run(["sync", "-f", m.mnt], quiet=True)
     env.umount(m)
     env.fsck(dev)
     env.detach(dev)
