@@ -877,18 +877,54 @@ static int falloc_fill_holes(struct wbfs *w, struct winode *wi, ext2_extent_hand
 	return ret;
 }
 
+/* Make the written blocks of [first, last] unwritten (they read as zeros). */
+static int falloc_mark_unwritten(ext2_extent_handle_t h, const struct falloc_ext *v,
+				 size_t n, uint64_t first, uint64_t last)
+{
+	struct ext2fs_extent e;
+	errcode_t err = 0;
+	size_t i;
+
+	for (i = 0; i < n && !err; i++) {
+		uint64_t s = v[i].lblk > first ? v[i].lblk : first;
+		uint64_t t = v[i].lblk + v[i].len - 1 < last ? v[i].lblk + v[i].len - 1 : last;
+		uint64_t b;
+
+		if (v[i].uninit || s > t)
+			continue;
+		if (s == v[i].lblk && t == v[i].lblk + v[i].len - 1 && v[i].len <= EXT_UNINIT_MAX_LEN) {
+			err = ext2fs_extent_goto(h, v[i].lblk);
+			if (!err)
+				err = ext2fs_extent_get(h, EXT2_EXTENT_CURRENT, &e);
+			if (!err) {
+				e.e_flags |= EXT2_EXTENT_FLAGS_UNINIT;
+				err = ext2fs_extent_replace(h, 0, &e);
+			}
+			continue;
+		}
+		for (b = s; b <= t && !err; b++)
+			err = ext2fs_extent_set_bmap(h, b, v[i].pblk + (b - v[i].lblk),
+						     EXT2_EXTENT_SET_BMAP_UNINIT);
+	}
+	return -wbfs_errno(err);
+}
+
 /*
- * Allocate unwritten blocks for the holes of [first, last], then set the
- * size to @size and stamp ctime. Space is checked against the reservations
- * of delayed allocation first. Context: ilock held for writing; takes fs_lock.
+ * Allocate unwritten blocks for the holes of [first, last] and, when
+ * @zfirst <= @zlast, make the written blocks of [zfirst, zlast] unwritten;
+ * then set the size to @size and stamp ctime (and mtime with @mtime).
+ * Space is checked against the reservations of delayed allocation first.
+ * Context: ilock held for writing; takes fs_lock.
  */
 static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last,
-			 uint64_t size)
+			 uint64_t zfirst, uint64_t zlast, uint64_t size, bool mtime)
 {
 	struct ext2_inode_large in;
 	ext2_extent_handle_t h = NULL;
 	struct falloc_ext *v = NULL;
 	struct timespec now;
+	uint64_t lo = first < zfirst ? first : zfirst;
+	uint64_t hi = last > zlast || zfirst > zlast ? last : zlast;
 	int64_t holes = 0;
 	size_t n = 0;
 	errcode_t err;
@@ -901,7 +937,7 @@ static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint
 		ret = -wbfs_errno(err);
 	}
 	if (!ret)
-		ret = falloc_extents(h, first, last, &v, &n);
+		ret = falloc_extents(h, lo, hi, &v, &n);
 	if (!ret) {
 		holes = (int64_t)falloc_hole_blocks(v, n, first, last);
 		ret = wbfs_reserve(w, holes, true);
@@ -910,13 +946,22 @@ static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint
 		ret = falloc_fill_holes(w, wi, h, &in, v, n, first, last);
 		wbfs_unreserve(w, holes);
 	}
+	if (!ret && zfirst <= zlast) {
+		free(v);
+		v = NULL;
+		ret = falloc_extents(h, zfirst, zlast, &v, &n);
+		if (!ret)
+			ret = falloc_mark_unwritten(h, v, n, zfirst, zlast);
+	}
 	free(v);
 	ec_invalidate(wi);
 	if (h) {
 		/* what was allocated before a failure stays, as in ext4 */
 		ext2fs_extent_free(h);
 		if (!ret && size != winode_size(wi))
-			winode_set_size(wi, size, false);
+			winode_set_size(wi, size, mtime);
+		else if (!ret && mtime)
+			winode_stamp_times(wi);
 		winode_fold_attrs_locked(w, wi->ino, &in);
 		wbfs_now(&now);
 		wbfs_ts_set(&in, TS_CTIME, &now);
@@ -933,10 +978,44 @@ static int alloc_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off
 
 	if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > size)
 		size = off + len;
-	return falloc_blocks(w, wi, off >> PAGE_SHIFT, (off + len - 1) >> PAGE_SHIFT, size);
+	return falloc_blocks(w, wi, off >> PAGE_SHIFT, (off + len - 1) >> PAGE_SHIFT, 1, 0,
+			     size, false);
 }
 
-/* As ext4: no preallocation in block-mapped files. */
+/*
+ * ZERO_RANGE (with or without KEEP_SIZE), as ext4 does it: the whole
+ * blocks of the range leave the cache (dirty pages are dropped with their
+ * reservations, writeback in flight is waited for) and become unwritten
+ * extents, holes included; the partial blocks at both ends are allocated
+ * too and zeroed in the cache. Context: ilock held for writing.
+ */
+static int zero_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len)
+{
+	uint64_t old = winode_size(wi), end = off + len, size = old;
+	uint64_t first = (off + PAGE_SIZE - 1) >> PAGE_SHIFT, stop = end >> PAGE_SHIFT;
+	uint64_t head_end, tail_start;
+	int ret = 0;
+
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > old)
+		size = end;
+	if (size > old)
+		ret = zero_eof_tail(w, wi, old);
+	if (!ret && stop > first)
+		drop_range(w, wi, first, stop - 1);
+	if (!ret)
+		ret = falloc_blocks(w, wi, off >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT,
+				    first, stop > first ? stop - 1 : 0, size, true);
+	if (ret)
+		return ret;
+	head_end = end < (first << PAGE_SHIFT) ? end : first << PAGE_SHIFT;
+	ret = zero_partial(w, wi, off, head_end, old);
+	tail_start = (stop << PAGE_SHIFT) > head_end ? stop << PAGE_SHIFT : head_end;
+	if (!ret && tail_start < end)
+		ret = zero_partial(w, wi, tail_start, end, old);
+	return ret;
+}
+
+/* As ext4: no preallocation (nor zeroing) in block-mapped files. */
 static int falloc_check_extents(struct wbfs *w, struct winode *wi)
 {
 	struct ext2_inode_large in;
@@ -966,7 +1045,7 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		wbfs_inval_queue(w, wi, off, off + len);
 		return ret;
 	}
-	if (mode & ~FALLOC_FL_KEEP_SIZE)
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE))
 		return -EOPNOTSUPP;
 	pthread_rwlock_wrlock(&wi->ilock);
 	old = winode_size(wi);
@@ -975,10 +1054,16 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		pthread_rwlock_unlock(&wi->ilock);
 		return ret;
 	}
-	if (off > old && !(mode & FALLOC_FL_KEEP_SIZE))
-		zero_eof_tail(w, wi, old);
-	ret = alloc_range(w, wi, mode, off, len);
+	if (mode & FALLOC_FL_ZERO_RANGE) {
+		ret = zero_range(w, wi, mode, off, len);
+	} else {
+		if (off > old && !(mode & FALLOC_FL_KEEP_SIZE))
+			zero_eof_tail(w, wi, old);
+		ret = alloc_range(w, wi, mode, off, len);
+	}
 	pthread_rwlock_unlock(&wi->ilock);
+	if (mode & FALLOC_FL_ZERO_RANGE)
+		wbfs_inval_queue(w, wi, off < old ? off : old, off + len);
 	if (off + len > old && !(mode & FALLOC_FL_KEEP_SIZE)) {	/* the zeroed tail */
 		if (!ret)
 			wbfs_inval_zero_eof_page(w, wi, old, off + len);
