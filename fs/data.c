@@ -1002,9 +1002,10 @@ static int zero_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off,
 		ret = zero_eof_tail(w, wi, old);
 	if (!ret && stop > first)
 		drop_range(w, wi, first, stop - 1);
+	/* no whole block (first > stop - 1): nothing becomes unwritten */
 	if (!ret)
 		ret = falloc_blocks(w, wi, off >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT,
-				    first, stop > first ? stop - 1 : 0, size, true);
+				    stop > first ? first : 1, stop > first ? stop - 1 : 0, size, true);
 	if (ret)
 		return ret;
 	head_end = end < (first << PAGE_SHIFT) ? end : first << PAGE_SHIFT;
