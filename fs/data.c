@@ -979,7 +979,7 @@ static int alloc_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off
 	if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > size)
 		size = off + len;
 	return falloc_blocks(w, wi, off >> PAGE_SHIFT, (off + len - 1) >> PAGE_SHIFT, 1, 0,
-			     size, false);
+			     size, true);
 }
 
 /*
