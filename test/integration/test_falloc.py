@@ -26,7 +26,8 @@ number passed to ext2fs_test_block_bitmap").
     physical order (libext2fs 1.47.0's ext2fs_fallocate tested a bitmap
     range that wraps around there), and before the first extent (it
     allocated up to that extent);
-  - block-mapped files: EOPNOTSUPP but for PUNCH_HOLE, nothing dropped.
+  - block-mapped files: EOPNOTSUPP but for PUNCH_HOLE, nothing dropped;
+  - which calls change mtime and ctime.
 
 COLLAPSE_RANGE and INSERT_RANGE never reach a FUSE daemon: the kernel's
 FUSE module answers EOPNOTSUPP itself.
@@ -332,6 +333,23 @@ def reversed_extents(p):
     return (), (name, "before")
 
 
+def times(p):
+    t_step("fallocate stamps mtime and ctime as ext4 does")
+    cases = ((0, 20000), (KEEP, 50000), (0, 0), (ZERO, 100), (ZERO | KEEP, 90000),
+             (PUNCH | KEEP, 0))
+    for i, (mode, off) in enumerate(cases):
+        name = "times%d" % i
+        p.write(name, 0, b"t" * 20000)
+        st0 = [os.fstat(s.fd(name)) for s in p.sides()]
+        time.sleep(0.05)
+        p.falloc(name, mode, off, 8192)
+        st1 = [os.fstat(s.fd(name)) for s in p.sides()]
+        for f in ("st_mtime_ns", "st_ctime_ns"):
+            got = [getattr(a, f) != getattr(b, f) for a, b in zip(st0, st1)]
+            t_eq(got[0], got[1], "%s changed by fallocate(%s, %d, 8192)"
+                 % (f, mode_name(mode), off))
+
+
 def block_mapped(env):
     t_step("block-mapped files (no extents): only PUNCH_HOLE, as in ext4")
     p = Pair(env, 64 * MIB, ["-O", "^extent,^64bit"], "-noext")
@@ -410,6 +428,7 @@ def body(env):
     random_sequence(p, 2, 100, "rand")
     random_sequence(p, 3, 100, "rand3")
     p.remount("the random sequences")
+    times(p)
     zero_under_writeback(p, env)
     block_mapped(env)
     for s in p.sides():
