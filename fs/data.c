@@ -770,7 +770,8 @@ static uint64_t falloc_hole_blocks(const struct falloc_ext *v, size_t n, uint64_
 		uint64_t s = v[i].lblk > first ? v[i].lblk : first;
 		uint64_t e = v[i].lblk + v[i].len - 1 < last ? v[i].lblk + v[i].len - 1 : last;
 
-		holes -= e - s + 1;
+		if (s <= e)
+			holes -= e - s + 1;
 	}
 	return holes;
 }
@@ -923,8 +924,9 @@ static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint
 	ext2_extent_handle_t h = NULL;
 	struct falloc_ext *v = NULL;
 	struct timespec now;
-	uint64_t lo = first < zfirst ? first : zfirst;
-	uint64_t hi = last > zlast || zfirst > zlast ? last : zlast;
+	bool zero = zfirst <= zlast;
+	uint64_t lo = zero && zfirst < first ? zfirst : first;
+	uint64_t hi = zero && zlast > last ? zlast : last;
 	int64_t holes = 0;
 	size_t n = 0;
 	errcode_t err;
@@ -946,7 +948,7 @@ static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint
 		ret = falloc_fill_holes(w, wi, h, &in, v, n, first, last);
 		wbfs_unreserve(w, holes);
 	}
-	if (!ret && zfirst <= zlast) {
+	if (!ret && zero) {
 		free(v);
 		v = NULL;
 		ret = falloc_extents(h, zfirst, zlast, &v, &n);
