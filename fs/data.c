@@ -914,11 +914,12 @@ static int falloc_mark_unwritten(ext2_extent_handle_t h, const struct falloc_ext
  * Allocate unwritten blocks for the holes of [first, last] and, when
  * @zfirst <= @zlast, make the written blocks of [zfirst, zlast] unwritten;
  * then set the size to @size and stamp ctime (and mtime with @mtime).
- * Space is checked against the reservations of delayed allocation first.
+ * Space is checked against the reservations of delayed allocation first
+ * (and, for unprivileged callers, the root reserve, as ext4 does).
  * Context: ilock held for writing; takes fs_lock.
  */
 static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last,
-			 uint64_t zfirst, uint64_t zlast, uint64_t size, bool mtime)
+			 uint64_t zfirst, uint64_t zlast, uint64_t size, bool mtime, bool privileged)
 {
 	struct ext2_inode_large in;
 	ext2_extent_handle_t h = NULL;
@@ -942,7 +943,7 @@ static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint
 		ret = falloc_extents(h, lo, hi, &v, &n);
 	if (!ret) {
 		holes = (int64_t)falloc_hole_blocks(v, n, first, last);
-		ret = wbfs_reserve(w, holes, true);
+		ret = wbfs_reserve(w, holes, privileged);
 	}
 	if (!ret) {
 		ret = falloc_fill_holes(w, wi, h, &in, v, n, first, last);
@@ -974,14 +975,15 @@ static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint
 	return ret;
 }
 
-static int alloc_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len)
+static int alloc_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len,
+		       bool privileged)
 {
 	uint64_t size = winode_size(wi);
 
 	if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > size)
 		size = off + len;
 	return falloc_blocks(w, wi, off >> PAGE_SHIFT, (off + len - 1) >> PAGE_SHIFT, 1, 0,
-			     size, true);
+			     size, true, privileged);
 }
 
 /*
@@ -991,7 +993,8 @@ static int alloc_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off
  * extents, holes included; the partial blocks at both ends are allocated
  * too and zeroed in the cache. Context: ilock held for writing.
  */
-static int zero_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len)
+static int zero_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len,
+		      bool privileged)
 {
 	uint64_t old = winode_size(wi), end = off + len, size = old;
 	uint64_t first = (off + PAGE_SIZE - 1) >> PAGE_SHIFT, stop = end >> PAGE_SHIFT;
@@ -1007,7 +1010,8 @@ static int zero_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off,
 	/* no whole block (first > stop - 1): nothing becomes unwritten */
 	if (!ret)
 		ret = falloc_blocks(w, wi, off >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT,
-				    stop > first ? first : 1, stop > first ? stop - 1 : 0, size, true);
+				    stop > first ? first : 1, stop > first ? stop - 1 : 0, size, true,
+				    privileged);
 	if (ret)
 		return ret;
 	head_end = end < (first << PAGE_SHIFT) ? end : first << PAGE_SHIFT;
@@ -1032,7 +1036,8 @@ static int falloc_check_extents(struct wbfs *w, struct winode *wi)
 	return ret;
 }
 
-int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len)
+int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len,
+		   bool privileged)
 {
 	uint64_t old;
 	int ret;
@@ -1058,11 +1063,11 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		return ret;
 	}
 	if (mode & FALLOC_FL_ZERO_RANGE) {
-		ret = zero_range(w, wi, mode, off, len);
+		ret = zero_range(w, wi, mode, off, len, privileged);
 	} else {
 		if (off > old && !(mode & FALLOC_FL_KEEP_SIZE))
 			zero_eof_tail(w, wi, old);
-		ret = alloc_range(w, wi, mode, off, len);
+		ret = alloc_range(w, wi, mode, off, len, privileged);
 	}
 	pthread_rwlock_unlock(&wi->ilock);
 	if (mode & FALLOC_FL_ZERO_RANGE)

@@ -759,7 +759,8 @@ static void wbcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	int ret;
 
 	CTL_ROUTE(ino, fallocate, req, ino, mode, off, len, fi);
-	ret = w->ro ? -EROFS : data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len);
+	ret = w->ro ? -EROFS : data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len,
+					      fuse_req_ctx(req)->uid == 0);
 
 	fuse_reply_err(req, -ret);
 }
