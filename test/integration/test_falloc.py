@@ -27,7 +27,8 @@ number passed to ext2fs_test_block_bitmap").
     range that wraps around there), and before the first extent (it
     allocated up to that extent);
   - block-mapped files: EOPNOTSUPP but for PUNCH_HOLE, nothing dropped;
-  - which calls change mtime and ctime.
+  - which calls change mtime and ctime;
+  - an unprivileged fallocate (t_as_user) cannot take the root reserve.
 
 COLLAPSE_RANGE and INSERT_RANGE never reach a FUSE daemon: the kernel's
 FUSE module answers EOPNOTSUPP itself.
@@ -46,8 +47,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, Mount, TFail, TSkip, t_check, t_eq,  # noqa: E402
-                    t_is_kernel, t_log, t_main, t_run, t_step)
+from wbtest import (MIB, Mount, TFail, TSkip, t_as_user, t_check,  # noqa: E402
+                    t_eq, t_is_kernel, t_log, t_main, t_run, t_step)
 
 KEEP = 0x01
 PUNCH = 0x02
@@ -350,6 +351,41 @@ def times(p):
                  % (f, mode_name(mode), off))
 
 
+def root_reserve(env):
+    t_step("an unprivileged fallocate leaves the root reserve alone, as in ext4")
+    p = Pair(env, 64 * MIB, tag="-resv")
+    for s in p.sides():
+        d = os.path.join(s.m.mnt, "u")
+        os.mkdir(d)
+        os.chmod(d, 0o777)
+    p.write("fill", 0, b"f" * BS)
+    p.fsync("fill")
+    for s in p.sides():
+        st = os.statvfs(s.m.mnt)
+        t_check(st.f_bavail > 0, "%s: nothing available before the fill" % s.m.mnt)
+        # as root: everything a user may have, which root can go past
+        t_eq(falloc(s.fd("fill"), 0, BS, st.f_bavail * st.f_frsize), "ok",
+             "%s: root preallocating what users may use" % s.m.mnt)
+
+    def user_falloc(mnt):
+        def fn():
+            fd = os.open(os.path.join(mnt, "u", "g"), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                r = falloc(fd, 0, 0, 4 * BS)
+                r2 = falloc(fd, ZERO | KEEP, 8 * BS, 4 * BS)
+            finally:
+                os.close(fd)
+            return "%s/%s" % (r, r2)
+        return t_as_user(65534, 65534, fn)
+    got = [user_falloc(s.m.mnt) for s in p.sides()]
+    t_eq(got[0], got[1], "unprivileged fallocate into the root reserve (target vs ext4)")
+    t_log("unprivileged fallocate past the available space: %s" % got[0])
+    t_eq(p.falloc("fill", KEEP, 1 << 30, 4 * BS), "ok", "root preallocating into the reserve")
+    for s in p.sides():
+        s.umount()
+    p.t.env.fsck(p.t.dev)
+
+
 def block_mapped(env):
     t_step("block-mapped files (no extents): only PUNCH_HOLE, as in ext4")
     p = Pair(env, 64 * MIB, ["-O", "^extent,^64bit"], "-noext")
@@ -430,6 +466,7 @@ def body(env):
     p.remount("the random sequences")
     times(p)
     zero_under_writeback(p, env)
+    root_reserve(env)
     block_mapped(env)
     for s in p.sides():
         s.umount()
