@@ -779,14 +779,15 @@ static uint64_t falloc_hole_blocks(const struct falloc_ext *v, size_t n, uint64_
 /*
  * Map the hole [lblk, lblk+n) to fresh blocks [pblk, pblk+n) as unwritten:
  * one set_bmap, then the extent it made grows over the rest, as far as an
- * unwritten extent may.
+ * unwritten extent may. *@done: how many blocks are mapped (on error too).
  */
 static int falloc_map_unwritten(ext2_extent_handle_t h, uint64_t lblk, uint64_t pblk,
-				uint64_t n)
+				uint64_t n, uint64_t *done)
 {
 	struct ext2fs_extent e;
 	errcode_t err;
 
+	*done = 0;
 	while (n) {
 		uint64_t k = 0;
 
@@ -805,6 +806,7 @@ static int falloc_map_unwritten(ext2_extent_handle_t h, uint64_t lblk, uint64_t 
 		lblk += 1 + k;
 		pblk += 1 + k;
 		n -= 1 + k;
+		*done += 1 + k;
 	}
 	return 0;
 }
@@ -820,6 +822,7 @@ static int falloc_fill_hole(struct wbfs *w, ext2_extent_handle_t h,
 
 	while (n) {
 		blk64_t got, glen;
+		uint64_t done;
 		errcode_t err = ext2fs_new_range(fs, 0, goal, n, NULL, &got, &glen);
 		int ret;
 
@@ -827,12 +830,14 @@ static int falloc_fill_hole(struct wbfs *w, ext2_extent_handle_t h,
 			return -wbfs_errno(err);
 		ext2fs_block_alloc_stats_range(fs, got, (blk_t)glen, +1);
 		wbfs_iomgr_forget_range(w, got, glen);
-		ret = falloc_map_unwritten(h, lblk, got, glen);
+		ret = falloc_map_unwritten(h, lblk, got, glen, &done);
+		ext2fs_iblk_add_blocks(fs, (struct ext2_inode *)in, done);
 		if (ret) {
-			ext2fs_block_alloc_stats_range(fs, got, (blk_t)glen, -1);
+			if (done < glen)
+				ext2fs_block_alloc_stats_range(fs, got + done,
+							       (blk_t)(glen - done), -1);
 			return ret;
 		}
-		ext2fs_iblk_add_blocks(fs, (struct ext2_inode *)in, glen);
 		lblk += glen;
 		n -= glen;
 		goal = got + glen;
