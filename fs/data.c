@@ -798,7 +798,9 @@ static int falloc_map_unwritten(ext2_extent_handle_t h, uint64_t lblk, uint64_t 
 		    !ext2fs_extent_get(h, EXT2_EXTENT_CURRENT, &e) &&
 		    (e.e_flags & EXT2_EXTENT_FLAGS_UNINIT) && e.e_lblk + e.e_len == lblk + 1 &&
 		    e.e_pblk + e.e_len == pblk + 1 && e.e_len < EXT_UNINIT_MAX_LEN) {
-			k = EXT_UNINIT_MAX_LEN - e.e_len < n - 1 ? EXT_UNINIT_MAX_LEN - e.e_len : n - 1;
+			k = EXT_UNINIT_MAX_LEN - e.e_len;
+			if (k > n - 1)
+				k = n - 1;
 			e.e_len += (uint32_t)k;
 			if (ext2fs_extent_replace(h, 0, &e))
 				k = 0;
@@ -898,7 +900,8 @@ static int falloc_mark_unwritten(ext2_extent_handle_t h, const struct falloc_ext
 
 		if (v[i].uninit || s > t)
 			continue;
-		if (s == v[i].lblk && t == v[i].lblk + v[i].len - 1 && v[i].len <= EXT_UNINIT_MAX_LEN) {
+		if (s == v[i].lblk && t == v[i].lblk + v[i].len - 1 &&
+		    v[i].len <= EXT_UNINIT_MAX_LEN) {
 			err = ext2fs_extent_goto(h, v[i].lblk);
 			if (!err)
 				err = ext2fs_extent_get(h, EXT2_EXTENT_CURRENT, &e);
