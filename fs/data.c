@@ -744,41 +744,348 @@ static int punch_hole(struct wbfs *w, struct winode *wi, uint64_t off, uint64_t 
 	return ret;
 }
 
-static int alloc_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len)
+/* ---- fallocate: unwritten extents ------------------------------------ */
+
+/* One leaf extent, as found before the tree is changed. */
+struct falloc_ext {
+	uint64_t lblk, pblk;
+	uint32_t len;
+	bool uninit;
+};
+
+/*
+ * The leaf extents of @h overlapping [first, last], in order, into *@out
+ * (malloc'ed; the caller frees it). Context: fs_lock.
+ */
+static int falloc_extents(ext2_extent_handle_t h, uint64_t first, uint64_t last,
+			  struct falloc_ext **out, size_t *nr)
+{
+	struct falloc_ext *v = NULL, *nv;
+	struct ext2fs_extent e;
+	size_t n = 0, cap = 0;
+	int op = EXT2_EXTENT_ROOT;
+	errcode_t err;
+
+	for (;;) {
+		err = ext2fs_extent_get(h, op, &e);
+		op = EXT2_EXTENT_NEXT;
+		if (err == EXT2_ET_EXTENT_NO_NEXT || err == EXT2_ET_NO_CURRENT_NODE)
+			break;
+		if (err) {
+			free(v);
+			return -wbfs_errno(err);
+		}
+		if (!(e.e_flags & EXT2_EXTENT_FLAGS_LEAF) ||
+		    (e.e_flags & EXT2_EXTENT_FLAGS_SECOND_VISIT) || !e.e_len)
+			continue;
+		if (e.e_lblk > last)
+			break;
+		if (e.e_lblk + e.e_len <= first)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				free(v);
+				return -ENOMEM;
+			}
+			v = nv;
+		}
+		v[n++] = (struct falloc_ext){ e.e_lblk, e.e_pblk, e.e_len,
+					      (e.e_flags & EXT2_EXTENT_FLAGS_UNINIT) != 0 };
+	}
+	*out = v;
+	*nr = n;
+	return 0;
+}
+
+/* Blocks of [first, last] that no extent maps. */
+static uint64_t falloc_hole_blocks(const struct falloc_ext *v, size_t n, uint64_t first,
+				   uint64_t last)
+{
+	uint64_t holes = last - first + 1;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t s = v[i].lblk > first ? v[i].lblk : first;
+		uint64_t e = v[i].lblk + v[i].len - 1 < last ? v[i].lblk + v[i].len - 1 : last;
+
+		if (s <= e)
+			holes -= e - s + 1;
+	}
+	return holes;
+}
+
+/*
+ * Map the hole [lblk, lblk+n) to fresh blocks [pblk, pblk+n) as unwritten:
+ * one set_bmap, then the extent it made grows over the rest, as far as an
+ * unwritten extent may. *@done: how many blocks are mapped (on error too).
+ */
+static int falloc_map_unwritten(ext2_extent_handle_t h, uint64_t lblk, uint64_t pblk,
+				uint64_t n, uint64_t *done)
+{
+	struct ext2fs_extent e;
+	errcode_t err;
+
+	*done = 0;
+	while (n) {
+		uint64_t k = 0;
+
+		err = ext2fs_extent_set_bmap(h, lblk, pblk, EXT2_EXTENT_SET_BMAP_UNINIT);
+		if (err)
+			return -wbfs_errno(err);
+		if (n > 1 && !ext2fs_extent_goto(h, lblk) &&
+		    !ext2fs_extent_get(h, EXT2_EXTENT_CURRENT, &e) &&
+		    (e.e_flags & EXT2_EXTENT_FLAGS_UNINIT) && e.e_lblk + e.e_len == lblk + 1 &&
+		    e.e_pblk + e.e_len == pblk + 1 && e.e_len < EXT_UNINIT_MAX_LEN) {
+			k = EXT_UNINIT_MAX_LEN - e.e_len;
+			if (k > n - 1)
+				k = n - 1;
+			e.e_len += (uint32_t)k;
+			if (ext2fs_extent_replace(h, 0, &e))
+				k = 0;
+		}
+		lblk += 1 + k;
+		pblk += 1 + k;
+		n -= 1 + k;
+		*done += 1 + k;
+	}
+	return 0;
+}
+
+/*
+ * Allocate the hole [lblk, lblk+n) as unwritten extents, near @goal.
+ * Blocks that could not be mapped are given back. Context: fs_lock.
+ */
+static int falloc_fill_hole(struct wbfs *w, ext2_extent_handle_t h,
+			    struct ext2_inode_large *in, uint64_t lblk, uint64_t n, uint64_t goal)
+{
+	ext2_filsys fs = w->fs;
+
+	while (n) {
+		blk64_t got, glen;
+		uint64_t done;
+		errcode_t err = ext2fs_new_range(fs, 0, goal, n, NULL, &got, &glen);
+		int ret;
+
+		if (err)
+			return -wbfs_errno(err);
+		ext2fs_block_alloc_stats_range(fs, got, (blk_t)glen, +1);
+		wbfs_iomgr_forget_range(w, got, glen);
+		ret = falloc_map_unwritten(h, lblk, got, glen, &done);
+		ext2fs_iblk_add_blocks(fs, (struct ext2_inode *)in, done);
+		if (ret) {
+			if (done < glen)
+				ext2fs_block_alloc_stats_range(fs, got + done,
+							       (blk_t)(glen - done), -1);
+			return ret;
+		}
+		lblk += glen;
+		n -= glen;
+		goal = got + glen;
+	}
+	return 0;
+}
+
+/*
+ * Give every hole of [first, last] unwritten blocks, each placed after the
+ * extent before it. Only the holes are allocated: a range that starts or
+ * ends inside a hole gets no block outside it. Context: fs_lock.
+ */
+static int falloc_fill_holes(struct wbfs *w, struct winode *wi, ext2_extent_handle_t h,
+			     struct ext2_inode_large *in, const struct falloc_ext *v, size_t n,
+			     uint64_t first, uint64_t last)
+{
+	uint64_t pos = first;
+	size_t i = 0;
+	int ret = 0;
+
+	while (!ret && pos <= last) {
+		uint64_t hole_last = last, goal;
+
+		while (i < n && v[i].lblk + v[i].len <= pos)
+			i++;
+		if (i < n && v[i].lblk <= pos) {
+			if (v[i].lblk + v[i].len - 1 >= last)
+				break;
+			pos = v[i].lblk + v[i].len;
+			continue;
+		}
+		if (i < n && v[i].lblk - 1 < hole_last)
+			hole_last = v[i].lblk - 1;
+		if (i > 0)
+			goal = v[i - 1].pblk + (pos - v[i - 1].lblk);
+		else
+			goal = ext2fs_find_inode_goal(w->fs, wi->ino, (struct ext2_inode *)in, pos);
+		ret = falloc_fill_hole(w, h, in, pos, hole_last - pos + 1, goal);
+		if (hole_last == last)
+			break;
+		pos = hole_last + 1;
+	}
+	return ret;
+}
+
+/* Make the written blocks of [first, last] unwritten (they read as zeros). */
+static int falloc_mark_unwritten(ext2_extent_handle_t h, const struct falloc_ext *v,
+				 size_t n, uint64_t first, uint64_t last)
+{
+	struct ext2fs_extent e;
+	errcode_t err = 0;
+	size_t i;
+
+	for (i = 0; i < n && !err; i++) {
+		uint64_t s = v[i].lblk > first ? v[i].lblk : first;
+		uint64_t t = v[i].lblk + v[i].len - 1 < last ? v[i].lblk + v[i].len - 1 : last;
+		uint64_t b;
+
+		if (v[i].uninit || s > t)
+			continue;
+		if (s == v[i].lblk && t == v[i].lblk + v[i].len - 1 &&
+		    v[i].len <= EXT_UNINIT_MAX_LEN) {
+			err = ext2fs_extent_goto(h, v[i].lblk);
+			if (!err)
+				err = ext2fs_extent_get(h, EXT2_EXTENT_CURRENT, &e);
+			if (!err) {
+				e.e_flags |= EXT2_EXTENT_FLAGS_UNINIT;
+				err = ext2fs_extent_replace(h, 0, &e);
+			}
+			continue;
+		}
+		for (b = s; b <= t && !err; b++)
+			err = ext2fs_extent_set_bmap(h, b, v[i].pblk + (b - v[i].lblk),
+						     EXT2_EXTENT_SET_BMAP_UNINIT);
+	}
+	return -wbfs_errno(err);
+}
+
+/*
+ * Allocate unwritten blocks for the holes of [first, last] and, when
+ * @zfirst <= @zlast, make the written blocks of [zfirst, zlast] unwritten;
+ * then set the size to @size and stamp ctime (and mtime with @mtime).
+ * Space is checked against the reservations of delayed allocation first
+ * (and, for unprivileged callers, the root reserve, as ext4 does).
+ * Context: ilock held for writing; takes fs_lock.
+ */
+static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last,
+			 uint64_t zfirst, uint64_t zlast, uint64_t size, bool mtime, bool privileged)
 {
 	struct ext2_inode_large in;
-	uint64_t first = off >> PAGE_SHIFT, last = (off + len - 1) >> PAGE_SHIFT;
-	int64_t nblocks = (int64_t)(last - first + 1);
+	ext2_extent_handle_t h = NULL;
+	struct falloc_ext *v = NULL;
+	struct timespec now;
+	bool zero = zfirst <= zlast;
+	uint64_t lo = zero && zfirst < first ? zfirst : first;
+	uint64_t hi = zero && zlast > last ? zlast : last;
+	int64_t holes = 0;
+	size_t n = 0;
 	errcode_t err;
 	int ret;
 
-	ret = wbfs_reserve(w, nblocks, true);
-	if (ret)
-		return ret;
 	wbfs_lock(w);
 	ret = wbfs_read_inode(w, wi->ino, &in);
 	if (!ret) {
-		err = ext2fs_fallocate(w->fs, EXT2_FALLOCATE_FORCE_UNINIT, wi->ino,
-				       (struct ext2_inode *)&in, ~0ULL, first, (blk64_t)nblocks);
+		err = ext2fs_extent_open2(w->fs, wi->ino, (struct ext2_inode *)&in, &h);
 		ret = -wbfs_errno(err);
 	}
-	ec_invalidate(wi);
-	wbfs_unreserve(w, nblocks);
-	if (!ret && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > winode_size(wi))
-		winode_set_size(wi, off + len, false);
+	if (!ret)
+		ret = falloc_extents(h, lo, hi, &v, &n);
 	if (!ret) {
-		struct timespec now;
-
+		holes = (int64_t)falloc_hole_blocks(v, n, first, last);
+		ret = wbfs_reserve(w, holes, privileged);
+	}
+	if (!ret) {
+		ret = falloc_fill_holes(w, wi, h, &in, v, n, first, last);
+		wbfs_unreserve(w, holes);
+	}
+	if (!ret && zero) {
+		free(v);
+		v = NULL;
+		ret = falloc_extents(h, zfirst, zlast, &v, &n);
+		if (!ret)
+			ret = falloc_mark_unwritten(h, v, n, zfirst, zlast);
+	}
+	free(v);
+	ec_invalidate(wi);
+	if (h) {
+		/* what was allocated before a failure stays, as in ext4 */
+		ext2fs_extent_free(h);
+		if (!ret && size != winode_size(wi))
+			winode_set_size(wi, size, mtime);
+		else if (!ret && mtime)
+			winode_stamp_times(wi);
 		winode_fold_attrs_locked(w, wi->ino, &in);
 		wbfs_now(&now);
 		wbfs_ts_set(&in, TS_CTIME, &now);
-		ret = wbfs_write_inode(w, wi->ino, &in);
+		if (wbfs_write_inode(w, wi->ino, &in) && !ret)
+			ret = -EIO;
 	}
 	wbfs_unlock(w);
 	return ret;
 }
 
-int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len)
+static int alloc_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len,
+		       bool privileged)
+{
+	uint64_t size = winode_size(wi);
+
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > size)
+		size = off + len;
+	return falloc_blocks(w, wi, off >> PAGE_SHIFT, (off + len - 1) >> PAGE_SHIFT, 1, 0,
+			     size, true, privileged);
+}
+
+/*
+ * ZERO_RANGE (with or without KEEP_SIZE), as ext4 does it: the whole
+ * blocks of the range leave the cache (dirty pages are dropped with their
+ * reservations, writeback in flight is waited for) and become unwritten
+ * extents, holes included; the partial blocks at both ends are allocated
+ * too and zeroed in the cache. Context: ilock held for writing.
+ */
+static int zero_range(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len,
+		      bool privileged)
+{
+	uint64_t old = winode_size(wi), end = off + len, size = old;
+	uint64_t first = (off + PAGE_SIZE - 1) >> PAGE_SHIFT, stop = end >> PAGE_SHIFT;
+	uint64_t head_end, tail_start;
+	int ret = 0;
+
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > old)
+		size = end;
+	if (size > old)
+		ret = zero_eof_tail(w, wi, old);
+	if (!ret && stop > first)
+		drop_range(w, wi, first, stop - 1);
+	/* no whole block (first > stop - 1): nothing becomes unwritten */
+	if (!ret)
+		ret = falloc_blocks(w, wi, off >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT,
+				    stop > first ? first : 1, stop > first ? stop - 1 : 0, size, true,
+				    privileged);
+	if (ret)
+		return ret;
+	head_end = end < (first << PAGE_SHIFT) ? end : first << PAGE_SHIFT;
+	ret = zero_partial(w, wi, off, head_end, old);
+	tail_start = (stop << PAGE_SHIFT) > head_end ? stop << PAGE_SHIFT : head_end;
+	if (!ret && tail_start < end)
+		ret = zero_partial(w, wi, tail_start, end, old);
+	return ret;
+}
+
+/* As ext4: no preallocation (nor zeroing) in block-mapped files. */
+static int falloc_check_extents(struct wbfs *w, struct winode *wi)
+{
+	struct ext2_inode_large in;
+	int ret;
+
+	wbfs_lock(w);
+	ret = wbfs_read_inode(w, wi->ino, &in);
+	wbfs_unlock(w);
+	if (!ret && !(in.i_flags & EXT4_EXTENTS_FL))
+		ret = -EOPNOTSUPP;
+	return ret;
+}
+
+int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len,
+		   bool privileged)
 {
 	uint64_t old;
 	int ret;
@@ -794,15 +1101,26 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		wbfs_inval_queue(w, wi, off, off + len);
 		return ret;
 	}
-	if (mode & ~FALLOC_FL_KEEP_SIZE)
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE))
 		return -EOPNOTSUPP;
 	pthread_rwlock_wrlock(&wi->ilock);
 	old = winode_size(wi);
-	if (off > old && !(mode & FALLOC_FL_KEEP_SIZE))
-		zero_eof_tail(w, wi, old);
-	ret = alloc_range(w, wi, mode, off, len);
+	ret = falloc_check_extents(w, wi);
+	if (ret) {
+		pthread_rwlock_unlock(&wi->ilock);
+		return ret;
+	}
+	if (mode & FALLOC_FL_ZERO_RANGE) {
+		ret = zero_range(w, wi, mode, off, len, privileged);
+	} else {
+		if (off > old && !(mode & FALLOC_FL_KEEP_SIZE))
+			zero_eof_tail(w, wi, old);
+		ret = alloc_range(w, wi, mode, off, len, privileged);
+	}
 	pthread_rwlock_unlock(&wi->ilock);
-	if (off > old && !(mode & FALLOC_FL_KEEP_SIZE)) {	/* the zeroed tail */
+	if (mode & FALLOC_FL_ZERO_RANGE)
+		wbfs_inval_queue(w, wi, off < old ? off : old, off + len);
+	if (off + len > old && !(mode & FALLOC_FL_KEEP_SIZE)) {	/* the zeroed tail */
 		if (!ret)
 			wbfs_inval_zero_eof_page(w, wi, old, off + len);
 		wbfs_inval_queue(w, wi, old, UINT64_MAX);

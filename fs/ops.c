@@ -954,7 +954,8 @@ static void wbcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	CTL_ROUTE(ino, fallocate, req, ino, mode, off, len, fi);
 	ret = w->ro ? -EROFS : iflags_check_fallocate(fi_file(fi)->wi, mode);
 	while (!ret) {
-		ret = data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len);
+		ret = data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len,
+				     fuse_req_ctx(req)->uid == 0);
 		if (ret != -ENOSPC || !winode_should_retry_alloc(w, &retries))
 			break;
 		ret = 0;

@@ -262,7 +262,8 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 		   uint64_t off, bool privileged, bool from_page_cache);
 void data_balance_dirty(struct wbfs *w, pid_t pid, long nr);
 int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size);
-int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len);
+int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, uint64_t len,
+		   bool privileged);
 int data_lseek(struct wbfs *w, struct winode *wi, uint64_t off, int whence, uint64_t *out);
 void data_drop_all(struct wbfs *w, struct winode *wi);
 long data_report_lost(struct wbfs *w, struct winode *wi);
