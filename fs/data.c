@@ -865,7 +865,8 @@ static int falloc_fill_hole(struct wbfs *w, ext2_extent_handle_t h,
 	while (n) {
 		blk64_t got, glen;
 		uint64_t done;
-		errcode_t err = ext2fs_new_range(fs, 0, goal, n, NULL, &got, &glen);
+		/* busy blocks (freed since the last sync) too when nothing else is free */
+		errcode_t err = wbfs_new_range(w, goal, n, &got, &glen);
 		int ret;
 
 		if (err)
