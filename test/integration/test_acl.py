@@ -49,7 +49,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, TFail, t_log, t_main, t_run, t_step)  # noqa: E402
+from wbtest import (MIB, TFail, t_as_user, t_log, t_main, t_run,  # noqa: E402
+                    t_step)
 
 NOBODY = 65534
 GROUP = 4321
@@ -68,35 +69,8 @@ def check(cond, msg):
 
 
 def as_user(fn, groups=(), uid=NOBODY, gid=NOBODY, umask=None):
-    """Run fn() in a child with uid/gid and supplementary groups; returns
-    'ok', its string result, 'errno:NAME' or 'exc:...'."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            os.setgroups(list(groups))
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-            if umask is not None:
-                os.umask(umask)
-            res = fn() or "ok"
-        except OSError as e:
-            res = "errno:" + errno.errorcode.get(e.errno, str(e.errno))
-        except BaseException as e:  # noqa: B902
-            res = "exc:%r" % e
-        os.write(w, res.encode())
-        os._exit(0)
-    os.close(w)
-    out = b""
-    while True:
-        b = os.read(r, 4096)
-        if not b:
-            break
-        out += b
-    os.close(r)
-    os.waitpid(pid, 0)
-    return out.decode()
+    """fn() in a child with uid/gid and supplementary groups (t_as_user)."""
+    return t_as_user(uid, gid, fn, groups=groups, umask=umask)
 
 
 def as_root_umask(fn, umask):
