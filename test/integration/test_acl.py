@@ -356,6 +356,25 @@ def listing(root):
     return sorted(blocks)
 
 
+def copy_checks(env, root):
+    t_step("(k) cp -a keeps every mode: it sets them with an ACL equal to the mode")
+    src = env.mkdir("tree")
+    modes = {"": 0o755, "a": 0o750, "a/b": 0o711, "c": 0o2775}
+    for rel, mode in modes.items():
+        p = os.path.join(src, rel)
+        if rel:
+            os.mkdir(p)
+        os.chmod(p, mode)
+        new_file(os.path.join(p, "f"), 0o640 if rel else 0o604)
+    dst = os.path.join(root, "copy")
+    t_run(["cp", "-a", src, dst])
+    for rel, mode in modes.items():
+        p = os.path.join(dst, rel)
+        check(mode_of(p) == mode, "(k) copy/%s is %o, source %o" % (rel, mode_of(p), mode))
+        check(mode_of(os.path.join(p, "f")) == (0o640 if rel else 0o604),
+              "(k) copy/%s/f is %o" % (rel, mode_of(os.path.join(p, "f"))))
+
+
 def body(env):
     for tool in (SETFACL, GETFACL):
         if not os.access(tool, os.X_OK):
@@ -377,6 +396,7 @@ def body(env):
     check("user:%d:---" % NOBODY in getfacl(j, "-n"), "(j) getfacl j shows the entry")
     acl_checks(m.mnt)
     priv_checks(m.mnt)
+    copy_checks(env, m.mnt)
     before = listing(m.mnt)
     env.umount(m)
     env.fsck(dev)
