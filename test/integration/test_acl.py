@@ -49,7 +49,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, TFail, t_log, t_main, t_run, t_step)  # noqa: E402
+from wbtest import (MIB, TFail, t_as_user, t_log, t_main, t_run,  # noqa: E402
+                    t_step)
 
 NOBODY = 65534
 GROUP = 4321
@@ -68,35 +69,8 @@ def check(cond, msg):
 
 
 def as_user(fn, groups=(), uid=NOBODY, gid=NOBODY, umask=None):
-    """Run fn() in a child with uid/gid and supplementary groups; returns
-    'ok', its string result, 'errno:NAME' or 'exc:...'."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            os.setgroups(list(groups))
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-            if umask is not None:
-                os.umask(umask)
-            res = fn() or "ok"
-        except OSError as e:
-            res = "errno:" + errno.errorcode.get(e.errno, str(e.errno))
-        except BaseException as e:  # noqa: B902
-            res = "exc:%r" % e
-        os.write(w, res.encode())
-        os._exit(0)
-    os.close(w)
-    out = b""
-    while True:
-        b = os.read(r, 4096)
-        if not b:
-            break
-        out += b
-    os.close(r)
-    os.waitpid(pid, 0)
-    return out.decode()
+    """fn() in a child with uid/gid and supplementary groups (t_as_user)."""
+    return t_as_user(uid, gid, fn, groups=groups, umask=umask)
 
 
 def as_root_umask(fn, umask):
@@ -382,6 +356,25 @@ def listing(root):
     return sorted(blocks)
 
 
+def copy_checks(env, root):
+    t_step("(k) cp -a keeps every mode: it sets them with an ACL equal to the mode")
+    src = env.mkdir("tree")
+    modes = {"": 0o755, "a": 0o750, "a/b": 0o711, "c": 0o2775}
+    for rel, mode in modes.items():
+        p = os.path.join(src, rel)
+        if rel:
+            os.mkdir(p)
+        os.chmod(p, mode)
+        new_file(os.path.join(p, "f"), 0o640 if rel else 0o604)
+    dst = os.path.join(root, "copy")
+    t_run(["cp", "-a", src, dst])
+    for rel, mode in modes.items():
+        p = os.path.join(dst, rel)
+        check(mode_of(p) == mode, "(k) copy/%s is %o, source %o" % (rel, mode_of(p), mode))
+        check(mode_of(os.path.join(p, "f")) == (0o640 if rel else 0o604),
+              "(k) copy/%s/f is %o" % (rel, mode_of(os.path.join(p, "f"))))
+
+
 def body(env):
     for tool in (SETFACL, GETFACL):
         if not os.access(tool, os.X_OK):
@@ -403,6 +396,7 @@ def body(env):
     check("user:%d:---" % NOBODY in getfacl(j, "-n"), "(j) getfacl j shows the entry")
     acl_checks(m.mnt)
     priv_checks(m.mnt)
+    copy_checks(env, m.mnt)
     before = listing(m.mnt)
     env.umount(m)
     env.fsck(dev)

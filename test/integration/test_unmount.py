@@ -188,6 +188,11 @@ def run_workers(mnt, seed, duration, hold=False):
                             f.write(b"x" * (256 * 1024))
                         held.append(os.open(p, os.O_RDWR))
                         os.unlink(p)
+                    # and an O_TMPFILE: an orphan from its creation
+                    fd = os.open(os.path.join(mnt, "p%d" % i),
+                                 os.O_TMPFILE | os.O_RDWR, 0o600)
+                    os.write(fd, b"t" * (128 * 1024))
+                    held.append(fd)
                     os.kill(os.getpid(), signal.SIGSTOP)
             except BaseException as e:  # noqa: B902
                 print("worker %d: %r" % (i, e), flush=True)
@@ -259,7 +264,7 @@ def mixed_rounds(env, dev):
 
 
 def sigkill_round(env, dev):
-    t_step("SIGKILL with open-unlinked files")
+    t_step("SIGKILL with open-unlinked and O_TMPFILE files")
     m = env.mount(dev, OPTS)
     pids = run_workers(m.mnt, 99, ROUND_S, hold=True)
     for pid in pids:
@@ -277,7 +282,8 @@ def sigkill_round(env, dev):
                 st = os.stat("/proc/%d/fd/%s" % (pid, fd))
                 if st.st_nlink == 0:    # not a name of a file with other links
                     held.add(st.st_ino)
-    t_check(len(held) >= 2 * NPROC, "only %d open-unlinked files held" % len(held))
+    t_check(len(held) >= 3 * NPROC, "only %d open-unlinked and O_TMPFILE files held"
+            % len(held))
     t_run(["sync", "-f", m.mnt])
     m.proc.send_signal(signal.SIGKILL)
     m.proc.wait()

@@ -809,17 +809,20 @@ def t_read_all(fd, n, off):
     return bytes(out)
 
 
-def t_as_user(uid, gid, fn):
-    """Run fn() in a forked child with uid/gid; returns its result string:
-    'ok' or 'errno:NAME' or 'exc:...'."""
+def t_as_user(uid, gid, fn, groups=(), umask=None):
+    """Run fn() in a forked child with uid/gid, the supplementary groups
+    and (when given) the umask; returns its result string: 'ok' (or what
+    fn returned) or 'errno:NAME' or 'exc:...'."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         try:
-            os.setgroups([])
+            os.setgroups(list(groups))
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
+            if umask is not None:
+                os.umask(umask)
             res = fn() or "ok"
         except OSError as e:
             res = "errno:" + errno.errorcode.get(e.errno, str(e.errno))
