@@ -763,20 +763,10 @@ static int falloc_extents(ext2_extent_handle_t h, uint64_t first, uint64_t last,
 	struct falloc_ext *v = NULL, *nv;
 	struct ext2fs_extent e;
 	size_t n = 0, cap = 0;
-	int op = EXT2_EXTENT_ROOT;
-	errcode_t err;
+	int op = EXT2_EXTENT_ROOT, ret;
 
-	for (;;) {
-		err = ext2fs_extent_get(h, op, &e);
-		op = EXT2_EXTENT_NEXT;
-		if (err == EXT2_ET_EXTENT_NO_NEXT || err == EXT2_ET_NO_CURRENT_NODE)
-			break;
-		if (err) {
-			free(v);
-			return -wbfs_errno(err);
-		}
-		if (!(e.e_flags & EXT2_EXTENT_FLAGS_LEAF) ||
-		    (e.e_flags & EXT2_EXTENT_FLAGS_SECOND_VISIT) || !e.e_len)
+	while ((ret = wbfs_extent_next_leaf(h, &op, &e)) > 0) {
+		if (!e.e_len)
 			continue;
 		if (e.e_lblk > last)
 			break;
@@ -793,6 +783,10 @@ static int falloc_extents(ext2_extent_handle_t h, uint64_t first, uint64_t last,
 		}
 		v[n++] = (struct falloc_ext){ e.e_lblk, e.e_pblk, e.e_len,
 					      (e.e_flags & EXT2_EXTENT_FLAGS_UNINIT) != 0 };
+	}
+	if (ret < 0) {
+		free(v);
+		return ret;
 	}
 	*out = v;
 	*nr = n;

@@ -850,6 +850,27 @@ static int ec_push(struct winode *wi, uint64_t lblk, uint64_t pblk, uint32_t len
 	return 0;
 }
 
+/*
+ * The next leaf extent of the walk @h, from the root when *@op is
+ * EXT2_EXTENT_ROOT (it moves on to EXT2_EXTENT_NEXT). Returns 1 with @e
+ * filled, 0 at the end of the tree, or -errno.
+ */
+int wbfs_extent_next_leaf(ext2_extent_handle_t h, int *op, struct ext2fs_extent *e)
+{
+	for (;;) {
+		errcode_t err = ext2fs_extent_get(h, *op, e);
+
+		*op = EXT2_EXTENT_NEXT;
+		if (err == EXT2_ET_EXTENT_NO_NEXT || err == EXT2_ET_NO_CURRENT_NODE)
+			return 0;
+		if (err)
+			return -wbfs_errno(err);
+		if ((e->e_flags & EXT2_EXTENT_FLAGS_LEAF) &&
+		    !(e->e_flags & EXT2_EXTENT_FLAGS_SECOND_VISIT))
+			return 1;
+	}
+}
+
 static int ec_load_extents(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in)
 {
 	ext2_extent_handle_t h;
@@ -860,17 +881,7 @@ static int ec_load_extents(struct wbfs *w, struct winode *wi, struct ext2_inode_
 	err = ext2fs_extent_open2(w->fs, wi->ino, (struct ext2_inode *)in, &h);
 	if (err)
 		return -wbfs_errno(err);
-	for (;;) {
-		err = ext2fs_extent_get(h, op, &e);
-		op = EXT2_EXTENT_NEXT;
-		if (err == EXT2_ET_EXTENT_NO_NEXT || err == EXT2_ET_NO_CURRENT_NODE)
-			break;
-		if (err) {
-			ret = -wbfs_errno(err);
-			break;
-		}
-		if (!(e.e_flags & EXT2_EXTENT_FLAGS_LEAF) || (e.e_flags & EXT2_EXTENT_FLAGS_SECOND_VISIT))
-			continue;
+	while ((ret = wbfs_extent_next_leaf(h, &op, &e)) > 0) {
 		ret = ec_push(wi, e.e_lblk, e.e_pblk, e.e_len,
 			      (e.e_flags & EXT2_EXTENT_FLAGS_UNINIT) != 0);
 		if (ret)

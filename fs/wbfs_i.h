@@ -245,6 +245,7 @@ int winode_orphan_add_ino_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 int wbfs_orphan_cleanup(struct wbfs *w);
+int wbfs_extent_next_leaf(ext2_extent_handle_t h, int *op, struct ext2fs_extent *e);
 int ec_lookup(struct wbfs *w, struct winode *wi, uint64_t lblk, struct ext_run *out);
 void ec_invalidate(struct winode *wi);
 extern const struct bdi_ops wbfs_bdi_ops;
