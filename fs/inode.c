@@ -1292,7 +1292,11 @@ static int wbfs_sync_fs(struct bdi *b)
 {
 	struct wbfs *w = bdi_owner(b);
 	errcode_t err = 0;
+	int waits = 0;
 
+	/* files just deleted: their FORGET frees them, part of what is synced */
+	while (winode_should_retry_alloc(w, &waits))
+		;
 	wbfs_lock(w);
 	if (w->fs && !w->ro) {
 		err = ext2fs_flush(w->fs);

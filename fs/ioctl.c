@@ -533,7 +533,7 @@ int wbfs_trim(struct wbfs *w, struct fstrim_range *range)
 	uint64_t first, last, minlen, nblocks, bpg, trimmed = 0;
 	dgrp_t g, ngroups;
 	int64_t n = 0;
-	int ret, waits = 0;
+	int ret;
 
 	if (w->ro)
 		return -EROFS;
@@ -564,9 +564,7 @@ int wbfs_trim(struct wbfs *w, struct fstrim_range *range)
 	 * disk, and are trimmed only then. Its data errors belong to the
 	 * files' fsync; a sync_fs that failed leaves them busy, not trimmed.
 	 */
-	while (winode_should_retry_alloc(w, &waits))
-		;	/* files just deleted: their FORGET frees their blocks */
-	bdi_sync(w->bdi, WB_REASON_SYNC);
+	bdi_sync(w->bdi, WB_REASON_SYNC);	/* waits for pending FORGETs too */
 	ret = bdi_sync_meta(w->bdi);
 	if (ret)
 		return ret;
