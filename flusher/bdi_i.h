@@ -50,6 +50,8 @@ struct bdi {
 	_Atomic unsigned fault_rate;	/* atomic: per mille of device writes that
 					 * fail (fault_inject only) */
 
+	unsigned ord_epoch;		/* lock: ordered-data epoch (bdi_ordered_barrier) */
+	long ord_cnt[2];		/* lock: data batches and writes per epoch parity */
 	_Atomic long inflight;		/* atomic: pages under device I/O, bdi-wide */
 	struct bdi_stats stats;
 

@@ -79,7 +79,47 @@ struct wb_io {
 	unsigned n;
 	struct page **pages;
 	struct iovec *iov;
+	int ord;		/* ordered-data epoch parity; -1: metadata */
 };
+
+/* ---- ordered data --------------------------------------------------------- */
+
+/*
+ * A data batch takes a reference on the current epoch before its blocks
+ * are mapped (allocated) and each of its writes holds one until it
+ * completes: bdi_ordered_barrier() can then wait for every write whose
+ * blocks were allocated before it was called, and for no later one.
+ */
+static int ord_get(struct bdi *b)
+{
+	int e;
+
+	pthread_mutex_lock(&b->lock);
+	e = (int)(b->ord_epoch & 1);
+	b->ord_cnt[e]++;
+	pthread_mutex_unlock(&b->lock);
+	return e;
+}
+
+static void ord_put(struct bdi *b, int e)
+{
+	pthread_mutex_lock(&b->lock);
+	if (--b->ord_cnt[e] == 0)
+		pthread_cond_broadcast(&b->done_cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+void bdi_ordered_barrier(struct bdi *b)
+{
+	int old;
+
+	pthread_mutex_lock(&b->lock);
+	old = (int)(b->ord_epoch & 1);
+	b->ord_epoch++;
+	while (b->ord_cnt[old] > 0)
+		pthread_cond_wait(&b->done_cond, &b->lock);
+	pthread_mutex_unlock(&b->lock);
+}
 
 /* ---- completion ----------------------------------------------------------- */
 
@@ -203,13 +243,15 @@ static void wb_io_done(struct io_req *req, int res)
 	}
 	wb_inflight_sub(io->b, io->n);
 	wb_bw_feed(io->b);
+	if (io->ord >= 0)
+		ord_put(io->b, io->ord);
 	free(io);
 }
 
 /* ---- submission ----------------------------------------------------------- */
 
 static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pages,
-			  unsigned n, uint64_t pblk)
+			  unsigned n, uint64_t pblk, int ord)
 {
 	struct wb_io *io = malloc(sizeof(*io) + n * (sizeof(struct page *) + sizeof(struct iovec)));
 	unsigned i;
@@ -229,6 +271,12 @@ static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pag
 	io->b = x->b;
 	io->m = m;
 	io->n = n;
+	io->ord = ord;
+	if (ord >= 0) {
+		pthread_mutex_lock(&x->b->lock);
+		x->b->ord_cnt[ord]++;
+		pthread_mutex_unlock(&x->b->lock);
+	}
 	for (i = 0; i < n; i++) {
 		io->pages[i] = pages[i];
 		io->iov[i].iov_base = page_address(pages[i]);
@@ -274,7 +322,9 @@ static unsigned wb_prepare_batch(struct wb_ctx *x, struct mapping *m, unsigned n
 		struct page *p = pages[i];
 
 		wb_lock_page(x, p);
+		/* a journaled metadata page waits for its transaction's commit */
 		if (p->mapping == m && page_test(p, PG_dirty) &&
+		    !page_test(p, PG_jdirty) && !page_test(p, PG_jcommit) &&
 		    (!page_test(p, PG_writeback) || sync)) {
 			if (page_test(p, PG_writeback)) {
 				wb_drain_before_sleep(x);
@@ -295,7 +345,7 @@ static unsigned wb_prepare_batch(struct wb_ctx *x, struct mapping *m, unsigned n
 }
 
 /* Submit runs of physically consecutive blocks, at most max_io_pages each. */
-static void wb_submit_runs(struct wb_ctx *x, struct mapping *m, unsigned n)
+static void wb_submit_runs(struct wb_ctx *x, struct mapping *m, unsigned n, int ord)
 {
 	uint64_t *pblk = x->pblk;
 	unsigned i, k;
@@ -308,7 +358,7 @@ static void wb_submit_runs(struct wb_ctx *x, struct mapping *m, unsigned n)
 		}
 		for (k = 1; i + k < n && k < x->b->max_io_pages && pblk[i + k] == pblk[i] + k; k++)
 			;
-		wb_submit_run(x, m, x->pages + i, k, pblk[i]);
+		wb_submit_run(x, m, x->pages + i, k, pblk[i], ord);
 	}
 }
 
@@ -321,12 +371,13 @@ static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, unsigned n)
 {
 	struct bdi *b = x->b;
 	unsigned i;
-	int ret = 0;
+	int ret = 0, ord = -1;
 
 	for (i = 0; i < n; i++)
 		x->idx[i] = x->pblk[i] = x->pages[i]->index;
 	if (!wi->is_meta) {
 		wb_drain_before_sleep(x);
+		ord = ord_get(b);
 		ret = b->ops->map_pages(b, wi, x->idx, n, x->pblk);
 	}
 	for (i = 0; i < n; i++)
@@ -335,9 +386,11 @@ static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, unsigned n)
 		wb_inode_failed(b, wi, x->idx[0], n, ret);
 		for (i = 0; i < n; i++)
 			wb_page_fail(b, x->pages[i], ret);
-		return;
+	} else {
+		wb_submit_runs(x, wi->mapping, n, ord);
 	}
-	wb_submit_runs(x, wi->mapping, n);
+	if (ord >= 0)
+		ord_put(b, ord);
 }
 
 /*

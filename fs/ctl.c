@@ -248,7 +248,7 @@ int ctl_tunable_print(const struct ctl_tunables *t, unsigned which, struct ctl_b
 
 /* ---- the nodes ---------------------------------------------------------------- */
 
-enum ctl_kind { CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_TUNABLE };
+enum ctl_kind { CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_TUNABLE };
 
 /* Node n has FUSE inode CTL_INO_BASE + n: above every 32-bit ext4 inode. */
 enum {
@@ -257,6 +257,7 @@ enum {
 	CTL_NODE_ZONEINFO,
 	CTL_NODE_BDI,
 	CTL_NODE_TRACE,
+	CTL_NODE_JOURNAL,
 	CTL_NODE_TUN0,
 	CTL_NR_NODES = CTL_NODE_TUN0 + CTL_NR_TUNABLES
 };
@@ -269,6 +270,7 @@ static enum ctl_kind ctl_node_kind(unsigned node)
 	case CTL_NODE_ZONEINFO: return CTL_ZONEINFO;
 	case CTL_NODE_BDI: return CTL_BDI;
 	case CTL_NODE_TRACE: return CTL_TRACE;
+	case CTL_NODE_JOURNAL: return CTL_JOURNAL;
 	default: return CTL_TUNABLE;
 	}
 }
@@ -281,6 +283,7 @@ static const char *ctl_node_name(struct wbfs *w, unsigned node)
 	case CTL_NODE_ZONEINFO: return "zoneinfo";
 	case CTL_NODE_BDI: return "bdi";
 	case CTL_NODE_TRACE: return "trace";
+	case CTL_NODE_JOURNAL: return "journal";
 	default: return ctl_tunable_name(node - CTL_NODE_TUN0);
 	}
 }
@@ -613,6 +616,12 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 		return ctl_gen_zoneinfo(w, &f->out);
 	case CTL_BDI:
 		return ctl_gen_bdi(w, &f->out);
+	case CTL_JOURNAL: {
+		char buf[1024];
+
+		wbfs_journal_show(w, buf, sizeof(buf));
+		return ctl_buf_printf(&f->out, "%s", buf);
+	}
 	case CTL_TUNABLE:
 		return ctl_tunable_print(&t, f->node - CTL_NODE_TUN0, &f->out);
 	case CTL_TRACE:

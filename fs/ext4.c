@@ -723,7 +723,12 @@ static int mark_mounted(struct wbfs *w)
 	struct ext2_super_block *sb = w->fs->super;
 	struct timespec now;
 
-	sb->s_state &= ~EXT2_VALID_FS;
+	if (w->journal)
+		/* as the kernel's ext4: a crash is told by needs_recovery,
+		 * and the replay makes the filesystem valid again */
+		ext2fs_set_feature_journal_needs_recovery(sb);
+	else
+		sb->s_state &= ~EXT2_VALID_FS;
 	sb->s_mnt_count++;
 	wbfs_now(&now);
 	sb->s_mtime = (uint32_t)now.tv_sec;
@@ -817,8 +822,12 @@ void wbfs_release_busy_locked(struct wbfs *w)
 {
 	blk64_t start, end, b, e;
 
-	if (!w->nr_busy || !w->fs)
+	if (!w->fs)
 		return;
+	if (!w->nr_busy) {
+		wbfs_journal_release_busy(w);
+		return;
+	}
 	start = w->fs->super->s_first_data_block;
 	end = ext2fs_blocks_count(w->fs->super) - 1;
 	while (start <= end && !ext2fs_find_first_set_block_bitmap2(w->busy, start, end, &b)) {
@@ -829,6 +838,7 @@ void wbfs_release_busy_locked(struct wbfs *w)
 	}
 	ext2fs_clear_block_bitmap(w->busy);
 	w->nr_busy = 0;
+	wbfs_journal_release_busy(w);
 }
 
 /* Before the filesystem closes: the bitmap it writes shows busy blocks free. */
@@ -940,6 +950,7 @@ static void bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inu
 
 	if (inuse >= 0 || !w)
 		return;
+	wbfs_trim_note_freed(w, blk, num);
 	while (num) {
 		dgrp_t g = ext2fs_group_of_blk2(fs, blk);
 		blk64_t end = ext2fs_group_last_block2(fs, g) + 1;
@@ -953,6 +964,7 @@ static void bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inu
 			ext2fs_free_blocks_count_add(fs->super, -(blk64_t)n);
 		} else {
 			busy_add(w, blk, n);
+			wbfs_journal_note_freed(w, blk, n);
 		}
 		blk += n;
 		num -= n;
@@ -1480,6 +1492,9 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 	ret = fs_load(w, dev);
 	if (ret)
 		goto out_cache;
+	ret = wbfs_journal_load(w, dev);
+	if (ret)
+		goto out_fs;
 	if (!winode_get(w, EXT2_ROOT_INO, false)) {	/* kept until unmount */
 		wbfs_err(dev, "cannot read the root directory");
 		ret = -EIO;
@@ -1489,6 +1504,11 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 		ret = mark_mounted(w);
 		if (ret) {
 			wbfs_err(dev, "cannot mark the filesystem in use: %s", strerror(-ret));
+			goto out_inodes;
+		}
+		ret = wbfs_journal_start(w);
+		if (ret) {
+			wbfs_err(dev, "cannot start the journal: %s", strerror(-ret));
 			goto out_inodes;
 		}
 		ret = orphan_cleanup(w, dev);
@@ -1503,6 +1523,7 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 out_inodes:
 	winode_release_all(w);
 out_fs:
+	wbfs_journal_free(w);
 	busy_free(w);
 	ext2fs_close_free(&w->fs);
 out_cache:
@@ -1550,6 +1571,17 @@ int wbfs_close(struct wbfs *w)
 			ret = r;
 		}
 	}
+	if (w->journal) {
+		/* commit, checkpoint: the log is empty on disk */
+		r = wbfs_journal_shutdown(w);
+		if (r) {
+			fprintf(stderr, "wbcfs: %s: the journal could not be emptied at unmount: %s;"
+				" the next mount replays it\n", w->dev_path, strerror(-r));
+			meta_ok = false;
+			if (!ret)
+				ret = r;
+		}
+	}
 	wbfs_lock(w);
 	if (w->fs_error) {
 		meta_ok = false;
@@ -1558,6 +1590,17 @@ int wbfs_close(struct wbfs *w)
 	}
 	if (!w->ro && meta_ok) {
 		w->fs->super->s_state |= EXT2_VALID_FS;
+		if (w->journal)
+			ext2fs_clear_feature_journal_needs_recovery(w->fs->super);
+		ext2fs_mark_super_dirty(w->fs);
+	} else if (wbfs_journal_aborted(w)) {
+		/* what was not committed must not reach the device: the
+		 * replay at the next mount restores the last commit */
+		w->fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY |
+				  EXT2_FLAG_CHANGED);
+	} else if (!w->ro && w->journal) {
+		/* journaled but inconsistent: e2fsck must look at it */
+		w->fs->super->s_state &= ~EXT2_VALID_FS;
 		ext2fs_mark_super_dirty(w->fs);
 	}
 	busy_free(w);
@@ -1567,9 +1610,10 @@ int wbfs_close(struct wbfs *w)
 		ret = r;
 	if (!w->ro) {
 		r = bdi_sync(w->bdi, WB_REASON_UMOUNT);
-		if (r && !ret)
+		if (r && !ret && !wbfs_journal_aborted(w))
 			ret = r;
 	}
+	wbfs_journal_free(w);
 	teardown_cache(w);
 	close(w->dev_fd);
 	free(w->bad_groups);

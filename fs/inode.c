@@ -1297,6 +1297,8 @@ static int wbfs_sync_fs(struct bdi *b)
 	/* files just deleted: their FORGET frees them, part of what is synced */
 	while (winode_should_retry_alloc(w, &waits))
 		;
+	if (w->journal)
+		return wbfs_journal_commit(w, NULL);	/* with the busy blocks */
 	wbfs_lock(w);
 	if (w->fs && !w->ro) {
 		err = ext2fs_flush(w->fs);
@@ -1337,9 +1339,27 @@ int winode_sync(struct wbfs *w, struct winode *wi, bool datasync)
 	if (w->ro)
 		return 0;
 	ret = bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, datasync);
-	r = bdi_sync_meta(w->bdi);
-	if (!ret)
-		ret = r;
+	r = wbfs_sync_durable(w);
+	return ret ? ret : r;
+}
+
+/*
+ * Make every metadata change so far durable, and the data written so far:
+ * with a journal, one commit (the running transaction's metadata, in the
+ * log); without, every dirty metadata page home. Then the device cache.
+ */
+int wbfs_sync_durable(struct wbfs *w)
+{
+	bool flushed = false;
+	int ret, r;
+
+	if (w->journal) {
+		ret = wbfs_journal_commit(w, &flushed);
+		if (ret || flushed)
+			return ret;
+		return bdi_flush_device(w->bdi);
+	}
+	ret = bdi_sync_meta(w->bdi);
 	r = bdi_flush_device(w->bdi);
 	return ret ? ret : r;
 }

@@ -496,16 +496,11 @@ static void trim_forget_range(ext2_filsys fs, blk64_t blk, blk64_t num)
 		trimmed_groups[g] = 0;
 }
 
-static void trim_note_stats(ext2_filsys fs, blk64_t blk, int inuse)
+/* libext2fs freed [blk, blk+num) (ext4.c's hook). Context: fs_lock. */
+void wbfs_trim_note_freed(struct wbfs *w, blk64_t blk, blk64_t num)
 {
-	if (inuse < 0)
-		trim_forget_range(fs, blk, 1);
-}
-
-static void trim_note_stats_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
-{
-	if (inuse < 0)
-		trim_forget_range(fs, blk, num);
+	if (trimmed_groups)
+		trim_forget_range(w->fs, blk, num);
 }
 
 /* Context: fs_lock held. */
@@ -516,8 +511,6 @@ static int trim_track_locked(struct wbfs *w)
 	trimmed_groups = calloc(w->fs->group_desc_count, 1);
 	if (!trimmed_groups)
 		return -ENOMEM;
-	ext2fs_set_block_alloc_stats_callback(w->fs, trim_note_stats, NULL);
-	ext2fs_set_block_alloc_stats_range_callback(w->fs, trim_note_stats_range, NULL);
 	return 0;
 }
 

@@ -89,6 +89,36 @@ static int meta_fill(struct wbfs *w, struct page *p)
 }
 
 /*
+ * Store @n bytes at @in of locked page @p. Bytes equal to what an
+ * uptodate page holds change nothing (libext2fs rewrites every
+ * descriptor and bitmap block at each flush: only the changed ones
+ * become dirty and join a journal transaction). With a journal, a page
+ * under writeback is waited for first: the write in flight must carry the
+ * committed contents only.
+ */
+static int meta_store(struct wbfs *w, struct page *p, size_t in, const void *b, size_t n)
+{
+	static char scratch[PAGE_SIZE] __attribute__((aligned(64)));	/* fs_lock */
+	bool fix = n == PAGE_SIZE && (w->hidden_last || w->nr_busy);
+
+	if (fix) {
+		/* the bitmap as it is to be written: busy blocks free */
+		memcpy(scratch, b, PAGE_SIZE);
+		wbfs_bitmap_written(w, p->index, scratch);
+		b = scratch;
+	}
+	if (page_test(p, PG_uptodate) && !memcmp((char *)page_address(p) + in, b, n))
+		return 0;
+	if (w->journal && page_test(p, PG_writeback))
+		wait_on_page_writeback(p);
+	memcpy((char *)page_address(p) + in, b, n);
+	page_set(p, PG_uptodate);
+	set_page_dirty(p);
+	wbfs_journal_note_write(w, p);
+	return 0;
+}
+
+/*
  * Copy bytes [off, off+len) of the device between @buf and the cache.
  * Writing a whole page skips the read; a partial write reads first.
  */
@@ -122,11 +152,12 @@ static errcode_t meta_rw(struct wbfs *w, uint64_t off, size_t len, void *buf, bo
 			return write ? EXT2_ET_SHORT_WRITE : EXT2_ET_SHORT_READ;
 		}
 		if (write) {
-			memcpy((char *)page_address(p) + in, b, n);
-			if (n == PAGE_SIZE && (w->hidden_last || w->nr_busy))
-				wbfs_bitmap_written(w, idx, page_address(p));
-			page_set(p, PG_uptodate);
-			set_page_dirty(p);
+			ret = meta_store(w, p, in, b, n);
+			if (ret) {
+				unlock_page(p);
+				page_put(p);
+				return EXT2_ET_NO_MEMORY;
+			}
 		} else {
 			memcpy(b, (char *)page_address(p) + in, n);
 			mark_page_accessed(p);

@@ -819,11 +819,8 @@ static void wbcfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	int ret = 0;
 
 	CTL_ROUTE(ino, fsyncdir, req, ino, datasync, fi);
-	if (!w->ro) {
-		ret = bdi_sync_meta(w->bdi);
-		if (!ret)
-			ret = bdi_flush_device(w->bdi);
-	}
+	if (!w->ro)
+		ret = wbfs_sync_durable(w);
 	fuse_reply_err(req, -ret);
 }
 

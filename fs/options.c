@@ -185,6 +185,7 @@ static int parse_unsigned_opt(struct wbcfs_options *o, const char *key, const ch
 		{ "max_ratio", offsetof(struct wbcfs_options, max_ratio), 0, 100, 1 },
 		{ "max_pause_ms", offsetof(struct wbcfs_options, max_pause_ms), 1,
 		  THROTTLE_MAX_PAUSE_MS_MAX, 1 },
+		{ "commit", offsetof(struct wbcfs_options, commit_s), 0, 3600, 1 },
 	};
 	uint64_t v;
 	size_t i;
@@ -527,6 +528,7 @@ void options_usage(FILE *out)
 		"  max_ratio=N                    %% of the dirty threshold the device may use [100]\n"
 		"  strictlimit[=0|1]              throttle on the device's own share of the limit [0]\n"
 		"  max_pause_ms=N                 longest single throttle pause, ms (1-10000) [200]\n"
+		"  commit=N                       journal commit interval, s (0-3600; 0: 5) [5]\n"
 		"  zones=N|SIZE:SIZE...           cache zones, lowest first [one per NUMA node, else 1]\n"
 		"  fair_zone_alloc[=0|1]          fill zones in proportion to their size [1]\n"
 		"  zone_dirty[=0|1]               per-zone dirty limits for writes [1]\n"

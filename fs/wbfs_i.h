@@ -177,7 +177,24 @@ struct wbfs {
 	blk64_t nr_busy;		/* fs_lock: blocks in it */
 	struct bb_loc *bb_locs;		/* constant: block bitmap locations,
 					 * sorted, for the iomgr */
+	struct wjournal *journal;	/* journal.c; NULL without a journal */
 };
+
+/* journal.c */
+int wbfs_journal_load(struct wbfs *w, const char *dev);
+int wbfs_journal_start(struct wbfs *w);
+int wbfs_journal_commit(struct wbfs *w, bool *flushed);
+int wbfs_journal_shutdown(struct wbfs *w);
+void wbfs_journal_free(struct wbfs *w);
+void wbfs_journal_note_write(struct wbfs *w, struct page *p);
+void wbfs_journal_note_freed(struct wbfs *w, uint64_t blk, uint64_t n);
+void wbfs_journal_release_busy(struct wbfs *w);
+bool wbfs_journal_on(const struct wbfs *w);
+bool wbfs_journal_aborted(const struct wbfs *w);
+int wbfs_journal_show(struct wbfs *w, char *buf, size_t len);
+int wbfs_sync_durable(struct wbfs *w);
+/* ioctl.c */
+void wbfs_trim_note_freed(struct wbfs *w, blk64_t blk, blk64_t num);
 
 /* ext4.c */
 int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o);

@@ -144,6 +144,12 @@ int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t 
 		   bool datasync);
 /** Write every dirty metadata page and wait (data must be written first). */
 int bdi_sync_meta(struct bdi *b);
+/**
+ * Ordered data: wait until every data write whose blocks were mapped
+ * (allocated) before this call has completed. Later batches do not hold
+ * it up. Context: no lock that writeback takes; not a flusher thread.
+ */
+void bdi_ordered_barrier(struct bdi *b);
 /** Flush the device's volatile cache (fdatasync). */
 int bdi_flush_device(struct bdi *b);
 /**

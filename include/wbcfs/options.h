@@ -39,6 +39,7 @@ struct wbcfs_options {
 	unsigned max_ratio;		/* percent of the dirty threshold at most [100] */
 	unsigned max_pause_ms;		/* longest single throttle pause, 1-10000 [200] */
 	bool strictlimit;		/* throttle on the device's own share of the limit */
+	unsigned commit_s;		/* commit=N: journal commit interval, s; 0 = 5 */
 	unsigned nr_zones;		/* zones=N or the number of sizes; 0 = default */
 	uint64_t zone_bytes[OPTIONS_ZONES_MAX];	/* zones=SIZE:SIZE...; all 0 for zones=N */
 	bool fair_zone_alloc;		/* fair zone allocation batches [1] */

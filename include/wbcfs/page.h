@@ -30,6 +30,10 @@ enum page_flag {
 	PG_error,	/* last I/O on this page failed */
 	PG_newblock,	/* writeback gave it a block that holds nothing valid until
 			 * a write of it succeeds (cleared then) */
+	PG_jdirty,	/* metadata page changed in the journal's running transaction:
+			 * writeback leaves it alone (its home copy must stay the
+			 * committed one until the transaction commits) */
+	PG_jcommit,	/* metadata page in a transaction being committed: likewise */
 };
 
 struct mapping;

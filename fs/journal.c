@@ -1,0 +1,1210 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The journal: ext4's own, in the jbd2 format (fs/jbd2.h), written by
+ * wbcfs so that a crash leaves a filesystem that a replay (wbcfs's, the
+ * kernel's or e2fsck's) makes consistent.
+ *
+ * Metadata changes are libext2fs writes into the device mapping of the
+ * cache (iomgr.c), all under fs_lock. With a journal, a page written there
+ * joins the running transaction (PG_jdirty: writeback leaves it alone, so
+ * its home block keeps the committed contents). A commit, under fs_lock,
+ * puts libext2fs's in-memory metadata (superblock, descriptors, bitmaps)
+ * into the cache, copies every page of the transaction and starts the next
+ * one; then, without the lock: the ordered-data barrier (every data write
+ * whose blocks that transaction allocated has completed), descriptor and
+ * copied blocks and revoke blocks into the log, a device flush, the commit
+ * block, a device flush. Only then do the pages become writable home, and
+ * blocks the transaction freed reusable (busy blocks, ext4.c).
+ *
+ * The log never wraps: when the next transaction does not fit before its
+ * end, a checkpoint writes the newest committed copy of every block the log
+ * holds home (from the cache when the page is not in the running
+ * transaction, from the log otherwise), flushes, and marks the log empty
+ * in the journal superblock. A freed block that the log holds gets a
+ * revoke record, so that a replay never writes old metadata over what the
+ * block holds later (file data).
+ *
+ * Commits: every commit=N seconds (journal thread), at fsync and syncfs,
+ * when the running transaction grows past a quarter of the log, and at
+ * unmount, which also checkpoints and clears needs_recovery.
+ *
+ * Locks: commit_mutex serialises commits and checkpoints (outside
+ * fs_lock); the running transaction's tables are under fs_lock.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "wbfs_i.h"
+#include "jbd2.h"
+#include "wbcfs/clock.h"
+#include "wbcfs/devlog.h"
+
+#define JBS 4096U			/* journal block = filesystem block */
+#define ESC_BIT 0x80000000U		/* logged: the copy was escaped */
+#define EMPTY_KEY UINT64_MAX
+
+/* ---- a hash table of block numbers ------------------------------------ */
+
+struct jtab {
+	uint64_t *key;
+	uint32_t *val;
+	size_t cap, n;			/* cap: power of two or 0 */
+};
+
+static size_t jtab_slot(const struct jtab *t, uint64_t k)
+{
+	return (size_t)((k * 0x9E3779B97F4A7C15ULL) >> 20) & (t->cap - 1);
+}
+
+static int jtab_grow(struct jtab *t)
+{
+	struct jtab n = { 0 };
+	size_t i;
+
+	n.cap = t->cap ? t->cap * 2 : 256;
+	n.key = malloc(n.cap * sizeof(*n.key));
+	n.val = malloc(n.cap * sizeof(*n.val));
+	if (!n.key || !n.val) {
+		free(n.key);
+		free(n.val);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n.cap; i++)
+		n.key[i] = EMPTY_KEY;
+	for (i = 0; i < t->cap; i++) {
+		if (t->key[i] != EMPTY_KEY) {
+			size_t s = jtab_slot(&n, t->key[i]);
+
+			while (n.key[s] != EMPTY_KEY)
+				s = (s + 1) & (n.cap - 1);
+			n.key[s] = t->key[i];
+			n.val[s] = t->val[i];
+			n.n++;
+		}
+	}
+	free(t->key);
+	free(t->val);
+	*t = n;
+	return 0;
+}
+
+static uint32_t *jtab_find(const struct jtab *t, uint64_t k)
+{
+	size_t s;
+
+	if (!t->n)
+		return NULL;
+	for (s = jtab_slot(t, k); t->key[s] != EMPTY_KEY; s = (s + 1) & (t->cap - 1))
+		if (t->key[s] == k)
+			return &t->val[s];
+	return NULL;
+}
+
+static int jtab_put(struct jtab *t, uint64_t k, uint32_t v)
+{
+	uint32_t *p = jtab_find(t, k);
+	size_t s;
+
+	if (p) {
+		*p = v;
+		return 0;
+	}
+	if ((t->n + 1) * 2 > t->cap && jtab_grow(t))
+		return -ENOMEM;
+	for (s = jtab_slot(t, k); t->key[s] != EMPTY_KEY; s = (s + 1) & (t->cap - 1))
+		;
+	t->key[s] = k;
+	t->val[s] = v;
+	t->n++;
+	return 0;
+}
+
+/* Remove @k (backward-shift deletion keeps probe chains whole). */
+static bool jtab_del(struct jtab *t, uint64_t k)
+{
+	size_t s, i, h;
+
+	if (!t->n)
+		return false;
+	for (s = jtab_slot(t, k); t->key[s] != k; s = (s + 1) & (t->cap - 1))
+		if (t->key[s] == EMPTY_KEY)
+			return false;
+	t->key[s] = EMPTY_KEY;
+	t->n--;
+	for (i = (s + 1) & (t->cap - 1); t->key[i] != EMPTY_KEY; i = (i + 1) & (t->cap - 1)) {
+		h = jtab_slot(t, t->key[i]);
+		/* move it back if its home is not in (s, i] */
+		if ((i > s && (h <= s || h > i)) || (i < s && h <= s && h > i)) {
+			t->key[s] = t->key[i];
+			t->val[s] = t->val[i];
+			t->key[i] = EMPTY_KEY;
+			s = i;
+		}
+	}
+	return true;
+}
+
+static void jtab_clear(struct jtab *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->cap; i++)
+		t->key[i] = EMPTY_KEY;
+	t->n = 0;
+}
+
+static void jtab_free(struct jtab *t)
+{
+	free(t->key);
+	free(t->val);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ---- the journal ------------------------------------------------------ */
+
+struct wjournal {
+	struct wbfs *w;
+	uint64_t *map;			/* constant: journal block -> device block */
+	uint32_t first, last;		/* constant: log blocks [first, last) */
+	struct jbd2_superblock *jsb;	/* commit_mutex: block 0 of the journal */
+	uint32_t seed;			/* constant: checksum seed */
+	bool csum2, csum3, is64;	/* constant */
+	size_t tag_bytes;		/* constant */
+	uint32_t max_tx;		/* constant: blocks that start a commit */
+
+	pthread_mutex_t commit_mutex;
+	uint32_t head;			/* commit_mutex: next log block */
+	bool empty;			/* commit_mutex: s_start == 0 on disk */
+	int err;			/* commit_mutex (read anywhere): aborted */
+
+	bool on;			/* fs_lock: changes join transactions */
+	uint32_t seq;			/* fs_lock: the running transaction's id */
+	struct page **run;		/* fs_lock: its pages (referenced) */
+	size_t nr_run, cap_run;		/* fs_lock */
+	struct jtab runset;		/* fs_lock: their blocks */
+	struct jtab revoke;		/* fs_lock: blocks it revokes */
+	struct jtab logged;		/* fs_lock: block -> log block of its newest
+					 * committed copy (| ESC_BIT), since the
+					 * last checkpoint */
+	ext2fs_block_bitmap busy_commit;	/* fs_lock: blocks freed by the
+						 * committing transaction */
+
+	pthread_t thread;
+	pthread_mutex_t tlock;		/* protects: stop, kick */
+	pthread_cond_t tcond;
+	bool stop, kick, thread_started;
+	unsigned commit_ms;
+
+	_Atomic long commits, blocks, revokes, checkpoints, unjournaled;
+};
+
+static void jlog(struct wbfs *w, const char *fmt, const char *what, int err)
+{
+	fprintf(stderr, "wbcfs: %s: journal: ", w->dev_path);
+	fprintf(stderr, fmt, what, strerror(err));
+	fputc('\n', stderr);
+}
+
+/* Device byte offset of journal block @jb. */
+static off_t jb_off(const struct wjournal *j, uint32_t jb)
+{
+	return (off_t)(j->map[jb] * (uint64_t)JBS);
+}
+
+/*
+ * Write journal blocks [jb, jb+n) from @bufs (one 4 KiB buffer each), in
+ * runs of physically consecutive blocks.
+ */
+static int jwrite(struct wjournal *j, uint32_t jb, char **bufs, uint32_t n)
+{
+	struct iovec iov[64];
+	uint32_t i = 0;
+
+	while (i < n) {
+		uint32_t k = 1;
+		int ret;
+
+		iov[0] = (struct iovec){ bufs[i], JBS };
+		while (i + k < n && k < 64 && j->map[jb + i + k] == j->map[jb + i] + k) {
+			iov[k] = (struct iovec){ bufs[i + k], JBS };
+			k++;
+		}
+		ret = devlog_pwritev(j->w->dev_fd, iov, (int)k, jb_off(j, jb + i));
+		if (ret)
+			return ret;
+		i += k;
+	}
+	return 0;
+}
+
+static int jsb_write(struct wjournal *j)
+{
+	char *b = (char *)j->jsb;
+
+	if (j->csum2 || j->csum3)
+		j->jsb->s_checksum = htobe32(jbd2_sb_csum(j->jsb));
+	return jwrite(j, 0, &b, 1);
+}
+
+static void *jalloc(size_t n)
+{
+	void *p;
+
+	return posix_memalign(&p, JBS, n ? n : JBS) ? NULL : p;
+}
+
+/* ---- layout of one transaction in the log ----------------------------- */
+
+static uint32_t tags_per_desc(const struct wjournal *j)
+{
+	size_t room = JBS - sizeof(struct jbd2_header) - JBD2_UUID_BYTES -
+		      ((j->csum2 || j->csum3) ? sizeof(struct jbd2_tail) : 0);
+
+	return (uint32_t)(room / j->tag_bytes);
+}
+
+static uint32_t revokes_per_block(const struct wjournal *j)
+{
+	size_t room = JBS - sizeof(struct jbd2_revoke_header) -
+		      ((j->csum2 || j->csum3) ? sizeof(struct jbd2_tail) : 0);
+
+	return (uint32_t)(room / (j->is64 ? 8 : 4));
+}
+
+/* Log blocks a transaction of @n blocks and @nrev revokes takes. */
+static uint32_t tx_blocks(const struct wjournal *j, size_t n, size_t nrev)
+{
+	uint32_t per = tags_per_desc(j), rper = revokes_per_block(j);
+
+	return (uint32_t)(n + (n + per - 1) / per + (nrev + rper - 1) / rper + 1);
+}
+
+/* ---- the running transaction ------------------------------------------ */
+
+/* Called by the iomgr after changing metadata page @p. Context: fs_lock, @p locked. */
+void wbfs_journal_note_write(struct wbfs *w, struct page *p)
+{
+	struct wjournal *j = w->journal;
+
+	if (!j || !j->on || page_test_set(p, PG_jdirty))
+		return;
+	if (j->nr_run == j->cap_run) {
+		size_t cap = j->cap_run ? j->cap_run * 2 : 256;
+		struct page **n = realloc(j->run, cap * sizeof(*n));
+
+		if (!n) {
+			/* cannot track it: let it be written like an unjournaled page */
+			page_clear(p, PG_jdirty);
+			atomic_fetch_add(&j->unjournaled, 1);
+			return;
+		}
+		j->run = n;
+		j->cap_run = cap;
+	}
+	page_get(p);
+	j->run[j->nr_run++] = p;
+	jtab_put(&j->runset, p->index, 1);
+	/* journaled again after a revoke in this transaction: the revoke
+	 * would hide this copy from replay */
+	jtab_del(&j->revoke, p->index);
+	if (j->nr_run == j->max_tx) {
+		pthread_mutex_lock(&j->tlock);
+		j->kick = true;
+		pthread_cond_signal(&j->tcond);
+		pthread_mutex_unlock(&j->tlock);
+	}
+}
+
+static void note_freed_one(struct wbfs *w, struct wjournal *j, uint64_t b)
+{
+	if (jtab_del(&j->runset, b)) {
+		/* changed in this transaction and freed: not worth logging */
+		struct page *p = mapping_get_page(&w->meta_map, b);
+
+		if (p) {
+			page_clear(p, PG_jdirty);
+			page_put(p);
+		}
+	}
+	if (jtab_find(&j->logged, b)) {
+		jtab_del(&j->logged, b);
+		if (!jtab_put(&j->revoke, b, 1))
+			atomic_fetch_add(&j->revokes, 1);
+	}
+}
+
+/* Visit the blocks of @t inside [blk, blk+n): a table walk for large ranges. */
+static void note_freed_tab(struct wbfs *w, struct wjournal *j, struct jtab *t, uint64_t blk,
+			   uint64_t n)
+{
+	uint64_t *hits;
+	size_t i, k = 0;
+
+	if (!t->n)
+		return;
+	if (n <= t->n * 4) {
+		for (i = 0; i < n; i++)
+			if (jtab_find(t, blk + i))
+				note_freed_one(w, j, blk + i);
+		return;
+	}
+	hits = malloc(t->n * sizeof(*hits));
+	if (!hits)
+		return;
+	for (i = 0; i < t->cap; i++)
+		if (t->key[i] != EMPTY_KEY && t->key[i] >= blk && t->key[i] - blk < n)
+			hits[k++] = t->key[i];
+	for (i = 0; i < k; i++)
+		note_freed_one(w, j, hits[i]);
+	free(hits);
+}
+
+/* libext2fs freed [blk, blk+n). Context: fs_lock. */
+void wbfs_journal_note_freed(struct wbfs *w, uint64_t blk, uint64_t n)
+{
+	struct wjournal *j = w->journal;
+
+	if (!j || !j->on)
+		return;
+	note_freed_tab(w, j, &j->runset, blk, n);
+	note_freed_tab(w, j, &j->logged, blk, n);
+}
+
+/* Blocks freed by the transaction that just committed may be reused. Context: fs_lock. */
+static void release_busy_commit(struct wbfs *w, struct wjournal *j)
+{
+	blk64_t start, end, b, e;
+
+	if (!j->busy_commit || !w->fs)
+		return;
+	start = w->fs->super->s_first_data_block;
+	end = ext2fs_blocks_count(w->fs->super) - 1;
+	while (start <= end &&
+	       !ext2fs_find_first_set_block_bitmap2(j->busy_commit, start, end, &b)) {
+		if (ext2fs_find_first_zero_block_bitmap2(j->busy_commit, b, end, &e))
+			e = end + 1;
+		/* busy again (freed anew since): leave it to its own commit */
+		for (; b < e; b++)
+			if (!ext2fs_test_block_bitmap2(w->busy, b))
+				ext2fs_unmark_block_bitmap2(w->fs->block_map, b);
+		start = e;
+	}
+	ext2fs_clear_block_bitmap(j->busy_commit);
+}
+
+/*
+ * The busy blocks of the running transaction become the committing one's.
+ * Context: fs_lock.
+ */
+static void busy_to_commit(struct wbfs *w, struct wjournal *j)
+{
+	blk64_t start, end, b, e;
+
+	if (!w->nr_busy || !j->busy_commit)
+		return;
+	start = w->fs->super->s_first_data_block;
+	end = ext2fs_blocks_count(w->fs->super) - 1;
+	while (start <= end && !ext2fs_find_first_set_block_bitmap2(w->busy, start, end, &b)) {
+		if (ext2fs_find_first_zero_block_bitmap2(w->busy, b, end, &e))
+			e = end + 1;
+		ext2fs_mark_block_bitmap_range2(j->busy_commit, b, (unsigned)(e - b));
+		start = e;
+	}
+	ext2fs_clear_block_bitmap(w->busy);
+	w->nr_busy = 0;
+}
+
+/* wbfs_release_busy_locked: the committing transaction's too. */
+void wbfs_journal_release_busy(struct wbfs *w)
+{
+	struct wjournal *j = w->journal;
+
+	if (j && j->busy_commit) {
+		/* no room left otherwise: a crash before the commit may show
+		 * new data in a file deleted by it (the kernel waits instead) */
+		blk64_t start = w->fs->super->s_first_data_block;
+		blk64_t end = ext2fs_blocks_count(w->fs->super) - 1, b, e;
+
+		while (start <= end &&
+		       !ext2fs_find_first_set_block_bitmap2(j->busy_commit, start, end, &b)) {
+			if (ext2fs_find_first_zero_block_bitmap2(j->busy_commit, b, end, &e))
+				e = end + 1;
+			ext2fs_unmark_block_bitmap_range2(w->fs->block_map, b, (unsigned)(e - b));
+			start = e;
+		}
+		ext2fs_clear_block_bitmap(j->busy_commit);
+	}
+}
+
+/* ---- checkpoint ------------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Read the newest committed copy of a block back from the log. */
+static int read_logged(struct wjournal *j, uint32_t v, char *buf)
+{
+	uint32_t jb = v & ~ESC_BIT;
+	ssize_t r = pread(j->w->dev_fd, buf, JBS, jb_off(j, jb));
+
+	if (r != (ssize_t)JBS)
+		return r < 0 ? -errno : -EIO;
+	if (v & ESC_BIT) {
+		uint32_t m = htobe32(JBD2_MAGIC);
+
+		memcpy(buf, &m, sizeof(m));
+	}
+	return 0;
+}
+
+/*
+ * Write home the newest committed copy of every block the log holds,
+ * flush, and mark the log empty. Context: commit_mutex and fs_lock; no
+ * transaction is being committed.
+ */
+static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
+{
+	size_t n = j->logged.n, i, k = 0;
+	uint64_t *blks = NULL;
+	char *buf = NULL;
+	int ret = 0;
+
+	if (n) {
+		blks = malloc(n * sizeof(*blks));
+		buf = jalloc(64 * (size_t)JBS);
+		if (!blks || !buf) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		for (i = 0; i < j->logged.cap; i++)
+			if (j->logged.key[i] != EMPTY_KEY)
+				blks[k++] = j->logged.key[i];
+		qsort(blks, n, sizeof(*blks), cmp_u64);
+	}
+	for (i = 0; i < n && !ret;) {
+		struct iovec iov[64];
+		size_t m = 0;
+
+		/* up to 64 consecutive blocks per write */
+		while (i < n && m < 64 && (!m || blks[i] == blks[i - 1] + 1)) {
+			char *dst = buf + m * JBS;
+			uint32_t v = *jtab_find(&j->logged, blks[i]);
+			struct page *p = mapping_get_page(&w->meta_map, blks[i]);
+
+			if (p && page_test(p, PG_uptodate) && !page_test(p, PG_jdirty)) {
+				/* not changed since its commit: the cache has it */
+				memcpy(dst, page_address(p), JBS);
+			} else {
+				ret = read_logged(j, v, dst);
+			}
+			if (p)
+				page_put(p);
+			if (ret)
+				break;
+			iov[m] = (struct iovec){ dst, JBS };
+			m++;
+			i++;
+		}
+		if (!ret && m)
+			ret = devlog_pwritev(w->dev_fd, iov, (int)m,
+					     (off_t)(blks[i - m] * (uint64_t)JBS));
+	}
+	if (!ret)
+		ret = devlog_flush(w->dev_fd);
+	if (!ret && !j->empty) {
+		j->jsb->s_start = 0;
+		j->jsb->s_sequence = htobe32(j->seq);
+		ret = jsb_write(j);
+		if (!ret)
+			ret = devlog_flush(w->dev_fd);
+	}
+	if (!ret) {
+		j->head = j->first;
+		j->empty = true;
+		jtab_clear(&j->logged);
+		atomic_fetch_add(&j->checkpoints, 1);
+	}
+out:
+	free(blks);
+	free(buf);
+	return ret;
+}
+
+/* ---- commit ----------------------------------------------------------- */
+
+struct jtx {
+	uint32_t tid;
+	uint32_t start;			/* first log block */
+	uint32_t nblk;			/* log blocks in all */
+	char **bufs;			/* nblk buffers, the last the commit block */
+	char *mem;
+	struct page **pages;		/* PG_jcommit, referenced */
+	size_t nr_pages;
+};
+
+static void tx_free(struct jtx *t)
+{
+	free(t->bufs);
+	free(t->mem);
+	free(t->pages);
+}
+
+static void put_be(void *dst, uint64_t v, bool is64)
+{
+	if (is64) {
+		uint64_t b = htobe64(v);
+
+		memcpy(dst, &b, 8);
+	} else {
+		uint32_t b = htobe32((uint32_t)v);
+
+		memcpy(dst, &b, 4);
+	}
+}
+
+static void set_header(void *blk, uint32_t type, uint32_t tid)
+{
+	struct jbd2_header *h = blk;
+
+	h->h_magic = htobe32(JBD2_MAGIC);
+	h->h_blocktype = htobe32(type);
+	h->h_sequence = htobe32(tid);
+}
+
+/* Write one tag for block @blk at @tp; returns bytes used (uuid included). */
+static size_t put_tag(struct wjournal *j, char *tp, uint64_t blk, uint32_t flags,
+		      uint32_t csum, bool first)
+{
+	if (j->csum3) {
+		struct jbd2_tag3 t = { 0 };
+
+		t.t_blocknr = htobe32((uint32_t)blk);
+		t.t_flags = htobe32(flags);
+		if (j->is64)
+			t.t_blocknr_high = htobe32((uint32_t)(blk >> 32));
+		t.t_checksum = htobe32(csum);
+		memcpy(tp, &t, sizeof(t));
+	} else {
+		struct jbd2_tag t = { 0 };
+
+		t.t_blocknr = htobe32((uint32_t)blk);
+		t.t_flags = htobe16((uint16_t)flags);
+		if (j->csum2)
+			t.t_checksum = htobe16((uint16_t)csum);
+		if (j->is64)
+			t.t_blocknr_high = htobe32((uint32_t)(blk >> 32));
+		memcpy(tp, &t, j->tag_bytes < sizeof(t) ? j->tag_bytes : sizeof(t));
+	}
+	if (!first)
+		return j->tag_bytes;
+	memcpy(tp + j->tag_bytes, j->jsb->s_uuid, JBD2_UUID_BYTES);
+	return j->tag_bytes + JBD2_UUID_BYTES;
+}
+
+/*
+ * Take the running transaction: copy its pages into log blocks (laid out
+ * from j->head), collect its revokes, record where each block's copy
+ * lies. Context: commit_mutex and fs_lock.
+ */
+static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
+{
+	uint32_t per = tags_per_desc(j), rper = revokes_per_block(j);
+	size_t n = j->nr_run, nrev = j->revoke.n, i, d = 0, k = 0, maxblk;
+	uint64_t *rev = NULL;
+	bool csum = j->csum2 || j->csum3;
+	int ret = -ENOMEM;
+
+	maxblk = tx_blocks(j, n, nrev);
+	t->mem = jalloc(maxblk * (size_t)JBS);
+	t->bufs = calloc(maxblk, sizeof(*t->bufs));
+	t->pages = calloc(n ? n : 1, sizeof(*t->pages));
+	if (nrev)
+		rev = malloc(nrev * sizeof(*rev));
+	if (!t->mem || !t->bufs || !t->pages || (nrev && !rev))
+		goto out;
+	memset(t->mem, 0, maxblk * (size_t)JBS);
+	t->tid = j->seq;
+	t->start = j->head;
+
+	/* the pages still in the transaction, in order */
+	for (i = 0; i < n; i++) {
+		struct page *p = j->run[i];
+
+		if (p->mapping == &w->meta_map && page_test(p, PG_uptodate) &&
+		    page_test_clear(p, PG_jdirty)) {
+			page_set(p, PG_jcommit);
+			t->pages[t->nr_pages++] = p;
+		} else {
+			page_put(p);
+		}
+	}
+	j->nr_run = 0;
+	jtab_clear(&j->runset);
+
+	/* descriptor blocks, each followed by its data blocks */
+	for (i = 0; i < t->nr_pages;) {
+		char *desc = t->mem + (size_t)(k++) * JBS, *tp = desc + sizeof(struct jbd2_header);
+		uint32_t m = 0;
+
+		t->bufs[k - 1] = desc;
+		set_header(desc, JBD2_DESCRIPTOR_BLOCK, t->tid);
+		for (; i < t->nr_pages && m < per; i++, m++) {
+			struct page *p = t->pages[i];
+			char *blk = t->mem + (size_t)(k++) * JBS;
+			uint32_t flags = 0, pos = t->start + (uint32_t)(k - 1), magic, bcsum = 0;
+
+			t->bufs[k - 1] = blk;
+			memcpy(blk, page_address(p), JBS);
+			memcpy(&magic, blk, sizeof(magic));
+			if (magic == htobe32(JBD2_MAGIC)) {
+				memset(blk, 0, sizeof(magic));
+				flags |= JBD2_FLAG_ESCAPE;
+			}
+			if (m)
+				flags |= JBD2_FLAG_SAME_UUID;
+			if (m + 1 == per || i + 1 == t->nr_pages)
+				flags |= JBD2_FLAG_LAST_TAG;
+			if (csum)
+				bcsum = jbd2_block_csum(j->seed, t->tid, blk, JBS);
+			tp += put_tag(j, tp, p->index, flags, bcsum, m == 0);
+			if (jtab_put(&j->logged, p->index,
+				     pos | ((flags & JBD2_FLAG_ESCAPE) ? ESC_BIT : 0)))
+				goto out;
+			d++;
+		}
+		if (csum) {
+			struct jbd2_tail *tl = (struct jbd2_tail *)(desc + JBS - sizeof(*tl));
+
+			tl->t_checksum = htobe32(jbd2_tail_csum(j->seed, desc, JBS));
+		}
+	}
+
+	/* revoke blocks */
+	if (nrev) {
+		size_t r = 0;
+
+		for (i = 0; i < j->revoke.cap; i++)
+			if (j->revoke.key[i] != EMPTY_KEY)
+				rev[r++] = j->revoke.key[i];
+		jtab_clear(&j->revoke);
+		for (i = 0; i < nrev;) {
+			char *blk = t->mem + (size_t)(k++) * JBS;
+			struct jbd2_revoke_header *rh = (void *)blk;
+			size_t off = sizeof(*rh), m;
+
+			t->bufs[k - 1] = blk;
+			set_header(blk, JBD2_REVOKE_BLOCK, t->tid);
+			for (m = 0; i < nrev && m < rper; m++, i++) {
+				put_be(blk + off, rev[i], j->is64);
+				off += j->is64 ? 8 : 4;
+			}
+			rh->r_count = htobe32((uint32_t)off);
+			if (csum) {
+				struct jbd2_tail *tl = (struct jbd2_tail *)(blk + JBS - sizeof(*tl));
+
+				tl->t_checksum = htobe32(jbd2_tail_csum(j->seed, blk, JBS));
+			}
+		}
+	}
+
+	/* the commit block, filled in at write time (its time stamp) */
+	t->bufs[k] = t->mem + (size_t)k * JBS;
+	k++;
+	t->nblk = (uint32_t)k;
+	atomic_fetch_add(&j->blocks, (long)d);
+	ret = 0;
+out:
+	free(rev);
+	return ret;
+}
+
+static void commit_block_fill(struct wjournal *j, struct jtx *t)
+{
+	char *cb = t->bufs[t->nblk - 1];
+	struct jbd2_commit *c = (struct jbd2_commit *)cb;
+	struct timespec ts;
+
+	memset(cb, 0, JBS);
+	set_header(cb, JBD2_COMMIT_BLOCK, t->tid);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	c->h_commit_sec = htobe64((uint64_t)ts.tv_sec);
+	c->h_commit_nsec = htobe32((uint32_t)ts.tv_nsec);
+	if (j->csum2 || j->csum3)
+		c->h_chksum[0] = htobe32(jbd2_commit_csum(j->seed, cb, JBS));
+}
+
+/* A failed journal write: nothing more is committed, nothing uncommitted reaches home. */
+static int journal_abort(struct wbfs *w, struct wjournal *j, int err)
+{
+	if (!j->err) {
+		j->err = err ? err : -EIO;
+		jlog(w, "%s: %s; no more changes are committed (run e2fsck after unmount)",
+		     "aborted", -j->err);
+	}
+	return j->err;
+}
+
+/*
+ * Put libext2fs's in-memory metadata into the cache, as a commit needs
+ * it: the primary superblock and descriptors only (the kernel leaves the
+ * backups to resize and e2fsck). Context: fs_lock.
+ */
+static errcode_t flush_fs_locked(struct wbfs *w)
+{
+	int saved = w->fs->flags & EXT2_FLAG_MASTER_SB_ONLY;
+	errcode_t err;
+
+	w->fs->flags |= EXT2_FLAG_MASTER_SB_ONLY;
+	err = ext2fs_flush(w->fs);
+	w->fs->flags = (w->fs->flags & ~EXT2_FLAG_MASTER_SB_ONLY) | saved;
+	return err;
+}
+
+/*
+ * A transaction larger than the whole log: written home directly after a
+ * checkpoint, not atomically (said once). Context: commit_mutex, fs_lock.
+ */
+static int commit_unjournaled(struct wbfs *w, struct wjournal *j)
+{
+	static bool said;
+	size_t i;
+
+	if (!said) {
+		said = true;
+		fprintf(stderr, "wbcfs: %s: journal: a transaction of %zu blocks exceeds the"
+			" log (%u blocks); written without the journal\n", w->dev_path,
+			j->nr_run, j->last - j->first);
+	}
+	for (i = 0; i < j->nr_run; i++) {
+		page_clear(j->run[i], PG_jdirty);
+		page_put(j->run[i]);
+	}
+	atomic_fetch_add(&j->unjournaled, (long)j->nr_run);
+	j->nr_run = 0;
+	jtab_clear(&j->runset);
+	jtab_clear(&j->revoke);
+	return 0;
+}
+
+/*
+ * Commit the running transaction and wait until it is on the device.
+ * *@flushed: the device cache was flushed after every data write that
+ * completed before the call. Returns 0 or -errno. Context: no lock held.
+ */
+int wbfs_journal_commit(struct wbfs *w, bool *flushed)
+{
+	struct wjournal *j = w->journal;
+	struct jtx t = { 0 };
+	uint32_t need;
+	bool was_empty;
+	size_t i;
+	int ret;
+
+	if (flushed)
+		*flushed = false;
+	if (!j)
+		return 0;
+	pthread_mutex_lock(&j->commit_mutex);
+	if (j->err) {
+		ret = j->err;
+		goto out_mutex;
+	}
+	wbfs_lock(w);
+	if (!w->fs || !j->on) {
+		wbfs_unlock(w);
+		ret = 0;
+		goto out_mutex;
+	}
+	if (flush_fs_locked(w)) {
+		wbfs_unlock(w);
+		ret = journal_abort(w, j, -EIO);
+		goto out_mutex;
+	}
+	if (!j->nr_run && !j->revoke.n) {
+		/* nothing changed: what was freed is freed on disk already */
+		release_busy_commit(w, j);
+		wbfs_unlock(w);
+		ret = 0;
+		goto out_mutex;
+	}
+	need = tx_blocks(j, j->nr_run, j->revoke.n);
+	if (j->head + need > j->last) {
+		ret = checkpoint_locked(w, j);
+		if (ret) {
+			wbfs_unlock(w);
+			ret = journal_abort(w, j, ret);
+			goto out_mutex;
+		}
+	}
+	if (j->first + need > j->last) {
+		ret = commit_unjournaled(w, j);
+		wbfs_unlock(w);
+		goto out_mutex;
+	}
+	ret = tx_build(w, j, &t);
+	if (ret) {
+		wbfs_unlock(w);
+		ret = journal_abort(w, j, ret);
+		goto out_free;
+	}
+	j->seq++;
+	busy_to_commit(w, j);
+	wbfs_unlock(w);
+
+	/* ordered mode: the data the new metadata points at goes first */
+	bdi_ordered_barrier(w->bdi);
+	was_empty = j->empty;
+	ret = jwrite(j, t.start, t.bufs, t.nblk - 1);
+	if (!ret && was_empty) {
+		/* the log starts here: replay must find it */
+		j->jsb->s_start = htobe32(t.start);
+		j->jsb->s_sequence = htobe32(t.tid);
+		ret = jsb_write(j);
+	}
+	if (!ret)
+		ret = devlog_flush(w->dev_fd);
+	if (!ret) {
+		commit_block_fill(j, &t);
+		ret = jwrite(j, t.start + t.nblk - 1, &t.bufs[t.nblk - 1], 1);
+	}
+	if (!ret)
+		ret = devlog_flush(w->dev_fd);
+	if (ret) {
+		/* the pages stay pinned: their home copies stay the committed ones */
+		ret = journal_abort(w, j, ret);
+		goto out_free;
+	}
+	j->head = t.start + t.nblk;
+	j->empty = false;
+	atomic_fetch_add(&j->commits, 1);
+	if (flushed)
+		*flushed = true;
+
+	wbfs_lock(w);
+	for (i = 0; i < t.nr_pages; i++) {
+		page_clear(t.pages[i], PG_jcommit);
+		page_put(t.pages[i]);
+	}
+	t.nr_pages = 0;
+	release_busy_commit(w, j);
+	wbfs_unlock(w);
+	/* the pages may go home now */
+	bdi_wakeup(w->bdi, 0, WB_REASON_PERIODIC);
+out_free:
+	tx_free(&t);
+out_mutex:
+	pthread_mutex_unlock(&j->commit_mutex);
+	return ret;
+}
+
+/* ---- the commit thread ------------------------------------------------ */
+
+static void *journal_thread(void *arg)
+{
+	struct wbfs *w = arg;
+	struct wjournal *j = w->journal;
+
+	pthread_mutex_lock(&j->tlock);
+	while (!j->stop) {
+		struct timespec ts;
+
+		if (!j->kick) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += j->commit_ms / 1000;
+			ts.tv_nsec += (long)(j->commit_ms % 1000) * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&j->tcond, &j->tlock, &ts);
+		}
+		if (j->stop)
+			break;
+		j->kick = false;
+		pthread_mutex_unlock(&j->tlock);
+		wbfs_journal_commit(w, NULL);
+		pthread_mutex_lock(&j->tlock);
+	}
+	pthread_mutex_unlock(&j->tlock);
+	return NULL;
+}
+
+/* ---- mount and unmount ------------------------------------------------ */
+
+/* Physical blocks of the journal inode's first @n blocks. Context: fs_lock. */
+static int journal_map(ext2_filsys fs, ext2_ino_t ino, uint32_t n, uint64_t *map)
+{
+	struct ext2_inode_large in;
+	uint32_t i;
+
+	if (ext2fs_read_inode_full(fs, ino, (struct ext2_inode *)&in, sizeof(in)))
+		return -EIO;
+	for (i = 0; i < n; i++) {
+		blk64_t p = 0;
+
+		if (ext2fs_bmap2(fs, ino, (struct ext2_inode *)&in, NULL, 0, i, NULL, &p) || !p ||
+		    p >= ext2fs_blocks_count(fs->super))
+			return -EUCLEAN;
+		map[i] = p;
+	}
+	return 0;
+}
+
+/*
+ * Load the journal of a read-write mount (after any recovery: the log
+ * must be empty) and set up its features as the kernel's ext4 does: 64bit
+ * tags with 64bit, checksums v3 with metadata_csum. Returns 0 (also for a
+ * filesystem without a journal) or -errno after a one-line message.
+ * Context: mount, before anything is served.
+ */
+int wbfs_journal_load(struct wbfs *w, const char *dev)
+{
+	ext2_filsys fs = w->fs;
+	struct wjournal *j;
+	struct ext2_inode_large in;
+	uint32_t maxlen, incompat, nfc = 0;
+	ssize_t r;
+	int ret = -EUCLEAN;
+
+	if (w->ro || !ext2fs_has_feature_journal(fs->super) || !fs->super->s_journal_inum)
+		return 0;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->w = w;
+	j->jsb = jalloc(JBS);
+	if (!j->jsb)
+		goto nomem;
+	if (ext2fs_read_inode_full(fs, fs->super->s_journal_inum, (struct ext2_inode *)&in,
+				   sizeof(in))) {
+		fprintf(stderr, "wbcfs: %s: cannot read the journal inode; run e2fsck\n", dev);
+		goto fail;
+	}
+	maxlen = (uint32_t)(EXT2_I_SIZE(&in) / JBS);
+	j->map = calloc(maxlen ? maxlen : 1, sizeof(*j->map));
+	if (!j->map)
+		goto nomem;
+	if (maxlen < JBD2_MIN_LOG_BLOCKS ||
+	    journal_map(fs, fs->super->s_journal_inum, maxlen, j->map)) {
+		fprintf(stderr, "wbcfs: %s: the journal inode maps its blocks badly; run e2fsck\n",
+			dev);
+		goto fail;
+	}
+	r = pread(w->dev_fd, j->jsb, JBS, jb_off(j, 0));
+	if (r != (ssize_t)JBS) {
+		fprintf(stderr, "wbcfs: %s: cannot read the journal superblock\n", dev);
+		ret = -EIO;
+		goto fail;
+	}
+	incompat = be32toh(j->jsb->s_feature_incompat);
+	if (j->jsb->s_header.h_magic != htobe32(JBD2_MAGIC) ||
+	    be32toh(j->jsb->s_header.h_blocktype) != JBD2_SUPERBLOCK_V2 ||
+	    be32toh(j->jsb->s_blocksize) != JBS || be32toh(j->jsb->s_maxlen) > maxlen ||
+	    be32toh(j->jsb->s_maxlen) < JBD2_MIN_LOG_BLOCKS || be32toh(j->jsb->s_first) == 0 ||
+	    be32toh(j->jsb->s_first) >= be32toh(j->jsb->s_maxlen)) {
+		fprintf(stderr, "wbcfs: %s: the journal superblock is not a valid jbd2 v2"
+			" superblock; run e2fsck\n", dev);
+		goto fail;
+	}
+	if (incompat & ~(JBD2_KNOWN_INCOMPAT | JBD2_FEATURE_INCOMPAT_FAST_COMMIT)) {
+		fprintf(stderr, "wbcfs: %s: the journal has unknown features (0x%x); run e2fsck\n",
+			dev, incompat & ~JBD2_KNOWN_INCOMPAT);
+		goto fail;
+	}
+	if (j->jsb->s_start) {
+		fprintf(stderr, "wbcfs: %s: the journal holds transactions not replayed;"
+			" run e2fsck\n", dev);
+		goto fail;
+	}
+	if (be32toh(j->jsb->s_nr_users) > 1) {
+		fprintf(stderr, "wbcfs: %s: the journal is shared by %u filesystems; run e2fsck\n",
+			dev, be32toh(j->jsb->s_nr_users));
+		goto fail;
+	}
+	maxlen = be32toh(j->jsb->s_maxlen);
+	if (incompat & JBD2_FEATURE_INCOMPAT_FAST_COMMIT) {
+		/* the fast-commit area ends the journal; wbcfs never writes it */
+		nfc = be32toh(j->jsb->s_num_fc_blks) ? be32toh(j->jsb->s_num_fc_blks) : 256;
+		if (nfc >= maxlen - be32toh(j->jsb->s_first) - JBD2_MIN_LOG_BLOCKS / 2)
+			nfc = 0;
+	}
+	j->first = be32toh(j->jsb->s_first);
+	j->last = maxlen - nfc;
+
+	/* features, as the kernel's ext4 sets them at mount */
+	incompat &= ~(JBD2_FEATURE_INCOMPAT_CSUM_V2 | JBD2_FEATURE_INCOMPAT_CSUM_V3 |
+		      JBD2_FEATURE_INCOMPAT_ASYNC_COMMIT);
+	incompat |= JBD2_FEATURE_INCOMPAT_REVOKE;
+	if (ext2fs_has_feature_64bit(fs->super))
+		incompat |= JBD2_FEATURE_INCOMPAT_64BIT;
+	if (ext2fs_has_feature_metadata_csum(fs->super)) {
+		incompat |= JBD2_FEATURE_INCOMPAT_CSUM_V3;
+		j->jsb->s_checksum_type = JBD2_CRC32C_CHKSUM;
+	}
+	j->jsb->s_feature_compat &= htobe32(~(uint32_t)JBD2_FEATURE_COMPAT_CHECKSUM);
+	j->jsb->s_feature_incompat = htobe32(incompat);
+	j->csum3 = incompat & JBD2_FEATURE_INCOMPAT_CSUM_V3;
+	j->csum2 = false;
+	j->is64 = incompat & JBD2_FEATURE_INCOMPAT_64BIT;
+	j->tag_bytes = jbd2_tag_bytes(j->jsb);
+	j->seed = jbd2_csum_seed(j->jsb);
+	j->seq = be32toh(j->jsb->s_sequence);
+	j->head = j->first;
+	j->empty = true;
+	j->max_tx = (j->last - j->first) / 4;
+	j->commit_ms = w->opts.commit_s ? w->opts.commit_s * 1000 : 5000;
+	ret = jsb_write(j);
+	if (!ret)
+		ret = devlog_flush(w->dev_fd);
+	if (ret) {
+		fprintf(stderr, "wbcfs: %s: cannot write the journal superblock: %s\n", dev,
+			strerror(-ret));
+		goto fail;
+	}
+	if (ext2fs_allocate_block_bitmap(fs, "committing busy blocks", &j->busy_commit))
+		goto nomem;
+	pthread_mutex_init(&j->commit_mutex, NULL);
+	pthread_mutex_init(&j->tlock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&j->tcond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	w->journal = j;
+	return 0;
+nomem:
+	ret = -ENOMEM;
+	fprintf(stderr, "wbcfs: %s: journal: out of memory\n", dev);
+fail:
+	free(j->map);
+	free(j->jsb);
+	free(j);
+	return ret;
+}
+
+/* From now on metadata changes are journaled. Context: mount, fs_lock not held. */
+int wbfs_journal_start(struct wbfs *w)
+{
+	struct wjournal *j = w->journal;
+
+	if (!j)
+		return 0;
+	wbfs_lock(w);
+	j->on = true;
+	wbfs_unlock(w);
+	if (pthread_create(&j->thread, NULL, journal_thread, w))
+		return -EAGAIN;
+	j->thread_started = true;
+	return 0;
+}
+
+static void stop_thread(struct wjournal *j)
+{
+	if (!j->thread_started)
+		return;
+	pthread_mutex_lock(&j->tlock);
+	j->stop = true;
+	pthread_cond_signal(&j->tcond);
+	pthread_mutex_unlock(&j->tlock);
+	pthread_join(j->thread, NULL);
+	j->thread_started = false;
+}
+
+/*
+ * Unmount: commit what is left, checkpoint, mark the log empty, and stop
+ * journaling (what libext2fs writes while closing goes home directly).
+ * Returns 0 when the log is empty on disk: the caller may clear
+ * needs_recovery. Context: no lock held; nothing else changes metadata.
+ */
+int wbfs_journal_shutdown(struct wbfs *w)
+{
+	struct wjournal *j = w->journal;
+	int ret;
+
+	if (!j)
+		return 0;
+	stop_thread(j);
+	ret = wbfs_journal_commit(w, NULL);
+	pthread_mutex_lock(&j->commit_mutex);
+	wbfs_lock(w);
+	if (!ret && !j->err)
+		ret = checkpoint_locked(w, j);
+	if (!ret)
+		ret = j->err;
+	if (!ret) {
+		j->on = false;
+	} else {
+		/* leave every uncommitted change out: the log and the home
+		 * blocks stay as the last commit left them */
+		journal_abort(w, j, ret);
+	}
+	wbfs_unlock(w);
+	pthread_mutex_unlock(&j->commit_mutex);
+	return ret;
+}
+
+/* Drop what is left after shutdown (pinned pages of an aborted journal). */
+void wbfs_journal_free(struct wbfs *w)
+{
+	struct wjournal *j = w->journal;
+	size_t i;
+
+	if (!j)
+		return;
+	stop_thread(j);
+	for (i = 0; i < j->nr_run; i++) {
+		page_clear(j->run[i], PG_jdirty);
+		page_put(j->run[i]);
+	}
+	free(j->run);
+	jtab_free(&j->runset);
+	jtab_free(&j->revoke);
+	jtab_free(&j->logged);
+	if (j->busy_commit)
+		ext2fs_free_block_bitmap(j->busy_commit);
+	free(j->map);
+	free(j->jsb);
+	pthread_mutex_destroy(&j->commit_mutex);
+	pthread_mutex_destroy(&j->tlock);
+	pthread_cond_destroy(&j->tcond);
+	free(j);
+	w->journal = NULL;
+}
+
+bool wbfs_journal_on(const struct wbfs *w)
+{
+	return w->journal && !w->journal->err;
+}
+
+bool wbfs_journal_aborted(const struct wbfs *w)
+{
+	return w->journal && w->journal->err;
+}
+
+/* /.wbcfs/journal */
+int wbfs_journal_show(struct wbfs *w, char *buf, size_t len)
+{
+	struct wjournal *j = w->journal;
+
+	if (!j)
+		return snprintf(buf, len, "journal 0\n");
+	return snprintf(buf, len,
+			"journal 1\ncommit_ms %u\nlog_blocks %u\nhead %u\nmax_transaction %u\n"
+			"csum_v3 %d\n64bit %d\ncommits %ld\nblocks_logged %ld\nrevokes %ld\n"
+			"checkpoints %ld\nunjournaled %ld\naborted %d\n",
+			j->commit_ms, j->last - j->first, j->head, j->max_tx, j->csum3, j->is64,
+			atomic_load(&j->commits), atomic_load(&j->blocks),
+			atomic_load(&j->revokes), atomic_load(&j->checkpoints),
+			atomic_load(&j->unjournaled), j->err);
+}
