@@ -40,129 +40,12 @@
 
 #include "wbfs_i.h"
 #include "jbd2.h"
+#include "jtab.h"
 #include "wbcfs/clock.h"
 #include "wbcfs/devlog.h"
 
 #define JBS 4096U			/* journal block = filesystem block */
 #define ESC_BIT 0x80000000U		/* logged: the copy was escaped */
-#define EMPTY_KEY UINT64_MAX
-
-/* ---- a hash table of block numbers ------------------------------------ */
-
-struct jtab {
-	uint64_t *key;
-	uint32_t *val;
-	size_t cap, n;			/* cap: power of two or 0 */
-};
-
-static size_t jtab_slot(const struct jtab *t, uint64_t k)
-{
-	return (size_t)((k * 0x9E3779B97F4A7C15ULL) >> 20) & (t->cap - 1);
-}
-
-static int jtab_grow(struct jtab *t)
-{
-	struct jtab n = { 0 };
-	size_t i;
-
-	n.cap = t->cap ? t->cap * 2 : 256;
-	n.key = malloc(n.cap * sizeof(*n.key));
-	n.val = malloc(n.cap * sizeof(*n.val));
-	if (!n.key || !n.val) {
-		free(n.key);
-		free(n.val);
-		return -ENOMEM;
-	}
-	for (i = 0; i < n.cap; i++)
-		n.key[i] = EMPTY_KEY;
-	for (i = 0; i < t->cap; i++) {
-		if (t->key[i] != EMPTY_KEY) {
-			size_t s = jtab_slot(&n, t->key[i]);
-
-			while (n.key[s] != EMPTY_KEY)
-				s = (s + 1) & (n.cap - 1);
-			n.key[s] = t->key[i];
-			n.val[s] = t->val[i];
-			n.n++;
-		}
-	}
-	free(t->key);
-	free(t->val);
-	*t = n;
-	return 0;
-}
-
-static uint32_t *jtab_find(const struct jtab *t, uint64_t k)
-{
-	size_t s;
-
-	if (!t->n)
-		return NULL;
-	for (s = jtab_slot(t, k); t->key[s] != EMPTY_KEY; s = (s + 1) & (t->cap - 1))
-		if (t->key[s] == k)
-			return &t->val[s];
-	return NULL;
-}
-
-static int jtab_put(struct jtab *t, uint64_t k, uint32_t v)
-{
-	uint32_t *p = jtab_find(t, k);
-	size_t s;
-
-	if (p) {
-		*p = v;
-		return 0;
-	}
-	if ((t->n + 1) * 2 > t->cap && jtab_grow(t))
-		return -ENOMEM;
-	for (s = jtab_slot(t, k); t->key[s] != EMPTY_KEY; s = (s + 1) & (t->cap - 1))
-		;
-	t->key[s] = k;
-	t->val[s] = v;
-	t->n++;
-	return 0;
-}
-
-/* Remove @k (backward-shift deletion keeps probe chains whole). */
-static bool jtab_del(struct jtab *t, uint64_t k)
-{
-	size_t s, i, h;
-
-	if (!t->n)
-		return false;
-	for (s = jtab_slot(t, k); t->key[s] != k; s = (s + 1) & (t->cap - 1))
-		if (t->key[s] == EMPTY_KEY)
-			return false;
-	t->key[s] = EMPTY_KEY;
-	t->n--;
-	for (i = (s + 1) & (t->cap - 1); t->key[i] != EMPTY_KEY; i = (i + 1) & (t->cap - 1)) {
-		h = jtab_slot(t, t->key[i]);
-		/* move it back if its home is not in (s, i] */
-		if ((i > s && (h <= s || h > i)) || (i < s && h <= s && h > i)) {
-			t->key[s] = t->key[i];
-			t->val[s] = t->val[i];
-			t->key[i] = EMPTY_KEY;
-			s = i;
-		}
-	}
-	return true;
-}
-
-static void jtab_clear(struct jtab *t)
-{
-	size_t i;
-
-	for (i = 0; i < t->cap; i++)
-		t->key[i] = EMPTY_KEY;
-	t->n = 0;
-}
-
-static void jtab_free(struct jtab *t)
-{
-	free(t->key);
-	free(t->val);
-	memset(t, 0, sizeof(*t));
-}
 
 /* ---- the journal ------------------------------------------------------ */
 
@@ -356,7 +239,7 @@ static void note_freed_tab(struct wbfs *w, struct wjournal *j, struct jtab *t, u
 	if (!hits)
 		return;
 	for (i = 0; i < t->cap; i++)
-		if (t->key[i] != EMPTY_KEY && t->key[i] >= blk && t->key[i] - blk < n)
+		if (t->key[i] != JTAB_EMPTY && t->key[i] >= blk && t->key[i] - blk < n)
 			hits[k++] = t->key[i];
 	for (i = 0; i < k; i++)
 		note_freed_one(w, j, hits[i]);
@@ -485,7 +368,7 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 			goto out;
 		}
 		for (i = 0; i < j->logged.cap; i++)
-			if (j->logged.key[i] != EMPTY_KEY)
+			if (j->logged.key[i] != JTAB_EMPTY)
 				blks[k++] = j->logged.key[i];
 		qsort(blks, n, sizeof(*blks), cmp_u64);
 	}
@@ -498,20 +381,30 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 			char *dst = buf + m * JBS;
 			uint32_t v = *jtab_find(&j->logged, blks[i]);
 			struct page *p = mapping_get_page(&w->meta_map, blks[i]);
+			bool home = false;
 
 			if (p && page_test(p, PG_uptodate) && !page_test(p, PG_jdirty)) {
-				/* not changed since its commit: the cache has it */
-				memcpy(dst, page_address(p), JBS);
+				/* not changed since its commit: the cache has it,
+				 * and once written back (this flush makes that
+				 * durable) it is home already */
+				if (page_test(p, PG_writeback))
+					wait_on_page_writeback(p);
+				if (page_test(p, PG_dirty))
+					memcpy(dst, page_address(p), JBS);
+				else
+					home = true;
 			} else {
 				ret = read_logged(j, v, dst);
 			}
 			if (p)
 				page_put(p);
-			if (ret)
-				break;
+			if (ret || (home && m))
+				break;	/* a run ends before a block already home */
+			i++;
+			if (home)
+				continue;
 			iov[m] = (struct iovec){ dst, JBS };
 			m++;
-			i++;
 		}
 		if (!ret && m)
 			ret = devlog_pwritev(w->dev_fd, iov, (int)m,
@@ -692,7 +585,7 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 		size_t r = 0;
 
 		for (i = 0; i < j->revoke.cap; i++)
-			if (j->revoke.key[i] != EMPTY_KEY)
+			if (j->revoke.key[i] != JTAB_EMPTY)
 				rev[r++] = j->revoke.key[i];
 		jtab_clear(&j->revoke);
 		for (i = 0; i < nrev;) {
