@@ -73,6 +73,8 @@ struct wjournal {
 	struct jtab logged;		/* fs_lock: block -> log block of its newest
 					 * committed copy (| ESC_BIT), since the
 					 * last checkpoint */
+	struct jtab ctab;		/* fs_lock: the same for the transaction
+					 * being committed (freed ones removed) */
 	ext2fs_block_bitmap busy_commit;	/* fs_lock: blocks freed by the
 						 * committing transaction */
 
@@ -82,7 +84,7 @@ struct wjournal {
 	bool stop, kick, thread_started;
 	unsigned commit_ms;
 
-	_Atomic long commits, blocks, revokes, checkpoints, unjournaled;
+	_Atomic long commits, blocks, revokes, checkpoints, unjournaled, failed;
 };
 
 static void jlog(struct wbfs *w, const char *fmt, const char *what, int err)
@@ -96,6 +98,20 @@ static void jlog(struct wbfs *w, const char *fmt, const char *what, int err)
 static off_t jb_off(const struct wjournal *j, uint32_t jb)
 {
 	return (off_t)(j->map[jb] * (uint64_t)JBS);
+}
+
+/*
+ * A metadata write of the device: the log, the journal superblock, a
+ * checkpoint. fault_meta=write (fault_inject mounts) fails them as it
+ * fails metadata writeback.
+ */
+static int jdev_write(struct wjournal *j, const struct iovec *iov, int n, off_t off)
+{
+	struct wbfs *w = j->w;
+
+	if (w->opts.fault_inject && (atomic_load(&w->meta_wb.fault) & WB_FAULT_WRITE))
+		return -EIO;
+	return devlog_pwritev(w->dev_fd, iov, n, off);
 }
 
 /*
@@ -116,7 +132,7 @@ static int jwrite(struct wjournal *j, uint32_t jb, char **bufs, uint32_t n)
 			iov[k] = (struct iovec){ bufs[i + k], JBS };
 			k++;
 		}
-		ret = devlog_pwritev(j->w->dev_fd, iov, (int)k, jb_off(j, jb + i));
+		ret = jdev_write(j, iov, (int)k, jb_off(j, jb + i));
 		if (ret)
 			return ret;
 		i += k;
@@ -168,6 +184,22 @@ static uint32_t tx_blocks(const struct wjournal *j, size_t n, size_t nrev)
 
 /* ---- the running transaction ------------------------------------------ */
 
+/* Append @p to the running list (the caller gives it a reference). */
+static int add_run(struct wjournal *j, struct page *p)
+{
+	if (j->nr_run == j->cap_run) {
+		size_t cap = j->cap_run ? j->cap_run * 2 : 256;
+		struct page **n = realloc(j->run, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		j->run = n;
+		j->cap_run = cap;
+	}
+	j->run[j->nr_run++] = p;
+	return 0;
+}
+
 /* Called by the iomgr after changing metadata page @p. Context: fs_lock, @p locked. */
 void wbfs_journal_note_write(struct wbfs *w, struct page *p)
 {
@@ -175,21 +207,13 @@ void wbfs_journal_note_write(struct wbfs *w, struct page *p)
 
 	if (!j || !j->on || page_test_set(p, PG_jdirty))
 		return;
-	if (j->nr_run == j->cap_run) {
-		size_t cap = j->cap_run ? j->cap_run * 2 : 256;
-		struct page **n = realloc(j->run, cap * sizeof(*n));
-
-		if (!n) {
-			/* cannot track it: let it be written like an unjournaled page */
-			page_clear(p, PG_jdirty);
-			atomic_fetch_add(&j->unjournaled, 1);
-			return;
-		}
-		j->run = n;
-		j->cap_run = cap;
+	if (add_run(j, p)) {
+		/* cannot track it: let it be written like an unjournaled page */
+		page_clear(p, PG_jdirty);
+		atomic_fetch_add(&j->unjournaled, 1);
+		return;
 	}
 	page_get(p);
-	j->run[j->nr_run++] = p;
 	jtab_put(&j->runset, p->index, 1);
 	/* journaled again after a revoke in this transaction: the revoke
 	 * would hide this copy from replay */
@@ -213,8 +237,8 @@ static void note_freed_one(struct wbfs *w, struct wjournal *j, uint64_t b)
 			page_put(p);
 		}
 	}
-	if (jtab_find(&j->logged, b)) {
-		jtab_del(&j->logged, b);
+	/* a copy in the log, or on its way there: replay must skip it */
+	if (jtab_del(&j->logged, b) | jtab_del(&j->ctab, b)) {
 		if (!jtab_put(&j->revoke, b, 1))
 			atomic_fetch_add(&j->revokes, 1);
 	}
@@ -255,6 +279,7 @@ void wbfs_journal_note_freed(struct wbfs *w, uint64_t blk, uint64_t n)
 		return;
 	note_freed_tab(w, j, &j->runset, blk, n);
 	note_freed_tab(w, j, &j->logged, blk, n);
+	note_freed_tab(w, j, &j->ctab, blk, n);
 }
 
 /* Blocks freed by the transaction that just committed may be reused. Context: fs_lock. */
@@ -407,8 +432,7 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 			m++;
 		}
 		if (!ret && m)
-			ret = devlog_pwritev(w->dev_fd, iov, (int)m,
-					     (off_t)(blks[i - m] * (uint64_t)JBS));
+			ret = jdev_write(j, iov, (int)m, (off_t)(blks[i - m] * (uint64_t)JBS));
 	}
 	if (!ret)
 		ret = devlog_flush(w->dev_fd);
@@ -441,6 +465,8 @@ struct jtx {
 	char *mem;
 	struct page **pages;		/* PG_jcommit, referenced */
 	size_t nr_pages;
+	uint64_t *rev;			/* blocks it revokes */
+	size_t nrev;
 };
 
 static void tx_free(struct jtx *t)
@@ -448,6 +474,7 @@ static void tx_free(struct jtx *t)
 	free(t->bufs);
 	free(t->mem);
 	free(t->pages);
+	free(t->rev);
 }
 
 static void put_be(void *dst, uint64_t v, bool is64)
@@ -511,7 +538,7 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 {
 	uint32_t per = tags_per_desc(j), rper = revokes_per_block(j);
 	size_t n = j->nr_run, nrev = j->revoke.n, i, d = 0, k = 0, maxblk;
-	uint64_t *rev = NULL;
+	uint64_t *rev;
 	bool csum = j->csum2 || j->csum3;
 	int ret = -ENOMEM;
 
@@ -519,9 +546,8 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 	t->mem = jalloc(maxblk * (size_t)JBS);
 	t->bufs = calloc(maxblk, sizeof(*t->bufs));
 	t->pages = calloc(n ? n : 1, sizeof(*t->pages));
-	if (nrev)
-		rev = malloc(nrev * sizeof(*rev));
-	if (!t->mem || !t->bufs || !t->pages || (nrev && !rev))
+	rev = t->rev = malloc((nrev ? nrev : 1) * sizeof(*rev));
+	if (!t->mem || !t->bufs || !t->pages || !rev)
 		goto out;
 	memset(t->mem, 0, maxblk * (size_t)JBS);
 	t->tid = j->seq;
@@ -568,7 +594,7 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 			if (csum)
 				bcsum = jbd2_block_csum(j->seed, t->tid, blk, JBS);
 			tp += put_tag(j, tp, p->index, flags, bcsum, m == 0);
-			if (jtab_put(&j->logged, p->index,
+			if (jtab_put(&j->ctab, p->index,
 				     pos | ((flags & JBD2_FLAG_ESCAPE) ? ESC_BIT : 0)))
 				goto out;
 			d++;
@@ -588,6 +614,7 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 			if (j->revoke.key[i] != JTAB_EMPTY)
 				rev[r++] = j->revoke.key[i];
 		jtab_clear(&j->revoke);
+		t->nrev = nrev;
 		for (i = 0; i < nrev;) {
 			char *blk = t->mem + (size_t)(k++) * JBS;
 			struct jbd2_revoke_header *rh = (void *)blk;
@@ -615,7 +642,6 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 	atomic_fetch_add(&j->blocks, (long)d);
 	ret = 0;
 out:
-	free(rev);
 	return ret;
 }
 
@@ -632,6 +658,66 @@ static void commit_block_fill(struct wjournal *j, struct jtx *t)
 	c->h_commit_nsec = htobe32((uint32_t)ts.tv_nsec);
 	if (j->csum2 || j->csum3)
 		c->h_chksum[0] = htobe32(jbd2_commit_csum(j->seed, cb, JBS));
+}
+
+/* The transaction is on the device: its copies are the log's now. Context: fs_lock. */
+static void tx_done(struct wbfs *w, struct wjournal *j, struct jtx *t)
+{
+	size_t i;
+
+	for (i = 0; i < j->ctab.cap; i++)
+		if (j->ctab.key[i] != JTAB_EMPTY)
+			jtab_put(&j->logged, j->ctab.key[i], j->ctab.val[i]);
+	jtab_clear(&j->ctab);
+	for (i = 0; i < t->nr_pages; i++) {
+		page_clear(t->pages[i], PG_jcommit);
+		page_put(t->pages[i]);
+	}
+	t->nr_pages = 0;
+	release_busy_commit(w, j);
+}
+
+/*
+ * The transaction could not be written: it goes back into the running
+ * one (pages, revokes, busy blocks), to be committed by the next try; its
+ * log blocks, without a commit block, are never replayed. Context: fs_lock.
+ */
+static void tx_undo(struct wbfs *w, struct wjournal *j, struct jtx *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->nr_pages; i++) {
+		struct page *p = t->pages[i];
+
+		page_clear(p, PG_jcommit);
+		if (jtab_find(&j->ctab, p->index) && p->mapping == &w->meta_map &&
+		    !page_test(p, PG_jdirty) && !add_run(j, p)) {
+			page_set(p, PG_jdirty);
+			jtab_put(&j->runset, p->index, 1);
+			continue;	/* its reference moved to the running list */
+		}
+		page_put(p);
+	}
+	t->nr_pages = 0;
+	for (i = 0; i < t->nrev; i++)
+		if (!jtab_find(&j->runset, t->rev[i]))
+			jtab_put(&j->revoke, t->rev[i], 1);
+	jtab_clear(&j->ctab);
+	/* what it freed stays busy */
+	if (j->busy_commit) {
+		blk64_t start = w->fs->super->s_first_data_block;
+		blk64_t end = ext2fs_blocks_count(w->fs->super) - 1, b, e;
+
+		while (start <= end &&
+		       !ext2fs_find_first_set_block_bitmap2(j->busy_commit, start, end, &b)) {
+			if (ext2fs_find_first_zero_block_bitmap2(j->busy_commit, b, end, &e))
+				e = end + 1;
+			ext2fs_mark_block_bitmap_range2(w->busy, b, (unsigned)(e - b));
+			w->nr_busy += e - b;
+			start = e;
+		}
+		ext2fs_clear_block_bitmap(j->busy_commit);
+	}
 }
 
 /* A failed journal write: nothing more is committed, nothing uncommitted reaches home. */
@@ -698,7 +784,6 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 	struct jtx t = { 0 };
 	uint32_t need;
 	bool was_empty;
-	size_t i;
 	int ret;
 
 	if (flushed)
@@ -730,10 +815,12 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 	}
 	need = tx_blocks(j, j->nr_run, j->revoke.n);
 	if (j->head + need > j->last) {
+		/* a failure leaves the log as it was: tried again next time */
 		ret = checkpoint_locked(w, j);
 		if (ret) {
 			wbfs_unlock(w);
-			ret = journal_abort(w, j, ret);
+			atomic_fetch_add(&j->failed, 1);
+			jlog(w, "%s: %s; retried at the next commit", "checkpoint failed", -ret);
 			goto out_mutex;
 		}
 	}
@@ -770,9 +857,13 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 	}
 	if (!ret)
 		ret = devlog_flush(w->dev_fd);
+	wbfs_lock(w);
 	if (ret) {
-		/* the pages stay pinned: their home copies stay the committed ones */
-		ret = journal_abort(w, j, ret);
+		tx_undo(w, j, &t);
+		wbfs_unlock(w);
+		atomic_fetch_add(&j->failed, 1);
+		jlog(w, "%s: %s; the transaction stays in memory and is retried", "commit failed",
+		     -ret);
 		goto out_free;
 	}
 	j->head = t.start + t.nblk;
@@ -780,14 +871,7 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 	atomic_fetch_add(&j->commits, 1);
 	if (flushed)
 		*flushed = true;
-
-	wbfs_lock(w);
-	for (i = 0; i < t.nr_pages; i++) {
-		page_clear(t.pages[i], PG_jcommit);
-		page_put(t.pages[i]);
-	}
-	t.nr_pages = 0;
-	release_busy_commit(w, j);
+	tx_done(w, j, &t);
 	wbfs_unlock(w);
 	/* the pages may go home now */
 	bdi_wakeup(w->bdi, 0, WB_REASON_PERIODIC);
@@ -1064,6 +1148,7 @@ void wbfs_journal_free(struct wbfs *w)
 	jtab_free(&j->runset);
 	jtab_free(&j->revoke);
 	jtab_free(&j->logged);
+	jtab_free(&j->ctab);
 	if (j->busy_commit)
 		ext2fs_free_block_bitmap(j->busy_commit);
 	free(j->map);
@@ -1095,9 +1180,9 @@ int wbfs_journal_show(struct wbfs *w, char *buf, size_t len)
 	return snprintf(buf, len,
 			"journal 1\ncommit_ms %u\nlog_blocks %u\nhead %u\nmax_transaction %u\n"
 			"csum_v3 %d\n64bit %d\ncommits %ld\nblocks_logged %ld\nrevokes %ld\n"
-			"checkpoints %ld\nunjournaled %ld\naborted %d\n",
+			"checkpoints %ld\nunjournaled %ld\nfailed %ld\naborted %d\n",
 			j->commit_ms, j->last - j->first, j->head, j->max_tx, j->csum3, j->is64,
 			atomic_load(&j->commits), atomic_load(&j->blocks),
 			atomic_load(&j->revokes), atomic_load(&j->checkpoints),
-			atomic_load(&j->unjournaled), j->err);
+			atomic_load(&j->unjournaled), atomic_load(&j->failed), j->err);
 }
