@@ -38,7 +38,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (MIB, TFail, TSkip, t_check, t_eq, t_errno, t_is_kernel,  # noqa: E402
-                    t_log, t_main, t_read_all, t_step, t_write_all)
+                    t_log, t_main, t_read_all, t_run, t_step, t_write_all)
 
 FAULT = "trusted.wbcfs.fault"
 ENGINES = ("uring", "aio", "psync")
