@@ -951,8 +951,13 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	ssize_t r;
 	int ret = -EUCLEAN;
 
-	if (w->ro || !ext2fs_has_feature_journal(fs->super) || !fs->super->s_journal_inum)
+	if (w->ro || !ext2fs_has_feature_journal(fs->super))
 		return 0;
+	if (!fs->super->s_journal_inum) {
+		fprintf(stderr, "wbcfs: %s: the journal is on another device (external journal),"
+			" which wbcfs cannot write; mount with -o ro\n", dev);
+		return -EOPNOTSUPP;
+	}
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
