@@ -63,6 +63,8 @@ struct wjournal {
 	uint32_t head;			/* commit_mutex: next log block */
 	bool empty;			/* commit_mutex: s_start == 0 on disk */
 	int err;			/* commit_mutex (read anywhere): aborted */
+	uint32_t committed;		/* commit_mutex: the last transaction committed */
+	bool have_committed;		/* commit_mutex: since mount */
 
 	bool on;			/* fs_lock: changes join transactions */
 	uint32_t seq;			/* fs_lock: the running transaction's id */
@@ -782,7 +784,7 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 {
 	struct wjournal *j = w->journal;
 	struct jtx t = { 0 };
-	uint32_t need;
+	uint32_t need, target;
 	bool was_empty;
 	int ret;
 
@@ -790,9 +792,21 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 		*flushed = false;
 	if (!j)
 		return 0;
+	/* every change made before this call is in this transaction or an older one */
+	wbfs_lock(w);
+	target = j->seq;
+	wbfs_unlock(w);
 	pthread_mutex_lock(&j->commit_mutex);
 	if (j->err) {
 		ret = j->err;
+		goto out_mutex;
+	}
+	if (j->have_committed && !jbd2_tid_gt(target, j->committed)) {
+		/* group commit: another caller committed it while we waited,
+		 * and flushed after our data */
+		if (flushed)
+			*flushed = true;
+		ret = 0;
 		goto out_mutex;
 	}
 	wbfs_lock(w);
@@ -868,6 +882,8 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 	}
 	j->head = t.start + t.nblk;
 	j->empty = false;
+	j->committed = t.tid;
+	j->have_committed = true;
 	atomic_fetch_add(&j->commits, 1);
 	if (flushed)
 		*flushed = true;
