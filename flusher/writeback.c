@@ -903,6 +903,23 @@ static void wb_do_queued(struct wb_ctx *x)
  * (at most 100 ms, so live tunable changes and thresholds are noticed).
  * Context: b->lock held; dropped inside.
  */
+/*
+ * Sleep until woken or @ms pass, after completing this worker's writes in
+ * flight: their waiters (fsync, page writeback, the journal's ordered
+ * barrier) must not wait for the next tick. Context: b->lock held.
+ */
+static void wb_idle(struct wb_ctx *x, long ms)
+{
+	if (x->eng.inflight) {
+		/* completions take b->lock: never reap while holding it */
+		pthread_mutex_unlock(&x->b->lock);
+		wb_drain_before_sleep(x);
+		pthread_mutex_lock(&x->b->lock);
+		return;		/* look for work again before sleeping */
+	}
+	wb_timed_wait(x->b, ms);
+}
+
 static void wb_worker_step(struct wb_ctx *x, uint64_t *last_kupdate)
 {
 	struct bdi *b = x->b;
@@ -917,16 +934,16 @@ static void wb_worker_step(struct wb_ctx *x, uint64_t *last_kupdate)
 		/* reclaim's request before periodic and background work
 		 * (wb_check_start_all comes first in wb_do_writeback) */
 		if (!wb_do_background(x))
-			wb_timed_wait(b, 10);
+			wb_idle(x, 10);
 	} else if (interval && now - *last_kupdate >= interval) {
 		*last_kupdate = now;
 		wb_do_kupdate(x);
 	} else if (b->vmscan_nr || b->bg_pending || wb_over_bg(b)) {
 		if (!wb_do_background(x))
-			wb_timed_wait(b, 10);	/* nothing writable now: retry soon */
+			wb_idle(x, 10);	/* nothing writable now: retry soon */
 	} else {
 		wb_bw_feed(b);	/* the idle tick: idle time does not count as device time */
-		wb_timed_wait(b, interval && interval < 100 ? (long)interval : 100);
+		wb_idle(x, interval && interval < 100 ? (long)interval : 100);
 	}
 }
 

@@ -92,9 +92,10 @@ static int meta_fill(struct wbfs *w, struct page *p)
  * Store @n bytes at @in of locked page @p. Bytes equal to what an
  * uptodate page holds change nothing (libext2fs rewrites every
  * descriptor and bitmap block at each flush: only the changed ones
- * become dirty and join a journal transaction). With a journal, a page
- * under writeback is waited for first: the write in flight must carry the
- * committed contents only.
+ * become dirty and join a journal transaction). A page under writeback
+ * may change: with a journal, a home copy torn that way is restored by
+ * the replay, as the log keeps the committed copy until a checkpoint
+ * rewrites the block from it.
  */
 static int meta_store(struct wbfs *w, struct page *p, size_t in, const void *b, size_t n)
 {
@@ -109,8 +110,6 @@ static int meta_store(struct wbfs *w, struct page *p, size_t in, const void *b, 
 	}
 	if (page_test(p, PG_uptodate) && !memcmp((char *)page_address(p) + in, b, n))
 		return 0;
-	if (w->journal && page_test(p, PG_writeback))
-		wait_on_page_writeback(p);
 	memcpy((char *)page_address(p) + in, b, n);
 	page_set(p, PG_uptodate);
 	set_page_dirty(p);

@@ -887,10 +887,10 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 	atomic_fetch_add(&j->commits, 1);
 	if (flushed)
 		*flushed = true;
+	/* the pages may go home now, with periodic writeback (a wakeup here
+	 * would put their writes in front of the next fsync's) */
 	tx_done(w, j, &t);
 	wbfs_unlock(w);
-	/* the pages may go home now */
-	bdi_wakeup(w->bdi, 0, WB_REASON_PERIODIC);
 out_free:
 	tx_free(&t);
 out_mutex:
