@@ -66,8 +66,10 @@ def run_tool(args, timeout=600):
     return p.returncode, p.stdout
 
 
-def one(env, name, seed, nstates):
-    t_step("%s workload, seed %d" % (name, seed))
+def run_workload(env, name, seed, size=1):
+    """Run one workload on a fresh filesystem with a write log. Returns
+    the paths (base, log, record, after) and whether the mount has a
+    journal, or None when the workload cannot run here. @size scales it."""
     dev = env.new_fs(IMG_BYTES, name=name + ".img")
     base = os.path.join(env.tmp, name + "-base.img")
     after = os.path.join(env.tmp, name + "-after.img")
@@ -77,18 +79,18 @@ def one(env, name, seed, nstates):
     m = env.mount(dev, opts=["write_log=" + log, "cache_size=64M"])
     full = journal_mode(m.mnt)
     rec = crashwork.Record(log, record)
+    ran = True
     try:
         if name == "random":
-            crashwork.random_ops(m.mnt, rec, seed, 160)
+            crashwork.random_ops(m.mnt, rec, seed, 160 * size)
         elif name == "durability":
-            crashwork.durability(m.mnt, rec, seed, 30)
+            crashwork.durability(m.mnt, rec, seed, 30 * size)
         else:
-            rc = crashwork.dbench(m.mnt, 3, 2)
+            rc = crashwork.dbench(m.mnt, 3 * size, 2)
             if rc is None:
                 t_log("dbench not installed: skipped")
-                env.umount(m)
-                return None
-            if rc:
+                ran = False
+            elif rc:
                 raise TFail("dbench: exit %d" % rc)
     finally:
         rec.close()
@@ -96,6 +98,19 @@ def one(env, name, seed, nstates):
     copy_dev(dev, after)
     env.detach(dev)
     os.unlink(os.path.join(env.tmp, name + ".img"))
+    if not ran:
+        for f in (base, after, log, record):
+            os.unlink(f)
+        return None
+    return base, log, record, after, full
+
+
+def one(env, name, seed, nstates):
+    t_step("%s workload, seed %d" % (name, seed))
+    r = run_workload(env, name, seed)
+    if r is None:
+        return None
+    base, log, record, after, full = r
     t_log("write log %.1f MiB, record %d lines" % (os.path.getsize(log) / MIB,
                                                    sum(1 for _ in open(record))))
     keep = "/var/tmp/wbcfs-crash-%d-%s" % (os.getpid(), name)
@@ -116,14 +131,14 @@ def one(env, name, seed, nstates):
             raise TFail("%s: the state at the last flush failed (images kept in %s)"
                         % (name, keep))
         res = out
-        if name == "random":
-            oracle_selftest(log, base, record, seed)
         # no journal yet: mid-run states are expected to fail; say how many
         rc, out = run_tool(["--base", base, "--log", log, "--oracle", record,
                             "--seed", str(seed), "--states", "8", "--full-every", "4",
                             "--report-only", "--quiet", "--max-details", "1"])
         t_log("no journal yet: mid-run states (failures expected):\n" + out.strip())
-    for f in (base, after, log):
+    if name == "random":
+        oracle_selftest(log, base, record, seed)
+    for f in (base, after, log, record):
         os.unlink(f)
     return res
 
