@@ -116,8 +116,7 @@ int io_engine_queue(struct io_engine *e, struct io_req *req)
 	int ret;
 
 	while (e->inflight >= e->queue_depth) {
-		int ret = e->ops->submit(e);
-
+		ret = e->ops->submit(e);
 		if (ret < 0)
 			return ret;
 		ret = io_engine_reap(e, 1);
