@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "wbcfs/clock.h"
+#include "wbcfs/devlog.h"
 #include "bdi_i.h"
 
 static const struct throttle_wb_ops bdi_throttle_ops;
@@ -244,7 +245,7 @@ int bdi_sync_meta(struct bdi *b)
 
 int bdi_flush_device(struct bdi *b)
 {
-	return fdatasync(b->fd) < 0 ? -errno : 0;
+	return devlog_flush(b->fd);
 }
 
 int bdi_sync(struct bdi *b, enum wb_reason why)

@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "wbcfs/devlog.h"
 #include "wbfs_i.h"
 
 /* What lsattr shows: ext4's user-visible flags. */
@@ -436,6 +437,7 @@ void wbfs_bmap(fuse_req_t req, fuse_ino_t fino, size_t blocksize, uint64_t idx)
 static int trim_discard(struct wbfs *w, uint64_t blk, uint64_t n)
 {
 	uint64_t r[2] = { blk * w->fs->blocksize, n * w->fs->blocksize };
+	uint64_t seq = devlog_on ? devlog_discard_issued(r[0], r[1]) : 0;
 	int ret;
 
 	if (w->is_blkdev)
@@ -443,7 +445,10 @@ static int trim_discard(struct wbfs *w, uint64_t blk, uint64_t n)
 	else
 		ret = fallocate(w->dev_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				(off_t)r[0], (off_t)r[1]);
-	return ret ? -errno : 0;
+	ret = ret ? -errno : 0;
+	if (seq)
+		devlog_completed(DEVLOG_WRITE_DONE, seq, ret);
+	return ret;
 }
 
 /*

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "wbcfs/devlog.h"
 #include "wbfs_i.h"
 
 static struct wbfs *iomgr_wbfs;	/* set before ext2fs_open2 */
@@ -248,15 +249,14 @@ static errcode_t wio_zeroout(io_channel ch, unsigned long long block, unsigned l
 	memset(zero, 0, chunk);
 	mapping_truncate(&w->meta_map, off >> PAGE_SHIFT, ((off + len) >> PAGE_SHIFT) - 1);
 	while (len) {
-		size_t n = len < chunk ? (size_t)len : chunk;
-		ssize_t r = pwrite(w->dev_fd, zero, n, (off_t)off);
+		struct iovec v = { zero, len < chunk ? (size_t)len : chunk };
 
-		if (r <= 0) {
+		if (devlog_pwritev(w->dev_fd, &v, 1, (off_t)off)) {
 			free(zero);
 			return EXT2_ET_SHORT_WRITE;
 		}
-		off += (uint64_t)r;
-		len -= (uint64_t)r;
+		off += v.iov_len;
+		len -= v.iov_len;
 	}
 	free(zero);
 	return 0;

@@ -16,7 +16,8 @@
  * descriptor and revoke blocks end in a jbd2_tail over the whole block
  * (tail zeroed); a commit block carries crc32c over the whole block (its
  * h_chksum zeroed) in h_chksum[0]; a tag carries crc32c(seed, be32
- * sequence, then the data block) (v3: 32 bits; v2: low 16 bits); the
+ * sequence, then the data block as written in the log, i.e. after
+ * JBD2_FLAG_ESCAPE zeroed its magic) (v3: 32 bits; v2: low 16 bits); the
  * superblock's s_checksum is crc32c(~0, superblock with s_checksum 0).
  * crc32c here is ext2fs_crc32c_le (the kernel's crc32c, no inversion).
  */
@@ -170,7 +171,11 @@ static inline uint32_t jbd2_sb_csum(const struct jbd2_superblock *sb)
 	return jbd2_crc(~0U, &c, sizeof(c));
 }
 
-/* Checksum of a tagged data block, as stored in a v3 tag (v2: low 16 bits). */
+/*
+ * Checksum of a tagged data block, as stored in a v3 tag (v2: low 16 bits):
+ * over the block as it is in the log (escaped), which is what recovery
+ * reads and checks before it puts the magic back.
+ */
 static inline uint32_t jbd2_block_csum(uint32_t seed, uint32_t sequence, const void *blk,
 				       size_t bsize)
 {

@@ -19,6 +19,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "wbcfs/devlog.h"
 #include "wbfs_i.h"
 
 struct cmdline {
@@ -234,6 +235,15 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 
 	if (!w)
 		return 1;
+	/* before wbfs_open: the first write (marking the filesystem in use) is logged too */
+	if (o->write_log[0]) {
+		ret = devlog_open(o->write_log);
+		if (ret) {
+			fprintf(stderr, "wbcfs: write_log: cannot create %s: %s\n", o->write_log,
+				strerror(-ret));
+			goto out_free;
+		}
+	}
 	ret = wbfs_open(w, c->dev, o);
 	if (ret)
 		goto out_free;
@@ -287,6 +297,7 @@ out_close:
 		fuse_session_destroy(se);
 	fuse_opt_free_args(&args);
 out_free:
+	devlog_close();		/* every thread that writes has stopped */
 	free(w);
 	return ret ? 1 : 0;
 }

@@ -293,6 +293,21 @@ static int set_ctl_name(struct wbcfs_options *o, const char *val, char *err, siz
 	return 0;
 }
 
+/* write_log=FILE: any path; relative to the directory wbcfs was started in. */
+static int set_write_log(struct wbcfs_options *o, const char *val, char *err, size_t errlen)
+{
+	if (!val || !*val) {
+		snprintf(err, errlen, "write_log: needs a file name");
+		return -EINVAL;
+	}
+	if (strlen(val) >= sizeof(o->write_log)) {
+		snprintf(err, errlen, "write_log: longer than %zu bytes", sizeof(o->write_log) - 1);
+		return -EINVAL;
+	}
+	strcpy(o->write_log, val);
+	return 0;
+}
+
 /*
  * zones=N: N equal zones (1-64). zones=SIZE:SIZE:...: one zone per size,
  * lowest first, each at least 1 MiB and a multiple of 4 KiB; the sizes must
@@ -436,6 +451,8 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 	}
 	if (!strcmp(opt, "ctl_name"))
 		return set_ctl_name(o, val, err, errlen);
+	if (!strcmp(opt, "write_log"))
+		return set_write_log(o, val, err, errlen);
 	if (!strcmp(opt, "throttle")) {
 		enum throttle_mode m;
 
@@ -548,6 +565,7 @@ void options_usage(FILE *out)
 		"  fsck                           run e2fsck -p before mounting\n"
 		"  allow_other                    let other users access the mount\n"
 		"  fault_inject                   testing: per-file I/O errors (trusted.wbcfs.fault)\n"
+		"  write_log=FILE                 testing: record every device write and flush in FILE\n"
 		"  default_permissions            (always on) kernel permission checks\n"
 		"  fsname=NAME, subtype=NAME      FUSE names (fsname is the device for fuseblk)\n"
 		"  SIZE takes k, M, G, T suffixes (binary).\n");

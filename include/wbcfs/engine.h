@@ -40,6 +40,9 @@ struct io_req {
 	 */
 	int inject_err;
 	struct io_req *inject_next;	/* engine: on its injected-failure list */
+	/* write_log (devlog.h): the seq and the caller's callback */
+	uint64_t log_seq;
+	void (*log_done)(struct io_req *req, int res);
 };
 
 struct io_engine;

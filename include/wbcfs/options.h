@@ -9,6 +9,7 @@
 #ifndef WBCFS_OPTIONS_H
 #define WBCFS_OPTIONS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -52,6 +53,7 @@ struct wbcfs_options {
 	bool fsck;			/* run e2fsck -p before mounting */
 	bool allow_other;
 	bool fault_inject;		/* testing aid: per-file I/O error injection */
+	char write_log[PATH_MAX];	/* testing aid: record device writes here; "" = off */
 	bool debug;			/* -d */
 	bool foreground;		/* -f */
 	char fuse_opts[OPTIONS_FUSE_MAX];	/* comma list for libfuse */

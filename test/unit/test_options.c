@@ -50,6 +50,20 @@ START_TEST(defaults)
 	ck_assert(!o.ro && !o.fsck && !o.allow_other);
 	ck_assert_str_eq(o.fuse_opts, "");
 	ck_assert_str_eq(o.ctl_name, ".wbcfs");
+	ck_assert_str_eq(o.write_log, "");
+}
+END_TEST
+
+START_TEST(write_log)
+{
+	ck_assert_int_eq(t_parse("write_log=/tmp/wl,io_engine=psync"), 0);
+	ck_assert_str_eq(o.write_log, "/tmp/wl");
+	ck_assert_int_eq(o.io_engine, IO_ENGINE_PSYNC);
+	ck_assert_str_eq(o.fuse_opts, "");
+	ck_assert_int_eq(t_parse("write_log=rel/wl"), 0);
+	ck_assert_str_eq(o.write_log, "rel/wl");
+	t_refused("write_log", "write_log: needs a file name");
+	t_refused("write_log=", "write_log: needs a file name");
 }
 END_TEST
 
@@ -287,6 +301,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, own_options);
 	tcase_add_test(tc, ratio_and_bytes_exclude);
 	tcase_add_test(tc, ctl_name);
+	tcase_add_test(tc, write_log);
 	tcase_add_test(tc, atime_words);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");

@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""crashwork: workloads for the crash-point harness (tools/wbcfs-crash),
+run on a wbcfs mount that records its device writes (-o write_log=LOG).
+
+Each workload writes the record the harness checks states against (JSON
+lines, format in tools/wbcfs-crash): for every fsync that returned, the
+file's sha256 and size and the write log's position at that moment; a
+"mod" before a recorded file changes; a "rename" before a rename of an
+fsync'ed temp file over an fsync'ed file, with both contents. A position
+is the log's size (fstat): the daemon appends records synchronously, so
+every record of an fsync that returned is inside it.
+
+  random      random namespace and data operations: create, write,
+              truncate, fallocate, punch, rename, link, unlink, mkdir,
+              rmdir, xattrs, fsync and fdatasync. Files under s/ are the
+              recorded ones (each change of one is a "mod"); d/ gets the
+              rest, unrecorded, and is where directories come and go.
+  durability  the durability writer of test_durability.py: files of the
+              sizes it uses, a third fsync'ed or fdatasync'ed (recorded),
+              some appended to afterwards.
+  dbench      dbench for a few seconds; nothing recorded (the harness then
+              checks consistency only).
+
+    crashwork.py WORKLOAD --mnt MNT --log LOG --record REC [--seed S] [--ops N]
+"""
+
+import argparse
+import errno
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_durability import SIZES, content  # noqa: E402
+
+FALLOC_FL_KEEP_SIZE = 1
+FALLOC_FL_PUNCH_HOLE = 2
+
+
+class Record:
+    """The workload's side of the oracle."""
+
+    def __init__(self, log, path):
+        self.log = log
+        self.f = open(path, "a")
+
+    def pos(self):
+        return os.stat(self.log).st_size
+
+    def _put(self, r):
+        self.f.write(json.dumps(r) + "\n")
+        self.f.flush()
+
+    def fsynced(self, rel, data, pos):
+        self._put({"t": "fsync", "path": rel, "sha": hashlib.sha256(data).hexdigest(),
+                   "size": len(data), "pos": pos})
+
+    def mod(self, rel):
+        self._put({"t": "mod", "path": rel, "pos": self.pos()})
+
+    def rename(self, rel, old, new):
+        self._put({"t": "rename", "path": rel, "old": hashlib.sha256(old).hexdigest(),
+                   "new": hashlib.sha256(new).hexdigest(), "pos": self.pos()})
+
+    def close(self):
+        self.f.close()
+
+
+def _fallocate(fd, mode, off, n):
+    """fallocate(2) through libc (os.posix_fallocate has no mode)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    if libc.fallocate(fd, mode, off, n) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+class Model:
+    """Contents of the recorded files as the workload left them."""
+
+    def __init__(self):
+        self.data = {}          # rel -> bytearray (s/ files)
+        self.synced = set()     # rel whose content was fsync'ed, unchanged since
+
+
+def random_ops(mnt, rec, seed, nops):
+    r = random.Random(seed)
+    m = Model()
+    for d in ("s", "d"):
+        os.makedirs(os.path.join(mnt, d), exist_ok=True)
+    dirs = ["d"]
+    others = []     # unrecorded files under d/
+    nxt = [0]
+
+    def name(prefix):
+        nxt[0] += 1
+        return "%s%d" % (prefix, nxt[0])
+
+    def full(rel):
+        return os.path.join(mnt, rel)
+
+    def sync_s(rel, data=False):
+        fd = os.open(full(rel), os.O_RDONLY)
+        try:
+            os.fdatasync(fd) if data else os.fsync(fd)
+        finally:
+            os.close(fd)
+        rec.fsynced(rel, bytes(m.data[rel]), rec.pos())
+        m.synced.add(rel)
+
+    def write_s(rel, off, buf):
+        rec.mod(rel)
+        m.synced.discard(rel)
+        fd = os.open(full(rel), os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, buf, off)
+        finally:
+            os.close(fd)
+        d = m.data.setdefault(rel, bytearray())
+        if len(d) < off:
+            d.extend(bytes(off - len(d)))
+        d[off:off + len(buf)] = buf
+
+    def op_create_s():
+        rel = "s/" + name("f")
+        size = r.choice((0, 1, 4095, 4096, 5000, 65536, 200000))
+        m.data[rel] = bytearray()
+        write_s(rel, 0, r.randbytes(size))
+        if r.random() < 0.8:
+            sync_s(rel, r.random() < 0.3)
+
+    def op_write_s():
+        if not m.data:
+            return op_create_s()
+        rel = r.choice(sorted(m.data))
+        size = len(m.data[rel])
+        off = r.randrange(0, size + 8192)
+        write_s(rel, off, r.randbytes(r.choice((1, 100, 4096, 10000, 70000))))
+        if r.random() < 0.6:
+            sync_s(rel)
+
+    def op_truncate_s():
+        if not m.data:
+            return
+        rel = r.choice(sorted(m.data))
+        n = r.randrange(0, len(m.data[rel]) + 10000)
+        rec.mod(rel)
+        m.synced.discard(rel)
+        os.truncate(full(rel), n)
+        d = m.data[rel]
+        if n < len(d):
+            del d[n:]
+        else:
+            d.extend(bytes(n - len(d)))
+        if r.random() < 0.6:
+            sync_s(rel)
+
+    def op_falloc_s():
+        if not m.data:
+            return
+        rel = r.choice(sorted(m.data))
+        d = m.data[rel]
+        off = r.randrange(0, len(d) + 1) & ~4095
+        n = r.choice((4096, 8192, 65536))
+        punch = r.random() < 0.5 and len(d) > 0
+        rec.mod(rel)
+        m.synced.discard(rel)
+        fd = os.open(full(rel), os.O_WRONLY)
+        try:
+            if punch:
+                _fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, n)
+                end = min(off + n, len(d))
+                if end > off:
+                    d[off:end] = bytes(end - off)
+            else:
+                _fallocate(fd, FALLOC_FL_KEEP_SIZE if r.random() < 0.5 else 0, off, n)
+                if os.fstat(fd).st_size > len(d):
+                    d.extend(bytes(os.fstat(fd).st_size - len(d)))
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.ENOSPC):
+                raise
+        finally:
+            os.close(fd)
+        if r.random() < 0.6:
+            sync_s(rel)
+
+    def op_rename_over():
+        cands = sorted(m.synced & set(m.data))
+        if not cands:
+            return op_create_s()
+        dst = r.choice(cands)
+        tmp = "s/" + name(".tmp")
+        new = r.randbytes(r.choice((1, 4096, 9000, 100000)))
+        m.data[tmp] = bytearray()
+        write_s(tmp, 0, new)
+        sync_s(tmp)
+        old = bytes(m.data[dst])
+        rec.mod(tmp)
+        rec.rename(dst, old, new)
+        os.rename(full(tmp), full(dst))
+        del m.data[tmp]
+        m.synced.discard(tmp)
+        m.data[dst] = bytearray(new)
+        m.synced.discard(dst)
+        if r.random() < 0.3:
+            fd = os.open(full("s"), os.O_RDONLY | os.O_DIRECTORY)
+            os.fsync(fd)
+            os.close(fd)
+
+    def op_unlink_s():
+        if not m.data:
+            return
+        rel = r.choice(sorted(m.data))
+        rec.mod(rel)
+        os.unlink(full(rel))
+        del m.data[rel]
+        m.synced.discard(rel)
+
+    def op_xattr_s():
+        if not m.data:
+            return
+        rel = r.choice(sorted(m.data))
+        os.setxattr(full(rel), "user.k%d" % r.randrange(4), r.randbytes(r.randrange(1, 200)))
+
+    # unrecorded namespace churn under d/
+    def op_mkdir():
+        d = r.choice(dirs) + "/" + name("dir")
+        os.mkdir(full(d))
+        dirs.append(d)
+
+    def op_rmdir():
+        cand = [d for d in dirs if d != "d"]
+        if not cand:
+            return
+        d = r.choice(cand)
+        try:
+            os.rmdir(full(d))
+            dirs.remove(d)
+        except OSError as e:
+            if e.errno != errno.ENOTEMPTY:
+                raise
+
+    def op_create_d():
+        rel = r.choice(dirs) + "/" + name("o")
+        with open(full(rel), "wb") as f:
+            f.write(r.randbytes(r.choice((0, 10, 4096, 30000))))
+        others.append(rel)
+
+    def op_churn_d():
+        if not others:
+            return op_create_d()
+        rel = r.choice(others)
+        k = r.randrange(6)
+        try:
+            if k == 0:
+                dst = r.choice(dirs) + "/" + name("m")
+                os.rename(full(rel), full(dst))
+                others[others.index(rel)] = dst
+            elif k == 1:
+                dst = r.choice(dirs) + "/" + name("l")
+                os.link(full(rel), full(dst))
+                others.append(dst)
+            elif k == 2:
+                os.unlink(full(rel))
+                others.remove(rel)
+            elif k == 3:
+                os.truncate(full(rel), r.randrange(0, 50000))
+            elif k == 4:
+                os.setxattr(full(rel), "user.x", r.randbytes(r.randrange(1, 300)))
+            else:
+                fd = os.open(full(rel), os.O_WRONLY)
+                os.pwrite(fd, r.randbytes(5000), r.randrange(0, 40000))
+                if r.random() < 0.3:
+                    os.fsync(fd)
+                os.close(fd)
+        except FileNotFoundError:
+            # a directory of it went away: forget it
+            others.remove(rel)
+
+    ops = [(op_create_s, 3), (op_write_s, 4), (op_truncate_s, 1), (op_falloc_s, 2),
+           (op_rename_over, 3), (op_unlink_s, 1), (op_xattr_s, 1), (op_mkdir, 1),
+           (op_rmdir, 1), (op_create_d, 2), (op_churn_d, 3)]
+    fns = [f for f, w in ops for _ in range(w)]
+    for _ in range(nops):
+        r.choice(fns)()
+    return len(m.data)
+
+
+def durability(mnt, rec, seed, nfiles):
+    """test_durability.py's writer, keeping the log position of each promise."""
+    r = random.Random(seed)
+    top = "r%d" % seed
+    d = top
+    os.mkdir(os.path.join(mnt, d))
+    for i in range(nfiles):
+        if i % 7 == 0:
+            d = "%s/d%d" % (top, i)
+            os.mkdir(os.path.join(mnt, d))
+        rel = "%s/f%d" % (d, i)
+        size = r.choice(SIZES[:-2])     # up to 1 MiB: small images
+        mode = r.choice(("fsync", "fdatasync", "none", "none", "append"))
+        data = content(seed, rel, size + (65536 + 33 if mode == "append" else 0))
+        fd = os.open(os.path.join(mnt, rel), os.O_CREAT | os.O_WRONLY, 0o644)
+        off = 0
+        while off < size:
+            n = min(size - off, r.choice((1, 512, 4096, 65536, 262144 + 7)))
+            os.write(fd, data[off:off + n])
+            off += n
+        if mode in ("fsync", "append"):
+            os.fsync(fd)
+            rec.fsynced(rel, data[:size], rec.pos())
+        elif mode == "fdatasync":
+            os.fdatasync(fd)
+            rec.fsynced(rel, data[:size], rec.pos())
+        if mode == "append":
+            rec.mod(rel)
+            os.write(fd, data[size:])
+        os.close(fd)
+    return nfiles
+
+
+LOADFILES = ("/usr/share/dbench/client.txt", "/usr/share/dbench4/client.txt",
+             "/usr/local/share/client.txt")
+
+
+def dbench(mnt, seconds, clients=2):
+    """dbench on the mount; returns its exit code (None: not installed)."""
+    prog = shutil.which("dbench")
+    if prog is None:
+        return None
+    cmd = [prog, "-D", mnt, "-t", str(seconds)]
+    lf = next((p for p in LOADFILES if os.path.exists(p)), None)
+    if lf:
+        cmd += ["-c", lf]
+    cmd.append(str(clients))
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       stdin=subprocess.DEVNULL, timeout=seconds + 300)
+    return p.returncode
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("workload", choices=("random", "durability", "dbench"))
+    ap.add_argument("--mnt", required=True)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--record", required=True)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ops", type=int, default=200)
+    a = ap.parse_args()
+    rec = Record(a.log, a.record)
+    try:
+        if a.workload == "random":
+            random_ops(a.mnt, rec, a.seed, a.ops)
+        elif a.workload == "durability":
+            durability(a.mnt, rec, a.seed, a.ops)
+        else:
+            rc = dbench(a.mnt, a.ops)
+            if rc:
+                print("dbench: exit %s" % rc)
+                return 1
+    finally:
+        rec.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/wbcfs-crash's rules on synthetic write logs (no root, no mount).
+
+The states it builds between and at flushes: a write is certain only once
+its completion precedes the issue of a flush that completed; a write
+issued after a flush's issue, or a failed flush, leaves it possible only;
+each 4 KiB block of a write comes and goes on its own; a newer write of a
+block wins over an older one still in flight; prefixes and random subsets
+are what they say; the sample always holds the final state; a partial
+last record is ignored. And the workload record: what is expected at which
+crash point.
+
+    test/integration/test_crashtool.py
+"""
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import struct
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOL = os.environ.get("WBCFS_CRASH") or os.path.join(HERE, "..", "..", "tools",
+                                                      "wbcfs-crash")
+BS = 4096
+
+
+def load_tool():
+    loader = importlib.machinery.SourceFileLoader("wbcfs_crash", TOOL)
+    spec = importlib.util.spec_from_loader("wbcfs_crash", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+class LogWriter:
+    """Writes a version 1 write log (doc/write_log.md)."""
+
+    def __init__(self, path):
+        self.f = open(path, "wb")
+        self.f.write(struct.pack("<8sII", b"WBCFSWL1", 1, 40))
+        self.seq = 0
+
+    def rec(self, typ, seq, off=0, data=b"", length=None, res=0):
+        n = len(data) if length is None else length
+        self.f.write(struct.pack("<IIQQQq", typ, 0, seq, off, n, res) + data)
+
+    def write(self, off, data):
+        self.seq += 1
+        self.rec(1, self.seq, off, data)
+        return self.seq
+
+    def done(self, seq, res=None, flush=False):
+        self.rec(4 if flush else 2, seq, res=0 if res is None else res)
+
+    def flush(self):
+        self.seq += 1
+        self.rec(3, self.seq)
+        return self.seq
+
+    def pos(self):
+        self.f.flush()
+        return self.f.tell()
+
+    def close(self):
+        self.f.close()
+
+
+def blocks(path, n):
+    with open(path, "rb") as f:
+        d = f.read()
+    out = []
+    for i in range(n):
+        b = d[i * BS:(i + 1) * BS]
+        out.append("0" if b == bytes(BS) else chr(b[0]))
+    return "".join(out)
+
+
+def states_of(tool, tmp, base, log, seed=1, nrandom=8, nstates=0):
+    f, mm, events = tool.read_log(log)
+    chosen, total, final = tool.plan(events, nstates, seed, nrandom, False)
+    rp = tool.Replay(base, mm, events, os.path.join(tmp, "durable.img"))
+    got = []
+
+    def visit(c, cut, units):
+        out = os.path.join(tmp, "state.img")
+        rp.build(out, units)
+        got.append((c, cut, blocks(out, 4)))
+    tool.walk_states(rp, chosen, seed, visit)
+    rp.close()
+    mm.close()
+    f.close()
+    return got, total, final
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def t_certain_and_possible(tool, tmp, base):
+    log = os.path.join(tmp, "a.wlog")
+    w = LogWriter(log)
+    w1 = w.write(0, b"A" * (2 * BS))       # blocks 0, 1
+    w.done(w1, 2 * BS)
+    w6 = w.write(3 * BS, b"D" * BS)         # issued before the flush, done after
+    f2 = w.flush()                          # covers w1 only
+    w.done(w6, BS)
+    w3 = w.write(BS, b"B" * BS)             # issued after the flush's issue
+    w.done(f2, flush=True)
+    w.done(w3, BS)
+    f4 = w.flush()                          # covers w6 and w3
+    w.done(f4, flush=True)
+    w5 = w.write(2 * BS, b"C" * BS)         # never completes
+    w.close()
+    got, total, final = states_of(tool, tmp, base, log)
+    flush = {c[0]: img for c, cut, img in got if c[1] == "flush"}
+    check(flush == {1: "AA00", 2: "AB0D"}, "flush states %r" % flush)
+    pre = {(c[0], c[2]): img for c, cut, img in got if c[1] == "prefix"}
+    check(pre == {(0, 1): "AA00", (0, 2): "AA0D", (0, 3): "AB0D",
+                  (1, 1): "AA0D", (1, 2): "AB0D", (2, 1): "ABCD"},
+          "prefix states %r" % pre)
+    check(final == ("flush", 2), "final %r" % (final,))
+    # random subsets of epoch 0: every block old or new, nothing else
+    seen = set()
+    for c, cut, img in got:
+        if c[1] == "random" and c[0] == 0:
+            check(img[0] in "0A" and img[1] in "0AB" and img[2] == "0" and img[3] in "0D",
+                  "random state %r" % img)
+            seen.add(img)
+    check(len(seen) > 1, "random subsets all alike: %r" % seen)
+    # epoch 1: w1 certain, w6 and w3 may be missing
+    for c, cut, img in got:
+        if c[1] == "random" and c[0] == 1:
+            check(img[0] == "A" and img[1] in "AB" and img[3] in "0D",
+                  "random epoch 1 %r" % img)
+    check(w5 == 6, "seq numbering")
+
+
+def t_failed_flush_and_newer_wins(tool, tmp, base):
+    log = os.path.join(tmp, "b.wlog")
+    w = LogWriter(log)
+    old = w.write(0, b"O" * BS)             # in flight for ever
+    new = w.write(0, b"N" * BS)
+    w.done(new, BS)
+    f = w.flush()
+    w.done(f, res=-5, flush=True)           # failed: nothing certain
+    f2 = w.flush()
+    w.done(f2, flush=True)                  # now block 0 is certainly N
+    t = w.write(3 * BS, b"T" * BS)
+    w.done(t, BS)
+    w.close()
+    got, total, final = states_of(tool, tmp, base, log)
+    flush = {c[0]: img for c, cut, img in got if c[1] == "flush"}
+    check(flush == {1: "0000", 2: "N000"}, "flush states %r" % flush)
+    for c, cut, img in got:
+        if c[0] == 2:
+            # the older write still in flight never undoes the newer one
+            check(img[0] == "N", "state %r: %r" % (c, img))
+
+
+def t_sample_and_partial(tool, tmp, base):
+    log = os.path.join(tmp, "c.wlog")
+    w = LogWriter(log)
+    for i in range(30):
+        s = w.write((i % 4) * BS, bytes([65 + i % 26]) * BS)
+        w.done(s, BS)
+        if i % 3 == 2:
+            f = w.flush()
+            w.done(f, flush=True)
+    w.close()
+    with open(log, "ab") as f:
+        f.write(b"\x01\x00\x00")            # a daemon killed mid-append
+    f, mm, events = tool.read_log(log)
+    chosen, total, final = tool.plan(events, 7, 3, 2, False)
+    check(len(chosen) == 7, "sampled %d of %d" % (len(chosen), total))
+    check(("flush" in [c[1] for c in chosen]) and
+          (final[1], "flush", 0) in chosen, "final state not in the sample")
+    again, _, _ = tool.plan(events, 7, 3, 2, False)
+    check(again == chosen, "same seed, other sample")
+    mm.close()
+    f.close()
+
+
+def t_oracle(tool, tmp):
+    rec = os.path.join(tmp, "r.rec")
+    with open(rec, "w") as f:
+        for r in ({"t": "fsync", "path": "a", "sha": "1", "size": 1, "pos": 100},
+                  {"t": "mod", "path": "a", "pos": 200},
+                  {"t": "fsync", "path": "a", "sha": "2", "size": 1, "pos": 300},
+                  {"t": "fsync", "path": "b", "sha": "3", "size": 1, "pos": 150},
+                  {"t": "rename", "path": "b", "old": "3", "new": "4", "pos": 250}):
+            f.write(json.dumps(r) + "\n")
+    o = tool.Oracle(rec)
+
+    def at(cut):
+        return sorted((p, e[0], e[1]) for p, e in o.expected(cut))
+    check(at(50) == [], "before any fsync: %r" % at(50))
+    check(at(100) == [("a", "exact", "1")], "at 100: %r" % at(100))
+    check(at(200) == [("a", "exact", "1"), ("b", "exact", "3")], "at 200: %r" % at(200))
+    check(at(260) == [("b", "oneof", "3")], "at 260: %r" % at(260))
+    check(at(10 ** 9) == [("a", "exact", "2"), ("b", "oneof", "3")], "at the end")
+
+
+def main():
+    tool = load_tool()
+    tmp = tempfile.mkdtemp(prefix="wbt-crashtool-")
+    try:
+        base = os.path.join(tmp, "base.img")
+        with open(base, "wb") as f:
+            f.write(bytes(4 * BS))
+        for t in (t_certain_and_possible, t_failed_flush_and_newer_wins,
+                  t_sample_and_partial):
+            t(tool, tmp, base)
+            print("ok %s" % t.__name__, flush=True)
+        t_oracle(tool, tmp)
+        print("ok t_oracle", flush=True)
+    except AssertionError as e:
+        print("FAIL crashtool: %s" % e, flush=True)
+        return 1
+    finally:
+        for n in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, n))
+        os.rmdir(tmp)
+    print("PASS crashtool", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
