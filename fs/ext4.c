@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jrecover.h"
 #include "wbfs_i.h"
 
 #define SB_OFFSET 1024
@@ -480,6 +481,7 @@ static int sb_check(struct wbfs *w, const char *dev, bool ro, bool fsck_done)
 		goto out;
 	}
 	if (sb->s_feature_incompat & EXT3_FEATURE_INCOMPAT_RECOVER) {
+		/* jrec_recover() cleared it, or refused: never reached in practice */
 		wbfs_err(dev, "filesystem needs journal recovery; run e2fsck first (or mount with -o fsck)");
 		goto out;
 	}
@@ -1472,7 +1474,10 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 		ret = dev_open(w, dev, w->ro);
 	if (ret)
 		return ret;
-	ret = sb_check(w, dev, w->ro, o->fsck);
+	/* the journal goes home before anything below reads metadata */
+	ret = jrec_recover(dev, w->dev_fd, w->ro);
+	if (!ret)
+		ret = sb_check(w, dev, w->ro, o->fsck);
 	if (!ret)
 		ret = cache_and_bdi(w, dev);
 	if (ret)
