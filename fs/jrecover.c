@@ -915,7 +915,7 @@ static int recover_journal(const char *dev, int fd, struct ext2_super_block *sb)
 	fprintf(stderr, "wbcfs: %s: journal recovered: %u transactions, %llu blocks replayed, %llu revoked\n",
 		dev, st.transactions, (unsigned long long)st.replayed,
 		(unsigned long long)st.revoked);
-	return 0;
+	return 1;
 }
 
 int jrec_recover(const char *dev, int fd, bool ro)

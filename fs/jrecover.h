@@ -42,7 +42,8 @@ struct jrec_stats {
  * Does nothing when the superblock lacks needs_recovery. Otherwise
  * replays the log, empties it (s_start = 0), clears needs_recovery and
  * flushes, printing one line to stderr. Every refusal prints one line.
- * Returns 0, -EUCLEAN (corrupt or unsupported journal: run e2fsck),
+ * Returns 0 (no recovery needed), 1 (recovered), -EUCLEAN (corrupt or
+ * unsupported journal: run e2fsck),
  * -EROFS (the device cannot be written), -ENOMEM or -EIO.
  */
 int jrec_recover(const char *dev, int fd, bool ro);
