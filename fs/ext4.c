@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jrecover.h"
 #include "wbfs_i.h"
 
 #define SB_OFFSET 1024
@@ -480,6 +481,7 @@ static int sb_check(struct wbfs *w, const char *dev, bool ro, bool fsck_done)
 		goto out;
 	}
 	if (sb->s_feature_incompat & EXT3_FEATURE_INCOMPAT_RECOVER) {
+		/* jrec_recover() cleared it, or refused: never reached in practice */
 		wbfs_err(dev, "filesystem needs journal recovery; run e2fsck first (or mount with -o fsck)");
 		goto out;
 	}
@@ -1392,6 +1394,30 @@ static int check_desc(struct wbfs *w, const char *dev)
 	return -EUCLEAN;
 }
 
+/*
+ * The superblock's free counts after a journal replay are those of the
+ * last superblock the log held: ext4 keeps them only loosely (the kernel
+ * recounts them from the group descriptors at every mount). The
+ * descriptors were journaled with every allocation: recount from them.
+ */
+static void sb_recount_free(struct wbfs *w)
+{
+	ext2_filsys fs = w->fs;
+	uint64_t blocks = 0, inodes = 0;
+	dgrp_t g;
+
+	for (g = 0; g < fs->group_desc_count; g++) {
+		blocks += ext2fs_bg_free_blocks_count(fs, g);
+		inodes += ext2fs_bg_free_inodes_count(fs, g);
+	}
+	if (blocks == ext2fs_free_blocks_count(fs->super) && inodes == fs->super->s_free_inodes_count)
+		return;
+	ext2fs_free_blocks_count_set(fs->super, blocks);
+	fs->super->s_free_inodes_count = (uint32_t)inodes;
+	if (!w->ro)
+		ext2fs_mark_super_dirty(fs);
+}
+
 /* libext2fs over the cache: open, check features, read the bitmaps. */
 static int fs_load(struct wbfs *w, const char *dev)
 {
@@ -1414,6 +1440,8 @@ static int fs_load(struct wbfs *w, const char *dev)
 		ret = check_journal(w, dev);
 	if (ret)
 		goto out_fs;
+	if (w->recovered)
+		sb_recount_free(w);
 	err = ext2fs_read_bitmaps(w->fs);
 	if (err) {
 		wbfs_err(dev, "cannot read the bitmaps: %s", error_message(err));
@@ -1484,7 +1512,11 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 		ret = dev_open(w, dev, w->ro);
 	if (ret)
 		return ret;
-	ret = sb_check(w, dev, w->ro, o->fsck);
+	/* the journal goes home before anything below reads metadata */
+	ret = jrec_recover(dev, w->dev_fd, w->ro);
+	w->recovered = ret > 0;
+	if (ret >= 0)
+		ret = sb_check(w, dev, w->ro, o->fsck);
 	if (!ret)
 		ret = cache_and_bdi(w, dev);
 	if (ret)

@@ -131,6 +131,7 @@ struct wbfs {
 	uint64_t dev_bytes;
 	struct wbcfs_options opts;
 	bool ro;
+	bool recovered;				/* constant: the journal was replayed at mount */
 
 	struct mapping meta_map;	/* the device's own pages: index == block */
 	struct wb_inode meta_wb;

@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Journal recovery at mount, against the kernel's ext4 and e2fsck.
+
+  kernel log     the kernel's ext4 (commit=60, so that only the syncfs
+                 below commits) creates, writes (some with fsync), makes
+                 directories, renames, unlinks, hard-links and sets xattrs;
+                 a directory is deleted a transaction after its creation
+                 (revoke records), a deleted file is held open (the orphan
+                 list); syncfs commits it all to the journal without
+                 checkpointing; the device is copied (O_DIRECT) while still
+                 mounted: an image whose metadata is in the log only.
+                 wbcfs mounts the copy: one line says the journal was
+                 recovered with revoked blocks skipped, the orphan is
+                 freed, the tree is the kernel's (names, sizes, modes,
+                 contents, xattrs), and after unmount e2fsck -fn is clean
+                 and the kernel's ext4 sees the same tree. A second copy
+                 replayed by e2fsck -fy gives the same tree and the same
+                 free counts (the log's superblock had stale ones).
+  read-only      -o ro on that copy still replays (the device can be
+                 written), as the kernel does; on a read-only loop device
+                 the mount is refused with one line, the device unchanged.
+  refused        a corrupt journal superblock (bad magic; bad checksum), an
+                 external journal, fast commits waiting in the log (the
+                 kernel's, with -O fast_commit): one line naming e2fsck, a
+                 non-zero exit, not a byte of the device written; e2fsck -fy
+                 then repairs the fast-commit image.
+
+    WBCFS_BIN=build/wbcfs test/integration/test_jrecover.py
+"""
+
+import os
+import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from wbtest import (MIB, Mount, TSkip, t_check, t_compare, t_is_kernel, t_log,  # noqa: E402
+                    t_main, t_manifest, t_run, t_sha256_file, t_step)
+
+BS = 4096
+SB = 1024
+# what a replay must carry over (times are the kernel's, also replayed)
+KEYS = ["type", "mode", "uid", "gid", "size", "nlink", "target", "xattrs",
+        "sha256", "mtime_ns", "links"]
+
+
+def _crc32c_table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t.append(c)
+    return t
+
+
+_CRC_T = _crc32c_table()
+
+
+def crc32c(crc, data):
+    """The kernel's crc32c (no final inversion), as ext4 uses it."""
+    for b in data:
+        crc = _CRC_T[(crc ^ b) & 0xff] ^ (crc >> 8)
+    return crc
+
+
+def workload(mnt):
+    """Every kind of metadata change, some files fsync'ed; a directory
+    logged in one transaction and deleted in the next (its blocks are
+    revoked); a file unlinked but still open (on the orphan list).
+    Returns the descriptors to close once the device is copied."""
+    gone = os.path.join(mnt, "gone")
+    os.mkdir(gone)
+    for i in range(300):
+        with open(os.path.join(gone, "entry-with-a-longish-name-%04d" % i), "wb") as f:
+            f.write(b"g" * 10)
+    t_run(["sync", "-f", mnt])
+    for n in os.listdir(gone):
+        os.unlink(os.path.join(gone, n))
+    os.rmdir(gone)
+    t_run(["sync", "-f", mnt])
+    orphan = os.path.join(mnt, "orphan")
+    fd = os.open(orphan, os.O_CREAT | os.O_RDWR, 0o644)
+    os.write(fd, os.urandom(200000))
+    os.unlink(orphan)
+    d = os.path.join(mnt, "dir")
+    os.mkdir(d)
+    os.mkdir(os.path.join(d, "sub"))
+    for i in range(40):
+        with open(os.path.join(d, "f%02d" % i), "wb") as f:
+            f.write(os.urandom(100 + i * 997))
+            if i % 4 == 0:
+                f.flush()
+                os.fsync(f.fileno())
+    with open(os.path.join(mnt, "big"), "wb") as f:
+        f.write(os.urandom(3 * MIB + 123))
+        os.fsync(f.fileno())
+    os.rename(os.path.join(d, "f01"), os.path.join(d, "sub", "moved"))
+    os.unlink(os.path.join(d, "f02"))
+    os.link(os.path.join(d, "f03"), os.path.join(mnt, "hardlink"))
+    os.symlink("dir/f04", os.path.join(mnt, "symlink"))
+    os.setxattr(os.path.join(d, "f05"), "user.color", b"blue")
+    os.setxattr(os.path.join(d, "sub"), "user.big", b"x" * 300)
+    os.chmod(os.path.join(d, "f06"), 0o600)
+    os.truncate(os.path.join(d, "f07"), 10)
+    return [fd]
+
+
+def jsb_start(img):
+    p = t_run(["dumpe2fs", "-h", img], quiet=True)
+    feats = start = None
+    for line in p.stdout.splitlines():
+        if line.startswith("Filesystem features:"):
+            feats = line.split(":", 1)[1].split()
+        if line.startswith("Journal start:"):
+            start = int(line.split(":", 1)[1])
+    return feats, start
+
+
+def free_counts(img):
+    p = t_run(["dumpe2fs", "-h", img], quiet=True)
+    return [ln for ln in p.stdout.splitlines()
+            if ln.startswith("Free blocks:") or ln.startswith("Free inodes:")]
+
+
+def crashed_image(env, name, mkfs_opts=(), work=workload, sync=True):
+    """The kernel's ext4 with committed, not checkpointed, transactions,
+    copied while mounted. Returns (image path, manifest of the mount)."""
+    dev = env.new_fs(256 * MIB, list(mkfs_opts), name=name + "-live.img")
+    mnt = env.mkdir(name + "-kernel")
+    t_run(["mount", "-t", "ext4", "-o", "commit=60", dev, mnt])
+    m = Mount(mnt, dev, "kernel")
+    env.mounts.append(m)
+    fds = work(mnt) or []
+    if sync:
+        t_run(["sync", "-f", mnt])
+    man = t_manifest(mnt)
+    img = os.path.join(env.tmp, name + ".img")
+    # O_DIRECT: what is on the device, not the kernel's buffer cache
+    t_run(["dd", "if=" + dev, "of=" + img, "bs=1M", "iflag=direct", "status=none"])
+    for fd in fds:
+        os.close(fd)
+    env.umount(m)
+    env.detach(dev)
+    os.unlink(os.path.join(env.tmp, name + "-live.img"))
+    feats, start = jsb_start(img)
+    t_check("needs_recovery" in feats and start,
+            "the copy needs no recovery (features %s, journal start %s)" % (feats, start))
+    t_log("%s: needs_recovery, journal starts at block %d" % (name, start))
+    return img, man
+
+
+def copy(env, src, name):
+    dst = os.path.join(env.tmp, name)
+    t_run(["cp", "--sparse=always", src, dst])
+    return dst
+
+
+def kernel_tree(env, dev):
+    k = env.kernel_ro(dev)
+    try:
+        return t_manifest(k.mnt)
+    finally:
+        env.umount(k)
+
+
+def recovered_line(log, orphans=True):
+    lines = [ln for ln in log.splitlines() if "journal recovered:" in ln]
+    t_check(len(lines) == 1, "no single 'journal recovered' line:\n" + log)
+    t_check(" 0 transactions" not in lines[0], "nothing replayed: " + lines[0])
+    t_check(" 0 revoked" not in lines[0], "no revoked block skipped: " + lines[0])
+    t_check(not orphans or "1 orphan inode deleted" in log,
+            "the orphan was not deleted:\n" + log)
+    return lines[0]
+
+
+def case_kernel_log(env, img, man):
+    t_step("wbcfs replays the kernel's journal")
+    dev = env.loop(copy(env, img, "wb.img"))
+    m = env.mount(dev)
+    t_log(recovered_line(m.daemon_log()))
+    got = t_manifest(m.mnt, exclude=(".wbcfs",))
+    t_compare(man, got, "kernel", "wbcfs", keys=KEYS)
+    env.umount(m)
+    feats, start = jsb_start(dev)
+    t_check("needs_recovery" not in feats and start == 0,
+            "after recovery: features %s, journal start %s" % (feats, start))
+    env.fsck(dev)
+    t_compare(man, kernel_tree(env, dev), "kernel", "kernel-after-wbcfs", keys=KEYS)
+
+    t_step("e2fsck -fy replays a second copy to the same tree")
+    dev2 = env.loop(copy(env, img, "fsck.img"))
+    p = t_run(["e2fsck", "-fy", dev2], check=False)
+    t_check(p.returncode in (0, 1), "e2fsck -fy: exit %d\n%s" % (p.returncode, p.stdout))
+    env.fsck(dev2)
+    t_compare(kernel_tree(env, dev), kernel_tree(env, dev2), "wbcfs-replay", "e2fsck-replay",
+              keys=KEYS)
+    # the superblock's free counts were the log's stale ones: recounted
+    t_check(free_counts(dev) == free_counts(dev2),
+            "free blocks/inodes after wbcfs %s, after e2fsck %s"
+            % (free_counts(dev), free_counts(dev2)))
+    env.detach(dev2)
+    env.detach(dev)
+
+
+def case_read_only(env, img, man):
+    t_step("-o ro replays when the device can be written")
+    dev = env.loop(copy(env, img, "ro.img"))
+    m = env.mount(dev, opts=["ro"])
+    t_log(recovered_line(m.daemon_log(), orphans=False))   # read-only: left listed
+    t_compare(man, t_manifest(m.mnt, exclude=(".wbcfs",)), "kernel", "wbcfs-ro", keys=KEYS)
+    env.umount(m)
+    feats, start = jsb_start(dev)
+    t_check("needs_recovery" not in feats and start == 0,
+            "after an ro recovery: features %s, journal start %s" % (feats, start))
+    env.detach(dev)
+
+    t_step("-o ro on a read-only device is refused")
+    path = copy(env, img, "rodev.img")
+    before = t_sha256_file(path)
+    p = t_run(["losetup", "--find", "--show", "--read-only", path])
+    rdev = p.stdout.strip().splitlines()[-1]
+    env.loops.append(rdev)
+    refused(env, rdev, "cannot be written", opts=["ro"])
+    env.detach(rdev)
+    t_check(t_sha256_file(path) == before, "the read-only device changed")
+
+
+def refused(env, dev, want, opts=()):
+    rc, out = env.mount(dev, opts=opts, expect_fail=True)
+    t_check(rc != 0, "wbcfs exited 0")
+    lines = [ln for ln in out.splitlines() if ln.startswith("wbcfs:")]
+    t_check(len(lines) == 1 and want in lines[0] and "e2fsck" in lines[0],
+            "want one line with %r and e2fsck, got:\n%s" % (want, out))
+    t_log("refused: " + lines[0])
+
+
+def refused_image(env, path, want):
+    before = t_sha256_file(path)
+    dev = env.loop(path)
+    refused(env, dev, want)
+    env.detach(dev)
+    t_check(t_sha256_file(path) == before, "a refused mount wrote to %s" % path)
+
+
+def patch(path, off, data):
+    with open(path, "r+b") as f:
+        f.seek(off)
+        f.write(data)
+
+
+def read(path, off, n):
+    with open(path, "rb") as f:
+        f.seek(off)
+        return f.read(n)
+
+
+def journal_block0(path):
+    p = t_run(["debugfs", "-R", "bmap <8> 0", path], quiet=True)
+    return int(p.stdout.split()[-1])
+
+
+def ext4_sb_csum(path):
+    sb = bytearray(read(path, SB, 1024))
+    struct.pack_into("<I", sb, 0x3FC, crc32c(0xFFFFFFFF, bytes(sb[:0x3FC])))
+    patch(path, SB, bytes(sb))
+
+
+def case_refused(env, img):
+    t_step("a journal superblock with a bad magic is refused")
+    path = copy(env, img, "badmagic.img")
+    jsb = journal_block0(path) * BS
+    patch(path, jsb, b"\0\0\0\0")
+    refused_image(env, path, "journal superblock")
+
+    t_step("a journal superblock with a bad checksum is refused")
+    path = copy(env, img, "badcsum.img")
+    jsb = journal_block0(path) * BS
+    patch(path, jsb + 0x200, bytes([read(path, jsb + 0x200, 1)[0] ^ 0xff]))
+    refused_image(env, path, "checksum")
+
+    t_step("an external journal is refused")
+    path = copy(env, img, "extjournal.img")
+    patch(path, SB + 0xD0, bytes(range(1, 17)))    # s_journal_uuid
+    patch(path, SB + 0xE0, struct.pack("<I", 0))  # s_journal_inum
+    ext4_sb_csum(path)
+    refused_image(env, path, "external journal")
+
+
+def case_fast_commit(env):
+    t_step("fast commits pending in the kernel's journal are refused")
+    img, man = crashed_image(env, "fc", ["-O", "fast_commit"], work=fc_work, sync=False)
+    refused_image(env, img, "fast commits")
+    t_step("e2fsck -fy replays them")
+    dev = env.loop(img)
+    p = t_run(["e2fsck", "-fy", dev], check=False)
+    t_check(p.returncode in (0, 1), "e2fsck -fy: exit %d\n%s" % (p.returncode, p.stdout))
+    # directory mtimes are not in a fast commit: e2fsck sets its own
+    t_compare(man, kernel_tree(env, dev), "kernel", "e2fsck-replay",
+              keys=[k for k in KEYS if k != "mtime_ns"])
+    env.detach(dev)
+
+
+def fc_work(mnt):
+    os.mkdir(os.path.join(mnt, "d"))
+    t_run(["sync", "-f", mnt])      # a full commit: the log is not empty
+    for name in ("d/x", "y"):
+        with open(os.path.join(mnt, name), "wb") as f:
+            f.write(b"fast" * 1500)
+            os.fsync(f.fileno())    # a fast commit, not a full one
+
+
+def body(env):
+    if t_is_kernel():
+        raise TSkip("wbcfs's own recovery: nothing to run against the kernel")
+    img, man = crashed_image(env, "crash")
+    case_kernel_log(env, img, man)
+    case_read_only(env, img, man)
+    case_refused(env, img)
+    case_fast_commit(env)
+
+
+if __name__ == "__main__":
+    t_main("jrecover", body, deadline_s=600)
