@@ -1039,6 +1039,7 @@ struct map_ctx {
 	long allocated;		/* data blocks allocated */
 	long delalloc_done;	/* reservations converted */
 	bool ec_dirty;		/* unwritten extents converted: reload map */
+	bool size_grown;	/* i_size extended over the pages mapped */
 };
 
 static int map_set(struct map_ctx *c, uint64_t lblk, uint64_t pblk)
@@ -1201,7 +1202,7 @@ static int map_close(struct map_ctx *c, int ret)
 
 	if (c->h)
 		ext2fs_extent_free(c->h);
-	if (c->allocated) {
+	if (c->allocated || c->size_grown) {
 		ext2fs_iblk_add_blocks(w->fs, (struct ext2_inode *)&c->in, (blk64_t)c->allocated);
 		r = wbfs_write_inode(w, c->wi->ino, &c->in);
 		if (r && !ret)
@@ -1211,6 +1212,30 @@ static int map_close(struct map_ctx *c, int ret)
 		ec_invalidate(c->wi);
 	wbfs_unreserve_pages(w, c->wi, c->delalloc_done);
 	return ret;
+}
+
+/*
+ * The on-disk i_size covers the pages about to be written, in the same
+ * change as their blocks, as ext4 updates i_disksize at writeback: a
+ * commit (or a crash) never shows written blocks past i_size. Ordered
+ * data makes the pages reach the device before that change commits.
+ */
+static void map_grow_size(struct map_ctx *c, const uint64_t *index, const uint64_t *pblk,
+			  unsigned n, uint64_t size)
+{
+	uint64_t end;
+
+	while (n && pblk[n - 1] == BDI_PBLK_SKIP)
+		n--;
+	if (!n)
+		return;
+	end = (index[n - 1] + 1) << PAGE_SHIFT;
+	if (end > size)
+		end = size;
+	if (end > EXT2_I_SIZE(&c->in)) {
+		ext2fs_inode_size_set(c->w->fs, (struct ext2_inode *)&c->in, end);
+		c->size_grown = true;
+	}
 }
 
 /* Look up index @i of the batch; returns the count of unmapped pages from it. */
@@ -1260,6 +1285,8 @@ static int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *in
 		ret = map_alloc_run(&c, index[i], k, &pblk[i]);
 		i += k;
 	}
+	if (!ret)
+		map_grow_size(&c, index, pblk, n, size);
 	ret = map_close(&c, ret);
 	wbfs_unlock(c.w);
 	return ret;
