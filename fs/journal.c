@@ -40,6 +40,7 @@
 
 #include "wbfs_i.h"
 #include "jbd2.h"
+#include "jrecover.h"
 #include "jtab.h"
 #include "wbcfs/clock.h"
 #include "wbcfs/devlog.h"
@@ -932,25 +933,6 @@ static void *journal_thread(void *arg)
 
 /* ---- mount and unmount ------------------------------------------------ */
 
-/* Physical blocks of the journal inode's first @n blocks. Context: fs_lock. */
-static int journal_map(ext2_filsys fs, ext2_ino_t ino, uint32_t n, uint64_t *map)
-{
-	struct ext2_inode_large in;
-	uint32_t i;
-
-	if (ext2fs_read_inode_full(fs, ino, (struct ext2_inode *)&in, sizeof(in)))
-		return -EIO;
-	for (i = 0; i < n; i++) {
-		blk64_t p = 0;
-
-		if (ext2fs_bmap2(fs, ino, (struct ext2_inode *)&in, NULL, 0, i, NULL, &p) || !p ||
-		    p >= ext2fs_blocks_count(fs->super))
-			return -EUCLEAN;
-		map[i] = p;
-	}
-	return 0;
-}
-
 /*
  * Load the journal of a read-write mount (after any recovery: the log
  * must be empty) and set up its features as the kernel's ext4 does: 64bit
@@ -987,11 +969,8 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 		goto fail;
 	}
 	maxlen = (uint32_t)(EXT2_I_SIZE(&in) / JBS);
-	j->map = calloc(maxlen ? maxlen : 1, sizeof(*j->map));
-	if (!j->map)
-		goto nomem;
 	if (maxlen < JBD2_MIN_LOG_BLOCKS ||
-	    journal_map(fs, fs->super->s_journal_inum, maxlen, j->map)) {
+	    jrec_journal_map(fs, fs->super->s_journal_inum, maxlen, &j->map)) {
 		fprintf(stderr, "wbcfs: %s: the journal inode maps its blocks badly; run e2fsck\n",
 			dev);
 		goto fail;
