@@ -117,10 +117,15 @@ def body(env):
             t_check(t_sha256_file(p) == before, "%s: -o ro mount modified the device" % feat)
         os.unlink(p)
 
-    t_step("a journal that needs recovery")
+    t_step("a journal that needs recovery but whose superblock is corrupt")
     j = image(env, "recover.img", [])
     t_run(["debugfs", "-w", "-R", "feature needs_recovery", j])
-    refused(env, j, j, [], "journal recovery", "needs_recovery")
+    out = t_run(["debugfs", "-R", "bmap <8> 0", j], quiet=True).stdout.split()
+    jblk = int(out[-1])
+    with open(j, "r+b") as f:       # the journal superblock's magic
+        f.seek(jblk * 4096)
+        f.write(b"\0\0\0\0")
+    refused(env, j, j, [], "corrupt journal superblock", "needs_recovery, bad journal")
 
     t_step("a device in use")
     ok = image(env, "ok.img", [])
