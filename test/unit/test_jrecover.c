@@ -722,7 +722,8 @@ START_TEST(fast_commit_pending_refused)
 		fc = blk_alloc(&e);
 		fc[0] = 0x09;		/* head tag, le16 */
 		fc[2] = 8;		/* length */
-		fc[8] = pending ? 21 : 19;	/* tid: the one after the log's last, or a stale one */
+		/* tid: the one after the log's last, or a stale one */
+		fc[8] = pending ? 21 : 19;
 		dev_write(&e, e.map[JLEN - e.nr_fc + 1], fc);
 		ck_assert_int_eq(replay(&e, &st), pending ? -EUCLEAN : 0);
 		if (pending)
