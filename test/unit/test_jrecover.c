@@ -801,6 +801,36 @@ START_TEST(v1_checksums)
 }
 END_TEST
 
+/*
+ * A crash after the blocks went home but before the log was emptied:
+ * the next mount replays the same log again, to the same bytes.
+ */
+START_TEST(replay_twice_same_result)
+{
+	struct enc e;
+	struct jrec_stats st;
+	uint8_t *a, *b, *c, *sb;
+
+	enc_init(&e, 4096, configs[_i], JLEN - 2, 40);
+	a = content(&e, 0xa0);
+	b = content(&e, 0xb0);
+	c = content(&e, 0xc0);
+	enc_txn(&e, &TXN(.n = 2, .blk = { 10, 11 }, .data = { a, b }));
+	enc_txn(&e, &TXN(.n = 1, .blk = { 10 }, .data = { c }, .nrv = 1, .rv = { 11 }));
+	sb = blk_alloc(&e);
+	dev_read(&e, e.map[0], sb);
+	ck_assert_int_eq(replay(&e, &st), 0);
+	dev_write(&e, e.map[0], sb);		/* the log was never emptied */
+	ck_assert_int_eq(replay(&e, &st), 0);
+	ck_assert_uint_eq(st.transactions, 2);
+	ck_assert(home_is(&e, 10, c));
+	ck_assert(home_zero(&e, 11));
+	check_jsb_empty(&e, 43);
+	free(a), free(b), free(c), free(sb);
+	enc_done(&e);
+}
+END_TEST
+
 static Suite *jrecover_suite(void)
 {
 	Suite *s = suite_create("jrecover");
@@ -812,6 +842,7 @@ static Suite *jrecover_suite(void)
 	tcase_add_loop_test(tc, escaped_block, 0, NR_CONFIGS);
 	tcase_add_loop_test(tc, high_block_numbers, 0, 2);
 	tcase_add_loop_test(tc, empty_log_untouched, 0, NR_CONFIGS);
+	tcase_add_loop_test(tc, replay_twice_same_result, 0, NR_CONFIGS);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("revoke");
 	tcase_add_loop_test(tc, revokes_across_transactions, 0, NR_CONFIGS);
