@@ -1410,7 +1410,8 @@ static void sb_recount_free(struct wbfs *w)
 		blocks += ext2fs_bg_free_blocks_count(fs, g);
 		inodes += ext2fs_bg_free_inodes_count(fs, g);
 	}
-	if (blocks == ext2fs_free_blocks_count(fs->super) && inodes == fs->super->s_free_inodes_count)
+	if (blocks == ext2fs_free_blocks_count(fs->super) &&
+	    inodes == fs->super->s_free_inodes_count)
 		return;
 	ext2fs_free_blocks_count_set(fs->super, blocks);
 	fs->super->s_free_inodes_count = (uint32_t)inodes;

@@ -244,7 +244,8 @@ static int sb_load(struct jrec *j)
 	int ret;
 
 	if (j->log->nr_blocks < 2)
-		return jrec_err(j->log->dev, "journal of %u blocks is too short", j->log->nr_blocks);
+		return jrec_err(j->log->dev, "journal of %u blocks is too short",
+				j->log->nr_blocks);
 	ret = log_read(j, 0, j->sb_blk);
 	if (ret)
 		return ret;
@@ -523,8 +524,9 @@ struct jrec_commit_view {
 /* v1: crc32_be of the descriptors and data blocks, or no checksum at all. */
 static bool commit_v1_ok(const struct jrec_commit_view *c, uint32_t sum)
 {
-	return (c->found == sum && c->type == JBD2_CRC32_CHKSUM && c->size == JBD2_CRC32_CHKSUM_SIZE) ||
-	       (c->type == 0 && c->size == 0 && c->found == 0);
+	if (c->type == 0 && c->size == 0 && c->found == 0)
+		return true;
+	return c->found == sum && c->type == JBD2_CRC32_CHKSUM && c->size == JBD2_CRC32_CHKSUM_SIZE;
 }
 
 /*
@@ -885,7 +887,8 @@ static int sb_clear_recover(const char *dev, int fd, uint32_t jerrno)
 		ret = devlog_flush(fd);
 out:
 	if (ret && ret != -EUCLEAN)
-		fprintf(stderr, "wbcfs: %s: cannot clear needs_recovery: %s\n", dev, strerror(-ret));
+		fprintf(stderr, "wbcfs: %s: cannot clear needs_recovery: %s\n", dev,
+			strerror(-ret));
 	free(buf);
 	return ret;
 }

@@ -2,11 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Mounting: --help/--version, bad options refused naming the option,
 `mount -t fuse.wbcfs`, an fstab line (mount -T), a second mount of the same
-device refused, the superblock not clean while mounted and clean after
-(valid with needs_recovery on a journaled filesystem), a journal needing
-recovery replayed,
--o ro, an image file as a plain fuse mount, and a filesystem that was not
-cleanly unmounted refused (message names e2fsck) unless -o fsck.
+device refused, the superblock not clean while mounted and clean after,
+-o ro, an image file as a plain fuse mount, a filesystem that was not
+cleanly unmounted refused (message names e2fsck) unless -o fsck, and one
+marked needs_recovery recovered at mount.
 
     WBCFS_BIN=build/wbcfs test/integration/test_mount.py
     test/integration/test_mount.py --kernel   # the parts that apply to ext4
@@ -286,27 +285,29 @@ def check_image(env):
 
 
 def check_not_clean(env, dev):
-    t_step("needs_recovery: wbcfs replays the journal (empty here) and mounts")
-    t_run(["debugfs", "-w", "-R", "feature needs_recovery", dev])
-    m = env.mount(dev)
-    write_some(m.mnt, "after-replay")
+    t_step("a filesystem not cleanly unmounted is refused unless -o fsck")
+    t_run(["debugfs", "-w", "-R", "ssv state 0", dev])
+    mnt = env.mkdir("unclean")
+    rc, out = env.mount_wbcfs(dev, mnt, ["allow_other"], expect_fail=True)
+    t_check(rc != 0, "state not clean: mount exited 0")
+    t_check("e2fsck" in out, "state not clean: refused (exit %d) but the message "
+            "does not mention e2fsck:\n%s" % (rc, out))
+    t_log("state not clean refused: %s" % out.strip().splitlines()[-1])
+    m = env.mount(dev, ["fsck"], mnt=mnt)
+    write_some(m.mnt, "after-fsck-state")
     man = t_manifest(m.mnt)
     env.umount(m)
     env.verify_after_umount(dev, man)
-    t_step("a filesystem not cleanly unmounted is refused unless -o fsck")
-    for how, cmd in (("state not clean", "ssv state 0"),):
-        t_run(["debugfs", "-w", "-R", cmd, dev])
-        mnt = env.mkdir("unclean")
-        rc, out = env.mount_wbcfs(dev, mnt, ["allow_other"], expect_fail=True)
-        t_check(rc != 0, "%s: mount exited 0" % how)
-        t_check("e2fsck" in out, "%s: refused (exit %d) but the message does "
-                "not mention e2fsck:\n%s" % (how, rc, out))
-        t_log("%s refused: %s" % (how, out.strip().splitlines()[-1]))
-        m = env.mount(dev, ["fsck"], mnt=mnt)
-        write_some(m.mnt, "after-fsck-" + how.split()[0])
-        man = t_manifest(m.mnt)
-        env.umount(m)
-        env.verify_after_umount(dev, man)
+
+    t_step("needs_recovery is recovered at mount (an empty log here)")
+    t_run(["debugfs", "-w", "-R", "feature needs_recovery", dev])
+    m = env.mount(dev, mnt=mnt)
+    t_check("journal recovered: 0 transactions" in m.daemon_log(),
+            "no recovery line:\n" + m.daemon_log())
+    write_some(m.mnt, "after-recovery")
+    man = t_manifest(m.mnt)
+    env.umount(m)
+    env.verify_after_umount(dev, man)
 
 
 def body(env):

@@ -5,7 +5,7 @@
  * (byte offsets and crc32c, not fs/jbd2.h's structs or helpers), and the
  * tests check the bytes that replay leaves at home and in the journal
  * superblock. Every behaviour runs for each tag format: 32- and 64-bit
- * block numbers, no checksums, checksums v2 and v3.
+ * block numbers, no checksums, checksums v2 and v3 (v1 has its own).
  */
 #include <check.h>
 #include "helpers.h"
@@ -44,6 +44,8 @@ struct enc {
 	int fd;
 	unsigned bs;
 	uint32_t incompat;
+	bool v1;		/* compat CHECKSUM: crc32_be of each transaction's blocks */
+	uint32_t v1sum;
 	uint32_t first, last;	/* the ring */
 	uint32_t start, seq0;	/* s_start, s_sequence */
 	uint32_t pos, tid;	/* next log block, next transaction */
@@ -139,6 +141,7 @@ static void write_jsb(struct enc *e, uint32_t start, uint32_t seq)
 	put32(sb + 20, e->first);
 	put32(sb + 24, seq);
 	put32(sb + 28, start);
+	put32(sb + 36, e->v1 ? 1 : 0);
 	put32(sb + 40, e->incompat);
 	memcpy(sb + 48, e->uuid, 16);
 	put32(sb + 64, 1);			/* s_nr_users */
@@ -248,7 +251,11 @@ static void put_descriptor(struct enc *e, const struct txn *t)
 	}
 	set_tail(e, d);
 	log_put(e, d);
+	if (e->v1)
+		e->v1sum = ext2fs_crc32_be(e->v1sum, d, e->bs);
 	for (i = 0; i < t->n; i++) {
+		if (e->v1)
+			e->v1sum = ext2fs_crc32_be(e->v1sum, logged[i], e->bs);
 		log_put(e, logged[i]);
 		free(logged[i]);
 	}
@@ -287,6 +294,11 @@ static void put_commit(struct enc *e, enum commit_kind kind)
 	put32(c + 4, 2);
 	put32(c + 8, e->tid);
 	memcpy(c + 48, &sec, 8);
+	if (e->v1) {
+		c[12] = 1;		/* crc32 */
+		c[13] = 4;
+		put32(c + 16, kind == C_BADCSUM ? e->v1sum ^ 1 : e->v1sum);
+	}
 	if (has_csum(e))
 		put32(c + 16, crc(seed(e), c, e->bs));
 	if (kind == C_BADCSUM || kind == C_STALE)
@@ -297,6 +309,7 @@ static void put_commit(struct enc *e, enum commit_kind kind)
 
 static void enc_txn(struct enc *e, const struct txn *t)
 {
+	e->v1sum = ~0U;
 	if (t->n)
 		put_descriptor(e, t);
 	if (t->nrv)
@@ -722,7 +735,8 @@ START_TEST(fast_commit_pending_refused)
 		fc = blk_alloc(&e);
 		fc[0] = 0x09;		/* head tag, le16 */
 		fc[2] = 8;		/* length */
-		fc[8] = pending ? 21 : 19;	/* tid: the one after the log's last, or a stale one */
+		/* tid: the one after the log's last, or a stale one */
+		fc[8] = pending ? 21 : 19;
 		dev_write(&e, e.map[JLEN - e.nr_fc + 1], fc);
 		ck_assert_int_eq(replay(&e, &st), pending ? -EUCLEAN : 0);
 		if (pending)
@@ -756,6 +770,67 @@ START_TEST(async_commit_torn)
 }
 END_TEST
 
+/*
+ * v1 checksums (crc32_be over descriptors and data, in the commit block):
+ * a mismatch ends the log; without async_commit the kernel fails.
+ */
+START_TEST(v1_checksums)
+{
+	struct enc e;
+	struct jrec_stats st;
+	bool async = _i;
+	uint8_t *a, *b, *c;
+
+	enc_init(&e, 4096, F_64BIT | (async ? F_ASYNC : 0), 1, 3);
+	e.v1 = true;
+	write_jsb(&e, 1, 3);
+	a = content(&e, 0xaa);
+	b = content(&e, 0xbb);
+	c = content(&e, 0xcc);
+	enc_txn(&e, &TXN(.n = 2, .blk = { 60, 61 }, .data = { a, b }));
+	enc_txn(&e, &TXN(.n = 1, .blk = { 62 }, .data = { b }));
+	enc_txn(&e, &TXN(.n = 2, .blk = { 60, 63 }, .data = { c, c }, .commit = C_BADCSUM));
+	ck_assert_int_eq(replay(&e, &st), async ? 0 : -EUCLEAN);
+	ck_assert_uint_eq(st.transactions, 2);
+	ck_assert(home_is(&e, 60, a));
+	ck_assert(home_is(&e, 61, b));
+	ck_assert(home_is(&e, 62, b));
+	ck_assert(home_zero(&e, 63));
+	free(a), free(b), free(c);
+	enc_done(&e);
+}
+END_TEST
+
+/*
+ * A crash after the blocks went home but before the log was emptied:
+ * the next mount replays the same log again, to the same bytes.
+ */
+START_TEST(replay_twice_same_result)
+{
+	struct enc e;
+	struct jrec_stats st;
+	uint8_t *a, *b, *c, *sb;
+
+	enc_init(&e, 4096, configs[_i], JLEN - 2, 40);
+	a = content(&e, 0xa0);
+	b = content(&e, 0xb0);
+	c = content(&e, 0xc0);
+	enc_txn(&e, &TXN(.n = 2, .blk = { 10, 11 }, .data = { a, b }));
+	enc_txn(&e, &TXN(.n = 1, .blk = { 10 }, .data = { c }, .nrv = 1, .rv = { 11 }));
+	sb = blk_alloc(&e);
+	dev_read(&e, e.map[0], sb);
+	ck_assert_int_eq(replay(&e, &st), 0);
+	dev_write(&e, e.map[0], sb);		/* the log was never emptied */
+	ck_assert_int_eq(replay(&e, &st), 0);
+	ck_assert_uint_eq(st.transactions, 2);
+	ck_assert(home_is(&e, 10, c));
+	ck_assert(home_zero(&e, 11));
+	check_jsb_empty(&e, 43);
+	free(a), free(b), free(c), free(sb);
+	enc_done(&e);
+}
+END_TEST
+
 static Suite *jrecover_suite(void)
 {
 	Suite *s = suite_create("jrecover");
@@ -767,6 +842,7 @@ static Suite *jrecover_suite(void)
 	tcase_add_loop_test(tc, escaped_block, 0, NR_CONFIGS);
 	tcase_add_loop_test(tc, high_block_numbers, 0, 2);
 	tcase_add_loop_test(tc, empty_log_untouched, 0, NR_CONFIGS);
+	tcase_add_loop_test(tc, replay_twice_same_result, 0, NR_CONFIGS);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("revoke");
 	tcase_add_loop_test(tc, revokes_across_transactions, 0, NR_CONFIGS);
@@ -777,6 +853,7 @@ static Suite *jrecover_suite(void)
 	tcase_add_loop_test(tc, stale_commit_ends_log, 0, NR_CONFIGS);
 	tcase_add_loop_test(tc, bad_data_checksum, 0, NR_CONFIGS);
 	tcase_add_test(tc, async_commit_torn);
+	tcase_add_loop_test(tc, v1_checksums, 0, 2);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("refuse");
 	tcase_add_loop_test(tc, block_outside_fs_refused, 0, NR_CONFIGS);
