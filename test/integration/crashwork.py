@@ -63,6 +63,11 @@ class Record:
     def mod(self, rel):
         self._put({"t": "mod", "path": rel, "pos": self.pos()})
 
+    def unlink(self, rel):
+        """rel, fsync'ed and unchanged since, is being unlinked: until
+        the unlink is durable it may come back, but only as it was."""
+        self._put({"t": "unlink", "path": rel, "pos": self.pos()})
+
     def rename(self, rel, old, new):
         self._put({"t": "rename", "path": rel, "old": hashlib.sha256(old).hexdigest(),
                    "new": hashlib.sha256(new).hexdigest(), "pos": self.pos()})
@@ -217,7 +222,10 @@ def random_ops(mnt, rec, seed, nops):
         if not m.data:
             return
         rel = r.choice(sorted(m.data))
-        rec.mod(rel)
+        if rel in m.synced:
+            rec.unlink(rel)
+        else:
+            rec.mod(rel)
         os.unlink(full(rel))
         del m.data[rel]
         m.synced.discard(rel)

@@ -204,6 +204,25 @@ def t_oracle(tool, tmp):
     check(at(260) == [("b", "oneof", "3")], "at 260: %r" % at(260))
     check(at(10 ** 9) == [("a", "exact", "2"), ("b", "oneof", "3")], "at the end")
 
+    # an unlinked fsync'ed file: gone, or as it was fsync'ed
+    with open(rec, "w") as f:
+        for r in ({"t": "fsync", "path": "c", "sha": "5", "size": 1, "pos": 100},
+                  {"t": "unlink", "path": "c", "pos": 200},
+                  {"t": "mod", "path": "d", "pos": 100},
+                  {"t": "unlink", "path": "d", "pos": 200}):
+            f.write(json.dumps(r) + "\n")
+    o = tool.Oracle(rec)
+    check(at(250) == [("c", "gone_or_exact", "5")], "after the unlink: %r" % at(250))
+    d = os.path.join(tmp, "tree")
+    os.mkdir(d)
+    exp = o.expected(250)
+    check(tool.check_expect(d, exp, "t") == [], "a gone file is fine")
+    with open(os.path.join(d, "c"), "wb") as f:
+        f.write(b"another file's data")
+    check(len(tool.check_expect(d, exp, "t")) == 1, "a file back with other data is caught")
+    os.unlink(os.path.join(d, "c"))
+    os.rmdir(d)
+
 
 def main():
     tool = load_tool()
