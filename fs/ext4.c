@@ -819,26 +819,35 @@ static void busy_add(struct wbfs *w, blk64_t blk, blk_t n)
 	w->nr_busy += n;
 }
 
+/* Call @fn on each run of set bits of @bm, then clear it. Context: fs_lock. */
+void wbfs_bitmap_drain(struct wbfs *w, ext2fs_block_bitmap bm,
+		       void (*fn)(struct wbfs *w, blk64_t blk, blk64_t n))
+{
+	blk64_t start = w->fs->super->s_first_data_block;
+	blk64_t end = ext2fs_blocks_count(w->fs->super) - 1, b, e;
+
+	while (start <= end && !ext2fs_find_first_set_block_bitmap2(bm, start, end, &b)) {
+		if (ext2fs_find_first_zero_block_bitmap2(bm, b, end, &e))
+			e = end + 1;
+		fn(w, b, e - b);
+		start = e;
+	}
+	ext2fs_clear_block_bitmap(bm);
+}
+
+/* Blocks [blk, blk+n) may be allocated again. */
+void wbfs_busy_unmark(struct wbfs *w, blk64_t blk, blk64_t n)
+{
+	ext2fs_unmark_block_bitmap_range2(w->fs->block_map, blk, (unsigned)n);
+}
+
 /* Busy blocks become free for allocation. Context: fs_lock. */
 void wbfs_release_busy_locked(struct wbfs *w)
 {
-	blk64_t start, end, b, e;
-
 	if (!w->fs)
 		return;
-	if (!w->nr_busy) {
-		wbfs_journal_release_busy(w);
-		return;
-	}
-	start = w->fs->super->s_first_data_block;
-	end = ext2fs_blocks_count(w->fs->super) - 1;
-	while (start <= end && !ext2fs_find_first_set_block_bitmap2(w->busy, start, end, &b)) {
-		if (ext2fs_find_first_zero_block_bitmap2(w->busy, b, end, &e))
-			e = end + 1;
-		ext2fs_unmark_block_bitmap_range2(w->fs->block_map, b, (unsigned)(e - b));
-		start = e;
-	}
-	ext2fs_clear_block_bitmap(w->busy);
+	if (w->nr_busy)
+		wbfs_bitmap_drain(w, w->busy, wbfs_busy_unmark);
 	w->nr_busy = 0;
 	wbfs_journal_release_busy(w);
 }

@@ -285,26 +285,30 @@ void wbfs_journal_note_freed(struct wbfs *w, uint64_t blk, uint64_t n)
 	note_freed_tab(w, j, &j->ctab, blk, n);
 }
 
+/* Freed by the transaction that committed, unless freed anew since (busy again). */
+static void unmark_unless_busy(struct wbfs *w, blk64_t blk, blk64_t n)
+{
+	for (; n; blk++, n--)
+		if (!ext2fs_test_block_bitmap2(w->busy, blk))
+			ext2fs_unmark_block_bitmap2(w->fs->block_map, blk);
+}
+
 /* Blocks freed by the transaction that just committed may be reused. Context: fs_lock. */
 static void release_busy_commit(struct wbfs *w, struct wjournal *j)
 {
-	blk64_t start, end, b, e;
+	if (j->busy_commit && w->fs)
+		wbfs_bitmap_drain(w, j->busy_commit, unmark_unless_busy);
+}
 
-	if (!j->busy_commit || !w->fs)
-		return;
-	start = w->fs->super->s_first_data_block;
-	end = ext2fs_blocks_count(w->fs->super) - 1;
-	while (start <= end &&
-	       !ext2fs_find_first_set_block_bitmap2(j->busy_commit, start, end, &b)) {
-		if (ext2fs_find_first_zero_block_bitmap2(j->busy_commit, b, end, &e))
-			e = end + 1;
-		/* busy again (freed anew since): leave it to its own commit */
-		for (; b < e; b++)
-			if (!ext2fs_test_block_bitmap2(w->busy, b))
-				ext2fs_unmark_block_bitmap2(w->fs->block_map, b);
-		start = e;
-	}
-	ext2fs_clear_block_bitmap(j->busy_commit);
+static void mark_busy_commit(struct wbfs *w, blk64_t blk, blk64_t n)
+{
+	ext2fs_mark_block_bitmap_range2(w->journal->busy_commit, blk, (unsigned)n);
+}
+
+static void mark_busy(struct wbfs *w, blk64_t blk, blk64_t n)
+{
+	ext2fs_mark_block_bitmap_range2(w->busy, blk, (unsigned)n);
+	w->nr_busy += n;
 }
 
 /*
@@ -313,42 +317,23 @@ static void release_busy_commit(struct wbfs *w, struct wjournal *j)
  */
 static void busy_to_commit(struct wbfs *w, struct wjournal *j)
 {
-	blk64_t start, end, b, e;
-
 	if (!w->nr_busy || !j->busy_commit)
 		return;
-	start = w->fs->super->s_first_data_block;
-	end = ext2fs_blocks_count(w->fs->super) - 1;
-	while (start <= end && !ext2fs_find_first_set_block_bitmap2(w->busy, start, end, &b)) {
-		if (ext2fs_find_first_zero_block_bitmap2(w->busy, b, end, &e))
-			e = end + 1;
-		ext2fs_mark_block_bitmap_range2(j->busy_commit, b, (unsigned)(e - b));
-		start = e;
-	}
-	ext2fs_clear_block_bitmap(w->busy);
+	wbfs_bitmap_drain(w, w->busy, mark_busy_commit);
 	w->nr_busy = 0;
 }
 
-/* wbfs_release_busy_locked: the committing transaction's too. */
+/*
+ * wbfs_release_busy_locked: the committing transaction's too. There is no
+ * room left otherwise: a crash before that commit may show new data in a
+ * file it deletes (the kernel's ext4 waits for the commit instead).
+ */
 void wbfs_journal_release_busy(struct wbfs *w)
 {
 	struct wjournal *j = w->journal;
 
-	if (j && j->busy_commit) {
-		/* no room left otherwise: a crash before the commit may show
-		 * new data in a file deleted by it (the kernel waits instead) */
-		blk64_t start = w->fs->super->s_first_data_block;
-		blk64_t end = ext2fs_blocks_count(w->fs->super) - 1, b, e;
-
-		while (start <= end &&
-		       !ext2fs_find_first_set_block_bitmap2(j->busy_commit, start, end, &b)) {
-			if (ext2fs_find_first_zero_block_bitmap2(j->busy_commit, b, end, &e))
-				e = end + 1;
-			ext2fs_unmark_block_bitmap_range2(w->fs->block_map, b, (unsigned)(e - b));
-			start = e;
-		}
-		ext2fs_clear_block_bitmap(j->busy_commit);
-	}
+	if (j && j->busy_commit)
+		wbfs_bitmap_drain(w, j->busy_commit, wbfs_busy_unmark);
 }
 
 /* ---- checkpoint ------------------------------------------------------- */
@@ -707,20 +692,8 @@ static void tx_undo(struct wbfs *w, struct wjournal *j, struct jtx *t)
 			jtab_put(&j->revoke, t->rev[i], 1);
 	jtab_clear(&j->ctab);
 	/* what it freed stays busy */
-	if (j->busy_commit) {
-		blk64_t start = w->fs->super->s_first_data_block;
-		blk64_t end = ext2fs_blocks_count(w->fs->super) - 1, b, e;
-
-		while (start <= end &&
-		       !ext2fs_find_first_set_block_bitmap2(j->busy_commit, start, end, &b)) {
-			if (ext2fs_find_first_zero_block_bitmap2(j->busy_commit, b, end, &e))
-				e = end + 1;
-			ext2fs_mark_block_bitmap_range2(w->busy, b, (unsigned)(e - b));
-			w->nr_busy += e - b;
-			start = e;
-		}
-		ext2fs_clear_block_bitmap(j->busy_commit);
-	}
+	if (j->busy_commit)
+		wbfs_bitmap_drain(w, j->busy_commit, mark_busy);
 }
 
 /* A failed journal write: nothing more is committed, nothing uncommitted reaches home. */

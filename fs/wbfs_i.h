@@ -194,6 +194,9 @@ bool wbfs_journal_on(const struct wbfs *w);
 bool wbfs_journal_aborted(const struct wbfs *w);
 int wbfs_journal_show(struct wbfs *w, char *buf, size_t len);
 int wbfs_sync_durable(struct wbfs *w);
+void wbfs_bitmap_drain(struct wbfs *w, ext2fs_block_bitmap bm,
+		       void (*fn)(struct wbfs *w, blk64_t blk, blk64_t n));
+void wbfs_busy_unmark(struct wbfs *w, blk64_t blk, blk64_t n);
 /* ioctl.c */
 void wbfs_trim_note_freed(struct wbfs *w, blk64_t blk, blk64_t num);
 
