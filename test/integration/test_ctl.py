@@ -478,10 +478,11 @@ def check_reclaim(env, dev):
     before = ctl.vmstat()
     data = os.urandom(MIB)
     path = os.path.join(m.mnt, "reclaim")
-    # Whether reclaim meets a page still dirty is timing: with psync the
-    # flusher can keep the inactive tail clean for a whole pass. Rewrite the
-    # file (up to 5 passes) until it has; every pass must scan and steal.
-    for rnd in range(5):
+    # Whether reclaim meets a page still dirty is timing: the flusher (it
+    # completes its writes before it idles) can keep the inactive tail
+    # clean for a whole pass. Rewrite the file (a pass takes about 0.1 s;
+    # up to 40 passes) until it has; every pass must scan and steal.
+    for rnd in range(40):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             for i in range(64):
