@@ -1373,7 +1373,8 @@ int winode_sync(struct wbfs *w, struct winode *wi, bool datasync)
 /*
  * Make every metadata change so far durable, and the data written so far:
  * with a journal, one commit (the running transaction's metadata, in the
- * log); without, every dirty metadata page home. Then the device cache.
+ * log); without, libext2fs's bitmaps and descriptors into the cache and
+ * every dirty metadata page home. Then the device cache.
  */
 int wbfs_sync_durable(struct wbfs *w)
 {
@@ -1386,7 +1387,14 @@ int wbfs_sync_durable(struct wbfs *w)
 			return ret;
 		return bdi_flush_device(w->bdi);
 	}
-	ret = bdi_sync_meta(w->bdi);
+	/* the bitmaps and descriptors too: what the file owns must be in use
+	 * on disk, or e2fsck finds its inode in a group's unused area */
+	wbfs_lock(w);
+	ret = w->fs ? -wbfs_errno(ext2fs_flush(w->fs)) : 0;
+	wbfs_unlock(w);
+	r = bdi_sync_meta(w->bdi);
+	if (!ret)
+		ret = r;
 	r = bdi_flush_device(w->bdi);
 	return ret ? ret : r;
 }
