@@ -802,7 +802,9 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 		goto out_mutex;
 	}
 	need = tx_blocks(j, j->nr_run, j->revoke.n);
-	if (j->head + need > j->last) {
+	/* a block stays free: a log filling the whole ring would run into
+	 * its own start, which replay must then tell from a newer block */
+	if (j->head + need >= j->last) {
 		/* a failure leaves the log as it was: tried again next time */
 		ret = checkpoint_locked(w, j);
 		if (ret) {
@@ -812,7 +814,7 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 			goto out_mutex;
 		}
 	}
-	if (j->first + need > j->last) {
+	if (j->first + need >= j->last) {
 		ret = commit_unjournaled(w, j);
 		wbfs_unlock(w);
 		goto out_mutex;

@@ -639,6 +639,11 @@ static int walk_pass(struct jrec *j, enum jrec_pass pass)
 	for (;;) {
 		if (pass != PASS_SCAN && !jbd2_tid_gt(j->end_tid, w.tid))
 			break;
+		/* a log that fills the whole ring ends there: the block after
+		 * it is the log's own start (the kernel reads it, finds an
+		 * older transaction and stops) */
+		if (w.walked >= j->last - j->first)
+			break;
 		ret = log_read(j, w.blk, j->blk);
 		if (!ret)
 			ret = walk_skip(j, &w, 1, false);
