@@ -109,8 +109,13 @@ static int meta_store(struct wbfs *w, struct page *p, size_t in, const void *b, 
 		wbfs_bitmap_written(w, p->index, scratch);
 		b = scratch;
 	}
-	if (page_test(p, PG_uptodate) && !memcmp((char *)page_address(p) + in, b, n))
+	if (page_test(p, PG_uptodate) && !memcmp((char *)page_address(p) + in, b, n)) {
+		/* not yet home, and its copy in the log may be revoked (freed
+		 * and allocated again since): the journal must have it */
+		if (page_test(p, PG_dirty))
+			wbfs_journal_note_same(w, p);
 		return 0;
+	}
 	memcpy((char *)page_address(p) + in, b, n);
 	page_set(p, PG_uptodate);
 	set_page_dirty(p);

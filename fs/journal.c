@@ -229,6 +229,24 @@ void wbfs_journal_note_write(struct wbfs *w, struct page *p)
 	}
 }
 
+/*
+ * The iomgr rewrote dirty page @p with the bytes it holds. Unless the log
+ * has its newest copy (this transaction, the one committing, or a
+ * committed one not checkpointed), it joins the transaction: a block
+ * freed, revoked and allocated again with the same contents would
+ * otherwise be in no transaction at all while its home copy is old.
+ * Context: fs_lock, @p locked.
+ */
+void wbfs_journal_note_same(struct wbfs *w, struct page *p)
+{
+	struct wjournal *j = w->journal;
+
+	if (!j || !j->on || page_test(p, PG_jdirty) || jtab_find(&j->logged, p->index) ||
+	    jtab_find(&j->ctab, p->index))
+		return;
+	wbfs_journal_note_write(w, p);
+}
+
 static void note_freed_one(struct wbfs *w, struct wjournal *j, uint64_t b)
 {
 	if (jtab_del(&j->runset, b)) {
