@@ -270,8 +270,10 @@ static errcode_t wio_zeroout(io_channel ch, unsigned long long block, unsigned l
 /* Blocks [blk, blk+count) now hold file data: forget any metadata copy. */
 void wbfs_iomgr_forget_range(struct wbfs *w, uint64_t blk, uint64_t count)
 {
-	if (count)
-		mapping_truncate(&w->meta_map, blk, blk + count - 1);
+	if (!count)
+		return;
+	mapping_truncate(&w->meta_map, blk, blk + count - 1);
+	wbfs_journal_note_reused(w, blk, count);
 }
 
 struct struct_io_manager wbfs_io_manager = {

@@ -22,7 +22,11 @@
  * transaction, from the log otherwise), flushes, and marks the log empty
  * in the journal superblock. A freed block that the log holds gets a
  * revoke record, so that a replay never writes old metadata over what the
- * block holds later (file data).
+ * block holds later (file data). Until that revoke has committed, the
+ * committed metadata still points at the block: a checkpoint in between
+ * writes its logged copy home, and only the revoke's commit drops it from
+ * the log's tables. The freed block's cached page is dropped at once: what
+ * the running transaction changed in it must not reach home.
  *
  * Commits: every commit=N seconds (journal thread), at fsync and syncfs,
  * when the running transaction grows past a quarter of the log, and at
@@ -77,7 +81,7 @@ struct wjournal {
 					 * committed copy (| ESC_BIT), since the
 					 * last checkpoint */
 	struct jtab ctab;		/* fs_lock: the same for the transaction
-					 * being committed (freed ones removed) */
+					 * being committed */
 	ext2fs_block_bitmap busy_commit;	/* fs_lock: blocks freed by the
 						 * committing transaction */
 
@@ -241,33 +245,40 @@ void wbfs_journal_note_same(struct wbfs *w, struct page *p)
 {
 	struct wjournal *j = w->journal;
 
-	if (!j || !j->on || page_test(p, PG_jdirty) || jtab_find(&j->logged, p->index) ||
-	    jtab_find(&j->ctab, p->index))
+	if (!j || !j->on || page_test(p, PG_jdirty))
+		return;
+	/* the log's copy is the newest, unless a pending revoke hides it */
+	if ((jtab_find(&j->logged, p->index) || jtab_find(&j->ctab, p->index)) &&
+	    !jtab_find(&j->revoke, p->index))
 		return;
 	wbfs_journal_note_write(w, p);
 }
 
+/*
+ * Block @b was freed by the running transaction. Its newest committed copy
+ * (in the log, or being committed) is still what the committed metadata
+ * points at, so it stays in logged/ctab: a checkpoint before the freeing
+ * transaction commits must write it home. A revoke keeps replay from
+ * writing it over the block's next owner; tx_done forgets the copy once
+ * the revoke has committed. The cached page goes now: what the running
+ * transaction changed in it must never reach home, and it is nobody's
+ * metadata any more.
+ */
 static void note_freed_one(struct wbfs *w, struct wjournal *j, uint64_t b)
 {
-	if (jtab_del(&j->runset, b)) {
-		/* changed in this transaction and freed: not worth logging */
-		struct page *p = mapping_get_page(&w->meta_map, b);
-
-		if (p) {
-			page_clear(p, PG_jdirty);
-			page_put(p);
-		}
-	}
-	/* a copy in the log, or on its way there: replay must skip it */
-	if (jtab_del(&j->logged, b) | jtab_del(&j->ctab, b)) {
-		if (!jtab_put(&j->revoke, b, 1))
-			atomic_fetch_add(&j->revokes, 1);
-	}
+	jtab_del(&j->runset, b);	/* tx_build skips the page once it is gone */
+	if ((jtab_find(&j->logged, b) || jtab_find(&j->ctab, b)) && !jtab_find(&j->revoke, b) &&
+	    !jtab_put(&j->revoke, b, 1))
+		atomic_fetch_add(&j->revokes, 1);
+	mapping_truncate(&w->meta_map, b, b);
 }
 
-/* Visit the blocks of @t inside [blk, blk+n): a table walk for large ranges. */
-static void note_freed_tab(struct wbfs *w, struct wjournal *j, struct jtab *t, uint64_t blk,
-			   uint64_t n)
+/*
+ * Call @fn for the blocks of @t inside [blk, blk+n): a table walk for
+ * large ranges. @fn may remove blocks from @t.
+ */
+static void visit_tab(struct wbfs *w, struct wjournal *j, struct jtab *t, uint64_t blk,
+		      uint64_t n, void (*fn)(struct wbfs *, struct wjournal *, uint64_t))
 {
 	uint64_t *hits;
 	size_t i, k = 0;
@@ -277,7 +288,7 @@ static void note_freed_tab(struct wbfs *w, struct wjournal *j, struct jtab *t, u
 	if (n <= t->n * 4) {
 		for (i = 0; i < n; i++)
 			if (jtab_find(t, blk + i))
-				note_freed_one(w, j, blk + i);
+				fn(w, j, blk + i);
 		return;
 	}
 	hits = malloc(t->n * sizeof(*hits));
@@ -287,7 +298,7 @@ static void note_freed_tab(struct wbfs *w, struct wjournal *j, struct jtab *t, u
 		if (t->key[i] != JTAB_EMPTY && t->key[i] >= blk && t->key[i] - blk < n)
 			hits[k++] = t->key[i];
 	for (i = 0; i < k; i++)
-		note_freed_one(w, j, hits[i]);
+		fn(w, j, hits[i]);
 	free(hits);
 }
 
@@ -298,9 +309,37 @@ void wbfs_journal_note_freed(struct wbfs *w, uint64_t blk, uint64_t n)
 
 	if (!j || !j->on)
 		return;
-	note_freed_tab(w, j, &j->runset, blk, n);
-	note_freed_tab(w, j, &j->logged, blk, n);
-	note_freed_tab(w, j, &j->ctab, blk, n);
+	visit_tab(w, j, &j->runset, blk, n, note_freed_one);
+	visit_tab(w, j, &j->logged, blk, n, note_freed_one);
+	visit_tab(w, j, &j->ctab, blk, n, note_freed_one);
+}
+
+static void note_reused_one(struct wbfs *w, struct wjournal *j, uint64_t b)
+{
+	bool had = jtab_del(&j->logged, b);
+
+	(void)w;
+	had |= jtab_del(&j->ctab, b);
+	had |= jtab_del(&j->runset, b);
+	if (had && !jtab_find(&j->revoke, b) && !jtab_put(&j->revoke, b, 1))
+		atomic_fetch_add(&j->revokes, 1);
+}
+
+/*
+ * Blocks [blk, blk+n) now hold file data. Normally their frees committed
+ * long ago and the log has forgotten them; a block taken back early (no
+ * other room: wbfs_release_busy_locked) may still have a copy there, which
+ * neither a checkpoint nor replay may write over the data. Context: fs_lock.
+ */
+void wbfs_journal_note_reused(struct wbfs *w, uint64_t blk, uint64_t n)
+{
+	struct wjournal *j = w->journal;
+
+	if (!j || !j->on)
+		return;
+	visit_tab(w, j, &j->runset, blk, n, note_reused_one);
+	visit_tab(w, j, &j->logged, blk, n, note_reused_one);
+	visit_tab(w, j, &j->ctab, blk, n, note_reused_one);
 }
 
 /* Freed by the transaction that committed, unless freed anew since (busy again). */
@@ -675,6 +714,10 @@ static void tx_done(struct wbfs *w, struct wjournal *j, struct jtx *t)
 		if (j->ctab.key[i] != JTAB_EMPTY)
 			jtab_put(&j->logged, j->ctab.key[i], j->ctab.val[i]);
 	jtab_clear(&j->ctab);
+	/* its revokes have committed: replay skips those copies, so must a
+	 * checkpoint (the blocks may belong to file data by now) */
+	for (i = 0; i < t->nrev; i++)
+		jtab_del(&j->logged, t->rev[i]);
 	for (i = 0; i < t->nr_pages; i++) {
 		page_clear(t->pages[i], PG_jcommit);
 		page_put(t->pages[i]);

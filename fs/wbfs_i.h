@@ -190,6 +190,7 @@ void wbfs_journal_free(struct wbfs *w);
 void wbfs_journal_note_write(struct wbfs *w, struct page *p);
 void wbfs_journal_note_same(struct wbfs *w, struct page *p);
 void wbfs_journal_note_freed(struct wbfs *w, uint64_t blk, uint64_t n);
+void wbfs_journal_note_reused(struct wbfs *w, uint64_t blk, uint64_t n);
 void wbfs_journal_release_busy(struct wbfs *w);
 bool wbfs_journal_on(const struct wbfs *w);
 bool wbfs_journal_aborted(const struct wbfs *w);

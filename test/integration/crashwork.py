@@ -337,6 +337,47 @@ LOADFILES = ("/usr/share/dbench/client.txt", "/usr/share/dbench4/client.txt",
              "/usr/local/share/client.txt")
 
 
+def checkpoint(mnt, rec, nfiles=3072, rounds=6):
+    """Checkpoints while the running transaction has freed a block the log
+    holds. On a 4 MiB journal, each round logs a new directory's block
+    (mkdir, fsync of its parent), then removes it in a big transaction
+    (nfiles unlinks and creates: some nfiles/16 inode table blocks) that
+    fills the log about every fourth round, so that its commit must
+    checkpoint first. Until that commit, the committed metadata still
+    points at the directory's block: the checkpoint must write its logged
+    copy home. Only commits here (fsync), no syncfs: the cached page waits
+    for an expire that never comes in this run."""
+    def fsync_dir(path):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    many = os.path.join(mnt, "many")
+    os.mkdir(many)
+    keep = os.path.join(mnt, "keep")
+    data = b"kept across the checkpoints\n" * 100
+    fd = os.open(keep, os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    rec.fsynced("keep", data, rec.pos())
+    for r in range(rounds):
+        gone = os.path.join(mnt, "gone%d" % r)
+        os.mkdir(gone)
+        fsync_dir(mnt)
+        os.rmdir(gone)
+        for i in range(nfiles):
+            if r:
+                os.unlink(os.path.join(many, "r%d-%d" % (r - 1, i)))
+            os.close(os.open(os.path.join(many, "r%d-%d" % (r, i)),
+                             os.O_CREAT | os.O_WRONLY, 0o644))
+        fsync_dir(many)
+
+
 def dbench(mnt, seconds, clients=2):
     """dbench on the mount; returns its exit code (None: not installed)."""
     prog = shutil.which("dbench")
@@ -354,7 +395,7 @@ def dbench(mnt, seconds, clients=2):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("workload", choices=("random", "durability", "dbench"))
+    ap.add_argument("workload", choices=("random", "durability", "dbench", "checkpoint"))
     ap.add_argument("--mnt", required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--record", required=True)
@@ -367,6 +408,8 @@ def main():
             random_ops(a.mnt, rec, a.seed, a.ops)
         elif a.workload == "durability":
             durability(a.mnt, rec, a.seed, a.ops)
+        elif a.workload == "checkpoint":
+            checkpoint(a.mnt, rec)
         else:
             rc = dbench(a.mnt, a.ops)
             if rc:

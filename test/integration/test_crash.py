@@ -4,7 +4,9 @@
 consistent and keeps what fsync promised.
 
 For each workload of crashwork.py (random namespace and data operations,
-the durability writer, dbench) on a small filesystem: copy the device,
+the durability writer, dbench, and checkpoints of a full 4 MiB journal
+while the running transaction has freed logged blocks) on a small
+filesystem: copy the device,
 mount it with -o write_log, run the workload, unmount, then hand the copy,
 the log and the workload's record to tools/wbcfs-crash. It first checks
 that the log applied to the copy gives the device as the unmount left it
@@ -42,8 +44,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.environ.get("WBCFS_CRASH") or os.path.join(HERE, "..", "..", "tools",
                                                       "wbcfs-crash")
 IMG_BYTES = 96 * MIB
-# share of the states, per workload
-WORKLOADS = (("random", 0.45), ("durability", 0.30), ("dbench", 0.25))
+# share of the states, per workload; None: every flush and prefix state
+# (the checkpoint workload's window is two flushes wide: sampling could
+# miss it)
+WORKLOADS = (("random", 0.45), ("durability", 0.30), ("dbench", 0.25),
+             ("checkpoint", None))
 
 
 def copy_dev(src, dst):
@@ -70,7 +75,9 @@ def run_workload(env, name, seed, size=1):
     """Run one workload on a fresh filesystem with a write log. Returns
     the paths (base, log, record, after) and whether the mount has a
     journal, or None when the workload cannot run here. @size scales it."""
-    dev = env.new_fs(IMG_BYTES, name=name + ".img")
+    # checkpoint: a 4 MiB journal (mkfs -J size=4), so that it fills
+    mkfs = ["-J", "size=4"] if name == "checkpoint" else None
+    dev = env.new_fs(IMG_BYTES, mkfs_opts=mkfs, name=name + ".img")
     base = os.path.join(env.tmp, name + "-base.img")
     after = os.path.join(env.tmp, name + "-after.img")
     log = os.path.join(env.tmp, name + ".wlog")
@@ -85,6 +92,8 @@ def run_workload(env, name, seed, size=1):
             crashwork.random_ops(m.mnt, rec, seed, 160 * size)
         elif name == "durability":
             crashwork.durability(m.mnt, rec, seed, 30 * size)
+        elif name == "checkpoint":
+            crashwork.checkpoint(m.mnt, rec)
         else:
             rc = crashwork.dbench(m.mnt, 3 * size, 2)
             if rc is None:
@@ -119,8 +128,8 @@ def one(env, name, seed, nstates):
               "--keep-failed", keep]
     if full:
         every = os.environ.get("WBCFS_CRASH_FULL_EVERY", "2")
-        rc, out = run_tool(common + ["--verify-final", after, "--states", str(nstates),
-                                     "--full-every", every])
+        states = ["--states", str(nstates)] if nstates else ["--states", "0", "--random", "0"]
+        rc, out = run_tool(common + ["--verify-final", after, "--full-every", every] + states)
         print(out, flush=True)
         ok = rc == 0
         if rc:
@@ -178,7 +187,7 @@ def body(env):
     total = int(os.environ.get("WBCFS_CRASH_STATES", "240"))
     failed = []
     for i, (name, share) in enumerate(WORKLOADS):
-        if not one(env, name, seed + i, max(1, int(total * share))):
+        if not one(env, name, seed + i, max(1, int(total * share)) if share else 0):
             failed.append(name)
     if failed:
         raise TFail("crash states failed in: %s (seed %d)" % (", ".join(failed), seed))
