@@ -25,6 +25,14 @@
 
 #define SB_OFFSET 1024
 
+/* One line on stderr: "wbcfs: DEV: " FMT @tail (which ends it with '\n'). */
+void wbfs_dev_vmsg(const char *dev, const char *tail, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "wbcfs: %s: ", dev);
+	vfprintf(stderr, fmt, ap);
+	fputs(tail, stderr);
+}
+
 static void wbfs_err(const char *dev, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
@@ -32,11 +40,9 @@ static void wbfs_err(const char *dev, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "wbcfs: %s: ", dev);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	wbfs_dev_vmsg(dev, "\n", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 int wbfs_errno(errcode_t err)

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "wbcfs/devlog.h"
+#include "wbfs_i.h"
 #include "jbd2.h"
 #include "jrecover.h"
 
@@ -98,11 +99,9 @@ static int jrec_err(const char *dev, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "wbcfs: %s: ", dev);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	wbfs_dev_vmsg(dev, "; run e2fsck\n", fmt, ap);
 	va_end(ap);
-	fputs("; run e2fsck\n", stderr);
 	return -EUCLEAN;
 }
 

@@ -27,6 +27,7 @@
 #include <fuse_lowlevel.h>
 #include <ext2fs/ext2fs.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -208,6 +209,7 @@ int wbfs_close(struct wbfs *w);
 void wbfs_lock(struct wbfs *w);
 void wbfs_unlock(struct wbfs *w);
 int wbfs_errno(errcode_t err);
+void wbfs_dev_vmsg(const char *dev, const char *tail, const char *fmt, va_list ap);
 int wbfs_read_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 int wbfs_write_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 void wbfs_ts_get(const struct ext2_inode_large *in, int which, struct timespec *ts);
