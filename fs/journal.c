@@ -512,6 +512,8 @@ struct jtx {
 	size_t nr_pages;
 	uint64_t *rev;			/* blocks it revokes */
 	size_t nrev;
+	bool home;			/* larger than the log: mem holds the
+					 * pages' copies, written home */
 };
 
 static void tx_free(struct jtx *t)
@@ -579,6 +581,29 @@ static size_t put_tag(struct wjournal *j, char *tp, uint64_t blk, uint32_t flags
  * from j->head), collect its revokes, record where each block's copy
  * lies. Context: commit_mutex and fs_lock.
  */
+/*
+ * The running transaction's pages that still hold metadata move to @t
+ * (PG_jcommit, referenced; t->pages has room for all). Context: fs_lock.
+ */
+static void tx_take_pages(struct wbfs *w, struct wjournal *j, struct jtx *t)
+{
+	size_t i;
+
+	for (i = 0; i < j->nr_run; i++) {
+		struct page *p = j->run[i];
+
+		if (p->mapping == &w->meta_map && page_test(p, PG_uptodate) &&
+		    page_test_clear(p, PG_jdirty)) {
+			page_set(p, PG_jcommit);
+			t->pages[t->nr_pages++] = p;
+		} else {
+			page_put(p);
+		}
+	}
+	j->nr_run = 0;
+	jtab_clear(&j->runset);
+}
+
 static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 {
 	uint32_t per = tags_per_desc(j), rper = revokes_per_block(j);
@@ -598,20 +623,7 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 	t->tid = j->seq;
 	t->start = j->head;
 
-	/* the pages still in the transaction, in order */
-	for (i = 0; i < n; i++) {
-		struct page *p = j->run[i];
-
-		if (p->mapping == &w->meta_map && page_test(p, PG_uptodate) &&
-		    page_test_clear(p, PG_jdirty)) {
-			page_set(p, PG_jcommit);
-			t->pages[t->nr_pages++] = p;
-		} else {
-			page_put(p);
-		}
-	}
-	j->nr_run = 0;
-	jtab_clear(&j->runset);
+	tx_take_pages(w, j, t);
 
 	/* descriptor blocks, each followed by its data blocks */
 	for (i = 0; i < t->nr_pages;) {
@@ -785,29 +797,157 @@ static errcode_t flush_fs_locked(struct wbfs *w)
 }
 
 /*
- * A transaction larger than the whole log: written home directly after a
- * checkpoint, not atomically (said once). Context: commit_mutex, fs_lock.
+ * A transaction larger than the whole log (a checkpoint has just emptied
+ * it): its pages are copied, to be written home directly, not atomically
+ * (said once). Nothing is left in the log to revoke. Context:
+ * commit_mutex, fs_lock.
  */
-static int commit_unjournaled(struct wbfs *w, struct wjournal *j)
+static int tx_build_home(struct wbfs *w, struct wjournal *j, struct jtx *t)
 {
 	static bool said;
-	size_t i;
+	size_t n = j->nr_run, i;
 
 	if (!said) {
 		said = true;
 		fprintf(stderr, "wbcfs: %s: journal: a transaction of %zu blocks exceeds the"
 			" log (%u blocks); written without the journal\n", w->dev_path,
-			j->nr_run, j->last - j->first);
+			n, j->last - j->first);
 	}
-	for (i = 0; i < j->nr_run; i++) {
-		page_clear(j->run[i], PG_jdirty);
-		page_put(j->run[i]);
-	}
-	atomic_fetch_add(&j->unjournaled, (long)j->nr_run);
-	j->nr_run = 0;
-	jtab_clear(&j->runset);
+	t->home = true;
+	t->pages = calloc(n ? n : 1, sizeof(*t->pages));
+	t->mem = jalloc(n * (size_t)JBS);
+	if (!t->pages || !t->mem)
+		return -ENOMEM;
+	tx_take_pages(w, j, t);
+	for (i = 0; i < t->nr_pages; i++)
+		memcpy(t->mem + i * JBS, page_address(t->pages[i]), JBS);
 	jtab_clear(&j->revoke);
+	atomic_fetch_add(&j->unjournaled, (long)t->nr_pages);
 	return 0;
+}
+
+/*
+ * The running transaction becomes @t, for commit_write. Returns 0 (@t
+ * built), 1 (nothing to commit) or -errno. Context: commit_mutex, fs_lock.
+ */
+static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx *t)
+{
+	uint32_t need;
+	int ret;
+
+	if (!w->fs || !j->on)
+		return 1;
+	if (flush_fs_locked(w))
+		return journal_abort(w, j, -EIO);
+	if (!j->nr_run && !j->revoke.n) {
+		/* nothing changed: what was freed is freed on disk already */
+		release_busy_commit(w, j);
+		return 1;
+	}
+	need = tx_blocks(j, j->nr_run, j->revoke.n);
+	/* a block stays free: a log filling the whole ring would run into
+	 * its own start, which replay must then tell from a newer block */
+	if (j->head + need >= j->last) {
+		/* a failure leaves the log as it was: tried again next time */
+		ret = checkpoint_locked(w, j);
+		if (ret) {
+			atomic_fetch_add(&j->failed, 1);
+			jlog(w, "%s: %s; retried at the next commit", "checkpoint failed", -ret);
+			return ret;
+		}
+	}
+	ret = j->first + need >= j->last ? tx_build_home(w, j, t) : tx_build(w, j, t);
+	if (ret)
+		return journal_abort(w, j, ret);
+	if (!t->home)
+		j->seq++;
+	busy_to_commit(w, j);
+	return 0;
+}
+
+/* @t's pages home (tx_build_home), then a flush. */
+static int tx_write_home(struct wjournal *j, struct jtx *t)
+{
+	size_t i;
+	int ret = 0;
+
+	for (i = 0; i < t->nr_pages && !ret; i++) {
+		struct iovec v = { t->mem + i * JBS, JBS };
+
+		ret = jdev_write(j, &v, 1, (off_t)(t->pages[i]->index * (uint64_t)JBS));
+	}
+	return ret ? ret : devlog_flush(j->w->dev_fd);
+}
+
+/*
+ * Write @t after the data its metadata points at (ordered mode): log
+ * blocks, a flush, the commit block, a flush. Context: commit_mutex only.
+ */
+static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t)
+{
+	int ret;
+
+	bdi_ordered_barrier(w->bdi);
+	if (t->home)
+		return tx_write_home(j, t);
+	ret = jwrite(j, t->start, t->bufs, t->nblk - 1);
+	if (!ret && j->empty) {
+		/* the log starts here: replay must find it */
+		j->jsb->s_start = htobe32(t->start);
+		j->jsb->s_sequence = htobe32(t->tid);
+		ret = jsb_write(j);
+	}
+	if (!ret)
+		ret = devlog_flush(w->dev_fd);
+	if (!ret) {
+		commit_block_fill(j, t);
+		ret = jwrite(j, t->start + t->nblk - 1, &t->bufs[t->nblk - 1], 1);
+	}
+	if (!ret)
+		ret = devlog_flush(w->dev_fd);
+	return ret;
+}
+
+/*
+ * After commit_write returned @ret: the log's state, @t's pages and busy
+ * blocks. A log write that failed leaves @t to be retried in the running
+ * transaction; pages that failed to go home stay dirty for writeback.
+ * Context: commit_mutex, fs_lock.
+ */
+static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx *t, int ret)
+{
+	size_t i;
+
+	if (ret) {
+		atomic_fetch_add(&j->failed, 1);
+		jlog(w, t->home ? "%s: %s; its pages are left to writeback" :
+			"%s: %s; the transaction stays in memory and is retried",
+		     "commit failed", -ret);
+	}
+	if (t->home) {
+		for (i = 0; i < t->nr_pages; i++) {
+			page_clear(t->pages[i], PG_jcommit);
+			page_put(t->pages[i]);
+		}
+		t->nr_pages = 0;
+		if (!ret)
+			release_busy_commit(w, j);
+		else if (j->busy_commit)
+			wbfs_bitmap_drain(w, j->busy_commit, mark_busy);
+		return;
+	}
+	if (ret) {
+		tx_undo(w, j, t);
+		return;
+	}
+	j->head = t->start + t->nblk;
+	j->empty = false;
+	j->committed = t->tid;
+	j->have_committed = true;
+	atomic_fetch_add(&j->commits, 1);
+	/* the pages may go home now, with periodic writeback (a wakeup here
+	 * would put their writes in front of the next fsync's) */
+	tx_done(w, j, t);
 }
 
 /*
@@ -819,8 +959,7 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 {
 	struct wjournal *j = w->journal;
 	struct jtx t = { 0 };
-	uint32_t need, target;
-	bool was_empty;
+	uint32_t target;
 	int ret;
 
 	if (flushed)
@@ -834,7 +973,7 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 	pthread_mutex_lock(&j->commit_mutex);
 	if (j->err) {
 		ret = j->err;
-		goto out_mutex;
+		goto out;
 	}
 	if (j->have_committed && !jbd2_tid_gt(target, j->committed)) {
 		/* group commit: another caller committed it while we waited,
@@ -842,95 +981,23 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 		if (flushed)
 			*flushed = true;
 		ret = 0;
-		goto out_mutex;
+		goto out;
 	}
 	wbfs_lock(w);
-	if (!w->fs || !j->on) {
-		wbfs_unlock(w);
-		ret = 0;
-		goto out_mutex;
-	}
-	if (flush_fs_locked(w)) {
-		wbfs_unlock(w);
-		ret = journal_abort(w, j, -EIO);
-		goto out_mutex;
-	}
-	if (!j->nr_run && !j->revoke.n) {
-		/* nothing changed: what was freed is freed on disk already */
-		release_busy_commit(w, j);
-		wbfs_unlock(w);
-		ret = 0;
-		goto out_mutex;
-	}
-	need = tx_blocks(j, j->nr_run, j->revoke.n);
-	/* a block stays free: a log filling the whole ring would run into
-	 * its own start, which replay must then tell from a newer block */
-	if (j->head + need >= j->last) {
-		/* a failure leaves the log as it was: tried again next time */
-		ret = checkpoint_locked(w, j);
-		if (ret) {
-			wbfs_unlock(w);
-			atomic_fetch_add(&j->failed, 1);
-			jlog(w, "%s: %s; retried at the next commit", "checkpoint failed", -ret);
-			goto out_mutex;
-		}
-	}
-	if (j->first + need >= j->last) {
-		ret = commit_unjournaled(w, j);
-		wbfs_unlock(w);
-		goto out_mutex;
-	}
-	ret = tx_build(w, j, &t);
-	if (ret) {
-		wbfs_unlock(w);
-		ret = journal_abort(w, j, ret);
-		goto out_free;
-	}
-	j->seq++;
-	busy_to_commit(w, j);
+	ret = commit_prepare_locked(w, j, &t);
 	wbfs_unlock(w);
-
-	/* ordered mode: the data the new metadata points at goes first */
-	bdi_ordered_barrier(w->bdi);
-	was_empty = j->empty;
-	ret = jwrite(j, t.start, t.bufs, t.nblk - 1);
-	if (!ret && was_empty) {
-		/* the log starts here: replay must find it */
-		j->jsb->s_start = htobe32(t.start);
-		j->jsb->s_sequence = htobe32(t.tid);
-		ret = jsb_write(j);
-	}
-	if (!ret)
-		ret = devlog_flush(w->dev_fd);
-	if (!ret) {
-		commit_block_fill(j, &t);
-		ret = jwrite(j, t.start + t.nblk - 1, &t.bufs[t.nblk - 1], 1);
-	}
-	if (!ret)
-		ret = devlog_flush(w->dev_fd);
-	wbfs_lock(w);
 	if (ret) {
-		tx_undo(w, j, &t);
-		wbfs_unlock(w);
-		atomic_fetch_add(&j->failed, 1);
-		jlog(w, "%s: %s; the transaction stays in memory and is retried", "commit failed",
-		     -ret);
-		goto out_free;
+		ret = ret > 0 ? 0 : ret;
+		goto out;
 	}
-	j->head = t.start + t.nblk;
-	j->empty = false;
-	j->committed = t.tid;
-	j->have_committed = true;
-	atomic_fetch_add(&j->commits, 1);
-	if (flushed)
+	ret = commit_write(w, j, &t);
+	wbfs_lock(w);
+	commit_finish_locked(w, j, &t, ret);
+	wbfs_unlock(w);
+	if (!ret && flushed)
 		*flushed = true;
-	/* the pages may go home now, with periodic writeback (a wakeup here
-	 * would put their writes in front of the next fsync's) */
-	tx_done(w, j, &t);
-	wbfs_unlock(w);
-out_free:
+out:
 	tx_free(&t);
-out_mutex:
 	pthread_mutex_unlock(&j->commit_mutex);
 	return ret;
 }

@@ -28,7 +28,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, TFail, TSkip, t_check, t_compare, t_content_hash,  # noqa: E402
+import crashwork  # noqa: E402
+from wbtest import (GIB, MIB, TFail, TSkip, t_check, t_compare, t_content_hash,  # noqa: E402
                     t_eq, t_is_kernel, t_log, t_main, t_manifest, t_run, t_step)
 
 OPTS = ["cache_size=256M", "commit=60"]
@@ -254,6 +255,37 @@ def part_revoke(env):
     env.detach(dev)
 
 
+def part_oversize(env):
+    t_step("a transaction larger than the log goes home before fsync returns")
+    # 256 blocks a group: a 1.8 GiB fallocate changes ~1800 bitmap and
+    # descriptor blocks in one operation, past a 1024-block log
+    dev = env.new_fs(2 * GIB, mkfs_opts=["-g", "256", "-N", "2048", "-J", "size=4"],
+                     name="oversize.img")
+    m = env.mount(dev, OPTS)
+    path = os.path.join(m.mnt, "big")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        crashwork._fallocate(fd, crashwork.FALLOC_FL_KEEP_SIZE, 0, 1800 * MIB)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    st = journal_stats(m.mnt)
+    t_log("journal: %r" % st)
+    t_check(st["unjournaled"] > 1024, "no transaction past the log: %r" % st)
+    t_check("exceeds the log" in m.daemon_log(), "no word of the oversized transaction")
+    blocks = os.stat(path).st_blocks
+    write_sync(os.path.join(m.mnt, "after"), b"journaled again\n")
+    kill_daemon(env, m)
+    man = three_replays(env, dev, "oversize")
+    t_eq(man["big"]["size"], 0, "size of the KEEP_SIZE file")
+    t_eq(man["after"]["size"], 16, "size of the file fsync'ed after it")
+    m = env.mount(dev, OPTS)
+    t_eq(os.stat(path).st_blocks, blocks, "blocks of the preallocated file after the crash")
+    env.umount(m)
+    env.fsck(dev)
+    env.detach(dev)
+
+
 def part_commits(env):
     t_step("an fsync costs one commit; commit=1 commits on its own")
     dev = env.new_fs(256 * MIB, name="commits.img")
@@ -298,6 +330,7 @@ def body(env):
     part_commits(env)
     part_crash(env)
     part_revoke(env)
+    part_oversize(env)
 
 
 t_main("journal", body, deadline_s=400)
