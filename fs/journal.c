@@ -395,6 +395,22 @@ void wbfs_journal_release_busy(struct wbfs *w)
 
 /* ---- checkpoint ------------------------------------------------------- */
 
+/*
+ * Metadata page @p is home, as of a flush just done: unless a transaction
+ * changed it since, it is clean. Left dirty, the next identical rewrite by
+ * libext2fs (its bitmaps and descriptors, at every commit) would log it
+ * again (wbfs_journal_note_same). Context: fs_lock.
+ */
+static void page_home(struct page *p)
+{
+	if (page_test(p, PG_jdirty) || page_test(p, PG_jcommit) || !page_test(p, PG_dirty))
+		return;
+	lock_page(p);
+	if (!page_test(p, PG_jdirty) && !page_test(p, PG_jcommit))
+		cancel_dirty_page(p);
+	unlock_page(p);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -481,6 +497,14 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 	}
 	if (!ret)
 		ret = devlog_flush(w->dev_fd);
+	for (i = 0; i < n && !ret; i++) {
+		struct page *p = mapping_get_page(&w->meta_map, blks[i]);
+
+		if (p) {
+			page_home(p);
+			page_put(p);
+		}
+	}
 	if (!ret && !j->empty) {
 		j->jsb->s_start = 0;
 		j->jsb->s_sequence = htobe32(j->seq);
@@ -927,6 +951,8 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 	if (t->home) {
 		for (i = 0; i < t->nr_pages; i++) {
 			page_clear(t->pages[i], PG_jcommit);
+			if (!ret)
+				page_home(t->pages[i]);
 			page_put(t->pages[i]);
 		}
 		t->nr_pages = 0;
