@@ -601,11 +601,6 @@ static size_t put_tag(struct wjournal *j, char *tp, uint64_t blk, uint32_t flags
 }
 
 /*
- * Take the running transaction: copy its pages into log blocks (laid out
- * from j->head), collect its revokes, record where each block's copy
- * lies. Context: commit_mutex and fs_lock.
- */
-/*
  * The running transaction's pages that still hold metadata move to @t
  * (PG_jcommit, referenced; t->pages has room for all). Context: fs_lock.
  */
@@ -628,6 +623,11 @@ static void tx_take_pages(struct wbfs *w, struct wjournal *j, struct jtx *t)
 	jtab_clear(&j->runset);
 }
 
+/*
+ * Take the running transaction: copy its pages into log blocks (laid out
+ * from j->head), collect its revokes, record where each block's copy
+ * lies. Context: commit_mutex and fs_lock.
+ */
 static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 {
 	uint32_t per = tags_per_desc(j), rper = revokes_per_block(j);
