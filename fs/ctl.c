@@ -962,8 +962,9 @@ static void ctl_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	const char *name;
 	struct stat st;
 
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
+	if (!buf || !ctl_req_root(req)) {	/* no OPENDIR may have checked */
+		fuse_reply_err(req, buf ? EACCES : ENOMEM);
+		free(buf);
 		return;
 	}
 	for (i = off < 0 ? 0 : (size_t)off; ctl_dirent(w, i, &name, &st); i++) {

@@ -914,6 +914,98 @@ static int snap_cb(ext2_ino_t dir, int entry, struct ext2_dir_entry *d, int offs
 	return 0;
 }
 
+/*
+ * Readdir without a directory handle (the kernel stops sending OPENDIR
+ * once it is refused, see ops.c): a stream position is the byte offset of
+ * an entry in the directory file, as ext4's own readdir of a linear
+ * directory uses. libext2fs never moves a live entry: an unlink merges the
+ * entry into the one before it, an insert splits an entry's slack after
+ * it, a new block goes at the end. So a position taken from one listing
+ * stays valid while entries come and go: the walk restarts at the start
+ * of the position's block and skips entries before it, whatever boundaries
+ * that block has now. An inline-data directory (no blocks) is listed from
+ * a full walk, numbered in order: it holds a handful of entries, which one
+ * READDIR returns at once.
+ */
+static int dir_read_inline(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit,
+			   void *priv)
+{
+	struct dir_snap snap;
+	errcode_t err;
+	size_t i;
+
+	memset(&snap, 0, sizeof(snap));
+	err = ext2fs_dir_iterate2(w->fs, ino, 0, NULL, snap_cb, &snap);
+	for (i = (size_t)pos; !err && i < snap.n; i++)
+		if (emit(priv, snap.e[i].name, strlen(snap.e[i].name), snap.e[i].ino,
+			 snap.e[i].type, i + 1))
+			break;
+	dir_snap_free(&snap);
+	return -wbfs_errno(err);
+}
+
+int dir_read_at(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit, void *priv)
+{
+	unsigned bs = w->fs->blocksize;
+	struct ext2_inode_large in;
+	uint64_t size, lblk;
+	char *buf = NULL;
+	int ret;
+
+	wbfs_lock(w);
+	ret = wbfs_read_inode(w, ino, &in);
+	if (!ret && !LINUX_S_ISDIR(in.i_mode))
+		ret = -ENOTDIR;
+	if (ret)
+		goto out;
+	if (in.i_flags & EXT4_INLINE_DATA_FL) {
+		ret = dir_read_inline(w, ino, pos, emit, priv);
+		goto out;
+	}
+	buf = malloc(bs);
+	if (!buf) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	size = EXT2_I_SIZE(&in);
+	for (lblk = pos / bs; lblk * bs < size; lblk++) {
+		blk64_t pblk = 0;
+		unsigned off = 0;
+
+		ret = -wbfs_errno(ext2fs_bmap2(w->fs, ino, (struct ext2_inode *)&in, NULL, 0,
+					       lblk, NULL, &pblk));
+		if (ret)
+			break;
+		if (!pblk)
+			continue;	/* a hole: no entries */
+		ret = -wbfs_errno(ext2fs_read_dir_block4(w->fs, pblk, buf, 0, ino));
+		if (ret)
+			break;
+		while (off + 8 <= bs) {
+			struct ext2_dir_entry *d = (struct ext2_dir_entry *)(buf + off);
+			uint64_t at = lblk * bs + off;
+			unsigned rec_len;
+			int len = ext2fs_dirent_name_len(d);
+
+			if (ext2fs_get_rec_len(w->fs, d, &rec_len) || rec_len < 8 ||
+			    off + rec_len > bs || (unsigned)len + 8 > rec_len) {
+				ret = -EUCLEAN;	/* the block's checksum passed: corrupt */
+				goto out;
+			}
+			off += rec_len;
+			if (!d->inode || at < pos || d->inode > w->fs->super->s_inodes_count)
+				continue;
+			if (emit(priv, d->name, (size_t)len, d->inode,
+				 dt_of(ext2fs_dirent_file_type(d)), at + 1))
+				goto out;
+		}
+	}
+out:
+	wbfs_unlock(w);
+	free(buf);
+	return ret;
+}
+
 /* Read all entries of @ino (with "." and "..") for a readdir stream. */
 int dir_snapshot(struct wbfs *w, ext2_ino_t ino, struct dir_snap *snap)
 {

@@ -224,6 +224,26 @@ void wbfs_inval_attr(struct wbfs *w, struct winode *wi)
 	fuse_lowlevel_notify_inval_inode(w->se, wbfs_fuse_ino(wi->ino), -1, 0);
 }
 
+/**
+ * A change other than to its entries (chmod, chown, utimes, xattrs, a
+ * rename of it) touched directory @wi: if a listing should now update its
+ * atime (relatime: ctime passed atime), drop the entries the kernel keeps
+ * for it, so the next listing reaches wbcfs (ops.c serves READDIR without
+ * OPENDIR, and the kernel keeps listings across opens). Changes to the
+ * entries need nothing: the kernel drops its copy itself. Context: the
+ * request's worker before its reply; holds no lock of ours. @always: drop
+ * it anyway (a rename moved the directory: its ".." entry changed, which
+ * the kernel does not see).
+ */
+void wbfs_inval_dir_listing(struct wbfs *w, struct winode *wi, bool always)
+{
+	if (!w->inval || w->destroyed || !wi || !LINUX_S_ISDIR(wi->mode) ||
+	    options_atime_mode(&w->opts) == ATIME_STRICT || (!always && !winode_atime_due(w, wi)))
+		return;
+	fuse_lowlevel_notify_inval_inode(w->se, wbfs_fuse_ino(wi->ino), 0, 0);
+	atomic_fetch_add(&w->stats.nr_inval_sent, 1);
+}
+
 static void *inval_thread(void *arg)
 {
 	struct inval_queue *iq = arg;

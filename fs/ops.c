@@ -271,6 +271,8 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 		ret = setattr_inode(w, ino, attr, to_set);
 	if (!ret)
 		ret = winode_stat(w, ino, &st);
+	if (!ret && S_ISDIR(st.st_mode))
+		wbfs_inval_dir_listing(w, winode_find(w, ino), false);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -396,6 +398,15 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!ret)
 		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags,
 				 fuse_req_ctx(req), wbfs_privileged(w, fuse_req_ctx(req)));
+	if (!ret) {
+		/* a directory moved: its "..", which the kernel may list, changed */
+		ext2_ino_t moved;
+
+		if (!dir_lookup(w, wbfs_ino(newparent), newname, &moved))
+			wbfs_inval_dir_listing(w, winode_find(w, moved), true);
+		if ((flags & RENAME_EXCHANGE) && !dir_lookup(w, wbfs_ino(parent), name, &moved))
+			wbfs_inval_dir_listing(w, winode_find(w, moved), true);
+	}
 	fuse_reply_err(req, -ret);
 }
 
@@ -730,10 +741,26 @@ struct wdir {
 static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct wbfs *w = req_wbfs(req);
-	struct winode *wi;
 	struct wdir *d;
 
 	CTL_ROUTE(ino, opendir, req, ino, fi);
+	if (options_atime_mode(&w->opts) != ATIME_STRICT) {
+		/*
+		 * Refused once, the kernel sends no OPENDIR or RELEASEDIR for
+		 * the rest of the connection (two round trips per opendir(3),
+		 * a third of dbench's requests) and keeps every directory's
+		 * entries across opens, dropping them itself when the
+		 * directory changes through this mount (iversion and mtime).
+		 * READDIR then comes without a handle and is served by
+		 * position (dir_read_at). A listing that is to update atime
+		 * must reach us: wbcfs_dir_atime_due drops the kernel's copy
+		 * when a change other than to the entries makes atime due.
+		 * Under strictatime every listing must reach us: the handle
+		 * stays, with the kernel's cache off.
+		 */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	d = calloc(1, sizeof(*d));
 	if (!d) {
 		fuse_reply_err(req, ENOMEM);
@@ -748,12 +775,59 @@ static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	 * atime (the kernel only sees its cache): never under strictatime,
 	 * under relatime when atime is due (ctime passed it, a day old).
 	 */
-	wi = winode_get(w, wbfs_ino(ino), false);
-	if (options_atime_mode(&w->opts) != ATIME_STRICT) {
-		fi->cache_readdir = 1;
-		fi->keep_cache = !(wi && winode_atime_due(w, wi));
-	}
 	fuse_reply_open(req, fi);
+}
+
+struct readdir_fill {
+	fuse_req_t req;
+	struct wbfs *w;
+	bool root;
+	char *buf;
+	size_t size, used;
+};
+
+static int readdir_emit(void *priv, const char *name, size_t len, ext2_ino_t ino,
+			unsigned char type, uint64_t next)
+{
+	struct readdir_fill *f = priv;
+	struct stat st = { .st_ino = ino, .st_mode = (mode_t)type << 12 };
+	char nm[EXT2_NAME_LEN + 1];
+	size_t n;
+
+	memcpy(nm, name, len);
+	nm[len] = 0;
+	if (f->root && !strcmp(nm, f->w->opts.ctl_name))
+		return 0;	/* the control directory hides it */
+	n = fuse_add_direntry(f->req, f->buf + f->used, f->size - f->used, nm, &st,
+			      (off_t)next);
+	if (n > f->size - f->used)
+		return 1;
+	f->used += n;
+	return 0;
+}
+
+/* READDIR without a handle (OPENDIR refused): entries by position. */
+static void readdir_at(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off)
+{
+	struct readdir_fill f = { .req = req, .w = req_wbfs(req), .root = ino == FUSE_ROOT_ID,
+				  .size = size };
+	struct winode *wi;
+	int ret;
+
+	f.buf = malloc(size ? size : 1);
+	if (!f.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ret = dir_read_at(f.w, wbfs_ino(ino), off < 0 ? 0 : (uint64_t)off, readdir_emit, &f);
+	wi = winode_get(f.w, wbfs_ino(ino), false);
+	if (wi)
+		winode_accessed(f.w, wi, 0);
+	if (ret && !f.used)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_buf(req, f.buf, f.used);
+	free(f.buf);
 }
 
 /* Valid replies: fuse_reply_buf, fuse_reply_err */
@@ -767,6 +841,10 @@ static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 	int ret;
 
 	CTL_ROUTE(ino, readdir, req, ino, size, off, fi);
+	if (!d) {
+		readdir_at(req, ino, size, off);
+		return;
+	}
 	if (off == 0 || !d->loaded) {
 		dir_snap_free(&d->snap);
 		ret = dir_snapshot(req_wbfs(req), wbfs_ino(ino), &d->snap);
@@ -806,7 +884,8 @@ static void wbcfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 	struct wdir *d = (struct wdir *)(uintptr_t)fi->fh;
 
 	CTL_ROUTE(ino, releasedir, req, ino, fi);
-	dir_snap_free(&d->snap);
+	if (d)
+		dir_snap_free(&d->snap);
 	free(d);
 	fuse_reply_err(req, 0);
 }
@@ -873,6 +952,8 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 		      iflags_check(w, wbfs_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL) ? -EPERM :
 		      xattr_set(w, wbfs_ino(ino), name, value, size, flags, &cred,
 				wbfs_privileged(w, fuse_req_ctx(req)));
+	if (!ret)
+		wbfs_inval_dir_listing(w, winode_find(w, wbfs_ino(ino)), false);
 	fuse_reply_err(req, -ret);
 }
 
@@ -937,7 +1018,8 @@ static void wbcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		ret = w->ro ? -EROFS :
 		      iflags_check(w, wbfs_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL) ? -EPERM :
 		      xattr_remove(w, wbfs_ino(ino), name);
-
+	if (!ret)
+		wbfs_inval_dir_listing(w, winode_find(w, wbfs_ino(ino)), false);
 	fuse_reply_err(req, -ret);
 }
 

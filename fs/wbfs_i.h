@@ -325,6 +325,10 @@ struct dir_snap {
 	size_t n, cap;
 };
 int dir_snapshot(struct wbfs *w, ext2_ino_t ino, struct dir_snap *snap);
+/* One entry for dir_read_at; @next is the position after it. Nonzero: stop. */
+typedef int (*dir_emit_t)(void *priv, const char *name, size_t len, ext2_ino_t ino,
+			  unsigned char type, uint64_t next);
+int dir_read_at(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit, void *priv);
 void dir_snap_free(struct dir_snap *snap);
 
 /* dcache.c */
@@ -385,6 +389,7 @@ void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_
 void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,
 			      uint64_t new_size);
 void wbfs_inval_attr(struct wbfs *w, struct winode *wi);
+void wbfs_inval_dir_listing(struct wbfs *w, struct winode *wi, bool always);
 int wbfs_inval_start(struct wbfs *w);
 void wbfs_inval_stop(struct wbfs *w);
 

@@ -554,6 +554,63 @@ class Posix:
             names.add("dir%03d" % i)
         self._check_listing(d, names)
         t_eq(os.stat(d).st_nlink, 52, "nlink with 50 subdirs")
+        t_step("readdir while the directory changes: survivors exactly once")
+        # POSIX: an entry neither removed nor added while the stream is
+        # read is returned exactly once, whatever else comes and goes.
+        seen = []
+        removed = set()
+        with os.scandir(d) as it:
+            for k, de in enumerate(it):
+                seen.append(de.name)
+                if k != 300:
+                    continue
+                for i in range(1, 10000, 4):
+                    name = "entry-%05d-%s" % (i, "n" * (i % 60))
+                    if name not in seen:
+                        os.unlink(os.path.join(d, name))
+                        removed.add(name)
+                for i in range(2000):
+                    os.close(os.open(os.path.join(d, "late-%04d" % i),
+                                     os.O_CREAT | os.O_WRONLY, 0o644))
+        counts = {}
+        for n in seen:
+            counts[n] = counts.get(n, 0) + 1
+        dups = sorted(n for n, c in counts.items() if c > 1)
+        lost = sorted(n for n in names - removed if n not in counts)
+        t_check(not dups and not lost,
+                "readdir during changes: %d duplicates (e.g. %s), %d survivors "
+                "missing (e.g. %s)" % (len(dups), dups[:3], len(lost), lost[:3]))
+        t_step("a directory moved to another parent lists its new '..'")
+        a, b = self.d("mv-a"), self.d("mv-b")
+        os.mkdir(os.path.join(a, "x"))
+        t_eq(self._dotdot_ino(os.path.join(a, "x")), os.stat(a).st_ino, "'..' before")
+        os.rename(os.path.join(a, "x"), os.path.join(b, "x"))
+        t_eq(self._dotdot_ino(os.path.join(b, "x")), os.stat(b).st_ino,
+             "'..' d_ino after the move")
+
+    @staticmethod
+    def _dotdot_ino(d):
+        """d_ino of '..' as readdir(3) returns it (os.scandir skips it)."""
+        class Dirent(ctypes.Structure):
+            _fields_ = [("d_ino", ctypes.c_uint64), ("d_off", ctypes.c_int64),
+                        ("d_reclen", ctypes.c_ushort), ("d_type", ctypes.c_ubyte),
+                        ("d_name", ctypes.c_char * 256)]
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.opendir.restype = ctypes.c_void_p
+        libc.readdir.restype = ctypes.POINTER(Dirent)
+        libc.readdir.argtypes = [ctypes.c_void_p]
+        libc.closedir.argtypes = [ctypes.c_void_p]
+        h = libc.opendir(d.encode())
+        t_check(h, "opendir %s" % d)
+        try:
+            while True:
+                e = libc.readdir(h)
+                if not e:
+                    t_fail("readdir %s: no '..'" % d)
+                if e.contents.d_name == b"..":
+                    return e.contents.d_ino
+        finally:
+            libc.closedir(h)
 
     def _check_listing(self, d, names):
         seen = []
