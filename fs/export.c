@@ -50,16 +50,11 @@ uint32_t export_new_generation(void)
  */
 int export_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st, uint64_t *generation)
 {
-	struct ext2_inode_large in;
-	int ret;
+	uint32_t gen = 0;
+	int ret = winode_stat_gen(w, ino, st, &gen);
 
-	wbfs_lock(w);
-	ret = winode_stat_locked(w, ino, st);
 	if (!ret)
-		ret = wbfs_read_inode(w, ino, &in);
-	wbfs_unlock(w);
-	if (!ret)
-		*generation = ino == EXT2_ROOT_INO ? 0 : in.i_generation;
+		*generation = ino == EXT2_ROOT_INO ? 0 : gen;
 	return ret;
 }
 

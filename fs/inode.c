@@ -432,6 +432,9 @@ static void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_lar
 	if (wi->atime_dirty)
 		wbfs_ts_set(in, TS_ATIME, &wi->atime);
 	wi->size_dirty = wi->times_dirty = wi->atime_dirty = false;
+	/* until the write: the times are in neither place stat_cached reads */
+	wi->folding = true;
+	wi->fold_seq++;
 	pthread_mutex_unlock(&wi->attr_lock);
 }
 
@@ -451,6 +454,8 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
 	wbfs_ts_get(in, TS_MTIME, &wi->disk_mtime);
 	wbfs_ts_get(in, TS_CTIME, &wi->disk_ctime);
 	wi->disk_noatime = (in->i_flags & EXT2_NOATIME_FL) != 0;
+	wi->folding = false;
+	wi->fold_seq++;
 	pthread_mutex_unlock(&wi->attr_lock);
 }
 
@@ -555,6 +560,20 @@ static void stat_fill(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *i
 	st->st_ctim = ts;
 }
 
+/* @st from inode @in, with @wi's in-memory size, times and delalloc blocks. */
+static void stat_overlay(struct winode *wi, struct stat *st)
+{
+	if (winode_owns_size(wi))
+		st->st_size = (off_t)wi->size;
+	if (wi->times_dirty) {
+		st->st_mtim = wi->mtime;
+		st->st_ctim = wi->ctime;
+	}
+	if (wi->atime_dirty)
+		st->st_atim = wi->atime;
+	st->st_blocks += wi->nr_delalloc * (PAGE_SIZE / 512);
+}
+
 /* stat of @ino with the in-memory size, times and delalloc blocks. */
 int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st)
 {
@@ -570,26 +589,115 @@ int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st)
 	if (!wi)
 		return 0;
 	pthread_mutex_lock(&wi->attr_lock);
-	if (winode_owns_size(wi))
-		st->st_size = (off_t)wi->size;
-	if (wi->times_dirty) {
-		st->st_mtim = wi->mtime;
-		st->st_ctim = wi->ctime;
-	}
-	if (wi->atime_dirty)
-		st->st_atim = wi->atime;
+	stat_overlay(wi, st);
 	pthread_mutex_unlock(&wi->attr_lock);
-	st->st_blocks += wi->nr_delalloc * (PAGE_SIZE / 512);
 	return 0;
+}
+
+/*
+ * Inode @ino as libext2fs last wrote it, without fs_lock: every inode
+ * write goes through the metadata page cache (iomgr.c) under the page
+ * lock, so a cached inode table page holds a whole, current copy. The
+ * checksum is verified, as a read through libext2fs does. Returns false
+ * when the page is not cached or the copy does not verify: the caller
+ * reads it under fs_lock, which reports what is wrong. The inode table's
+ * place never changes on a mounted filesystem. Context: any; @buf holds
+ * EXT2_INODE_SIZE bytes.
+ */
+static bool inode_read_cached(struct wbfs *w, ext2_ino_t ino, char *buf, size_t buf_len)
+{
+	ext2_filsys fs = w->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	unsigned isz = EXT2_INODE_SIZE(fs->super);
+	uint64_t byte;
+	struct page *p;
+	bool ok;
+
+	if (isz > buf_len || !ino || ino > fs->super->s_inodes_count)
+		return false;
+	byte = ext2fs_inode_table_loc(fs, (dgrp_t)((ino - 1) / ipg)) * (uint64_t)fs->blocksize +
+	       (uint64_t)((ino - 1) % ipg) * isz;
+	p = mapping_get_page(&w->meta_map, byte >> PAGE_SHIFT);
+	if (!p)
+		return false;
+	lock_page(p);
+	ok = page_test(p, PG_uptodate);
+	if (ok) {
+		memcpy(buf, (char *)page_address(p) + (byte & (PAGE_SIZE - 1)), isz);
+		/* a 128-byte inode has no extra fields: zero, as libext2fs reads it */
+		memset(buf + isz, 0, buf_len - isz);
+	}
+	unlock_page(p);
+	page_put(p);
+	return ok && ext2fs_inode_csum_verify(fs, ino, (struct ext2_inode_large *)buf);
+}
+
+/*
+ * stat of an instantiated inode without fs_lock (getattr, and the
+ * replies of lookup and create): the inode from the page cache, the
+ * in-memory attributes from @wi. A fold of those attributes into an inode
+ * not yet written (fold_seq moved, or folding) sends the caller to the
+ * locked path, so the two are never from different moments.
+ */
+static bool winode_stat_cached(struct wbfs *w, ext2_ino_t ino, struct stat *st,
+			       uint32_t *generation)
+{
+	struct winode *wi = winode_find(w, ino);
+	union {
+		struct ext2_inode_large in;
+		char b[1024];
+	} u;
+	unsigned seq;
+	bool ok;
+
+	if (!wi || !w->fs)
+		return false;
+	pthread_mutex_lock(&wi->attr_lock);
+	ok = !wi->folding;
+	seq = wi->fold_seq;
+	pthread_mutex_unlock(&wi->attr_lock);
+	if (!ok || !inode_read_cached(w, ino, u.b, sizeof(u.b)) || !u.in.i_mode)
+		return false;
+	stat_fill(w, ino, &u.in, st);
+	pthread_mutex_lock(&wi->attr_lock);
+	ok = !wi->folding && wi->fold_seq == seq;
+	if (ok)
+		stat_overlay(wi, st);
+	pthread_mutex_unlock(&wi->attr_lock);
+	if (ok && generation)
+		*generation = u.in.i_generation;
+	if (ok)
+		atomic_fetch_add(&w->stats.nr_stat_unlocked, 1);
+	return ok;
 }
 
 int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st)
 {
 	int ret;
 
+	if (winode_stat_cached(w, ino, st, NULL))
+		return 0;
 	wbfs_lock(w);
 	ret = winode_stat_locked(w, ino, st);
 	wbfs_unlock(w);
+	return ret;
+}
+
+/* winode_stat, and the inode's generation (for a lookup's reply). */
+int winode_stat_gen(struct wbfs *w, ext2_ino_t ino, struct stat *st, uint32_t *generation)
+{
+	struct ext2_inode_large in;
+	int ret;
+
+	if (winode_stat_cached(w, ino, st, generation))
+		return 0;
+	wbfs_lock(w);
+	ret = winode_stat_locked(w, ino, st);
+	if (!ret)
+		ret = wbfs_read_inode(w, ino, &in);
+	wbfs_unlock(w);
+	if (!ret)
+		*generation = in.i_generation;
 	return ret;
 }
 

@@ -83,6 +83,9 @@ struct winode {
 						/* attr_lock: the inode's, as last read
 						 * or written (the atime rule's input) */
 	bool disk_noatime;			/* attr_lock: EXT2_NOATIME_FL, likewise */
+	bool folding;				/* attr_lock: pending attributes folded
+						 * into an inode not yet written */
+	unsigned fold_seq;			/* attr_lock: +1 at each fold and write */
 	_Atomic bool has_priv;			/* atomic: mode has S_ISUID/S_ISGID */
 	_Atomic uint32_t iflags;		/* atomic: ext4 i_flags (chattr), ioctl.c */
 
@@ -119,6 +122,7 @@ struct wbfs_stats {
 	_Atomic long nr_inval_sent;		/* atomic: page cache invalidations
 						 * sent to the kernel */
 	_Atomic long nr_corrupt_groups;		/* atomic: groups refused at mount */
+	_Atomic long nr_stat_unlocked;		/* atomic: stats served without fs_lock */
 };
 
 struct wbfs {
@@ -254,6 +258,7 @@ void winode_put_open_ino(struct wbfs *w, ext2_ino_t ino);
 void winode_release_all(struct wbfs *w);
 bool winode_should_retry_alloc(struct wbfs *w, int *retries);
 int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st);
+int winode_stat_gen(struct wbfs *w, ext2_ino_t ino, struct stat *st, uint32_t *generation);
 int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st);
 void winode_fold_attrs_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 uint64_t winode_size(struct winode *wi);
