@@ -32,6 +32,13 @@ static int ftype_of(mode_t mode)
 	}
 }
 
+/*
+ * An immutable or append-only inode keeps its names: unlink, rmdir and a
+ * rename away or over it fail with EPERM, as ext4 (its directory's flags
+ * are the caller's check: iflags_check).
+ */
+#define DIR_NO_REMOVE_FL (EXT2_IMMUTABLE_FL | EXT2_APPEND_FL)
+
 /* The name cache of @dir, built on demand when @build and @dir is large. */
 static struct dcache *dir_dcache_locked(struct wbfs *w, ext2_ino_t dir, bool build)
 {
@@ -580,7 +587,9 @@ int dir_unlink(struct wbfs *w, ext2_ino_t parent, const char *name, bool is_rmdi
 		ret = wbfs_read_inode(w, ino, &in);
 	if (ret)
 		goto out;
-	if (is_rmdir && !LINUX_S_ISDIR(in.i_mode))
+	if (in.i_flags & DIR_NO_REMOVE_FL)
+		ret = -EPERM;	/* the directory's own flags: checked by the caller */
+	else if (is_rmdir && !LINUX_S_ISDIR(in.i_mode))
 		ret = -ENOTDIR;
 	else if (!is_rmdir && LINUX_S_ISDIR(in.i_mode))
 		ret = -EISDIR;
@@ -734,6 +743,8 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 		ret = wbfs_read_inode(w, src, &si);
 	if (ret)
 		return ret;
+	if (si.i_flags & DIR_NO_REMOVE_FL)
+		return -EPERM;
 	sdir = LINUX_S_ISDIR(si.i_mode);
 	ret = lookup_locked(w, p2, n2, &dst);
 	if (ret && ret != -ENOENT)
@@ -744,6 +755,8 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 		dst = 0;
 	if (ret && ret != -ENOENT)
 		return ret;
+	if (dst && dst != src && (di.i_flags & DIR_NO_REMOVE_FL))
+		return -EPERM;
 	if (flags & RENAME_EXCHANGE) {
 		if (!dst)
 			return -ENOENT;

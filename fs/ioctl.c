@@ -83,23 +83,6 @@ int iflags_check(struct wbfs *w, ext2_ino_t ino, uint32_t deny)
 	return iflags_of(w, ino) & deny ? -EPERM : 0;
 }
 
-/*
- * Removing (unlink, rmdir, rename away or over) @name from @dir: neither
- * the directory nor the inode may be immutable or append-only. A name
- * that does not exist is left to the operation to report.
- */
-int iflags_check_remove(struct wbfs *w, ext2_ino_t dir, const char *name)
-{
-	const uint32_t deny = EXT2_IMMUTABLE_FL | EXT2_APPEND_FL;
-	ext2_ino_t ino;
-
-	if (iflags_check(w, dir, deny))
-		return -EPERM;
-	if (dir_lookup(w, dir, name, &ino))
-		return 0;
-	return iflags_check(w, ino, deny);
-}
-
 /* setattr: ext4 refuses mode, owner, size and set times of an immutable or
  * append-only inode, and "now" times of an immutable one. */
 int iflags_check_setattr(struct wbfs *w, ext2_ino_t ino, int to_set)

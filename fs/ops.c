@@ -348,7 +348,7 @@ static void wbcfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
-		ret = iflags_check_remove(w, wbfs_ino(parent), name);
+		ret = iflags_check(w, wbfs_ino(parent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
 		ret = dir_unlink(w, wbfs_ino(parent), name, false);
 	fuse_reply_err(req, -ret);
@@ -361,7 +361,7 @@ static void wbcfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int ret = check_new_name(w, parent, name);
 
 	if (!ret)
-		ret = iflags_check_remove(w, wbfs_ino(parent), name);
+		ret = iflags_check(w, wbfs_ino(parent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
 		ret = dir_unlink(w, wbfs_ino(parent), name, true);
 	fuse_reply_err(req, -ret);
@@ -392,9 +392,9 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!ret)
 		ret = check_new_name(w, newparent, newname);
 	if (!ret)
-		ret = iflags_check_remove(w, wbfs_ino(parent), name);
+		ret = iflags_check(w, wbfs_ino(parent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
-		ret = iflags_check_remove(w, wbfs_ino(newparent), newname);
+		ret = iflags_check(w, wbfs_ino(newparent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
 		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags,
 				 fuse_req_ctx(req), wbfs_privileged(w, fuse_req_ctx(req)));
@@ -910,15 +910,17 @@ static void wbcfs_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct statvfs st;
 	int64_t bfree;
 
+	/*
+	 * No fs_lock: the sizes never change on a mounted filesystem, and the
+	 * free counts are the mirror every fs_lock holder refreshes on unlock.
+	 */
 	memset(&st, 0, sizeof(st));
-	wbfs_lock(w);
 	st.f_bsize = w->fs->blocksize;
 	st.f_frsize = w->fs->blocksize;
 	st.f_blocks = ext2fs_blocks_count(w->fs->super) - w->overhead;
 	st.f_files = w->fs->super->s_inodes_count;
-	st.f_ffree = w->fs->super->s_free_inodes_count;
-	wbfs_unlock(w);
 	pthread_mutex_lock(&w->resv_lock);
+	st.f_ffree = (fsfilcnt_t)w->free_inodes;
 	bfree = w->free_blocks - w->reserved;
 	pthread_mutex_unlock(&w->resv_lock);
 	if (bfree < 0)

@@ -374,7 +374,6 @@ int export_set_dir_generation_locked(struct wbfs *w, ext2_ino_t ino);
 bool winode_noatime_flag(struct winode *wi);
 uint32_t iflags_inherit(mode_t mode, uint32_t dir_flags);
 int iflags_check(struct wbfs *w, ext2_ino_t ino, uint32_t deny);
-int iflags_check_remove(struct wbfs *w, ext2_ino_t dir, const char *name);
 int iflags_check_setattr(struct wbfs *w, ext2_ino_t ino, int to_set);
 int iflags_check_open(struct winode *wi, int flags);
 int iflags_check_write(struct winode *wi, int flags);
