@@ -235,6 +235,18 @@ void __lockstat_hold_resume(const void *lock)
 		h->t0_ns = lockstat_now_ns();
 }
 
+uint64_t __lockstat_now_ns(void)
+{
+	return lockstat_now_ns();
+}
+
+/* A contended acquisition of a lock that is not pthread's, begun at @t0_ns. */
+void __lockstat_waited(struct lock_class *c, uint64_t t0_ns)
+{
+	class_add_wait(c, lockstat_now_ns() - t0_ns);
+	atomic_fetch_add_explicit(&c->acquired, 1, memory_order_relaxed);
+}
+
 static int stat_cmp(const void *a, const void *b)
 {
 	const struct lock_stat *x = a, *y = b;

@@ -80,6 +80,8 @@ int __lockstat_wrlock(pthread_rwlock_t *l, struct lock_class *c);
 void __lockstat_release(const void *lock);
 void __lockstat_hold_pause(const void *lock);
 void __lockstat_hold_resume(const void *lock);
+uint64_t __lockstat_now_ns(void);
+void __lockstat_waited(struct lock_class *c, uint64_t t0_ns);
 
 static inline bool lockstat_enabled(void)
 {
@@ -145,6 +147,30 @@ static inline int lockstat_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *m
 	ret = pthread_cond_timedwait(cv, m, ts);
 	__lockstat_hold_resume(m);
 	return ret;
+}
+
+/*
+ * Locks that are not pthread's (the page lock bits): count an acquisition
+ * that did not wait with lockstat_acquired(); time one that did between
+ * lockstat_wait_begin() and lockstat_wait_end(). No hold time: such a lock
+ * may be released by another thread (I/O completion).
+ */
+static inline void lockstat_acquired(struct lock_class *c)
+{
+	if (lockstat_enabled())
+		atomic_fetch_add_explicit(&c->acquired, 1, memory_order_relaxed);
+}
+
+/* Returns a start time for lockstat_wait_end(), or 0 (off: nothing to record). */
+static inline uint64_t lockstat_wait_begin(void)
+{
+	return lockstat_enabled() ? __lockstat_now_ns() : 0;
+}
+
+static inline void lockstat_wait_end(struct lock_class *c, uint64_t t0_ns)
+{
+	if (t0_ns)
+		__lockstat_waited(c, t0_ns);
 }
 
 #endif
