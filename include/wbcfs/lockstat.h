@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Lock statistics in lockmeter's spirit: per lock class (one per lock role,
- * not per instance: every inode's ilock is one class), how often it was
- * taken, how often the taker found it held, how long takers waited and how
- * long holders held it. Read through /.wbcfs/lockstat.
+ * Lock statistics, as the kernel's Documentation/locking/lockstat.rst
+ * describes them: per lock class (one per lock role, not per instance:
+ * every inode's ilock is one class), how often it was taken, how often the
+ * taker found it held, how long takers waited and how long holders held
+ * it. Read through /.wbcfs/lockstat.
  *
  * Off by default. When off, each wrapper costs one relaxed load and one
  * branch before the plain pthread call. When on, a lock is tried first
