@@ -250,7 +250,8 @@ int ctl_tunable_print(const struct ctl_tunables *t, unsigned which, struct ctl_b
 /* ---- the nodes ---------------------------------------------------------------- */
 
 enum ctl_kind {
-	CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_LOCKSTAT, CTL_TUNABLE
+	CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_LOCKSTAT,
+	CTL_TUNABLE
 };
 
 /* Node n has FUSE inode CTL_INO_BASE + n: above every 32-bit ext4 inode. */
@@ -615,13 +616,16 @@ static int ctl_gen_lockstat(struct ctl_buf *b)
 			     "# %-14s %12s %10s %7s %13s %11s %13s\n",
 			     lockstat_enabled() ? "on" : "off", "class", "acquired", "contended",
 			     "cont%", "wait_total_ms", "wait_max_us", "hold_total_ms");
-	for (i = 0; i < n && !ret; i++)
+	for (i = 0; i < n && !ret; i++) {
+		const struct lock_stat *l = &s[i];
+
 		ret = ctl_buf_printf(b, "%-16s %12llu %10llu %7.2f %13.3f %11llu %13.3f\n",
-				     s[i].name, (unsigned long long)s[i].acquired,
-				     (unsigned long long)s[i].contended,
-				     s[i].acquired ? 100.0 * s[i].contended / s[i].acquired : 0.0,
-				     s[i].wait_ns / 1e6, (unsigned long long)(s[i].wait_max_ns / 1000),
-				     s[i].hold_ns / 1e6);
+				     l->name, (unsigned long long)l->acquired,
+				     (unsigned long long)l->contended,
+				     l->acquired ? 100.0 * l->contended / l->acquired : 0.0,
+				     l->wait_ns / 1e6, (unsigned long long)(l->wait_max_ns / 1000),
+				     l->hold_ns / 1e6);
+	}
 	free(s);
 	return ret;
 }
