@@ -4,6 +4,11 @@
 #define WBCFS_CACHE_I_H
 
 #include "wbcfs/cache.h"
+#include "wbcfs/lockstat.h"
+
+/* Lock classes of cache/ (zone.c defines them) for /.wbcfs/lockstat. */
+extern struct lock_class lc_zone_lock;		/* zone->lock */
+extern struct lock_class lc_cache_wait_lock;	/* cache->wait_lock */
 
 /*
  * Update a zone list counter (nr_free, nr_active, nr_inactive). Writers hold

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <time.h>
 #include "wbcfs/clock.h"
+#include "wbcfs/lockstat.h"
 
 static uint64_t (*_Atomic fake_clock)(void);
 
@@ -29,7 +30,8 @@ int clock_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *m, long ms)
 	ts.tv_nsec += (ms % 1000) * 1000000L;
 	ts.tv_sec += ts.tv_nsec / 1000000000L;
 	ts.tv_nsec %= 1000000000L;
-	return pthread_cond_timedwait(cond, m, &ts);
+	/* the sleep is not hold time of a lock lockstat times */
+	return lockstat_cond_timedwait(cond, m, &ts);
 }
 
 void clock_set_fake(uint64_t (*fn)(void))

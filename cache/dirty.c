@@ -10,6 +10,7 @@
 #include "wbcfs/cache.h"
 #include "wbcfs/clock.h"
 #include "wbcfs/dirty.h"
+#include "cache_i.h"
 
 #define DIRTY_BYTES_MIN (2 * PAGE_SIZE)
 #define CENTISECS_MAX (100U * 3600 * 24 * 100)	/* 100 days */
@@ -194,11 +195,11 @@ void dirty_balance_simple(struct cache *c)
 			flusher_kick(c, WB_REASON_BACKGROUND);
 		if (!over)
 			return;
-		pthread_mutex_lock(&c->wait_lock);
+		ls_mutex_lock(&c->wait_lock, &lc_cache_wait_lock);
 		if (!c->stopping && dirty_over_limit(c, &over_bg))
 			clock_cond_wait_ms(&c->dirty_wait, &c->wait_lock, BALANCE_WAIT_MS);
 		stop = c->stopping;
-		pthread_mutex_unlock(&c->wait_lock);
+		ls_mutex_unlock(&c->wait_lock);
 		if (stop)
 			return;
 	}

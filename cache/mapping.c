@@ -23,6 +23,8 @@
 #include "wbcfs/mapping.h"
 #include "cache_i.h"
 
+LOCK_CLASS(lc_mapping_lock, "mapping_lock")
+
 #define RADIX_SHIFT 6
 #define RADIX_SLOTS (1U << RADIX_SHIFT)
 #define RADIX_MASK (RADIX_SLOTS - 1)
@@ -272,14 +274,14 @@ static unsigned lookup_common(struct mapping *m, uint64_t *start, uint64_t end, 
 	unsigned got = 0;
 	uint64_t s = *start;
 
-	pthread_mutex_lock(&m->lock);
+	ls_mutex_lock(&m->lock, &lc_mapping_lock);
 	if (m->root && s <= end && s <= radix_max_index(m->height)) {
 		got = radix_gang(m->root, m->height - 1, 0, &s, end, tag, pages, nr, 0);
 		*start = got ? pages[got - 1]->index + 1 : end + 1;
 		if (got && pages[got - 1]->index == UINT64_MAX)
 			*start = UINT64_MAX;
 	}
-	pthread_mutex_unlock(&m->lock);
+	ls_mutex_unlock(&m->lock);
 	return got;
 }
 
@@ -299,11 +301,11 @@ struct page *mapping_get_page(struct mapping *m, uint64_t index)
 {
 	struct page *p;
 
-	pthread_mutex_lock(&m->lock);
+	ls_mutex_lock(&m->lock, &lc_mapping_lock);
 	p = radix_lookup(m, index);
 	if (p)
 		page_get(p);
-	pthread_mutex_unlock(&m->lock);
+	ls_mutex_unlock(&m->lock);
 	return p;
 }
 
@@ -312,11 +314,11 @@ static struct page *mapping_insert_new(struct mapping *m, uint64_t index, struct
 {
 	struct page *p;
 
-	pthread_mutex_lock(&m->lock);
+	ls_mutex_lock(&m->lock, &lc_mapping_lock);
 	p = radix_lookup(m, index);
 	if (p) {
 		page_get(p);
-		pthread_mutex_unlock(&m->lock);
+		ls_mutex_unlock(&m->lock);
 		page_put(np);
 		return p;	/* not locked: caller locks and re-checks */
 	}
@@ -324,7 +326,7 @@ static struct page *mapping_insert_new(struct mapping *m, uint64_t index, struct
 	page_mapping_set(np, m);
 	np->index = index;
 	if (radix_insert(m, index, np)) {
-		pthread_mutex_unlock(&m->lock);
+		ls_mutex_unlock(&m->lock);
 		page_mapping_set(np, NULL);
 		page_put(np);
 		return NULL;
@@ -332,7 +334,7 @@ static struct page *mapping_insert_new(struct mapping *m, uint64_t index, struct
 	page_get(np);			/* the cache's reference */
 	m->nrpages++;
 	atomic_fetch_add(&m->cache->stats.nr_file_pages, 1);
-	pthread_mutex_unlock(&m->lock);
+	ls_mutex_unlock(&m->lock);
 	cache_lru_add(np);
 	return np;
 }
@@ -370,26 +372,26 @@ struct page *mapping_grab_page(struct mapping *m, uint64_t index, unsigned alloc
 
 void mapping_tag_set(struct mapping *m, uint64_t index, enum mapping_tag tag)
 {
-	pthread_mutex_lock(&m->lock);
+	ls_mutex_lock(&m->lock, &lc_mapping_lock);
 	if (radix_lookup(m, index))
 		radix_tag_set(m, index, tag);
-	pthread_mutex_unlock(&m->lock);
+	ls_mutex_unlock(&m->lock);
 }
 
 void mapping_tag_clear(struct mapping *m, uint64_t index, enum mapping_tag tag)
 {
-	pthread_mutex_lock(&m->lock);
+	ls_mutex_lock(&m->lock, &lc_mapping_lock);
 	radix_tag_clear(m, index, tag);
-	pthread_mutex_unlock(&m->lock);
+	ls_mutex_unlock(&m->lock);
 }
 
 bool mapping_tagged(struct mapping *m, enum mapping_tag tag)
 {
 	bool t;
 
-	pthread_mutex_lock(&m->lock);
+	ls_mutex_lock(&m->lock, &lc_mapping_lock);
 	t = m->root && ((struct radix_node *)m->root)->tags[tag];
-	pthread_mutex_unlock(&m->lock);
+	ls_mutex_unlock(&m->lock);
 	return t;
 }
 
@@ -400,11 +402,11 @@ void mapping_tag_towrite(struct mapping *m, uint64_t start, uint64_t end)
 	unsigned n, i;
 
 	while (pos <= end && (n = mapping_lookup_tag(m, &pos, end, TAG_DIRTY, pages, 64))) {
-		pthread_mutex_lock(&m->lock);
+		ls_mutex_lock(&m->lock, &lc_mapping_lock);
 		for (i = 0; i < n; i++)
 			if (pages[i]->mapping == m && page_test(pages[i], PG_dirty))
 				radix_tag_set(m, pages[i]->index, TAG_TOWRITE);
-		pthread_mutex_unlock(&m->lock);
+		ls_mutex_unlock(&m->lock);
 		for (i = 0; i < n; i++)
 			page_put(pages[i]);
 		if (pos == UINT64_MAX || pos == 0)
@@ -416,10 +418,10 @@ unsigned mapping_count_cached_before(struct mapping *m, uint64_t index, unsigned
 {
 	unsigned n = 0;
 
-	pthread_mutex_lock(&m->lock);
+	ls_mutex_lock(&m->lock, &lc_mapping_lock);
 	while (n < max && index > n && radix_lookup(m, index - n - 1))
 		n++;
-	pthread_mutex_unlock(&m->lock);
+	ls_mutex_unlock(&m->lock);
 	return n;
 }
 
@@ -449,9 +451,9 @@ static void mapping_truncate_page(struct mapping *m, struct page *p)
 	cancel_dirty_page(p);		/* no-op when clean */
 	page_clear(p, PG_uptodate);
 	page_clear(p, PG_reclaim);
-	pthread_mutex_lock(&m->lock);
+	ls_mutex_lock(&m->lock, &lc_mapping_lock);
 	mapping_unlink_locked(m, p);
-	pthread_mutex_unlock(&m->lock);
+	ls_mutex_unlock(&m->lock);
 	unlock_page(p);
 	page_put(p);			/* the cache's reference */
 }
@@ -478,13 +480,13 @@ bool mapping_try_remove_page(struct mapping *m, struct page *p)
 {
 	bool removed = false;
 
-	pthread_mutex_lock(&m->lock);
+	ls_mutex_lock(&m->lock, &lc_mapping_lock);
 	if (p->mapping == m && atomic_load(&p->refcount) == 2 &&
 	    !(atomic_load(&p->flags) & PAGE_BUSY_MASK)) {
 		mapping_unlink_locked(m, p);
 		removed = true;
 	}
-	pthread_mutex_unlock(&m->lock);
+	ls_mutex_unlock(&m->lock);
 	if (removed)
 		page_put(p);	/* the cache's reference; the caller drops its own */
 	return removed;

@@ -9,6 +9,7 @@
 
 #include "wbcfs/cache.h"
 #include "wbcfs/mapping.h"
+#include "wbcfs/lockstat.h"
 #include "cache_i.h"
 
 #define WAIT_BUCKETS 256
@@ -18,6 +19,11 @@ static struct page_wq {
 	pthread_mutex_t lock;	/* protects: sleepers' predicate re-checks */
 	pthread_cond_t cond;
 } page_wq[WAIT_BUCKETS];
+LOCK_CLASS(lc_page_wq_lock, "page_wq_lock")
+/* PG_locked: lock_page() calls, and the ones that slept */
+LOCK_CLASS(lc_page_lock, "page_lock")
+/* waits for PG_writeback to clear (no acquisitions: nothing is taken) */
+LOCK_CLASS(lc_page_writeback, "page_writeback")
 static pthread_once_t page_wq_once = PTHREAD_ONCE_INIT;
 
 static void page_wq_init(void)
@@ -43,13 +49,13 @@ static void page_wait_bit(struct page *p, enum page_flag bit, bool take)
 {
 	struct page_wq *wq = page_waitqueue(p);
 
-	pthread_mutex_lock(&wq->lock);
+	ls_mutex_lock(&wq->lock, &lc_page_wq_lock);
 	for (;;) {
 		if (take ? !page_test_set(p, bit) : !page_test(p, bit))
 			break;
-		pthread_cond_wait(&wq->cond, &wq->lock);
+		lockstat_cond_wait(&wq->cond, &wq->lock);
 	}
-	pthread_mutex_unlock(&wq->lock);
+	ls_mutex_unlock(&wq->lock);
 }
 
 /* Wake every sleeper of @p's bucket (after a bit was cleared). */
@@ -58,9 +64,9 @@ static void page_wake(struct page *p)
 	struct page_wq *wq = page_waitqueue(p);
 
 	/* the bucket lock orders the clear before a sleeper's re-check */
-	pthread_mutex_lock(&wq->lock);
+	ls_mutex_lock(&wq->lock, &lc_page_wq_lock);
 	pthread_cond_broadcast(&wq->cond);
-	pthread_mutex_unlock(&wq->lock);
+	ls_mutex_unlock(&wq->lock);
 }
 
 void page_get(struct page *p)
@@ -76,9 +82,15 @@ void page_put(struct page *p)
 
 void lock_page(struct page *p)
 {
-	if (!page_test_set(p, PG_locked))
+	uint64_t t0;
+
+	if (!page_test_set(p, PG_locked)) {
+		lockstat_acquired(&lc_page_lock);
 		return;
+	}
+	t0 = lockstat_wait_begin();
 	page_wait_bit(p, PG_locked, true);
+	lockstat_wait_end(&lc_page_lock, t0);
 }
 
 bool trylock_page(struct page *p)
@@ -94,8 +106,13 @@ void unlock_page(struct page *p)
 
 void wait_on_page_writeback(struct page *p)
 {
-	if (page_test(p, PG_writeback))
-		page_wait_bit(p, PG_writeback, false);
+	uint64_t t0;
+
+	if (!page_test(p, PG_writeback))
+		return;
+	t0 = lockstat_wait_begin();
+	page_wait_bit(p, PG_writeback, false);
+	lockstat_wait_end(&lc_page_writeback, t0);
 }
 
 void wait_on_page_locked(struct page *p)

@@ -25,7 +25,7 @@
  */
 static void zone_age_active(struct zone *z, long nr)
 {
-	pthread_mutex_lock(&z->lock);
+	ls_mutex_lock(&z->lock, &lc_zone_lock);
 	while (nr-- > 0 && z->nr_inactive < z->nr_active && !list_empty(&z->active)) {
 		struct page *p = list_last_entry(&z->active, struct page, lru);
 
@@ -34,7 +34,7 @@ static void zone_age_active(struct zone *z, long nr)
 		ZONE_COUNT(z->nr_active, -1);
 		ZONE_COUNT(z->nr_inactive, 1);
 	}
-	pthread_mutex_unlock(&z->lock);
+	ls_mutex_unlock(&z->lock);
 }
 
 /* page_get() unless the last reference is already gone (being freed). */
@@ -80,13 +80,13 @@ static unsigned zone_isolate(struct zone *z, struct page **out, unsigned nr)
  */
 static void zone_putback(struct zone *z, struct page *p)
 {
-	pthread_mutex_lock(&z->lock);
+	ls_mutex_lock(&z->lock, &lc_zone_lock);
 	if (page_mapping_peek(p) && !page_test_set(p, PG_lru)) {
 		page_clear(p, PG_active);
 		list_add(&p->lru, &z->inactive);
 		ZONE_COUNT(z->nr_inactive, 1);
 	}
-	pthread_mutex_unlock(&z->lock);
+	ls_mutex_unlock(&z->lock);
 }
 
 enum scan_result { SCAN_FREED, SCAN_GONE, SCAN_KEEP, SCAN_DIRTY };
@@ -129,9 +129,9 @@ static long zone_shrink_batch(struct zone *z, long want, long *dirty_met)
 	unsigned n, i;
 	long freed = 0;
 
-	pthread_mutex_lock(&z->lock);
+	ls_mutex_lock(&z->lock, &lc_zone_lock);
 	n = zone_isolate(z, batch, want < SCAN_BATCH ? (unsigned)want : SCAN_BATCH);
-	pthread_mutex_unlock(&z->lock);
+	ls_mutex_unlock(&z->lock);
 	atomic_fetch_add(&z->pgscan, n);
 	atomic_fetch_add(&z->cache->stats.pgscan, n);
 	for (i = 0; i < n; i++) {
@@ -223,14 +223,14 @@ void cache_kswapd_kick(struct cache *c)
 		return;		/* already woken: no lock on the allocation path */
 	for (i = 0; i < c->nr_zones; i++) {
 		if (zone_below(&c->zones[i], c->zones[i].wmark_low + c->zones[i].lowmem_reserve)) {
-			pthread_mutex_lock(&c->wait_lock);
+			ls_mutex_lock(&c->wait_lock, &lc_cache_wait_lock);
 			if (!c->kswapd_wake) {
 				c->kswapd_wake = true;
 				atomic_fetch_add(&c->stats.kswapd_wakeups, 1);
 				if (c->have_kswapd)
 					pthread_cond_signal(&c->kswapd_wait);
 			}
-			pthread_mutex_unlock(&c->wait_lock);
+			ls_mutex_unlock(&c->wait_lock);
 			return;
 		}
 	}
@@ -297,7 +297,7 @@ static void *kswapd_main(void *arg)
 	struct cache *c = arg;
 	bool backoff = false;
 
-	pthread_mutex_lock(&c->wait_lock);
+	ls_mutex_lock(&c->wait_lock, &lc_cache_wait_lock);
 	while (!c->stopping) {
 		if (backoff) {
 			clock_cond_wait_ms(&c->kswapd_wait, &c->wait_lock, 10);	/* then try again, woken or not */
@@ -308,11 +308,11 @@ static void *kswapd_main(void *arg)
 				continue;
 		}
 		c->kswapd_wake = false;
-		pthread_mutex_unlock(&c->wait_lock);
+		ls_mutex_unlock(&c->wait_lock);
 		backoff = !kswapd_balance(c);
-		pthread_mutex_lock(&c->wait_lock);
+		ls_mutex_lock(&c->wait_lock, &lc_cache_wait_lock);
 	}
-	pthread_mutex_unlock(&c->wait_lock);
+	ls_mutex_unlock(&c->wait_lock);
 	return NULL;
 }
 
@@ -330,10 +330,10 @@ void reclaim_stop(struct cache *c)
 {
 	if (!c->have_kswapd)
 		return;
-	pthread_mutex_lock(&c->wait_lock);
+	ls_mutex_lock(&c->wait_lock, &lc_cache_wait_lock);
 	c->stopping = true;
 	pthread_cond_broadcast(&c->kswapd_wait);
-	pthread_mutex_unlock(&c->wait_lock);
+	ls_mutex_unlock(&c->wait_lock);
 	pthread_join(c->kswapd, NULL);
 	c->have_kswapd = false;
 }

@@ -37,6 +37,9 @@
 
 #include "wbcfs/clock.h"
 #include "wbcfs/throttle.h"
+#include "wbcfs/lockstat.h"
+
+LOCK_CLASS(lc_throttle_lock, "throttle_lock")
 
 #define RL_SHIFT 10			/* RATELIMIT_CALC_SHIFT */
 #define BW_INTERVAL_MS 200		/* BANDWIDTH_INTERVAL */
@@ -104,12 +107,12 @@ void throttle_wb_completed(struct throttle_wb *tw, long nr)
 
 	if (nr <= 0)
 		return;
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
 	fprop_advance(d, clock_now_ms());
 	fprop_local_sync(d, &tw->completions);
 	tw->completions.events += (uint64_t)nr;
 	d->fprop_events += (uint64_t)nr;
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 }
 
 /* ---- thresholds ------------------------------------------------------------- */
@@ -714,7 +717,7 @@ struct throttle_verdict throttle_dirtied(struct throttle_wb *tw, pid_t pid, long
 	uint64_t now = clock_now_ms();
 	long rl;
 
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
 	tasks_reap(d, now);
 	t = task_get(d, pid, now);
 	if (!t)
@@ -736,7 +739,7 @@ struct throttle_verdict throttle_dirtied(struct throttle_wb *tw, pid_t pid, long
 		v = bdp(tw, t, now, now);
 	}
 out:
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	if (v.kick)
 		tw->ops->kick(tw);	/* takes the flusher's lock: not under ours */
 	return v;
@@ -749,13 +752,13 @@ struct throttle_verdict throttle_resume(struct throttle_wb *tw, pid_t pid)
 	struct throttle_task *t;
 	uint64_t now = clock_now_ms();
 
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
 	t = task_get(d, pid, now);
 	if (t && (t->at_limit || (t->nr_dirtied > 0 && t->nr_dirtied >= t->nr_dirtied_pause)))
 		v = bdp(tw, t, now, t->start_ms);
 	else if (t)
 		t->at_limit = false;
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	if (v.kick)
 		tw->ops->kick(tw);
 	return v;
@@ -819,19 +822,19 @@ void throttle_wb_init(struct throttle_wb *tw, struct throttle_domain *d, const c
 	atomic_store(&tw->max_ratio, 100);
 	tw->dirty_ratelimit = INIT_BW;
 	tw->balanced_dirty_ratelimit = INIT_BW;
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
 	tw->completions.period = d->fprop_period;
 	list_add_tail(&tw->node, &d->wbs);
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 }
 
 void throttle_wb_remove(struct throttle_wb *tw)
 {
 	struct throttle_domain *d = tw->dom;
 
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
 	list_del_init(&tw->node);
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 }
 
 void throttle_wb_thresholds(struct throttle_wb *tw, unsigned long *wb_thresh,
@@ -840,10 +843,10 @@ void throttle_wb_thresholds(struct throttle_wb *tw, unsigned long *wb_thresh,
 	struct throttle_domain *d = tw->dom;
 	struct dtc c;
 
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
 	domain_limits(d, &c);
 	wb_limits(tw, &c, clock_now_ms());
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	*wb_thresh = c.wb_thresh;
 	*wb_bg = c.wb_bg_thresh;
 	*thresh = c.thresh;
@@ -859,9 +862,9 @@ uint64_t throttle_trace_start(struct throttle_domain *d)
 {
 	uint64_t s;
 
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
 	s = d->ring_seq > d->ring_size ? d->ring_seq - d->ring_size : 0;
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	return s;
 }
 
@@ -872,7 +875,7 @@ size_t throttle_trace_read(struct throttle_domain *d, uint64_t *cursor,
 	size_t n = 0;
 
 	*lost = 0;
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
 	oldest = d->ring_seq > d->ring_size ? d->ring_seq - d->ring_size : 0;
 	if (*cursor < oldest) {
 		*lost = oldest - *cursor;
@@ -883,16 +886,16 @@ size_t throttle_trace_read(struct throttle_domain *d, uint64_t *cursor,
 		out[n++] = d->ring[*cursor & (d->ring_size - 1)];
 		(*cursor)++;
 	}
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	return n;
 }
 
 void throttle_trace_wait(struct throttle_domain *d, uint64_t cursor, unsigned timeout_ms)
 {
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
 	if (d->ring && cursor >= d->ring_seq)
 		clock_cond_wait_ms(&d->ring_cond, &d->lock, (long)timeout_ms);
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 }
 
 int throttle_trace_format(const struct throttle_trace_rec *r, char *buf, size_t len)

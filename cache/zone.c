@@ -46,6 +46,9 @@
 #include "wbcfs/mapping.h"
 #include "cache_i.h"
 
+LOCK_CLASS(lc_zone_lock, "zone_lock")
+LOCK_CLASS(lc_cache_wait_lock, "cache_wait_lock")
+
 #define CACHE_MIN_PAGES 64
 #define DIRTY_LIMIT_REFRESH 64	/* allocations between dirty-limit refreshes */
 
@@ -271,11 +274,11 @@ out_free:
 
 void cache_destroy(struct cache *c)
 {
-	pthread_mutex_lock(&c->wait_lock);
+	ls_mutex_lock(&c->wait_lock, &lc_cache_wait_lock);
 	c->stopping = true;
 	pthread_cond_broadcast(&c->free_wait);
 	pthread_cond_broadcast(&c->dirty_wait);
-	pthread_mutex_unlock(&c->wait_lock);
+	ls_mutex_unlock(&c->wait_lock);
 	reclaim_stop(c);
 	throttle_domain_destroy(&c->throttle);
 	munmap(c->arena, c->nr_pages << PAGE_SHIFT);
@@ -296,16 +299,16 @@ long cache_free_pages(const struct cache *c)
 
 void cache_wake_free(struct cache *c)
 {
-	pthread_mutex_lock(&c->wait_lock);
+	ls_mutex_lock(&c->wait_lock, &lc_cache_wait_lock);
 	pthread_cond_broadcast(&c->free_wait);
-	pthread_mutex_unlock(&c->wait_lock);
+	ls_mutex_unlock(&c->wait_lock);
 }
 
 void cache_wake_dirty(struct cache *c)
 {
-	pthread_mutex_lock(&c->wait_lock);
+	ls_mutex_lock(&c->wait_lock, &lc_cache_wait_lock);
 	pthread_cond_broadcast(&c->dirty_wait);
-	pthread_mutex_unlock(&c->wait_lock);
+	ls_mutex_unlock(&c->wait_lock);
 }
 
 /* Context: z->lock held. */
@@ -320,13 +323,13 @@ void zone_free_page(struct page *p)
 {
 	struct zone *z = p->zone;
 
-	pthread_mutex_lock(&z->lock);
+	ls_mutex_lock(&z->lock, &lc_zone_lock);
 	lru_del_locked(z, p);
 	atomic_store(&p->flags, 0);
 	page_mapping_set(p, NULL);
 	list_add(&p->lru, &z->free_list);
 	ZONE_COUNT(z->nr_free, 1);
-	pthread_mutex_unlock(&z->lock);
+	ls_mutex_unlock(&z->lock);
 	/* seq_cst: orders nr_free++ before the waiter check (pairs with
 	 * cache_wait_free's free_waiters++ before its nr_free check) */
 	atomic_thread_fence(memory_order_seq_cst);
@@ -394,7 +397,7 @@ static struct page *zone_rmqueue(struct zone *z, enum alloc_mark mark)
 
 	if (__atomic_load_n(&z->nr_free, __ATOMIC_RELAXED) <= floor)
 		return NULL;	/* unlocked peek: a zone under its mark costs no lock */
-	pthread_mutex_lock(&z->lock);
+	ls_mutex_lock(&z->lock, &lc_zone_lock);
 	if (z->nr_free > floor) {
 		p = list_first_entry(&z->free_list, struct page, lru);
 		list_del_init(&p->lru);
@@ -402,7 +405,7 @@ static struct page *zone_rmqueue(struct zone *z, enum alloc_mark mark)
 		if (atomic_fetch_sub(&z->alloc_batch, 1) <= 1)
 			atomic_store(&z->fair_depleted, true);
 	}
-	pthread_mutex_unlock(&z->lock);
+	ls_mutex_unlock(&z->lock);
 	if (p) {
 		atomic_store(&p->flags, 0);
 		atomic_store(&p->refcount, 1);
@@ -464,13 +467,13 @@ static bool cache_wait_free(struct cache *c, long ms)
 {
 	bool stop;
 
-	pthread_mutex_lock(&c->wait_lock);
+	ls_mutex_lock(&c->wait_lock, &lc_cache_wait_lock);
 	atomic_fetch_add(&c->free_waiters, 1);	/* seq_cst: before the nr_free check */
 	if (!c->stopping && cache_free_pages(c) == 0)
 		clock_cond_wait_ms(&c->free_wait, &c->wait_lock, ms);
 	atomic_fetch_sub(&c->free_waiters, 1);
 	stop = c->stopping;
-	pthread_mutex_unlock(&c->wait_lock);
+	ls_mutex_unlock(&c->wait_lock);
 	return !stop;
 }
 
@@ -508,12 +511,12 @@ void cache_lru_add(struct page *p)
 {
 	struct zone *z = p->zone;
 
-	pthread_mutex_lock(&z->lock);
+	ls_mutex_lock(&z->lock, &lc_zone_lock);
 	if (!page_test_set(p, PG_lru)) {
 		list_add(&p->lru, &z->inactive);
 		ZONE_COUNT(z->nr_inactive, 1);
 	}
-	pthread_mutex_unlock(&z->lock);
+	ls_mutex_unlock(&z->lock);
 }
 
 static void lru_del_locked(struct zone *z, struct page *p)
@@ -531,16 +534,16 @@ void cache_lru_del(struct page *p)
 {
 	struct zone *z = p->zone;
 
-	pthread_mutex_lock(&z->lock);
+	ls_mutex_lock(&z->lock, &lc_zone_lock);
 	lru_del_locked(z, p);
-	pthread_mutex_unlock(&z->lock);
+	ls_mutex_unlock(&z->lock);
 }
 
 void cache_lru_activate(struct page *p)
 {
 	struct zone *z = p->zone;
 
-	pthread_mutex_lock(&z->lock);
+	ls_mutex_lock(&z->lock, &lc_zone_lock);
 	if (page_test(p, PG_lru) && !page_test(p, PG_active)) {
 		list_move(&p->lru, &z->active);
 		ZONE_COUNT(z->nr_inactive, -1);
@@ -549,7 +552,7 @@ void cache_lru_activate(struct page *p)
 		page_clear(p, PG_referenced);
 		atomic_fetch_add(&z->cache->stats.pgactivate, 1);
 	}
-	pthread_mutex_unlock(&z->lock);
+	ls_mutex_unlock(&z->lock);
 }
 
 /*
@@ -570,8 +573,8 @@ void cache_reclaim_now(struct page *p)
 		atomic_fetch_add(&z->cache->stats.pgsteal, 1);
 		return;
 	}
-	pthread_mutex_lock(&z->lock);
+	ls_mutex_lock(&z->lock, &lc_zone_lock);
 	if (page_test(p, PG_lru) && !page_test(p, PG_active))
 		list_move_tail(&p->lru, &z->inactive);
-	pthread_mutex_unlock(&z->lock);
+	ls_mutex_unlock(&z->lock);
 }

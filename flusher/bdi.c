@@ -18,6 +18,9 @@
 #include "wbcfs/devlog.h"
 #include "bdi_i.h"
 
+LOCK_CLASS(lc_bdi_lock, "bdi_lock")
+LOCK_CLASS(lc_bdi_bw_lock, "bdi_bw_lock")
+
 static const struct throttle_wb_ops bdi_throttle_ops;
 
 static unsigned long bdi_queue_limit(dev_t rdev, const char *what)
@@ -150,10 +153,10 @@ void bdi_destroy(struct bdi *b)
 	unsigned i;
 
 	throttle_wb_remove(&b->tw);
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	b->stopping = true;
 	pthread_cond_broadcast(&b->work_cond);
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 	for (i = 0; i < b->nr_flushers; i++)
 		pthread_join(b->threads[i], NULL);
 	bdi_free(b);
@@ -178,7 +181,7 @@ void bdi_mark_inode_dirty(struct bdi *b, struct wb_inode *wi, unsigned flags)
 {
 	bool wake = false;
 
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	if (!(wi->state & I_FREEING)) {
 		if (!(wi->state & (I_DIRTY_PAGES | I_DIRTY_INODE))) {
 			wi->dirtied_when = clock_now_ms();
@@ -193,28 +196,28 @@ void bdi_mark_inode_dirty(struct bdi *b, struct wb_inode *wi, unsigned flags)
 	/* the bdi's first dirty inode starts the periodic clock */
 	if (wake)
 		pthread_cond_signal(&b->work_cond);
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 }
 
 void bdi_inode_remove(struct bdi *b, struct wb_inode *wi)
 {
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	while (wi->state & I_SYNC)
-		pthread_cond_wait(&b->done_cond, &b->lock);
+		lockstat_cond_wait(&b->done_cond, &b->lock);
 	wi->state |= I_FREEING;
 	list_del_init(&wi->io_list);
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 }
 
 void bdi_wakeup(struct bdi *b, long nr_pages, enum wb_reason why)
 {
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	if (why == WB_REASON_VMSCAN)
 		b->vmscan_nr += nr_pages > 0 ? nr_pages : 1024;
 	else
 		b->bg_pending = true;
 	pthread_cond_signal(&b->work_cond);
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 }
 
 int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
@@ -278,10 +281,10 @@ int bdi_inode_set_fault(struct bdi *b, struct wb_inode *wi, unsigned fault)
 	atomic_store(&wi->fault, fault & (WB_FAULT_READ | WB_FAULT_WRITE));
 	if (!(fault & WB_FAULT_WRITE)) {
 		/* the device works again: let writeback retry at once */
-		pthread_mutex_lock(&b->lock);
+		ls_mutex_lock(&b->lock, &lc_bdi_lock);
 		wi->retry_after_ms = 0;
 		wi->backoff_ms = 0;
-		pthread_mutex_unlock(&b->lock);
+		ls_mutex_unlock(&b->lock);
 	}
 	return 0;
 }
@@ -311,21 +314,21 @@ void bdi_list_counts(struct bdi *b, long *b_dirty, long *b_io, long *b_more_io)
 	struct wb_inode *wi;
 
 	*b_dirty = *b_io = *b_more_io = 0;
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	list_for_each_entry(wi, &b->b_dirty, io_list)
 		(*b_dirty)++;
 	list_for_each_entry(wi, &b->b_io, io_list)
 		(*b_io)++;
 	list_for_each_entry(wi, &b->b_more_io, io_list)
 		(*b_more_io)++;
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 }
 
 unsigned bdi_state(struct bdi *b)
 {
 	unsigned st = 0;
 
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	if (!b->stopping)
 		st |= BDI_STATE_RUNNING;
 	if (atomic_load(&b->inflight) > 0)
@@ -336,7 +339,7 @@ unsigned bdi_state(struct bdi *b)
 		st |= BDI_STATE_BG_PENDING;
 	if (b->kupdate_armed)
 		st |= BDI_STATE_PERIODIC;
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 	return st;
 }
 
@@ -354,12 +357,12 @@ int bdi_fd(const struct bdi *b)
 
 void bdi_bw_feed(struct bdi *b, uint64_t now_ms)
 {
-	pthread_mutex_lock(&b->bw_lock);
+	ls_mutex_lock(&b->bw_lock, &lc_bdi_bw_lock);
 	bdi_bw_sample(&b->bw, now_ms, atomic_load(&b->stats.written),
 		      atomic_load(&b->inflight) == 0);
 	atomic_store(&b->stats.write_bw, b->bw.write_bw);
 	atomic_store(&b->stats.avg_write_bw, b->bw.avg_write_bw);
-	pthread_mutex_unlock(&b->bw_lock);
+	ls_mutex_unlock(&b->bw_lock);
 }
 
 /* The throttle controller reads the device through these. */

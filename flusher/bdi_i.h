@@ -6,6 +6,11 @@
 #define WBCFS_FLUSHER_BDI_I_H
 
 #include "wbcfs/bdi.h"
+#include "wbcfs/lockstat.h"
+
+/* Lock classes of flusher/ (bdi.c defines them) for /.wbcfs/lockstat. */
+extern struct lock_class lc_bdi_lock;		/* bdi->lock */
+extern struct lock_class lc_bdi_bw_lock;	/* bdi->bw_lock */
 
 enum wb_work_kind {
 	WORK_PAGES,	/* write some or all dirty inodes (background, vmscan, sync) */

@@ -94,31 +94,31 @@ static int ord_get(struct bdi *b)
 {
 	int e;
 
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	e = (int)(b->ord_epoch & 1);
 	b->ord_cnt[e]++;
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 	return e;
 }
 
 static void ord_put(struct bdi *b, int e)
 {
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	if (--b->ord_cnt[e] == 0)
 		pthread_cond_broadcast(&b->done_cond);
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 }
 
 void bdi_ordered_barrier(struct bdi *b)
 {
 	int old;
 
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	old = (int)(b->ord_epoch & 1);
 	b->ord_epoch++;
 	while (b->ord_cnt[old] > 0)
-		pthread_cond_wait(&b->done_cond, &b->lock);
-	pthread_mutex_unlock(&b->lock);
+		lockstat_cond_wait(&b->done_cond, &b->lock);
+	ls_mutex_unlock(&b->lock);
 }
 
 /* ---- completion ----------------------------------------------------------- */
@@ -131,18 +131,18 @@ static void wb_bw_feed(struct bdi *b)
 /* A writeback round starts: forget an idle gap (ALGORITHMS.md §2). */
 static void wb_bw_start(struct bdi *b)
 {
-	pthread_mutex_lock(&b->bw_lock);
+	ls_mutex_lock(&b->bw_lock, &lc_bdi_bw_lock);
 	bdi_bw_start(&b->bw, clock_now_ms(), atomic_load(&b->stats.written),
 		     atomic_load(&b->stats.writeback) == 0);
-	pthread_mutex_unlock(&b->bw_lock);
+	ls_mutex_unlock(&b->bw_lock);
 }
 
 static void wb_inflight_sub(struct bdi *b, long n)
 {
 	if (atomic_fetch_sub(&b->inflight, n) == n) {
-		pthread_mutex_lock(&b->lock);
+		ls_mutex_lock(&b->lock, &lc_bdi_lock);
 		pthread_cond_broadcast(&b->done_cond);
-		pthread_mutex_unlock(&b->lock);
+		ls_mutex_unlock(&b->lock);
 	}
 }
 
@@ -189,7 +189,7 @@ static void wb_inode_failed(struct bdi *b, struct wb_inode *wi, uint64_t index, 
 
 	atomic_fetch_add(&wi->nr_write_errors, n);
 	mapping_set_error(wi->mapping, err);
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	first = !wi->backoff_ms;
 	if (now >= wi->retry_after_ms) {
 		wi->backoff_ms = wi->backoff_ms ? wi->backoff_ms * 2 : WB_BACKOFF_MIN_MS;
@@ -197,7 +197,7 @@ static void wb_inode_failed(struct bdi *b, struct wb_inode *wi, uint64_t index, 
 			wi->backoff_ms = WB_BACKOFF_MAX_MS;
 		wi->retry_after_ms = now + wi->backoff_ms;
 	}
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 	if (first && !wi->is_meta && b->ops->write_error)
 		b->ops->write_error(b, wi, index, err);
 }
@@ -273,9 +273,9 @@ static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pag
 	io->n = n;
 	io->ord = ord;
 	if (ord >= 0) {
-		pthread_mutex_lock(&x->b->lock);
+		ls_mutex_lock(&x->b->lock, &lc_bdi_lock);
 		x->b->ord_cnt[ord]++;
-		pthread_mutex_unlock(&x->b->lock);
+		ls_mutex_unlock(&x->b->lock);
 	}
 	for (i = 0; i < n; i++) {
 		io->pages[i] = pages[i];
@@ -487,12 +487,12 @@ static void wb_wait_isync_locked(struct wb_ctx *x, struct wb_inode *wi)
 	while (wi->state & I_SYNC) {
 		if (x->eng.inflight) {
 			/* completions take b->lock: never reap while holding it */
-			pthread_mutex_unlock(&b->lock);
+			ls_mutex_unlock(&b->lock);
 			wb_drain_before_sleep(x);
-			pthread_mutex_lock(&b->lock);
+			ls_mutex_lock(&b->lock, &lc_bdi_lock);
 			continue;
 		}
-		pthread_cond_wait(&b->done_cond, &b->lock);
+		lockstat_cond_wait(&b->done_cond, &b->lock);
 	}
 }
 
@@ -502,10 +502,10 @@ static void wb_wait_inflight(struct wb_ctx *x)
 	struct bdi *b = x->b;
 
 	wb_drain_before_sleep(x);
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	while (atomic_load(&b->inflight) > 0)
-		pthread_cond_wait(&b->done_cond, &b->lock);
-	pthread_mutex_unlock(&b->lock);
+		lockstat_cond_wait(&b->done_cond, &b->lock);
+	ls_mutex_unlock(&b->lock);
 }
 
 /*
@@ -526,7 +526,7 @@ static long wb_single_inode(struct wb_ctx *x, struct wb_inode *wi, struct wb_wor
 	wi->state |= I_SYNC;
 	dirty_inode = wi->state & I_DIRTY_INODE;
 	wi->state &= ~(I_DIRTY_PAGES | I_DIRTY_INODE);
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 
 	written = wb_write_pages(x, wi, sync, start, end, budget);
 	if (sync || dirty_inode)
@@ -537,7 +537,7 @@ static long wb_single_inode(struct wb_ctx *x, struct wb_inode *wi, struct wb_wor
 	if (dirty_inode && !wi->is_meta && b->ops->write_inode)
 		ret = b->ops->write_inode(b, wi, w->sync_mode);
 
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	wb_work_error(w, ret);
 	if (ret)
 		wi->state |= I_DIRTY_INODE;
@@ -669,7 +669,7 @@ static long wb_writeback(struct wb_ctx *x, struct wb_work *w)
 	bool queued = false;
 
 	wb_bw_start(b);
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	while (!wb_should_stop(b, w)) {
 		long got;
 
@@ -690,7 +690,7 @@ static long wb_writeback(struct wb_ctx *x, struct wb_work *w)
 		total += got;
 		round += got;
 	}
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 	return total;
 }
 
@@ -706,13 +706,13 @@ static void wb_write_meta(struct wb_ctx *x, struct wb_work *w)
 	if (!meta)
 		return;
 	wb_wait_inflight(x);
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	wb_wait_isync_locked(x, meta);
 	if (meta->state & I_DIRTY_PAGES || w->sync_mode == WB_SYNC_ALL)
 		wb_single_inode(x, meta, w, LONG_MAX);
 	if (!(meta->state & I_DIRTY_PAGES))
 		meta->dirtied_when = 0;
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 	if (w->sync_mode == WB_SYNC_ALL)
 		wb_wait_inflight(x);
 }
@@ -726,11 +726,11 @@ static bool wb_meta_due(struct bdi *b, struct wb_work *w)
 
 	if (!meta)
 		return false;
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	due = (meta->state & I_DIRTY_PAGES) && clock_now_ms() >= meta->retry_after_ms &&
 	      (w->reason != WB_REASON_PERIODIC || clock_now_ms() - meta->dirtied_when >= expire ||
 	       wb_over_bg(b));
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 	return due;
 }
 
@@ -745,9 +745,9 @@ static void wb_meta_error(struct bdi *b, struct wb_work *w)
 
 	if (!b->meta)
 		return;
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	err = mapping_check_and_advance(b->meta->mapping, &b->meta_err_since);
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 	wb_work_error(w, err);
 }
 
@@ -779,10 +779,10 @@ static void wb_run_inode(struct wb_ctx *x, struct wb_work *w)
 	struct bdi *b = x->b;
 	struct wb_inode *wi = w->inode;
 
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	wb_wait_isync_locked(x, wi);
 	wb_single_inode(x, wi, w, LONG_MAX);
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 }
 
 static void wb_run_work(struct wb_ctx *x, struct wb_work *w)
@@ -809,12 +809,12 @@ static void wb_run_work(struct wb_ctx *x, struct wb_work *w)
 
 int bdi_queue_work_wait(struct bdi *b, struct wb_work *w)
 {
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	list_add_tail(&w->list, &b->work_list);
 	pthread_cond_signal(&b->work_cond);
 	while (!w->done)
-		pthread_cond_wait(&b->done_cond, &b->lock);
-	pthread_mutex_unlock(&b->lock);
+		lockstat_cond_wait(&b->done_cond, &b->lock);
+	ls_mutex_unlock(&b->lock);
 	return w->ret;
 }
 
@@ -843,12 +843,12 @@ static long wb_do_background(struct wb_ctx *x)
 	w.nr_pages = b->vmscan_nr ? b->vmscan_nr : LONG_MAX;
 	b->vmscan_nr = 0;
 	b->bg_pending = false;
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 	got = wb_writeback(x, &w);
 	if (wb_meta_due(b, &w))
 		wb_write_meta(x, &w);
 	io_engine_drain(&x->eng);
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	return got;
 }
 
@@ -858,12 +858,12 @@ static void wb_do_kupdate(struct wb_ctx *x)
 	struct wb_work w = { .kind = WORK_PAGES, .sync_mode = WB_SYNC_NONE,
 			     .reason = WB_REASON_PERIODIC, .nr_pages = LONG_MAX };
 
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 	wb_writeback(x, &w);
 	if (wb_meta_due(b, &w))
 		wb_write_meta(x, &w);
 	io_engine_drain(&x->eng);
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	/* rearmed by the next dirtying once nothing is left */
 	if (wb_all_clean_locked(b))
 		b->kupdate_armed = false;
@@ -888,9 +888,9 @@ static void wb_do_queued(struct wb_ctx *x)
 	struct wb_work *w = list_first_entry(&b->work_list, struct wb_work, list);
 
 	list_del_init(&w->list);
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 	wb_run_work(x, w);
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	w->done = true;
 	pthread_cond_broadcast(&b->done_cond);
 }
@@ -912,9 +912,9 @@ static void wb_idle(struct wb_ctx *x, long ms)
 {
 	if (x->eng.inflight) {
 		/* completions take b->lock: never reap while holding it */
-		pthread_mutex_unlock(&x->b->lock);
+		ls_mutex_unlock(&x->b->lock);
 		wb_drain_before_sleep(x);
-		pthread_mutex_lock(&x->b->lock);
+		ls_mutex_lock(&x->b->lock, &lc_bdi_lock);
 		return;		/* look for work again before sleeping */
 	}
 	wb_timed_wait(x->b, ms);
@@ -959,10 +959,10 @@ void *bdi_flusher_main(void *arg)
 	}
 	x->b = b;
 	wb_engine_init(x);
-	pthread_mutex_lock(&b->lock);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	while (!b->stopping || !list_empty(&b->work_list))
 		wb_worker_step(x, &last_kupdate);
-	pthread_mutex_unlock(&b->lock);
+	ls_mutex_unlock(&b->lock);
 	io_engine_drain(&x->eng);
 	io_engine_exit(&x->eng);
 	free(x);

@@ -2,9 +2,10 @@
 /*
  * The control directory, /.wbcfs/ (mount option ctl_name): the daemon's
  * /proc/vmstat (vmstat) and /proc/zoneinfo (zoneinfo), the bdi's debugfs
- * stats (bdi) and one file per live tunable, as /proc/sys/vm has them. It is virtual: its FUSE inode
- * numbers are above 2^32, where no ext4 inode number can be, and nothing
- * done on it reaches libext2fs. It is left out of the root's readdir but
+ * stats (bdi), lock statistics (lockstat) and one file per live tunable, as
+ * /proc/sys/vm has them. It is virtual: its FUSE inode numbers are above
+ * 2^32, where no ext4 inode number can be, and nothing done on it reaches
+ * libext2fs. It is left out of the root's readdir but
  * found by lookup, shadowing a real entry of the same name. Mode 0700,
  * owned by root; the kernel checks that (default_permissions) and the
  * handlers refuse other users again with EACCES.
@@ -248,7 +249,10 @@ int ctl_tunable_print(const struct ctl_tunables *t, unsigned which, struct ctl_b
 
 /* ---- the nodes ---------------------------------------------------------------- */
 
-enum ctl_kind { CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_TUNABLE };
+enum ctl_kind {
+	CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_LOCKSTAT,
+	CTL_TUNABLE
+};
 
 /* Node n has FUSE inode CTL_INO_BASE + n: above every 32-bit ext4 inode. */
 enum {
@@ -258,6 +262,7 @@ enum {
 	CTL_NODE_BDI,
 	CTL_NODE_TRACE,
 	CTL_NODE_JOURNAL,
+	CTL_NODE_LOCKSTAT,
 	CTL_NODE_TUN0,
 	CTL_NR_NODES = CTL_NODE_TUN0 + CTL_NR_TUNABLES
 };
@@ -271,6 +276,7 @@ static enum ctl_kind ctl_node_kind(unsigned node)
 	case CTL_NODE_BDI: return CTL_BDI;
 	case CTL_NODE_TRACE: return CTL_TRACE;
 	case CTL_NODE_JOURNAL: return CTL_JOURNAL;
+	case CTL_NODE_LOCKSTAT: return CTL_LOCKSTAT;
 	default: return CTL_TUNABLE;
 	}
 }
@@ -284,17 +290,22 @@ static const char *ctl_node_name(struct wbfs *w, unsigned node)
 	case CTL_NODE_BDI: return "bdi";
 	case CTL_NODE_TRACE: return "trace";
 	case CTL_NODE_JOURNAL: return "journal";
+	case CTL_NODE_LOCKSTAT: return "lockstat";
 	default: return ctl_tunable_name(node - CTL_NODE_TUN0);
 	}
 }
 
+/* Files that take writes: the tunables, and lockstat's switch. */
+static bool ctl_node_writable(unsigned node)
+{
+	return ctl_node_kind(node) == CTL_TUNABLE || ctl_node_kind(node) == CTL_LOCKSTAT;
+}
+
 static mode_t ctl_node_mode(unsigned node)
 {
-	switch (ctl_node_kind(node)) {
-	case CTL_DIR: return S_IFDIR | 0700;
-	case CTL_TUNABLE: return S_IFREG | 0600;
-	default: return S_IFREG | 0400;
-	}
+	if (ctl_node_kind(node) == CTL_DIR)
+		return S_IFDIR | 0700;
+	return S_IFREG | (ctl_node_writable(node) ? 0600 : 0400);
 }
 
 bool ctl_owns(fuse_ino_t ino)
@@ -591,6 +602,51 @@ static int ctl_gen_bdi(struct wbfs *w, struct ctl_buf *b)
 		(int)atomic_load(&tw->strictlimit), nd, nio, nmore, state);
 }
 
+/*
+ * lockstat: a state line, a column header, then one line per lock class,
+ * longest total wait first. Times are totals since the last reset while on.
+ */
+static int ctl_gen_lockstat(struct ctl_buf *b)
+{
+	struct lock_stat *s;
+	int n = lockstat_collect(&s), i, ret;
+
+	if (n < 0)
+		return n;
+	ret = ctl_buf_printf(b, "# lockstat %s (write on, off or reset)\n"
+			     "# %-14s %12s %10s %7s %13s %11s %13s\n",
+			     lockstat_enabled() ? "on" : "off", "class", "acquired", "contended",
+			     "cont%", "wait_total_ms", "wait_max_us", "hold_total_ms");
+	for (i = 0; i < n && !ret; i++) {
+		const struct lock_stat *l = &s[i];
+
+		ret = ctl_buf_printf(b, "%-16s %12llu %10llu %7.2f %13.3f %11llu %13.3f\n",
+				     l->name, (unsigned long long)l->acquired,
+				     (unsigned long long)l->contended,
+				     l->acquired ? 100.0 * l->contended / l->acquired : 0.0,
+				     l->wait_ns / 1e6, (unsigned long long)(l->wait_max_ns / 1000),
+				     l->hold_ns / 1e6);
+	}
+	free(s);
+	return ret;
+}
+
+/* "1" or "on", "0" or "off", "reset" (a trailing newline allowed). */
+static int ctl_lockstat_write(const char *buf, size_t len)
+{
+	while (len && ctl_blank(buf[len - 1]))
+		len--;
+	if ((len == 1 && buf[0] == '1') || (len == 2 && !memcmp(buf, "on", 2)))
+		lockstat_enable(true);
+	else if ((len == 1 && buf[0] == '0') || (len == 3 && !memcmp(buf, "off", 3)))
+		lockstat_enable(false);
+	else if (len == 5 && !memcmp(buf, "reset", 5))
+		lockstat_reset();
+	else
+		return -EINVAL;
+	return 0;
+}
+
 /* ---- open files ----------------------------------------------------------- */
 
 struct ctl_fh {
@@ -623,6 +679,8 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 		wbfs_journal_show(w, buf, sizeof(buf));
 		return ctl_buf_printf(&f->out, "%s", buf);
 	}
+	case CTL_LOCKSTAT:
+		return ctl_gen_lockstat(&f->out);
 	case CTL_TUNABLE:
 		return ctl_tunable_print(&t, f->node - CTL_NODE_TUN0, &f->out);
 	case CTL_TRACE:
@@ -642,7 +700,7 @@ static void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ctl_fh *f;
 	int ret;
 
-	if (!ctl_req_root(req) || (writing && ctl_node_kind(node) != CTL_TUNABLE)) {
+	if (!ctl_req_root(req) || (writing && !ctl_node_writable(node))) {
 		fuse_reply_err(req, EACCES);
 		return;
 	}
@@ -795,11 +853,16 @@ static int ctl_write_locked(struct wbfs *w, struct ctl_fh *f, const char *data, 
 	ret = ctl_buf_put(&f->in, (size_t)off, data, len);
 	if (ret)
 		return ret;
-	ret = ctl_tunable_write(&t, f->node - CTL_NODE_TUN0, f->in.data, f->in.len);
+	if (ctl_node_kind(f->node) == CTL_LOCKSTAT)
+		ret = ctl_lockstat_write(f->in.data, f->in.len);
+	else
+		ret = ctl_tunable_write(&t, f->node - CTL_NODE_TUN0, f->in.data, f->in.len);
 	if (ret) {
 		f->in.len = old_len < (size_t)off ? old_len : (size_t)off;
 		return ret;
 	}
+	if (ctl_node_kind(f->node) == CTL_LOCKSTAT)
+		return 0;
 	/* thresholds may have dropped: writers and the flusher look again now */
 	cache_wake_dirty(w->cache);
 	bdi_wakeup(w->bdi, 0, WB_REASON_BACKGROUND);
@@ -813,7 +876,7 @@ static void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 	struct ctl_fh *f = ctl_fh_of(fi);
 	int ret;
 
-	if (!ctl_req_root(req) || ctl_node_kind(f->node) != CTL_TUNABLE) {
+	if (!ctl_req_root(req) || !ctl_node_writable(f->node)) {
 		fuse_reply_err(req, EACCES);
 		return;
 	}
@@ -916,7 +979,7 @@ static void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	if ((to_set & FUSE_SET_ATTR_SIZE) && ctl_node_kind(node) != CTL_TUNABLE) {
+	if ((to_set & FUSE_SET_ATTR_SIZE) && !ctl_node_writable(node)) {
 		fuse_reply_err(req, ctl_node_kind(node) == CTL_DIR ? EISDIR : EACCES);
 		return;
 	}

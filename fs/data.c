@@ -155,9 +155,9 @@ static int read_miss(struct wbfs *w, struct wfile *f, uint64_t index, unsigned r
 	unsigned io_pages = w->opts.max_io_kb / 4;
 	int ret;
 
-	pthread_mutex_lock(&f->ra_lock);
+	ls_mutex_lock(&f->ra_lock, &lc_ra_lock);
 	ra_sync(&f->ra, index, req, io_pages, ra_count_cached, &wi->map, &win);
-	pthread_mutex_unlock(&f->ra_lock);
+	ls_mutex_unlock(&f->ra_lock);
 	if (!win.size || win.start > index || win.start + win.size <= index) {
 		win.start = index;
 		win.size = req;
@@ -188,9 +188,9 @@ static void read_async(struct wbfs *w, struct wfile *f, uint64_t index, unsigned
 		page_put(p);
 		hole++;
 	}
-	pthread_mutex_lock(&f->ra_lock);
+	ls_mutex_lock(&f->ra_lock, &lc_ra_lock);
 	ra_async(&f->ra, index, req, io_pages, hole, &win);
-	pthread_mutex_unlock(&f->ra_lock);
+	ls_mutex_unlock(&f->ra_lock);
 	read_window(w, f->wi, &win, UINT64_MAX, isize);
 }
 
@@ -242,7 +242,7 @@ int data_read(struct wbfs *w, struct wfile *f, uint64_t off, size_t size, struct
 	int ret = 0;
 
 	memset(rr, 0, sizeof(*rr));
-	pthread_rwlock_rdlock(&wi->ilock);
+	ls_rwlock_rdlock(&wi->ilock, &lc_ilock_r);
 	isize = winode_size(wi);
 	if (off >= isize || !size)
 		goto out;
@@ -271,7 +271,7 @@ int data_read(struct wbfs *w, struct wfile *f, uint64_t off, size_t size, struct
 	if (rr->n)
 		ret = 0;	/* short read up to the failing page */
 out:
-	pthread_rwlock_unlock(&wi->ilock);
+	ls_rwlock_unlock(&wi->ilock);
 	if (ret)
 		data_read_done(rr);
 	return ret;
@@ -284,9 +284,9 @@ static long file_extents(struct winode *wi)
 {
 	long n;
 
-	pthread_mutex_lock(&wi->ec_lock);
+	ls_mutex_lock(&wi->ec_lock, &lc_ec_lock);
 	n = wi->ec_valid ? (long)wi->nr_runs : 0;
-	pthread_mutex_unlock(&wi->ec_lock);
+	ls_mutex_unlock(&wi->ec_lock);
 	return n;
 }
 
@@ -459,12 +459,12 @@ static void write_cache_refused(struct wbfs *w, struct winode *wi, uint64_t off,
 static bool write_lock(struct winode *wi, uint64_t off, size_t len)
 {
 	if (off + len <= winode_size(wi)) {
-		pthread_rwlock_rdlock(&wi->ilock);
+		ls_rwlock_rdlock(&wi->ilock, &lc_ilock_r);
 		if (off + len <= winode_size(wi))
 			return true;
-		pthread_rwlock_unlock(&wi->ilock);
+		ls_rwlock_unlock(&wi->ilock);
 	}
-	pthread_rwlock_wrlock(&wi->ilock);
+	ls_rwlock_wrlock(&wi->ilock, &lc_ilock_w);
 	return false;
 }
 
@@ -511,7 +511,7 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	if (ret > 0)
 		winode_stamp_times(wi);
 	write_exit(wi);
-	pthread_rwlock_unlock(&wi->ilock);
+	ls_rwlock_unlock(&wi->ilock);
 	if (from_page_cache && len && (ret < 0 || (size_t)ret < len)) {
 		write_cache_refused(w, wi, off, len, ret < 0 ? 0 : (size_t)ret,
 				    ret < 0 ? (int)-ret : (err ? -err : EIO));
@@ -690,7 +690,7 @@ int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)
 
 	if (size > WBFS_MAX_FILE_BYTES)
 		return -EFBIG;
-	pthread_rwlock_wrlock(&wi->ilock);
+	ls_rwlock_wrlock(&wi->ilock, &lc_ilock_w);
 	old = winode_size(wi);
 	if (size < old) {
 		keep = (size + PAGE_SIZE - 1) >> PAGE_SHIFT;
@@ -706,7 +706,7 @@ int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)
 					  size < old ? ~0ULL : 0, true);
 		wbfs_unlock(w);
 	}
-	pthread_rwlock_unlock(&wi->ilock);
+	ls_rwlock_unlock(&wi->ilock);
 	if (!ret && size > old)
 		wbfs_inval_zero_eof_page(w, wi, old, size);
 	if (size != old)
@@ -1090,19 +1090,19 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 	if (off + len > WBFS_MAX_FILE_BYTES || off + len < off)
 		return -EFBIG;
 	if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
-		pthread_rwlock_wrlock(&wi->ilock);
+		ls_rwlock_wrlock(&wi->ilock, &lc_ilock_w);
 		ret = punch_hole(w, wi, off, len);
-		pthread_rwlock_unlock(&wi->ilock);
+		ls_rwlock_unlock(&wi->ilock);
 		wbfs_inval_queue(w, wi, off, off + len);
 		return ret;
 	}
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE))
 		return -EOPNOTSUPP;
-	pthread_rwlock_wrlock(&wi->ilock);
+	ls_rwlock_wrlock(&wi->ilock, &lc_ilock_w);
 	old = winode_size(wi);
 	ret = falloc_check_extents(w, wi);
 	if (ret) {
-		pthread_rwlock_unlock(&wi->ilock);
+		ls_rwlock_unlock(&wi->ilock);
 		return ret;
 	}
 	if (mode & FALLOC_FL_ZERO_RANGE) {
@@ -1112,7 +1112,7 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 			zero_eof_tail(w, wi, old);
 		ret = alloc_range(w, wi, mode, off, len, privileged);
 	}
-	pthread_rwlock_unlock(&wi->ilock);
+	ls_rwlock_unlock(&wi->ilock);
 	if (mode & FALLOC_FL_ZERO_RANGE)
 		wbfs_inval_queue(w, wi, off < old ? off : old, off + len);
 	if (off + len > old && !(mode & FALLOC_FL_KEEP_SIZE)) {	/* the zeroed tail */

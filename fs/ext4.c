@@ -90,26 +90,35 @@ int wbfs_errno(errcode_t err)
 	}
 }
 
+LOCK_CLASS(lc_fs_lock, "fs_lock")
+LOCK_CLASS(lc_itable_lock, "itable_lock")
+LOCK_CLASS(lc_resv_lock, "resv_lock")
+LOCK_CLASS(lc_attr_lock, "attr_lock")
+LOCK_CLASS(lc_ec_lock, "ec_lock")
+LOCK_CLASS(lc_ilock_r, "ilock(r)")
+LOCK_CLASS(lc_ilock_w, "ilock(w)")
+LOCK_CLASS(lc_ra_lock, "ra_lock")
+
 void wbfs_lock(struct wbfs *w)
 {
-	pthread_mutex_lock(&w->fs_lock);
+	ls_mutex_lock(&w->fs_lock, &lc_fs_lock);
 }
 
 void wbfs_refresh_free_locked(struct wbfs *w)
 {
 	if (!w->fs)
 		return;
-	pthread_mutex_lock(&w->resv_lock);
+	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
 	w->free_blocks = (int64_t)ext2fs_free_blocks_count(w->fs->super) - w->bad_free;
 	w->free_inodes = w->fs->super->s_free_inodes_count;
-	pthread_mutex_unlock(&w->resv_lock);
+	ls_mutex_unlock(&w->resv_lock);
 }
 
 /* Unlock, refreshing the free counts writers reserve against. */
 void wbfs_unlock(struct wbfs *w)
 {
 	wbfs_refresh_free_locked(w);
-	pthread_mutex_unlock(&w->fs_lock);
+	ls_mutex_unlock(&w->fs_lock);
 }
 
 /*
@@ -143,21 +152,21 @@ int wbfs_reserve(struct wbfs *w, long nr, bool privileged)
 {
 	int ret = 0;
 
-	pthread_mutex_lock(&w->resv_lock);
+	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
 	if (!wbfs_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, nr,
 			  privileged ? WBFS_ROOM_PRIV : 0))
 		ret = -ENOSPC;
 	else
 		w->reserved += nr;
-	pthread_mutex_unlock(&w->resv_lock);
+	ls_mutex_unlock(&w->resv_lock);
 	return ret;
 }
 
 void wbfs_unreserve(struct wbfs *w, long nr)
 {
-	pthread_mutex_lock(&w->resv_lock);
+	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
 	w->reserved -= nr;
-	pthread_mutex_unlock(&w->resv_lock);
+	ls_mutex_unlock(&w->resv_lock);
 }
 
 /* Extents an extent tree block holds (a 4 KiB block: 12-byte header). */
@@ -197,7 +206,7 @@ int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, long base
 	long runs, meta;
 	int ret = 0;
 
-	pthread_mutex_lock(&w->resv_lock);
+	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
 	runs = wi->da_runs + (new_run || !wi->da_runs);
 	meta = wbfs_extent_blocks(base_extents + runs) - wbfs_extent_blocks(base_extents) -
 	       wi->meta_resv;
@@ -212,7 +221,7 @@ int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, long base
 		wi->da_runs = runs;
 		wi->nr_delalloc++;
 	}
-	pthread_mutex_unlock(&w->resv_lock);
+	ls_mutex_unlock(&w->resv_lock);
 	return ret;
 }
 
@@ -224,7 +233,7 @@ void wbfs_unreserve_pages(struct wbfs *w, struct winode *wi, long nr)
 {
 	if (nr <= 0)
 		return;
-	pthread_mutex_lock(&w->resv_lock);
+	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
 	w->reserved -= nr;
 	wi->nr_delalloc -= nr;
 	if (wi->nr_delalloc <= 0) {
@@ -232,7 +241,7 @@ void wbfs_unreserve_pages(struct wbfs *w, struct winode *wi, long nr)
 		wi->meta_resv = 0;
 		wi->da_runs = 0;
 	}
-	pthread_mutex_unlock(&w->resv_lock);
+	ls_mutex_unlock(&w->resv_lock);
 }
 
 /*
@@ -248,9 +257,9 @@ int wbfs_claim_room(struct wbfs *w, long nr, unsigned flags)
 {
 	bool ok;
 
-	pthread_mutex_lock(&w->resv_lock);
+	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
 	ok = wbfs_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, nr, flags);
-	pthread_mutex_unlock(&w->resv_lock);
+	ls_mutex_unlock(&w->resv_lock);
 	return ok ? 0 : -ENOSPC;
 }
 
@@ -1653,7 +1662,7 @@ int wbfs_close(struct wbfs *w)
 	}
 	busy_free(w);
 	r = -wbfs_errno(ext2fs_close_free(&w->fs));
-	pthread_mutex_unlock(&w->fs_lock);
+	ls_mutex_unlock(&w->fs_lock);
 	if (r && !ret)
 		ret = r;
 	if (!w->ro) {

@@ -267,6 +267,7 @@ struct fio_held {
 	char msg[FIO_HELD_MAX_MSG];
 };
 
+LOCK_CLASS(lc_fio_held_lock, "fio_held_lock")
 static pthread_mutex_t fio_held_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fio_held_cond;
 static struct fio_held *fio_held_head;		/* fio_held_lock */
@@ -286,9 +287,9 @@ bool wbfs_fuse_io_hold_reply(struct throttle_wb *tw, pid_t pid, long pause_ms)
 {
 	bool running;
 
-	pthread_mutex_lock(&fio_held_lock);
+	ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
 	running = fio_held_running;
-	pthread_mutex_unlock(&fio_held_lock);
+	ls_mutex_unlock(&fio_held_lock);
 	if (!running)
 		return false;
 	fio_hold_next.pause_ms = pause_ms;
@@ -327,13 +328,13 @@ static void fio_held_send(struct fio_held *h)
 static void *fio_held_main(void *arg)
 {
 	(void)arg;
-	pthread_mutex_lock(&fio_held_lock);
+	ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
 	while (!fio_held_stop) {
 		struct fio_held *h = fio_held_head;
 		uint64_t now = clock_now_ms();
 
 		if (!h) {
-			pthread_cond_wait(&fio_held_cond, &fio_held_lock);
+			lockstat_cond_wait(&fio_held_cond, &fio_held_lock);
 			continue;
 		}
 		if (h->due > now) {
@@ -344,25 +345,25 @@ static void *fio_held_main(void *arg)
 			ns = (uint64_t)ts.tv_nsec + (h->due - now) * 1000000ull;
 			ts.tv_sec += (time_t)(ns / 1000000000ull);
 			ts.tv_nsec = (long)(ns % 1000000000ull);
-			pthread_cond_timedwait(&fio_held_cond, &fio_held_lock, &ts);
+			lockstat_cond_timedwait(&fio_held_cond, &fio_held_lock, &ts);
 			continue;
 		}
 		fio_held_head = h->next;
-		pthread_mutex_unlock(&fio_held_lock);
+		ls_mutex_unlock(&fio_held_lock);
 		if (!h->interrupted) {
 			struct throttle_verdict v = throttle_resume(h->tw, h->pid);
 
 			if (v.pause_ms > 0) {
 				h->due = clock_now_ms() + (uint64_t)v.pause_ms;
-				pthread_mutex_lock(&fio_held_lock);
+				ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
 				fio_held_insert(h);
 				continue;
 			}
 		}
 		fio_held_send(h);
-		pthread_mutex_lock(&fio_held_lock);
+		ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
 	}
-	pthread_mutex_unlock(&fio_held_lock);
+	ls_mutex_unlock(&fio_held_lock);
 	return NULL;
 }
 
@@ -406,9 +407,9 @@ static bool fio_hold(int fd, const struct iovec *iov, int count)
 	h->interrupted = false;
 	h->due = clock_now_ms() + (uint64_t)fio_hold_next.pause_ms;
 	atomic_fetch_add(&fio_held_count, 1);
-	pthread_mutex_lock(&fio_held_lock);
+	ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
 	fio_held_insert(h);
-	pthread_mutex_unlock(&fio_held_lock);
+	ls_mutex_unlock(&fio_held_lock);
 	return true;
 }
 
@@ -421,7 +422,7 @@ static bool fio_interrupt(const void *buf, size_t len)
 
 	if (len < sizeof(*in) + sizeof(*arg))
 		return false;
-	pthread_mutex_lock(&fio_held_lock);
+	ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
 	for (pp = &fio_held_head; *pp; pp = &(*pp)->next) {
 		if ((*pp)->unique == arg->unique) {
 			h = *pp;
@@ -432,7 +433,7 @@ static bool fio_interrupt(const void *buf, size_t len)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&fio_held_lock);
+	ls_mutex_unlock(&fio_held_lock);
 	return h != NULL;
 }
 
@@ -449,9 +450,9 @@ int wbfs_fuse_io_start(void)
 	ret = pthread_create(&fio_held_thread, NULL, fio_held_main, NULL);
 	if (ret)
 		return -ret;
-	pthread_mutex_lock(&fio_held_lock);
+	ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
 	fio_held_running = true;
-	pthread_mutex_unlock(&fio_held_lock);
+	ls_mutex_unlock(&fio_held_lock);
 	return 0;
 }
 
@@ -460,15 +461,15 @@ void wbfs_fuse_io_stop(void)
 {
 	struct fio_held *h;
 
-	pthread_mutex_lock(&fio_held_lock);
+	ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
 	if (!fio_held_running) {
-		pthread_mutex_unlock(&fio_held_lock);
+		ls_mutex_unlock(&fio_held_lock);
 		return;
 	}
 	fio_held_running = false;
 	fio_held_stop = true;
 	pthread_cond_signal(&fio_held_cond);
-	pthread_mutex_unlock(&fio_held_lock);
+	ls_mutex_unlock(&fio_held_lock);
 	pthread_join(fio_held_thread, NULL);
 	while ((h = fio_held_head)) {
 		fio_held_head = h->next;

@@ -47,9 +47,9 @@ struct winode *winode_find(struct wbfs *w, ext2_ino_t ino)
 {
 	struct winode *wi;
 
-	pthread_mutex_lock(&w->itable_lock);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	wi = itable_find_locked(w, ino);
-	pthread_mutex_unlock(&w->itable_lock);
+	ls_mutex_unlock(&w->itable_lock);
 	return wi;
 }
 
@@ -103,18 +103,18 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 	struct ext2_inode_large in;
 	struct winode *wi, *nw;
 
-	pthread_mutex_lock(&w->itable_lock);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	if (w->closing) {
 		/* unmount: no new references to an inode it is freeing */
-		pthread_mutex_unlock(&w->itable_lock);
+		ls_mutex_unlock(&w->itable_lock);
 		return NULL;
 	}
 	/* an inode on its way out is written first: wait, then read it anew */
 	while ((wi = itable_find_locked(w, ino)) && wi->evicting)
-		pthread_cond_wait(&w->itable_cond, &w->itable_lock);
+		lockstat_cond_wait(&w->itable_cond, &w->itable_lock);
 	if (wi && lookup)
 		wi->nlookup++;
-	pthread_mutex_unlock(&w->itable_lock);
+	ls_mutex_unlock(&w->itable_lock);
 	if (wi)
 		return wi;
 
@@ -127,11 +127,11 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 	nw = winode_alloc(w, ino, &in);
 	if (!nw)
 		return NULL;
-	pthread_mutex_lock(&w->itable_lock);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	while ((wi = itable_find_locked(w, ino)) && wi->evicting)
-		pthread_cond_wait(&w->itable_cond, &w->itable_lock);
+		lockstat_cond_wait(&w->itable_cond, &w->itable_lock);
 	if (!wi && w->closing) {
-		pthread_mutex_unlock(&w->itable_lock);
+		ls_mutex_unlock(&w->itable_lock);
 		winode_free_mem(nw);
 		return NULL;
 	}
@@ -144,7 +144,7 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 	}
 	if (lookup)
 		wi->nlookup++;
-	pthread_mutex_unlock(&w->itable_lock);
+	ls_mutex_unlock(&w->itable_lock);
 	if (nw)
 		winode_free_mem(nw);
 	return wi;
@@ -173,9 +173,9 @@ static bool winode_is_dirty(struct winode *wi)
 {
 	bool dirty;
 
-	pthread_mutex_lock(&wi->attr_lock);
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	dirty = wi->size_dirty || wi->times_dirty || wi->atime_dirty;
-	pthread_mutex_unlock(&wi->attr_lock);
+	ls_mutex_unlock(&wi->attr_lock);
 	return dirty || atomic_load(&wi->map.nrdirty) || atomic_load(&wi->map.nrwriteback);
 }
 
@@ -200,10 +200,10 @@ static void winode_evict(struct wbfs *w, struct winode *wi, bool final)
 	    bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, false) &&
 	    atomic_load(&wi->map.nrdirty)) {
 		if (!final) {
-			pthread_mutex_lock(&w->itable_lock);
+			ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 			wi->evicting = false;
 			pthread_cond_broadcast(&w->itable_cond);
-			pthread_mutex_unlock(&w->itable_lock);
+			ls_mutex_unlock(&w->itable_lock);
 			return;
 		}
 		data_report_lost(w, wi);
@@ -217,10 +217,10 @@ static void winode_evict(struct wbfs *w, struct winode *wi, bool final)
 		fprintf(stderr, "wbcfs: %s: inode %u: cannot free the deleted file; the"
 			" filesystem is left marked not clean\n", w->dev_path, wi->ino);
 	}
-	pthread_mutex_lock(&w->itable_lock);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	itable_remove_locked(w, wi);
 	pthread_cond_broadcast(&w->itable_cond);
-	pthread_mutex_unlock(&w->itable_lock);
+	ls_mutex_unlock(&w->itable_lock);
 	/* fs_lock held: nobody who found @wi under it is still using it */
 	wbfs_unlock(w);
 	winode_free_mem(wi);
@@ -239,10 +239,10 @@ void winode_forget(struct wbfs *w, struct winode *wi, uint64_t nlookup)
 {
 	bool evict;
 
-	pthread_mutex_lock(&w->itable_lock);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	wi->nlookup = wi->nlookup > nlookup ? wi->nlookup - nlookup : 0;
 	evict = winode_begin_evict_locked(wi);
-	pthread_mutex_unlock(&w->itable_lock);
+	ls_mutex_unlock(&w->itable_lock);
 	if (evict)
 		winode_evict(w, wi, false);
 }
@@ -259,13 +259,13 @@ void winode_forget_ino(struct wbfs *w, ext2_ino_t ino, uint64_t nlookup)
 	struct winode *wi;
 	bool evict = false;
 
-	pthread_mutex_lock(&w->itable_lock);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	wi = itable_find_locked(w, ino);
 	if (wi) {
 		wi->nlookup = wi->nlookup > nlookup ? wi->nlookup - nlookup : 0;
 		evict = !w->closing && winode_begin_evict_locked(wi);
 	}
-	pthread_mutex_unlock(&w->itable_lock);
+	ls_mutex_unlock(&w->itable_lock);
 	if (evict)
 		winode_evict(w, wi, false);
 }
@@ -274,10 +274,10 @@ void winode_put_open(struct wbfs *w, struct winode *wi)
 {
 	bool evict;
 
-	pthread_mutex_lock(&w->itable_lock);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	wi->nopen--;
 	evict = !w->closing && winode_begin_evict_locked(wi);
-	pthread_mutex_unlock(&w->itable_lock);
+	ls_mutex_unlock(&w->itable_lock);
 	if (evict)
 		winode_evict(w, wi, false);
 }
@@ -293,13 +293,13 @@ void winode_put_open_ino(struct wbfs *w, ext2_ino_t ino)
 	struct winode *wi;
 	bool evict = false;
 
-	pthread_mutex_lock(&w->itable_lock);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	wi = itable_find_locked(w, ino);
 	if (wi && wi->nopen) {
 		wi->nopen--;
 		evict = !w->closing && winode_begin_evict_locked(wi);
 	}
-	pthread_mutex_unlock(&w->itable_lock);
+	ls_mutex_unlock(&w->itable_lock);
 	if (evict)
 		winode_evict(w, wi, false);
 }
@@ -313,7 +313,7 @@ void winode_put_open_ino(struct wbfs *w, ext2_ino_t ino)
  */
 void winode_release_all(struct wbfs *w)
 {
-	pthread_mutex_lock(&w->itable_lock);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	w->closing = true;
 	for (;;) {
 		struct winode *wi = NULL;
@@ -324,17 +324,17 @@ void winode_release_all(struct wbfs *w)
 				;
 		if (wi) {
 			wi->evicting = true;
-			pthread_mutex_unlock(&w->itable_lock);
+			ls_mutex_unlock(&w->itable_lock);
 			winode_evict(w, wi, true);
-			pthread_mutex_lock(&w->itable_lock);
+			ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 		} else if (w->nr_winodes) {
 			/* only inodes another thread is evicting are left */
-			pthread_cond_wait(&w->itable_cond, &w->itable_lock);
+			lockstat_cond_wait(&w->itable_cond, &w->itable_lock);
 		} else {
 			break;
 		}
 	}
-	pthread_mutex_unlock(&w->itable_lock);
+	ls_mutex_unlock(&w->itable_lock);
 }
 
 /*
@@ -352,7 +352,7 @@ bool winode_should_retry_alloc(struct wbfs *w, int *retries)
 
 	if (++*retries > 3)
 		return false;
-	pthread_mutex_lock(&w->itable_lock);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	for (i = 0; i < w->itable_size && !pending; i++)
 		for (wi = w->itable[i]; wi && !pending; wi = wi->hash_next)
 			/* unlinked and freed are fs_lock's: a hint read here */
@@ -361,7 +361,7 @@ bool winode_should_retry_alloc(struct wbfs *w, int *retries)
 				   !__atomic_load_n(&wi->freed, __ATOMIC_RELAXED));
 	if (pending && !w->closing)
 		clock_cond_wait_ms(&w->itable_cond, &w->itable_lock, 20);
-	pthread_mutex_unlock(&w->itable_lock);
+	ls_mutex_unlock(&w->itable_lock);
 	return pending;
 }
 
@@ -371,16 +371,16 @@ uint64_t winode_size(struct winode *wi)
 {
 	uint64_t s;
 
-	pthread_mutex_lock(&wi->attr_lock);
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	s = wi->size;
-	pthread_mutex_unlock(&wi->attr_lock);
+	ls_mutex_unlock(&wi->attr_lock);
 	return s;
 }
 
 /* New in-memory size; @touch also stamps mtime/ctime. Context: ilock held. */
 void winode_set_size(struct winode *wi, uint64_t size, bool touch)
 {
-	pthread_mutex_lock(&wi->attr_lock);
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	if (wi->size != size) {
 		wi->size = size;
 		wi->size_dirty = true;
@@ -390,17 +390,17 @@ void winode_set_size(struct winode *wi, uint64_t size, bool touch)
 		wi->ctime = wi->mtime;
 		wi->times_dirty = true;
 	}
-	pthread_mutex_unlock(&wi->attr_lock);
+	ls_mutex_unlock(&wi->attr_lock);
 }
 
 /* Data changed: stamp mtime and ctime. Context: ilock held (shared or not). */
 void winode_stamp_times(struct winode *wi)
 {
-	pthread_mutex_lock(&wi->attr_lock);
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	wbfs_now(&wi->mtime);
 	wi->ctime = wi->mtime;
 	wi->times_dirty = true;
-	pthread_mutex_unlock(&wi->attr_lock);
+	ls_mutex_unlock(&wi->attr_lock);
 }
 
 /* A write changed data: stamp times, queue the inode for write_inode. */
@@ -422,7 +422,7 @@ static bool winode_owns_size(const struct winode *wi)
 /* Fold @wi's pending size and times into @in. Context: fs_lock held. */
 static void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in)
 {
-	pthread_mutex_lock(&wi->attr_lock);
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	if (winode_owns_size(wi))
 		ext2fs_inode_size_set(w->fs, (struct ext2_inode *)in, wi->size);
 	if (wi->times_dirty) {
@@ -435,7 +435,7 @@ static void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_lar
 	/* until the write: the times are in neither place stat_cached reads */
 	wi->folding = true;
 	wi->fold_seq++;
-	pthread_mutex_unlock(&wi->attr_lock);
+	ls_mutex_unlock(&wi->attr_lock);
 }
 
 /*
@@ -449,14 +449,14 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
 
 	if (!wi)
 		return;
-	pthread_mutex_lock(&wi->attr_lock);
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	wbfs_ts_get(in, TS_ATIME, &wi->disk_atime);
 	wbfs_ts_get(in, TS_MTIME, &wi->disk_mtime);
 	wbfs_ts_get(in, TS_CTIME, &wi->disk_ctime);
 	wi->disk_noatime = (in->i_flags & EXT2_NOATIME_FL) != 0;
 	wi->folding = false;
 	wi->fold_seq++;
-	pthread_mutex_unlock(&wi->attr_lock);
+	ls_mutex_unlock(&wi->attr_lock);
 }
 
 /* Is an access at @now due to update @wi's atime? Context: attr_lock held. */
@@ -482,9 +482,9 @@ bool winode_atime_due(struct wbfs *w, struct winode *wi)
 	bool due;
 
 	wbfs_now(&now);
-	pthread_mutex_lock(&wi->attr_lock);
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	due = winode_atime_due_locked(w, wi, 0, &now);
-	pthread_mutex_unlock(&wi->attr_lock);
+	ls_mutex_unlock(&wi->attr_lock);
 	return due;
 }
 
@@ -502,13 +502,13 @@ void winode_accessed(struct wbfs *w, struct winode *wi, int oflags)
 	bool due;
 
 	wbfs_now(&now);
-	pthread_mutex_lock(&wi->attr_lock);
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	due = winode_atime_due_locked(w, wi, oflags, &now);
 	if (due) {
 		wi->atime = now;
 		wi->atime_dirty = true;
 	}
-	pthread_mutex_unlock(&wi->attr_lock);
+	ls_mutex_unlock(&wi->attr_lock);
 	if (due)
 		bdi_mark_inode_dirty(w->bdi, &wi->wb, I_DIRTY_INODE);
 }
@@ -588,9 +588,9 @@ int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st)
 	wi = winode_find(w, ino);
 	if (!wi)
 		return 0;
-	pthread_mutex_lock(&wi->attr_lock);
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	stat_overlay(wi, st);
-	pthread_mutex_unlock(&wi->attr_lock);
+	ls_mutex_unlock(&wi->attr_lock);
 	return 0;
 }
 
@@ -652,18 +652,18 @@ static bool winode_stat_cached(struct wbfs *w, ext2_ino_t ino, struct stat *st,
 
 	if (!wi || !w->fs)
 		return false;
-	pthread_mutex_lock(&wi->attr_lock);
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	ok = !wi->folding;
 	seq = wi->fold_seq;
-	pthread_mutex_unlock(&wi->attr_lock);
+	ls_mutex_unlock(&wi->attr_lock);
 	if (!ok || !inode_read_cached(w, ino, u.b, sizeof(u.b)) || !u.in.i_mode)
 		return false;
 	stat_fill(w, ino, &u.in, st);
-	pthread_mutex_lock(&wi->attr_lock);
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	ok = !wi->folding && wi->fold_seq == seq;
 	if (ok)
 		stat_overlay(wi, st);
-	pthread_mutex_unlock(&wi->attr_lock);
+	ls_mutex_unlock(&wi->attr_lock);
 	if (ok && generation)
 		*generation = u.in.i_generation;
 	if (ok)
@@ -878,12 +878,12 @@ int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_la
 	ret = wbfs_write_inode(w, ino, in);
 	if (ret || in->i_links_count)
 		return ret;
-	pthread_mutex_lock(&w->itable_lock);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	wi = itable_find_locked(w, ino);
 	busy = wi && (wi->nlookup || wi->nopen);
 	if (wi)
 		wi->unlinked = true;
-	pthread_mutex_unlock(&w->itable_lock);
+	ls_mutex_unlock(&w->itable_lock);
 	return busy ? orphan_add_locked(w, ino, in) : winode_free_locked(w, ino);
 }
 
@@ -1086,29 +1086,29 @@ int ec_lookup(struct wbfs *w, struct winode *wi, uint64_t lblk, struct ext_run *
 {
 	int ret;
 
-	pthread_mutex_lock(&wi->ec_lock);
+	ls_mutex_lock(&wi->ec_lock, &lc_ec_lock);
 	while (!wi->ec_valid) {
-		pthread_mutex_unlock(&wi->ec_lock);
+		ls_mutex_unlock(&wi->ec_lock);
 		wbfs_lock(w);
-		pthread_mutex_lock(&wi->ec_lock);
+		ls_mutex_lock(&wi->ec_lock, &lc_ec_lock);
 		ret = ec_load_locked(w, wi);
-		pthread_mutex_unlock(&wi->ec_lock);
+		ls_mutex_unlock(&wi->ec_lock);
 		wbfs_unlock(w);
 		if (ret)
 			return ret;
-		pthread_mutex_lock(&wi->ec_lock);
+		ls_mutex_lock(&wi->ec_lock, &lc_ec_lock);
 	}
 	ret = ec_lookup_locked(wi, lblk, out);
-	pthread_mutex_unlock(&wi->ec_lock);
+	ls_mutex_unlock(&wi->ec_lock);
 	return ret;
 }
 
 void ec_invalidate(struct winode *wi)
 {
-	pthread_mutex_lock(&wi->ec_lock);
+	ls_mutex_lock(&wi->ec_lock, &lc_ec_lock);
 	wi->ec_valid = false;
 	wi->nr_runs = 0;
-	pthread_mutex_unlock(&wi->ec_lock);
+	ls_mutex_unlock(&wi->ec_lock);
 }
 
 /* Record a freshly allocated run [lblk, lblk+len) -> pblk. ec_lock held. */
@@ -1254,10 +1254,10 @@ static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_
 			if (map_take_delalloc(c->wi, lblk + done + i, true))
 				c->delalloc_done++;
 		}
-		pthread_mutex_lock(&c->wi->ec_lock);
+		ls_mutex_lock(&c->wi->ec_lock, &lc_ec_lock);
 		if (c->wi->ec_valid && mapped)
 			ec_insert_locked(c->wi, lblk + done, got, mapped);
-		pthread_mutex_unlock(&c->wi->ec_lock);
+		ls_mutex_unlock(&c->wi->ec_lock);
 		c->allocated += (long)mapped;
 		done += mapped;
 		if (ret) {
@@ -1290,9 +1290,9 @@ static int map_open(struct map_ctx *c)
 	ret = wbfs_read_inode(w, c->wi->ino, &c->in);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&c->wi->ec_lock);
+	ls_mutex_lock(&c->wi->ec_lock, &lc_ec_lock);
 	ret = ec_load_locked(w, c->wi);
-	pthread_mutex_unlock(&c->wi->ec_lock);
+	ls_mutex_unlock(&c->wi->ec_lock);
 	if (ret)
 		return ret;
 	if (c->in.i_flags & EXT4_EXTENTS_FL) {
@@ -1380,9 +1380,9 @@ static int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *in
 			pblk[i++] = BDI_PBLK_SKIP;
 			continue;
 		}
-		pthread_mutex_lock(&c.wi->ec_lock);
+		ls_mutex_lock(&c.wi->ec_lock, &lc_ec_lock);
 		ret = ec_lookup_locked(c.wi, index[i], &r);
-		pthread_mutex_unlock(&c.wi->ec_lock);
+		ls_mutex_unlock(&c.wi->ec_lock);
 		if (ret)
 			break;
 		if (r.pblk) {

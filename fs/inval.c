@@ -51,6 +51,8 @@
 
 #include "wbfs_i.h"
 
+LOCK_CLASS(lc_inval_lock, "inval_lock")
+
 struct inval_range {
 	ext2_ino_t ino;
 	uint64_t start;		/* bytes */
@@ -119,7 +121,7 @@ static void inval_enqueue(struct wbfs *w, struct winode *wi, uint64_t start, uin
 	if (!iq)
 		return;
 	start &= ~(uint64_t)(PAGE_SIZE - 1);
-	pthread_mutex_lock(&iq->lock);
+	ls_mutex_lock(&iq->lock, &lc_inval_lock);
 	if (!iq->stopping && !inval_merge_locked(iq, wi->ino, start, end)) {
 		if (iq->nr == iq->cap) {
 			size_t cap = iq->cap ? iq->cap * 2 : 64;
@@ -137,7 +139,7 @@ static void inval_enqueue(struct wbfs *w, struct winode *wi, uint64_t start, uin
 	}
 out_signal:
 	pthread_cond_signal(&iq->cond);
-	pthread_mutex_unlock(&iq->lock);
+	ls_mutex_unlock(&iq->lock);
 }
 
 /**
@@ -251,11 +253,11 @@ static void *inval_thread(void *arg)
 	size_t n, i, cap = 0;
 
 	for (;;) {
-		pthread_mutex_lock(&iq->lock);
+		ls_mutex_lock(&iq->lock, &lc_inval_lock);
 		while (!iq->nr && !iq->stopping)
-			pthread_cond_wait(&iq->cond, &iq->lock);
+			lockstat_cond_wait(&iq->cond, &iq->lock);
 		if (!iq->nr) {
-			pthread_mutex_unlock(&iq->lock);
+			ls_mutex_unlock(&iq->lock);
 			break;
 		}
 		/* swap the queue out: writers queue on while we send */
@@ -270,7 +272,7 @@ static void *inval_thread(void *arg)
 			cap = c;
 		}
 		iq->nr = 0;
-		pthread_mutex_unlock(&iq->lock);
+		ls_mutex_unlock(&iq->lock);
 		for (i = 0; i < n; i++)
 			inval_send(iq->w, &batch[i]);
 	}
@@ -310,10 +312,10 @@ void wbfs_inval_stop(struct wbfs *w)
 
 	if (!iq)
 		return;
-	pthread_mutex_lock(&iq->lock);
+	ls_mutex_lock(&iq->lock, &lc_inval_lock);
 	iq->stopping = true;
 	pthread_cond_signal(&iq->cond);
-	pthread_mutex_unlock(&iq->lock);
+	ls_mutex_unlock(&iq->lock);
 	pthread_join(iq->thread, NULL);
 	w->inval = NULL;
 	pthread_cond_destroy(&iq->cond);

@@ -49,6 +49,9 @@
 #include "wbcfs/clock.h"
 #include "wbcfs/devlog.h"
 
+LOCK_CLASS(lc_journal_tlock, "journal_tlock")
+LOCK_CLASS(lc_journal_commit, "journal_commit")
+
 #define JBS 4096U			/* journal block = filesystem block */
 #define ESC_BIT 0x80000000U		/* logged: the copy was escaped */
 
@@ -226,10 +229,10 @@ void wbfs_journal_note_write(struct wbfs *w, struct page *p)
 	 * would hide this copy from replay */
 	jtab_del(&j->revoke, p->index);
 	if (j->nr_run == j->max_tx) {
-		pthread_mutex_lock(&j->tlock);
+		ls_mutex_lock(&j->tlock, &lc_journal_tlock);
 		j->kick = true;
 		pthread_cond_signal(&j->tcond);
-		pthread_mutex_unlock(&j->tlock);
+		ls_mutex_unlock(&j->tlock);
 	}
 }
 
@@ -996,7 +999,7 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 	wbfs_lock(w);
 	target = j->seq;
 	wbfs_unlock(w);
-	pthread_mutex_lock(&j->commit_mutex);
+	ls_mutex_lock(&j->commit_mutex, &lc_journal_commit);
 	if (j->err) {
 		ret = j->err;
 		goto out;
@@ -1024,7 +1027,7 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 		*flushed = true;
 out:
 	tx_free(&t);
-	pthread_mutex_unlock(&j->commit_mutex);
+	ls_mutex_unlock(&j->commit_mutex);
 	return ret;
 }
 
@@ -1035,7 +1038,7 @@ static void *journal_thread(void *arg)
 	struct wbfs *w = arg;
 	struct wjournal *j = w->journal;
 
-	pthread_mutex_lock(&j->tlock);
+	ls_mutex_lock(&j->tlock, &lc_journal_tlock);
 	while (!j->stop) {
 		struct timespec ts;
 
@@ -1047,16 +1050,16 @@ static void *journal_thread(void *arg)
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000L;
 			}
-			pthread_cond_timedwait(&j->tcond, &j->tlock, &ts);
+			lockstat_cond_timedwait(&j->tcond, &j->tlock, &ts);
 		}
 		if (j->stop)
 			break;
 		j->kick = false;
-		pthread_mutex_unlock(&j->tlock);
+		ls_mutex_unlock(&j->tlock);
 		wbfs_journal_commit(w, NULL);
-		pthread_mutex_lock(&j->tlock);
+		ls_mutex_lock(&j->tlock, &lc_journal_tlock);
 	}
-	pthread_mutex_unlock(&j->tlock);
+	ls_mutex_unlock(&j->tlock);
 	return NULL;
 }
 
@@ -1219,10 +1222,10 @@ static void stop_thread(struct wjournal *j)
 {
 	if (!j->thread_started)
 		return;
-	pthread_mutex_lock(&j->tlock);
+	ls_mutex_lock(&j->tlock, &lc_journal_tlock);
 	j->stop = true;
 	pthread_cond_signal(&j->tcond);
-	pthread_mutex_unlock(&j->tlock);
+	ls_mutex_unlock(&j->tlock);
 	pthread_join(j->thread, NULL);
 	j->thread_started = false;
 }
@@ -1242,7 +1245,7 @@ int wbfs_journal_shutdown(struct wbfs *w)
 		return 0;
 	stop_thread(j);
 	ret = wbfs_journal_commit(w, NULL);
-	pthread_mutex_lock(&j->commit_mutex);
+	ls_mutex_lock(&j->commit_mutex, &lc_journal_commit);
 	wbfs_lock(w);
 	if (!ret && !j->err)
 		ret = checkpoint_locked(w, j);
@@ -1256,7 +1259,7 @@ int wbfs_journal_shutdown(struct wbfs *w)
 		journal_abort(w, j, ret);
 	}
 	wbfs_unlock(w);
-	pthread_mutex_unlock(&j->commit_mutex);
+	ls_mutex_unlock(&j->commit_mutex);
 	return ret;
 }
 

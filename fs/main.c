@@ -244,6 +244,9 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 			goto out_free;
 		}
 	}
+	/* before wbfs_open: the mount's own libext2fs work is counted too */
+	if (o->lockstat)
+		lockstat_enable(true);
 	ret = wbfs_open(w, c->dev, o);
 	if (ret)
 		goto out_free;

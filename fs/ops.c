@@ -466,9 +466,9 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, 
 		free(f);
 		return ret;
 	}
-	pthread_mutex_lock(&w->itable_lock);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	wi->nopen++;
-	pthread_mutex_unlock(&w->itable_lock);
+	ls_mutex_unlock(&w->itable_lock);
 	fi->fh = (uintptr_t)f;
 	fi->direct_io = 1;
 	return 0;
@@ -620,9 +620,9 @@ static int file_check_error(struct wfile *f)
 {
 	int ret;
 
-	pthread_mutex_lock(&f->ra_lock);
+	ls_mutex_lock(&f->ra_lock, &lc_ra_lock);
 	ret = mapping_check_and_advance(&f->wi->map, &f->wb_err);
-	pthread_mutex_unlock(&f->ra_lock);
+	ls_mutex_unlock(&f->ra_lock);
 	return ret;
 }
 
@@ -919,10 +919,10 @@ static void wbcfs_statfs(fuse_req_t req, fuse_ino_t ino)
 	st.f_frsize = w->fs->blocksize;
 	st.f_blocks = ext2fs_blocks_count(w->fs->super) - w->overhead;
 	st.f_files = w->fs->super->s_inodes_count;
-	pthread_mutex_lock(&w->resv_lock);
+	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
 	st.f_ffree = (fsfilcnt_t)w->free_inodes;
 	bfree = w->free_blocks - w->reserved;
-	pthread_mutex_unlock(&w->resv_lock);
+	ls_mutex_unlock(&w->resv_lock);
 	if (bfree < 0)
 		bfree = 0;
 	st.f_bfree = (fsblkcnt_t)bfree;

@@ -218,6 +218,8 @@ static int parse_flag(struct wbcfs_options *o, const char *key, const char *val,
 		f = &o->allow_other;
 	else if (!strcmp(key, "fault_inject"))
 		f = &o->fault_inject;
+	else if (!strcmp(key, "lockstat"))
+		f = &o->lockstat;
 	else {
 		*matched = false;
 		return 0;
@@ -566,6 +568,7 @@ void options_usage(FILE *out)
 		"  allow_other                    let other users access the mount\n"
 		"  fault_inject                   testing: per-file I/O errors (trusted.wbcfs.fault)\n"
 		"  write_log=FILE                 testing: record every device write and flush in FILE\n"
+		"  lockstat                       collect lock statistics (.wbcfs/lockstat) from mount\n"
 		"  default_permissions            (always on) kernel permission checks\n"
 		"  fsname=NAME, subtype=NAME      FUSE names (fsname is the device for fuseblk)\n"
 		"  SIZE takes k, M, G, T suffixes (binary).\n");

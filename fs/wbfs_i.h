@@ -35,6 +35,7 @@
 
 #include "wbcfs/bdi.h"
 #include "wbcfs/cache.h"
+#include "wbcfs/lockstat.h"
 #include "wbcfs/mapping.h"
 #include "wbcfs/options.h"
 #include "wbcfs/readahead.h"
@@ -52,6 +53,16 @@ struct ext_run {
 	uint32_t len;
 	bool uninit;		/* unwritten extent: reads as zeros */
 };
+
+/* Lock classes of fs/ (ext4.c defines them) for /.wbcfs/lockstat. */
+extern struct lock_class lc_fs_lock;		/* wbfs->fs_lock */
+extern struct lock_class lc_itable_lock;	/* wbfs->itable_lock */
+extern struct lock_class lc_resv_lock;		/* wbfs->resv_lock */
+extern struct lock_class lc_attr_lock;		/* winode->attr_lock */
+extern struct lock_class lc_ec_lock;		/* winode->ec_lock */
+extern struct lock_class lc_ilock_r;		/* winode->ilock, shared */
+extern struct lock_class lc_ilock_w;		/* winode->ilock, exclusive */
+extern struct lock_class lc_ra_lock;		/* wfile->ra_lock */
 
 struct winode {
 	ext2_ino_t ino;				/* constant */

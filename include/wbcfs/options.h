@@ -53,6 +53,7 @@ struct wbcfs_options {
 	bool fsck;			/* run e2fsck -p before mounting */
 	bool allow_other;
 	bool fault_inject;		/* testing aid: per-file I/O error injection */
+	bool lockstat;			/* collect lock statistics from mount on */
 	char write_log[PATH_MAX];	/* testing aid: record device writes here; "" = off */
 	bool debug;			/* -d */
 	bool foreground;		/* -f */

@@ -7,7 +7,9 @@ writeback; every tunable reads its mount value, takes new values live
 with /proc/sys/vm's rules and refuses bad ones keeping the old; lowering
 dirty_expire/writeback_centisecs and the background threshold makes dirty
 data go out without sync; reclaim counters move in a 16 MiB cache;
-ctl_name=NAME renames it; tools/wbcfs-stat.
+lockstat is off and zero until turned on, then counts fs_lock, and
+reset zeroes it (-o lockstat: on from the mount); ctl_name=NAME renames
+it; tools/wbcfs-stat.
 Ends with e2fsck -fn and the kernel's ext4 seeing the same tree.
 
     WBCFS_BIN=build/wbcfs test/integration/test_ctl.py
@@ -131,7 +133,7 @@ def check_visibility(env, m, ctl):
     t_eq(oct(st.st_mode), oct(0o40700), "mode of .wbcfs")
     t_eq((st.st_uid, st.st_gid), (0, 0), "owner of .wbcfs")
     t_check(st.st_ino >= 1 << 32, "inode of .wbcfs %d collides with ext4's" % st.st_ino)
-    want = set(READ_ONLY) | set(MOUNT_TUNABLES) | {"throttle"}
+    want = set(READ_ONLY) | set(MOUNT_TUNABLES) | {"throttle", "lockstat"}
     got = set(os.listdir(ctl.dir))
     t_eq(got, want, "entries of .wbcfs")
     t_check("hidden-by-ctl" not in got, "the shadowed directory shows through")
@@ -187,6 +189,44 @@ def check_non_root(m, ctl):
     t_eq(t_as_user(65534, 65534, lambda: ctl.put("dirty_ratio", b"5\n") and None),
          "errno:EACCES", "non-root writes dirty_ratio")
     t_eq(ctl.get("dirty_ratio"), MOUNT_TUNABLES["dirty_ratio"], "dirty_ratio after that")
+
+
+def lockstat(ctl):
+    """State ("on"/"off") and {class: (acquired, contended, wait_ms, hold_ms)}."""
+    lines = ctl.read("lockstat").splitlines()
+    t_check(lines[0].startswith("# lockstat "), "lockstat header %r" % lines[0])
+    out = {}
+    for line in lines[2:]:
+        f = line.split()
+        t_eq(len(f), 7, "fields of lockstat line %r" % line)
+        out[f[0]] = (int(f[1]), int(f[2]), float(f[4]), float(f[6]))
+    return lines[0].split()[2], out
+
+
+def check_lockstat(m, ctl):
+    t_step("lockstat: off and zero by default; on counts fs_lock; reset zeroes")
+    state, classes = lockstat(ctl)
+    t_eq(state, "off", "lockstat state at mount")
+    for name in ("fs_lock", "itable_lock", "ilock(w)", "zone_lock", "bdi_lock"):
+        t_check(name in classes, "class %s missing: %r" % (name, sorted(classes)))
+    t_check(all(v == (0, 0, 0.0, 0.0) for v in classes.values()), "counts while off: %r" % classes)
+    ctl.put("lockstat", b"on\n")
+    for i in range(20):
+        with open(os.path.join(m.mnt, "ls%d" % i), "w") as f:
+            f.write("x")
+    state, classes = lockstat(ctl)
+    t_eq(state, "on", "lockstat state after 'on'")
+    t_check(classes["fs_lock"][0] > 0, "fs_lock after 20 creates: %r" % (classes["fs_lock"],))
+    t_check(classes["fs_lock"][3] > 0, "fs_lock hold time: %r" % (classes["fs_lock"],))
+    t_errno(errno.EINVAL, ctl.put, "lockstat", b"maybe\n")
+    ctl.put("lockstat", b"off\n")
+    ctl.put("lockstat", b"reset\n")
+    state, classes = lockstat(ctl)
+    t_eq(state, "off", "lockstat state after 'off'")
+    t_check(all(v == (0, 0, 0.0, 0.0) for v in classes.values()),
+            "counts after reset: %r" % classes)
+    for i in range(20):
+        os.unlink(os.path.join(m.mnt, "ls%d" % i))
 
 
 def check_vmstat_bdi(ctl):
@@ -578,6 +618,7 @@ def body(env):
     check_refusals(m, ctl)
     check_non_root(m, ctl)
     check_vmstat_bdi(ctl)
+    check_lockstat(m, ctl)
     check_tunables(ctl)
     check_throttle(m, ctl)
     check_dirty_counts(m, ctl)
@@ -588,7 +629,7 @@ def body(env):
     check_reclaim(env, dev)
 
     t_step("ctl_name=.ctl: the control directory moves, the real /.wbcfs shows")
-    m = env.mount(dev, ["cache_size=64M", "ctl_name=.ctl"])
+    m = env.mount(dev, ["cache_size=64M", "ctl_name=.ctl", "lockstat"])
     ctl = Ctl(m.mnt, ".ctl")
     names = os.listdir(m.mnt)
     t_check(".wbcfs" in names and ".ctl" not in names, "root entries %r" % names)
@@ -596,6 +637,9 @@ def body(env):
     t_eq(oct(os.stat(ctl.dir).st_mode), oct(0o40700), "mode of .ctl")
     t_eq(ctl.get("dirty_ratio"), 20, "dirty_ratio (default) under .ctl")
     t_check("nr_dirty" in ctl.vmstat(), "vmstat under .ctl")
+    state, classes = lockstat(ctl)
+    t_eq(state, "on", "lockstat state with -o lockstat")
+    t_check(classes["fs_lock"][0] > 0, "fs_lock taken at mount: %r" % (classes["fs_lock"],))
     t_check("control directory hides it" not in m.daemon_log(), "warning without a shadow")
     check_stat_tool(env, m, ".ctl")
     man = t_manifest(m.mnt)

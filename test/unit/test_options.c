@@ -47,6 +47,7 @@ START_TEST(defaults)
 	ck_assert_uint_eq(o.readahead_kb, 128);
 	ck_assert_uint_eq(o.prefault_bytes, UINT64_MAX);
 	ck_assert(!o.fault_inject);
+	ck_assert(!o.lockstat);
 	ck_assert(!o.ro && !o.fsck && !o.allow_other);
 	ck_assert_str_eq(o.fuse_opts, "");
 	ck_assert_str_eq(o.ctl_name, ".wbcfs");
@@ -127,6 +128,9 @@ START_TEST(own_options)
 	ck_assert_int_eq(t_parse("fault_inject"), 0);
 	ck_assert(o.fault_inject);
 	ck_assert_int_eq(t_parse("fault_inject=1"), -EINVAL);
+	ck_assert_int_eq(t_parse("lockstat"), 0);
+	ck_assert(o.lockstat);
+	ck_assert_int_eq(t_parse("lockstat=1"), -EINVAL);
 	ck_assert_int_eq(t_parse("prefault=1G"), 0);
 	ck_assert_uint_eq(o.prefault_bytes, 1ULL << 30);
 	ck_assert_int_eq(t_parse("prefault=0"), 0);
