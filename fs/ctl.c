@@ -248,7 +248,10 @@ int ctl_tunable_print(const struct ctl_tunables *t, unsigned which, struct ctl_b
 
 /* ---- the nodes ---------------------------------------------------------------- */
 
-enum ctl_kind { CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_TUNABLE };
+enum ctl_kind {
+	CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_TRANSPORT,
+	CTL_TUNABLE
+};
 
 /* Node n has FUSE inode CTL_INO_BASE + n: above every 32-bit ext4 inode. */
 enum {
@@ -258,6 +261,7 @@ enum {
 	CTL_NODE_BDI,
 	CTL_NODE_TRACE,
 	CTL_NODE_JOURNAL,
+	CTL_NODE_TRANSPORT,
 	CTL_NODE_TUN0,
 	CTL_NR_NODES = CTL_NODE_TUN0 + CTL_NR_TUNABLES
 };
@@ -271,6 +275,7 @@ static enum ctl_kind ctl_node_kind(unsigned node)
 	case CTL_NODE_BDI: return CTL_BDI;
 	case CTL_NODE_TRACE: return CTL_TRACE;
 	case CTL_NODE_JOURNAL: return CTL_JOURNAL;
+	case CTL_NODE_TRANSPORT: return CTL_TRANSPORT;
 	default: return CTL_TUNABLE;
 	}
 }
@@ -284,6 +289,7 @@ static const char *ctl_node_name(struct wbfs *w, unsigned node)
 	case CTL_NODE_BDI: return "bdi";
 	case CTL_NODE_TRACE: return "trace";
 	case CTL_NODE_JOURNAL: return "journal";
+	case CTL_NODE_TRANSPORT: return "transport";
 	default: return ctl_tunable_name(node - CTL_NODE_TUN0);
 	}
 }
@@ -620,6 +626,12 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 		char buf[1024];
 
 		wbfs_journal_show(w, buf, sizeof(buf));
+		return ctl_buf_printf(&f->out, "%s", buf);
+	}
+	case CTL_TRANSPORT: {
+		char buf[128];
+
+		wbfs_fuse_io_transport_show(buf, sizeof(buf));
 		return ctl_buf_printf(&f->out, "%s", buf);
 	}
 	case CTL_TUNABLE:
