@@ -588,6 +588,22 @@ static bool fio_uring_wanted(void)
 static __thread size_t fio_uring_payload_bytes;
 
 /*
+ * Other workers serve requests while the rings are set up: one that asks
+ * which transport serves (/.wbcfs/transport) waits for the outcome.
+ */
+static pthread_mutex_t fio_uring_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fio_uring_cond = PTHREAD_COND_INITIALIZER;
+static bool fio_uring_starting;		/* fio_uring_lock */
+
+static void fio_uring_set_starting(bool starting)
+{
+	pthread_mutex_lock(&fio_uring_lock);
+	fio_uring_starting = starting;
+	pthread_cond_broadcast(&fio_uring_cond);
+	pthread_mutex_unlock(&fio_uring_lock);
+}
+
+/*
  * A ring entry's payload holds the largest request or reply of the
  * connection: the kernel asks for max(8 KiB, max_write, max_pages pages).
  */
@@ -628,6 +644,7 @@ static void fio_patch_init(const struct iovec *iov, int count, size_t arg_len)
 		out->flags |= FUSE_INIT_EXT;
 		out->flags2 |= FURING_OVER_IO_URING_FLAGS2;
 		fio_uring_payload_bytes = fio_uring_payload(out);
+		fio_uring_set_starting(true);
 	}
 }
 
@@ -669,7 +686,15 @@ static void fio_patch_reply(const struct iovec *iov, int count)
 		fio_patch_open(iov, count, arg_len, fio_pending.opcode == FUSE_CREATE);
 }
 
-#define FIO_URING_ENTRIES 16	/* per queue: requests in service, held replies included */
+/*
+ * Per queue (CPU): ring threads and entries per ring thread. A handler that
+ * waits (fsync, a trace read, direct reclaim) stops its thread, and a held
+ * (throttled) reply keeps its entry, so a queue has as many threads as
+ * libfuse has workers on /dev/fuse at most, each with one entry: the
+ * kernel only gives requests to entries whose thread is free to fetch.
+ */
+#define FIO_URING_RINGS 8
+#define FIO_URING_ENTRIES 1
 
 /*
  * The INIT reply asked for io_uring and has reached the kernel (it sets
@@ -682,10 +707,11 @@ static void fio_uring_start(int fd)
 	int ret;
 
 	fio_uring_payload_bytes = 0;
-	ret = furing_start(fio_se, fd, payload, FIO_URING_ENTRIES, fio_take);
+	ret = furing_start(fio_se, fd, payload, FIO_URING_RINGS, FIO_URING_ENTRIES, fio_take);
 	if (ret)
 		fprintf(stderr, "wbcfs: %s: FUSE over io_uring not started (%s): serving "
 			"on /dev/fuse\n", fio_wbfs->dev_path, strerror(-ret));
+	fio_uring_set_starting(false);
 }
 
 static ssize_t fio_writev(int fd, struct iovec *iov, int count, void *userdata)
@@ -712,8 +738,13 @@ static ssize_t fio_writev(int fd, struct iovec *iov, int count, void *userdata)
 			return (ssize_t)out->len;
 	}
 	ret = wbfs_fuse_io_send(fd, iov, count);
-	if (fio_uring_payload_bytes && ret >= 0)
-		fio_uring_start(fd);
+	if (fio_uring_payload_bytes) {
+		if (ret >= 0)
+			fio_uring_start(fd);
+		else
+			fio_uring_set_starting(false);
+		fio_uring_payload_bytes = 0;
+	}
 	return ret;
 }
 
@@ -743,10 +774,16 @@ void wbfs_fuse_io_transport_stop(void)
 
 int wbfs_fuse_io_transport_show(char *buf, size_t size)
 {
+	unsigned long requests;
 	unsigned queues, ents;
 
+	pthread_mutex_lock(&fio_uring_lock);
+	while (fio_uring_starting)
+		pthread_cond_wait(&fio_uring_cond, &fio_uring_lock);
+	pthread_mutex_unlock(&fio_uring_lock);
 	if (!furing_active())
 		return snprintf(buf, size, "dev\n");
-	furing_shape(&queues, &ents);
-	return snprintf(buf, size, "uring\nqueues %u\nentries %u\n", queues, ents);
+	furing_shape(&queues, &ents, &requests);
+	return snprintf(buf, size, "uring\nqueues %u\nentries %u\nrequests %lu\n", queues,
+			ents, requests);
 }

@@ -5,10 +5,19 @@
  * replies go back with the command that fetches the next request
  * (COMMIT_AND_FETCH), one system call for both.
  *
- * One queue per possible CPU (the kernel picks the queue of the CPU the
- * calling task runs on, and routes nothing to io_uring until every queue
- * has an entry registered), one thread and one ring per queue, pinned to
- * its CPU. Each entry is a header buffer and a payload buffer (see
+ * One queue per possible CPU: the kernel puts a request on the queue of
+ * the CPU its caller runs on, and routes nothing to io_uring until every
+ * queue has an entry registered. Each queue is served by a few ring
+ * threads pinned to its CPU, each with its own ring and few entries
+ * (see fuse_io.c for the numbers). A ring thread serves a request to the
+ * end before it fetches the next, and some handlers wait long (fsync
+ * for writeback, a read of /.wbcfs/trace for records, direct reclaim):
+ * an entry of a busy thread that the kernel fills waits with it, so
+ * entries are spread over threads, and while one thread waits the kernel
+ * hands requests to the entries of the others (it takes the entry made
+ * available last, the thread that just answered).
+ *
+ * Each entry is a header buffer and a payload buffer (see
  * fuse_uring.h); a request is handed to libfuse's
  * fuse_session_process_buf as one flat message rebuilt in the headroom
  * in front of the payload, so WRITE data is not copied. libfuse writes
@@ -21,12 +30,12 @@
  *
  * A held (throttled) WRITE reply keeps its entry out of service: the
  * timer of fuse_io.c calls furing_commit_held, which queues the entry and
- * wakes the queue thread through an eventfd, as only that thread may
+ * wakes its ring thread through an eventfd, as only that thread may
  * submit on its ring (the kernel runs a command's completion work in the
  * task that submitted it).
  *
  * At unmount the kernel completes every registered command with
- * -ENOTCONN; a queue thread ends when all of its entries have, or when
+ * -ENOTCONN; a ring thread ends when all of its entries have, or when
  * furing_stop asks.
  */
 #include <errno.h>
@@ -34,6 +43,7 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,29 +60,30 @@
 #define FURING_EFD_TAG 1ULL		/* user_data of the eventfd read */
 #define FURING_MAX_QUEUES 1024
 
-struct furing_queue;
+struct furing_ring;
 
 struct furing_ent {
-	struct furing_queue *q;
+	struct furing_ring *q;
 	struct furing_req_header *hdr;	/* registered header buffer */
 	char *area;			/* FURING_HEADROOM, then the payload */
 	char *payload;			/* registered payload buffer */
 	struct iovec iov[2];		/* what REGISTER points the kernel at */
-	uint64_t commit_id;		/* queue thread */
-	uint64_t unique;		/* queue thread: the request being served */
-	bool replied;			/* queue thread: a reply is in the buffers */
-	bool held;			/* queue thread: committed by furing_commit_held */
-	bool dead;			/* queue thread: the kernel gave it back */
+	uint64_t commit_id;		/* ring thread */
+	uint64_t unique;		/* ring thread: the request being served */
+	bool replied;			/* ring thread: a reply is in the buffers */
+	bool held;			/* ring thread: committed by furing_commit_held */
+	bool dead;			/* ring thread: the kernel gave it back */
 	struct furing_ent *next;	/* q->lock: on q->commit_head */
 };
 
-struct furing_queue {
+struct furing_ring {
 	unsigned qid;
-	struct io_uring ring;		/* queue thread only */
+	struct io_uring ring;		/* ring thread only */
 	int efd;			/* eventfd: held replies to commit, or stop */
 	uint64_t efd_val;
 	pthread_t thread;
-	unsigned nr_live;		/* queue thread: entries the kernel holds or we serve */
+	unsigned nr_live;		/* ring thread: entries the kernel holds or we serve */
+	_Atomic unsigned long nr_requests;	/* atomic: requests served (written by the thread) */
 	struct furing_ent *ents;
 
 	pthread_mutex_t lock;		/* protects commit_head, stop, exited */
@@ -87,9 +98,11 @@ static struct {
 	struct fuse_session *se;
 	int fd;
 	size_t payload_size;
-	unsigned nr_ents;
-	unsigned nr_queues;
-	struct furing_queue *queues;
+	unsigned nr_ents;		/* per ring */
+	unsigned nr_queues;		/* the kernel's: one per possible CPU */
+	unsigned rings_per_queue;
+	unsigned nr_rings;
+	struct furing_ring *rings;
 	bool (*take)(int fd, void *buf, size_t *len);
 	_Atomic bool active;
 } furing;
@@ -195,9 +208,9 @@ static unsigned furing_possible_cpus(void)
 	return max ? max : (unsigned)get_nprocs_conf();
 }
 
-/* ---- submission (queue thread only) ------------------------------------ */
+/* ---- submission (ring thread only) ------------------------------------ */
 
-static struct io_uring_sqe *furing_get_sqe(struct furing_queue *q)
+static struct io_uring_sqe *furing_get_sqe(struct furing_ring *q)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
 
@@ -208,7 +221,7 @@ static struct io_uring_sqe *furing_get_sqe(struct furing_queue *q)
 	return sqe;
 }
 
-static int furing_prep_cmd(struct furing_queue *q, struct furing_ent *e, uint32_t op)
+static int furing_prep_cmd(struct furing_ring *q, struct furing_ent *e, uint32_t op)
 {
 	struct io_uring_sqe *sqe = furing_get_sqe(q);
 	struct furing_cmd_req *req;
@@ -230,7 +243,7 @@ static int furing_prep_cmd(struct furing_queue *q, struct furing_ent *e, uint32_
 	return 0;
 }
 
-static void furing_prep_efd_read(struct furing_queue *q)
+static void furing_prep_efd_read(struct furing_ring *q)
 {
 	struct io_uring_sqe *sqe = furing_get_sqe(q);
 
@@ -240,7 +253,7 @@ static void furing_prep_efd_read(struct furing_queue *q)
 	io_uring_sqe_set_data64(sqe, FURING_EFD_TAG);
 }
 
-static void furing_commit(struct furing_queue *q, struct furing_ent *e)
+static void furing_commit(struct furing_ring *q, struct furing_ent *e)
 {
 	e->held = false;
 	if (furing_prep_cmd(q, e, FURING_CMD_COMMIT_AND_FETCH) < 0) {
@@ -260,12 +273,14 @@ static void furing_error_reply(struct furing_ent *e, int err)
 	furing_reply_fill(e->hdr, e->payload, furing.payload_size, &iov, 1);
 }
 
-static void furing_serve(struct furing_queue *q, struct furing_ent *e)
+static void furing_serve(struct furing_ring *q, struct furing_ent *e)
 {
 	const struct fuse_in_header *in = (const void *)e->hdr->in_out;
 	size_t len;
 	void *msg;
 
+	atomic_store_explicit(&q->nr_requests, atomic_load_explicit(&q->nr_requests,
+			      memory_order_relaxed) + 1, memory_order_relaxed);
 	e->commit_id = e->hdr->ring_ent_in_out.commit_id;
 	e->unique = in->unique;
 	e->replied = e->held = false;
@@ -318,7 +333,7 @@ void *furing_hold(const struct iovec *iov, int count)
 void furing_commit_held(void *ent)
 {
 	struct furing_ent *e = ent;
-	struct furing_queue *q = e->q;
+	struct furing_ring *q = e->q;
 	bool exited;
 
 	pthread_mutex_lock(&q->lock);
@@ -333,7 +348,7 @@ void furing_commit_held(void *ent)
 }
 
 /* The eventfd fired: commit the held replies handed over. False: stop. */
-static bool furing_take_commits(struct furing_queue *q)
+static bool furing_take_commits(struct furing_ring *q)
 {
 	struct furing_ent *e, *next;
 	bool stop;
@@ -353,7 +368,7 @@ static bool furing_take_commits(struct furing_queue *q)
 	return !stop;
 }
 
-static bool furing_complete(struct furing_queue *q, struct io_uring_cqe *cqe)
+static bool furing_complete(struct furing_ring *q, struct io_uring_cqe *cqe)
 {
 	struct furing_ent *e;
 
@@ -372,9 +387,9 @@ static bool furing_complete(struct furing_queue *q, struct io_uring_cqe *cqe)
 	return true;
 }
 
-/* ---- queue threads ------------------------------------------------------- */
+/* ---- ring threads ------------------------------------------------------- */
 
-static void furing_report(struct furing_queue *q, int ret)
+static void furing_report(struct furing_ring *q, int ret)
 {
 	pthread_mutex_lock(&furing_lock);
 	q->start_ret = ret;
@@ -383,7 +398,7 @@ static void furing_report(struct furing_queue *q, int ret)
 }
 
 /* Register every entry; a refusal completes at once (before submit returns). */
-static int furing_register(struct furing_queue *q)
+static int furing_register(struct furing_ring *q)
 {
 	struct io_uring_cqe *cqe;
 	unsigned head, i;
@@ -408,7 +423,7 @@ static int furing_register(struct furing_queue *q)
 
 static void *furing_main(void *arg)
 {
-	struct furing_queue *q = arg;
+	struct furing_ring *q = arg;
 	bool more = true;
 	cpu_set_t set;
 	int ret;
@@ -440,7 +455,7 @@ static void *furing_main(void *arg)
 	return NULL;
 }
 
-static int furing_queue_init(struct furing_queue *q, unsigned qid)
+static int furing_ring_init(struct furing_ring *q, unsigned qid)
 {
 	size_t area = FURING_HEADROOM + furing.payload_size;
 	unsigned i;
@@ -477,7 +492,7 @@ static int furing_queue_init(struct furing_queue *q, unsigned qid)
 	return 0;
 }
 
-static void furing_queue_free(struct furing_queue *q)
+static void furing_ring_free(struct furing_ring *q)
 {
 	unsigned i;
 
@@ -502,39 +517,41 @@ static int furing_wait_started(unsigned started)
 
 	pthread_mutex_lock(&furing_lock);
 	for (i = 0; i < started; i++) {
-		while (furing.queues[i].start_ret == 1)
+		while (furing.rings[i].start_ret == 1)
 			pthread_cond_wait(&furing_cond, &furing_lock);
-		if (furing.queues[i].start_ret && !ret)
-			ret = furing.queues[i].start_ret;
+		if (furing.rings[i].start_ret && !ret)
+			ret = furing.rings[i].start_ret;
 	}
 	pthread_mutex_unlock(&furing_lock);
 	return ret;
 }
 
-int furing_start(struct fuse_session *se, int fd, size_t payload_size, unsigned nr_ents,
-		 bool (*take)(int fd, void *buf, size_t *len))
+int furing_start(struct fuse_session *se, int fd, size_t payload_size, unsigned rings_per_queue,
+		 unsigned nr_ents, bool (*take)(int fd, void *buf, size_t *len))
 {
 	unsigned i, started = 0, n = furing_possible_cpus();
 	int ret = 0;
 
-	if (furing.queues)
+	if (furing.rings)
 		return -EALREADY;
-	if (!n || n > FURING_MAX_QUEUES)
+	if (!n || n > FURING_MAX_QUEUES || !rings_per_queue || !nr_ents)
 		return -EINVAL;
 	furing.se = se;
 	furing.fd = fd;
 	furing.payload_size = (payload_size + 4095) & ~(size_t)4095;
 	furing.nr_ents = nr_ents;
 	furing.take = take;
-	furing.queues = calloc(n, sizeof(*furing.queues));
-	if (!furing.queues)
+	furing.rings = calloc((size_t)n * rings_per_queue, sizeof(*furing.rings));
+	if (!furing.rings)
 		return -ENOMEM;
 	furing.nr_queues = n;
-	for (i = 0; i < n && !ret; i++) {
-		ret = furing_queue_init(&furing.queues[i], i);
+	furing.rings_per_queue = rings_per_queue;
+	furing.nr_rings = n * rings_per_queue;
+	for (i = 0; i < furing.nr_rings && !ret; i++) {
+		ret = furing_ring_init(&furing.rings[i], i / rings_per_queue);
 		if (!ret)
-			ret = -pthread_create(&furing.queues[i].thread, NULL, furing_main,
-					      &furing.queues[i]);
+			ret = -pthread_create(&furing.rings[i].thread, NULL, furing_main,
+					      &furing.rings[i]);
 		if (!ret)
 			started++;
 	}
@@ -554,11 +571,11 @@ void furing_stop(void)
 {
 	unsigned i;
 
-	if (!furing.queues)
+	if (!furing.rings)
 		return;
 	furing.active = false;
-	for (i = 0; i < furing.nr_queues; i++) {
-		struct furing_queue *q = &furing.queues[i];
+	for (i = 0; i < furing.nr_rings; i++) {
+		struct furing_ring *q = &furing.rings[i];
 
 		if (q->start_ret == 1 && !q->thread)
 			continue;
@@ -568,16 +585,16 @@ void furing_stop(void)
 		if (q->efd > 0)
 			eventfd_write(q->efd, 1);
 	}
-	for (i = 0; i < furing.nr_queues; i++) {
-		struct furing_queue *q = &furing.queues[i];
+	for (i = 0; i < furing.nr_rings; i++) {
+		struct furing_ring *q = &furing.rings[i];
 
 		if (q->thread)
 			pthread_join(q->thread, NULL);
-		furing_queue_free(q);
+		furing_ring_free(q);
 	}
-	free(furing.queues);
-	furing.queues = NULL;
-	furing.nr_queues = 0;
+	free(furing.rings);
+	furing.rings = NULL;
+	furing.nr_rings = 0;
 }
 
 bool furing_active(void)
@@ -585,8 +602,14 @@ bool furing_active(void)
 	return furing.active;
 }
 
-void furing_shape(unsigned *nr_queues, unsigned *nr_ents)
+void furing_shape(unsigned *nr_queues, unsigned *nr_ents, unsigned long *nr_requests)
 {
+	unsigned i;
+
 	*nr_queues = furing.active ? furing.nr_queues : 0;
-	*nr_ents = furing.active ? furing.nr_ents : 0;
+	*nr_ents = furing.active ? furing.nr_ents * furing.rings_per_queue : 0;
+	*nr_requests = 0;
+	for (i = 0; furing.active && i < furing.nr_rings; i++)
+		*nr_requests += atomic_load_explicit(&furing.rings[i].nr_requests,
+						     memory_order_relaxed);
 }

@@ -24,7 +24,8 @@ int furing_kernel_enabled(void)
 	return -ENOTSUP;
 }
 
-int furing_start(struct fuse_session *se, int fd, size_t payload_size, unsigned nr_ents,
+int furing_start(struct fuse_session *se, int fd, size_t payload_size, unsigned rings_per_queue,
+		 unsigned nr_ents,
 		 bool (*take)(int fd, void *buf, size_t *len))
 {
 	return -ENOTSUP;
@@ -39,9 +40,10 @@ bool furing_active(void)
 	return false;
 }
 
-void furing_shape(unsigned *nr_queues, unsigned *nr_ents)
+void furing_shape(unsigned *nr_queues, unsigned *nr_ents, unsigned long *nr_requests)
 {
 	*nr_queues = *nr_ents = 0;
+	*nr_requests = 0;
 }
 
 bool furing_reply(const struct iovec *iov, int count, ssize_t *ret)
