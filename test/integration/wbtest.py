@@ -165,6 +165,22 @@ def t_require_machine(need_fuse=None):
 # --------------------------------------------------------------------------
 # mounts
 
+URING_SWITCH = "/sys/module/fuse/parameters/enable_uring"
+
+
+def t_uring_switch_on():
+    """FUSE over io_uring for the io_uring runs: the kernel's switch on
+    (it only matters to daemons that ask for it in INIT), or skip."""
+    try:
+        with open(URING_SWITCH) as f:
+            if f.read().strip() == "Y":
+                return
+        with open(URING_SWITCH, "w") as f:
+            f.write("Y")
+    except OSError as e:
+        raise TSkip("no FUSE over io_uring in this kernel (%s)" % e)
+
+
 def _unescape_mount(s):
     return s.replace("\\040", " ").replace("\\011", "\t") \
             .replace("\\012", "\n").replace("\\134", "\\")
@@ -390,6 +406,8 @@ class T_Env:
         tra = os.environ.get("WBCFS_TRANSPORT")
         if tra and not any(o.startswith("transport=") for o in opts):
             opts = list(opts) + ["transport=" + tra]
+            if tra == "uring":
+                t_uring_switch_on()
         log = os.path.join(self.tmp, "wbcfs-%d.log" % len(self.mounts))
         cmd = [binp, dev, mnt, "-f"] + list(extra_args)
         if opts:
