@@ -707,7 +707,8 @@ static void fio_uring_start(int fd)
 	int ret;
 
 	fio_uring_payload_bytes = 0;
-	ret = furing_start(fio_se, fd, payload, FIO_URING_RINGS, FIO_URING_ENTRIES, fio_take);
+	ret = furing_start(fio_se, fd, payload, FIO_URING_RINGS, FIO_URING_ENTRIES,
+			   fio_wbfs->opts.poll_us, fio_take);
 	if (ret)
 		fprintf(stderr, "wbcfs: %s: FUSE over io_uring not started (%s): serving "
 			"on /dev/fuse\n", fio_wbfs->dev_path, strerror(-ret));

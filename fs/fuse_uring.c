@@ -50,6 +50,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FUSE_USE_VERSION 312
@@ -104,7 +105,10 @@ static struct {
 	unsigned nr_rings;
 	struct furing_ring *rings;
 	bool (*take)(int fd, void *buf, size_t *len);
+	unsigned poll_us;
 	_Atomic bool active;
+	_Atomic int spinner;		/* 1 while a ring thread busy-polls */
+	_Atomic int serving;		/* requests being served */
 } furing;
 
 static pthread_mutex_t furing_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -291,11 +295,13 @@ static void furing_serve(struct furing_ring *q, struct furing_ent *e)
 		return;
 	}
 	furing_cur = e;
+	atomic_fetch_add(&furing.serving, 1);
 	if (!furing.take(furing.fd, msg, &len)) {
 		struct fuse_buf fb = { .mem = msg, .size = len };
 
 		fuse_session_process_buf(furing.se, &fb);
 	}
+	atomic_fetch_sub(&furing.serving, 1);
 	furing_cur = NULL;
 	if (e->held)
 		return;			/* the timer commits it */
@@ -421,6 +427,38 @@ static int furing_register(struct furing_ring *q)
 	return 0;
 }
 
+static uint64_t furing_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Busy-poll the ring before sleeping, for the reason fuse_io.c polls the
+ * device (poll_us): a synchronous client's next request comes a few
+ * microseconds after our reply, and waking a sleeping thread costs an IPI
+ * to a halted vCPU. The kernel gives the next request of the queue to the
+ * entry committed last, this thread's. One thread at a time, and only
+ * while nobody is serving: with many clients requests wait anyway.
+ * (The kernel's completion work reaches a thread polling in user space:
+ * the ring is set up without COOP_TASKRUN, so it is signalled.)
+ */
+static void furing_spin(struct furing_ring *q)
+{
+	int idle = 0;
+	uint64_t end;
+
+	if (!furing.poll_us || io_uring_cq_ready(&q->ring) || atomic_load(&furing.serving) ||
+	    !atomic_compare_exchange_strong(&furing.spinner, &idle, 1))
+		return;
+	end = furing_now_ns() + (uint64_t)furing.poll_us * 1000;
+	while (!io_uring_cq_ready(&q->ring) && furing_now_ns() < end)
+		__builtin_ia32_pause();
+	atomic_store(&furing.spinner, 0);
+}
+
 static void *furing_main(void *arg)
 {
 	struct furing_ring *q = arg;
@@ -439,6 +477,10 @@ static void *furing_main(void *arg)
 		struct io_uring_cqe *cqe;
 		unsigned head, seen = 0;
 
+		if (furing.poll_us) {
+			io_uring_submit(&q->ring);
+			furing_spin(q);
+		}
 		ret = io_uring_submit_and_wait(&q->ring, 1);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
 			break;
@@ -527,7 +569,7 @@ static int furing_wait_started(unsigned started)
 }
 
 int furing_start(struct fuse_session *se, int fd, size_t payload_size, unsigned rings_per_queue,
-		 unsigned nr_ents, bool (*take)(int fd, void *buf, size_t *len))
+		 unsigned nr_ents, unsigned poll_us, bool (*take)(int fd, void *buf, size_t *len))
 {
 	unsigned i, started = 0, n = furing_possible_cpus();
 	int ret = 0;
@@ -541,6 +583,7 @@ int furing_start(struct fuse_session *se, int fd, size_t payload_size, unsigned 
 	furing.payload_size = (payload_size + 4095) & ~(size_t)4095;
 	furing.nr_ents = nr_ents;
 	furing.take = take;
+	furing.poll_us = poll_us;
 	furing.rings = calloc((size_t)n * rings_per_queue, sizeof(*furing.rings));
 	if (!furing.rings)
 		return -ENOMEM;

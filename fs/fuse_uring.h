@@ -87,13 +87,14 @@ int furing_kernel_enabled(void);
  * Start @rings_per_queue ring threads per possible CPU (the kernel's
  * queues), each registering @nr_ents entries with payload buffers of
  * @payload_size bytes on the FUSE device @fd (after the INIT reply went
- * out). Requests are served through fuse_session_process_buf on @se,
+ * out), busy-polling up to @poll_us after a reply. Requests are served
+ * through fuse_session_process_buf on @se,
  * after @take (fuse_io.c's pre-processing: true when it served the
  * request itself). Returns 0 when every ring registered, or -errno (the
  * kernel keeps using /dev/fuse).
  */
 int furing_start(struct fuse_session *se, int fd, size_t payload_size, unsigned rings_per_queue,
-		 unsigned nr_ents, bool (*take)(int fd, void *buf, size_t *len));
+		 unsigned nr_ents, unsigned poll_us, bool (*take)(int fd, void *buf, size_t *len));
 /** Stop the queue threads and free the rings (the session has ended). */
 void furing_stop(void);
 /** Is the io_uring transport serving requests? */

@@ -25,8 +25,7 @@ int furing_kernel_enabled(void)
 }
 
 int furing_start(struct fuse_session *se, int fd, size_t payload_size, unsigned rings_per_queue,
-		 unsigned nr_ents,
-		 bool (*take)(int fd, void *buf, size_t *len))
+		 unsigned nr_ents, unsigned poll_us, bool (*take)(int fd, void *buf, size_t *len))
 {
 	return -ENOTSUP;
 }
