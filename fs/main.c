@@ -308,8 +308,14 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 	}
 	fuse_remove_signal_handlers(se);
 	wbfs_fuse_io_stop();
-	fuse_session_unmount(se);
+	/*
+	 * Before the unmount: the rings' commands hold the device open, and
+	 * fuse_session_unmount relies on closing it to end the connection
+	 * before umount2 (else a fuseblk umount sends DESTROY and waits for a
+	 * reply nobody will give).
+	 */
 	wbfs_fuse_io_transport_stop();
+	fuse_session_unmount(se);
 	wbfs_inval_stop(w);
 	log_stats(w, c->dev);
 out_close:
