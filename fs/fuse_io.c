@@ -22,6 +22,14 @@
  *   reply (the writer got a signal) sends it at once, as the kernel's
  *   balance_dirty_pages stops pausing a task with a fatal signal.
  *
+ * - FUSE over io_uring (fuse_uring.c, transport=): the INIT reply asks for
+ *   it when the kernel offers it, and the rings are registered once that
+ *   reply is out. A ring thread hands each request to fio_take, as the
+ *   read hook does, and libfuse's reply comes back through fio_writev on
+ *   the same thread; wbfs_fuse_io_send puts a reply into the ring entry
+ *   of the request it answers, else on the device. A held reply keeps its
+ *   ring entry until the timer commits it.
+ *
  * Everything else passes through unchanged. Which request a reply answers
  * is known from its unique: a libfuse worker reads a request, runs its
  * handler and writes the reply on the same thread before it reads again
