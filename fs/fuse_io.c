@@ -700,6 +700,11 @@ static void fio_patch_reply(const struct iovec *iov, int count)
  * (throttled) reply keeps its entry, so a queue has as many threads as
  * libfuse has workers on /dev/fuse at most, each with one entry: the
  * kernel only gives requests to entries whose thread is free to fetch.
+ * (Four entries per thread hung the throttle suite: the writers' WRITEs
+ * went to the spare entries of the thread reading /.wbcfs/trace, which
+ * waited for the records those WRITEs would make.) The price: at most
+ * that many replies held per CPU; more throttled writers wait for an
+ * entry in the kernel, which the pauses they are owed do not count.
  */
 #define FIO_URING_RINGS 8
 #define FIO_URING_ENTRIES 1
