@@ -251,6 +251,7 @@ int ctl_tunable_print(const struct ctl_tunables *t, unsigned which, struct ctl_b
 
 enum ctl_kind {
 	CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_LOCKSTAT,
+	CTL_TRANSPORT,
 	CTL_TUNABLE
 };
 
@@ -263,6 +264,7 @@ enum {
 	CTL_NODE_TRACE,
 	CTL_NODE_JOURNAL,
 	CTL_NODE_LOCKSTAT,
+	CTL_NODE_TRANSPORT,
 	CTL_NODE_TUN0,
 	CTL_NR_NODES = CTL_NODE_TUN0 + CTL_NR_TUNABLES
 };
@@ -277,6 +279,7 @@ static enum ctl_kind ctl_node_kind(unsigned node)
 	case CTL_NODE_TRACE: return CTL_TRACE;
 	case CTL_NODE_JOURNAL: return CTL_JOURNAL;
 	case CTL_NODE_LOCKSTAT: return CTL_LOCKSTAT;
+	case CTL_NODE_TRANSPORT: return CTL_TRANSPORT;
 	default: return CTL_TUNABLE;
 	}
 }
@@ -291,6 +294,7 @@ static const char *ctl_node_name(struct wbfs *w, unsigned node)
 	case CTL_NODE_TRACE: return "trace";
 	case CTL_NODE_JOURNAL: return "journal";
 	case CTL_NODE_LOCKSTAT: return "lockstat";
+	case CTL_NODE_TRANSPORT: return "transport";
 	default: return ctl_tunable_name(node - CTL_NODE_TUN0);
 	}
 }
@@ -681,6 +685,12 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 	}
 	case CTL_LOCKSTAT:
 		return ctl_gen_lockstat(&f->out);
+	case CTL_TRANSPORT: {
+		char buf[128];
+
+		wbfs_fuse_io_transport_show(buf, sizeof(buf));
+		return ctl_buf_printf(&f->out, "%s", buf);
+	}
 	case CTL_TUNABLE:
 		return ctl_tunable_print(&t, f->node - CTL_NODE_TUN0, &f->out);
 	case CTL_TRACE:

@@ -9,6 +9,9 @@
  *   (fuse_entry_out then fuse_open_out, as for CREATE) goes out on the
  *   device directly. If the kernel does not take it, the file is closed
  *   and forgotten again, so nothing leaks.
+ *
+ * Replies go out through wbfs_fuse_io_send: on the device, or into the
+ * io_uring entry the request came in.
  * - FUSE_STATX (statx(2) asking for more than the basic stats, e.g.
  *   STATX_BTIME): its argument starts with the fields of a GETATTR, so the
  *   request goes on to libfuse as that GETATTR and the getattr handler
@@ -199,12 +202,12 @@ ssize_t fext_statx_reply(int fd, const struct iovec *iov, int count, const struc
 	/* errors, and what the kernel would refuse anyway, pass unchanged */
 	if (oh->error || oh->len != sizeof(*oh) + sizeof(ao) ||
 	    !fext_gather(iov, count, sizeof(*oh), &ao, sizeof(ao)))
-		return writev(fd, iov, count);
+		return wbfs_fuse_io_send(fd, iov, count);
 	fext_attr_to_statx(&ao, bt, &sxo);
 	h.len = (uint32_t)(sizeof(h) + sizeof(sxo));
 	out[0] = (struct iovec){ &h, sizeof(h) };
 	out[1] = (struct iovec){ &sxo, sizeof(sxo) };
-	n = writev(fd, out, 2);
+	n = wbfs_fuse_io_send(fd, out, 2);
 	return n == (ssize_t)h.len ? (ssize_t)oh->len : n < 0 ? n : 0;
 }
 
@@ -237,8 +240,9 @@ static int fext_reply_err(int fd, uint64_t unique, int err)
 		.error = err,
 		.unique = unique,
 	};
+	struct iovec iov = { .iov_base = &out, .iov_len = sizeof(out) };
 
-	return write(fd, &out, sizeof(out)) == sizeof(out) ? 0 : -errno;
+	return wbfs_fuse_io_send(fd, &iov, 1) == sizeof(out) ? 0 : -errno;
 }
 
 bool fext_is_tmpfile(const void *buf, size_t len)
@@ -305,6 +309,6 @@ void fext_tmpfile(struct wbfs *w, int fd, const void *buf, size_t len, bool dont
 	iov[1] = (struct iovec){ &eo, sizeof(eo) };
 	iov[2] = (struct iovec){ &oo, sizeof(oo) };
 	/* not delivered (the request was interrupted and is gone): undo */
-	if (writev(fd, iov, 3) != (ssize_t)oh.len)
+	if (wbfs_fuse_io_send(fd, iov, 3) != (ssize_t)oh.len)
 		wbfs_tmpfile_undo(w, &fi);
 }

@@ -22,6 +22,14 @@
  *   reply (the writer got a signal) sends it at once, as the kernel's
  *   balance_dirty_pages stops pausing a task with a fatal signal.
  *
+ * - FUSE over io_uring (fuse_uring.c, transport=): the INIT reply asks for
+ *   it when the kernel offers it, and the rings are registered once that
+ *   reply is out. A ring thread hands each request to fio_take, as the
+ *   read hook does, and libfuse's reply comes back through fio_writev on
+ *   the same thread; wbfs_fuse_io_send puts a reply into the ring entry
+ *   of the request it answers, else on the device. A held reply keeps its
+ *   ring entry until the timer commits it.
+ *
  * Everything else passes through unchanged. Which request a reply answers
  * is known from its unique: a libfuse worker reads a request, runs its
  * handler and writes the reply on the same thread before it reads again
@@ -45,6 +53,7 @@
 
 #include "wbcfs/clock.h"
 #include "fuse_ext.h"
+#include "fuse_uring.h"
 #include "wbfs_i.h"
 
 /* Newer than the uapi header of this distribution (protocol 7.39+). */
@@ -54,6 +63,8 @@
 #define FIO_ALLOW_MMAP_FLAGS2 ((uint32_t)(FUSE_DIRECT_IO_ALLOW_MMAP >> 32))
 
 static struct wbfs *fio_wbfs;	/* the one mounted filesystem of this process */
+static struct fuse_session *fio_se;
+static _Atomic bool fio_kernel_offers_uring;	/* atomic: INIT offered FUSE_OVER_IO_URING */
 static _Atomic bool fio_kernel_allows_mmap;	/* atomic: INIT offered ALLOW_MMAP */
 static _Atomic bool fio_dont_mask;	/* atomic: INIT reply has FUSE_DONT_MASK */
 
@@ -106,6 +117,23 @@ static bool fio_serving_interrupt(const void *buf, size_t len)
 	return false;
 }
 
+/*
+ * Send a reply: into the ring entry this thread serves when it answers
+ * that entry's request, else on the device.
+ */
+ssize_t wbfs_fuse_io_send(int fd, const struct iovec *iov, int count)
+{
+	ssize_t ret;
+
+	if (!furing_reply(iov, count, &ret))
+		return writev(fd, iov, count);
+	if (ret < 0) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+}
+
 static int fio_reply(int fd, uint64_t unique, int err)
 {
 	struct fuse_out_header out = {
@@ -113,8 +141,9 @@ static int fio_reply(int fd, uint64_t unique, int err)
 		.error = err,
 		.unique = unique,
 	};
+	struct iovec iov = { .iov_base = &out, .iov_len = sizeof(out) };
 
-	return write(fd, &out, sizeof(out)) == sizeof(out) ? 0 : -errno;
+	return wbfs_fuse_io_send(fd, &iov, 1) == sizeof(out) ? 0 : -errno;
 }
 
 /* Serve a request here; returns true when it was consumed. */
@@ -164,8 +193,12 @@ static size_t fio_note_request(void *buf, size_t len)
 
 		/* flags2 exists only with FUSE_INIT_EXT (protocol 7.36) */
 		if (len >= sizeof(*in) + sizeof(*arg) && arg->major == 7 &&
-		    (arg->flags & FUSE_INIT_EXT) && (arg->flags2 & FIO_ALLOW_MMAP_FLAGS2))
-			fio_kernel_allows_mmap = true;
+		    (arg->flags & FUSE_INIT_EXT)) {
+			if (arg->flags2 & FIO_ALLOW_MMAP_FLAGS2)
+				fio_kernel_allows_mmap = true;
+			if (arg->flags2 & FURING_OVER_IO_URING_FLAGS2)
+				fio_kernel_offers_uring = true;
+		}
 		break;
 	}
 	case FUSE_OPEN:
@@ -259,7 +292,8 @@ struct fio_held {
 	struct fio_held *next;		/* fio_held_lock: sorted by due */
 	uint64_t due;			/* ms, clock_now_ms() */
 	uint64_t unique;
-	int fd;
+	int fd;				/* -1: the reply sits in ring entry @ent */
+	void *ent;
 	pid_t pid;
 	struct throttle_wb *tw;
 	bool interrupted;		/* send at once, no further pause */
@@ -317,9 +351,14 @@ static void fio_held_insert(struct fio_held *h)
 
 static void fio_held_send(struct fio_held *h)
 {
-	if (write(h->fd, h->msg, h->len) != (ssize_t)h->len && errno != ENOENT)
-		fprintf(stderr, "wbcfs: held write reply not delivered: %s\n", strerror(errno));
-	close(h->fd);
+	if (h->ent) {
+		furing_commit_held(h->ent);
+	} else {
+		if (write(h->fd, h->msg, h->len) != (ssize_t)h->len && errno != ENOENT)
+			fprintf(stderr, "wbcfs: held write reply not delivered: %s\n",
+				strerror(errno));
+		close(h->fd);
+	}
 	atomic_fetch_sub(&fio_held_count, 1);
 	free(h);
 }
@@ -380,6 +419,13 @@ static bool fio_hold(int fd, const struct iovec *iov, int count)
 	h = malloc(sizeof(*h));
 	if (!h)
 		return false;
+	/* a ring request: its entry keeps the reply until the timer commits it */
+	h->ent = furing_hold(iov, count);
+	if (h->ent) {
+		h->fd = -1;
+		h->len = out->len;
+		goto queue;
+	}
 	/*
 	 * The reply must go out on the fd the request was read from (each
 	 * cloned /dev/fuse fd has its own list of requests being processed),
@@ -401,6 +447,7 @@ static bool fio_hold(int fd, const struct iovec *iov, int count)
 		len += iov[i].iov_len;
 	}
 	h->len = len;
+queue:
 	h->unique = out->unique;
 	h->pid = fio_hold_next.pid;
 	h->tw = fio_hold_next.tw;
@@ -484,12 +531,32 @@ void wbfs_fuse_io_stop(void)
  * end): what is served inside this hook takes locks, so it runs with
  * cancellation off.
  */
+static bool fio_take(int fd, void *buf, size_t *len)
+{
+	bool served;
+	int cs;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	served = fio_intercept(fd, buf, *len);
+	if (!served)
+		*len = fio_note_request(buf, *len);
+	pthread_setcancelstate(cs, NULL);
+	if (!served) {
+		const struct fuse_in_header *in = buf;
+
+		/* answered through fio_writev, except these */
+		if (*len >= sizeof(*in) && in->opcode != FUSE_FORGET &&
+		    in->opcode != FUSE_BATCH_FORGET && in->opcode != FUSE_INTERRUPT)
+			atomic_fetch_add(&fio_busy, 1);
+	}
+	return served;
+}
+
 static ssize_t fio_read(int fd, void *buf, size_t buf_len, void *userdata)
 {
 	for (;;) {
 		ssize_t n = fio_read_dev(fd, buf, buf_len);
-		bool served;
-		int cs;
+		size_t len;
 
 		if (n <= 0)
 			return n;
@@ -497,20 +564,9 @@ static ssize_t fio_read(int fd, void *buf, size_t buf_len, void *userdata)
 		    ((const struct fuse_in_header *)buf)->opcode == FUSE_INTERRUPT &&
 		    (fio_interrupt(buf, (size_t)n) || fio_serving_interrupt(buf, (size_t)n)))
 			continue;
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-		served = fio_intercept(fd, buf, (size_t)n);
-		if (!served)
-			n = (ssize_t)fio_note_request(buf, (size_t)n);
-		pthread_setcancelstate(cs, NULL);
-		if (!served) {
-			const struct fuse_in_header *in = buf;
-
-			/* answered through fio_writev, except these */
-			if ((size_t)n >= sizeof(*in) && in->opcode != FUSE_FORGET &&
-			    in->opcode != FUSE_BATCH_FORGET && in->opcode != FUSE_INTERRUPT)
-				atomic_fetch_add(&fio_busy, 1);
-			return n;
-		}
+		len = (size_t)n;
+		if (!fio_take(fd, buf, &len))
+			return (ssize_t)len;
 	}
 }
 
@@ -530,7 +586,50 @@ static void *fio_msg_bytes(const struct iovec *iov, int count, size_t pos, size_
 	return NULL;
 }
 
-/* INIT reply: let MAP_SHARED through to direct_io files. */
+/* The transport asked for with transport= and offered by the kernel's INIT. */
+static bool fio_uring_wanted(void)
+{
+	return fio_wbfs && fio_wbfs->opts.transport != TRANSPORT_DEV &&
+	       atomic_load(&fio_kernel_offers_uring);
+}
+
+/* Set by the INIT reply's patch: the rings start once that reply is out. */
+static __thread size_t fio_uring_payload_bytes;
+
+/*
+ * Other workers serve requests while the rings are set up: one that asks
+ * which transport serves (/.wbcfs/transport) waits for the outcome.
+ */
+static pthread_mutex_t fio_uring_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fio_uring_cond = PTHREAD_COND_INITIALIZER;
+static bool fio_uring_starting;		/* fio_uring_lock */
+
+static void fio_uring_set_starting(bool starting)
+{
+	pthread_mutex_lock(&fio_uring_lock);
+	fio_uring_starting = starting;
+	pthread_cond_broadcast(&fio_uring_cond);
+	pthread_mutex_unlock(&fio_uring_lock);
+}
+
+/*
+ * A ring entry's payload holds the largest request or reply of the
+ * connection: the kernel asks for max(8 KiB, max_write, max_pages pages).
+ */
+static size_t fio_uring_payload(const struct fuse_init_out *out)
+{
+	size_t pages = (out->flags & FUSE_MAX_PAGES) && out->max_pages ? out->max_pages : 32;
+	size_t bytes = pages * 4096;
+
+	if (bytes < out->max_write)
+		bytes = out->max_write;
+	return bytes < 8192 ? 8192 : bytes;
+}
+
+/*
+ * INIT reply: let MAP_SHARED through to direct_io files, and ask for
+ * FUSE over io_uring when the kernel offers it and transport= allows.
+ */
 static void fio_patch_init(const struct iovec *iov, int count, size_t arg_len)
 {
 	struct fuse_init_out *out;
@@ -540,14 +639,22 @@ static void fio_patch_init(const struct iovec *iov, int count, size_t arg_len)
 	if (out && arg_len >= offsetof(struct fuse_init_out, flags) + sizeof(out->flags))
 		fio_dont_mask = (out->flags & FUSE_DONT_MASK) != 0;
 	/* the kernel reads flags2 only from a full (7.23+) reply with INIT_EXT */
-	if (!fio_kernel_allows_mmap || arg_len < offsetof(struct fuse_init_out, unused))
+	if (arg_len < offsetof(struct fuse_init_out, unused))
 		return;
 	out = fio_msg_bytes(iov, count, sizeof(struct fuse_out_header),
 			    offsetof(struct fuse_init_out, unused));
 	if (!out)
 		return;
-	out->flags |= FUSE_INIT_EXT;
-	out->flags2 |= FIO_ALLOW_MMAP_FLAGS2;
+	if (fio_kernel_allows_mmap) {
+		out->flags |= FUSE_INIT_EXT;
+		out->flags2 |= FIO_ALLOW_MMAP_FLAGS2;
+	}
+	if (fio_uring_wanted()) {
+		out->flags |= FUSE_INIT_EXT;
+		out->flags2 |= FURING_OVER_IO_URING_FLAGS2;
+		fio_uring_payload_bytes = fio_uring_payload(out);
+		fio_uring_set_starting(true);
+	}
 }
 
 /*
@@ -588,10 +695,45 @@ static void fio_patch_reply(const struct iovec *iov, int count)
 		fio_patch_open(iov, count, arg_len, fio_pending.opcode == FUSE_CREATE);
 }
 
+/*
+ * Per queue (CPU): ring threads and entries per ring thread. A handler that
+ * waits (fsync, a trace read, direct reclaim) stops its thread, and a held
+ * (throttled) reply keeps its entry, so a queue has as many threads as
+ * libfuse has workers on /dev/fuse at most, each with one entry: the
+ * kernel only gives requests to entries whose thread is free to fetch.
+ * (Four entries per thread hung the throttle suite: the writers' WRITEs
+ * went to the spare entries of the thread reading /.wbcfs/trace, which
+ * waited for the records those WRITEs would make.) The price: at most
+ * that many replies held per CPU; more throttled writers wait for an
+ * entry in the kernel, which the pauses they are owed do not count.
+ */
+#define FIO_URING_RINGS 8
+#define FIO_URING_ENTRIES 1
+
+/*
+ * The INIT reply asked for io_uring and has reached the kernel (it sets
+ * the connection up while the reply is written): register the rings.
+ * Until every queue has, requests keep coming on /dev/fuse.
+ */
+static void fio_uring_start(int fd)
+{
+	size_t payload = fio_uring_payload_bytes;
+	int ret;
+
+	fio_uring_payload_bytes = 0;
+	ret = furing_start(fio_se, fd, payload, FIO_URING_RINGS, FIO_URING_ENTRIES,
+			   fio_wbfs->opts.poll_us, fio_take);
+	if (ret)
+		fprintf(stderr, "wbcfs: %s: FUSE over io_uring not started (%s): serving "
+			"on /dev/fuse\n", fio_wbfs->dev_path, strerror(-ret));
+	fio_uring_set_starting(false);
+}
+
 static ssize_t fio_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	const struct fuse_out_header *out = iov[0].iov_base;
 	bool reply = count > 0 && iov[0].iov_len >= sizeof(*out) && out->unique;
+	ssize_t ret;
 
 	if (fio_pending.unique && fio_pending.opcode == FEXT_STATX && reply &&
 	    out->unique == fio_pending.unique) {
@@ -610,7 +752,15 @@ static ssize_t fio_writev(int fd, struct iovec *iov, int count, void *userdata)
 		if (reply && fio_hold(fd, iov, count))
 			return (ssize_t)out->len;
 	}
-	return writev(fd, iov, count);
+	ret = wbfs_fuse_io_send(fd, iov, count);
+	if (fio_uring_payload_bytes) {
+		if (ret >= 0)
+			fio_uring_start(fd);
+		else
+			fio_uring_set_starting(false);
+		fio_uring_payload_bytes = 0;
+	}
+	return ret;
 }
 
 static const struct fuse_custom_io fio_ops = {
@@ -628,5 +778,27 @@ const struct fuse_custom_io *wbfs_fuse_io_ops(void)
 int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se)
 {
 	fio_wbfs = w;
+	fio_se = se;
 	return fuse_session_custom_io(se, &fio_ops, fuse_session_fd(se));
+}
+
+void wbfs_fuse_io_transport_stop(void)
+{
+	furing_stop();
+}
+
+int wbfs_fuse_io_transport_show(char *buf, size_t size)
+{
+	unsigned long requests;
+	unsigned queues, ents;
+
+	pthread_mutex_lock(&fio_uring_lock);
+	while (fio_uring_starting)
+		pthread_cond_wait(&fio_uring_cond, &fio_uring_lock);
+	pthread_mutex_unlock(&fio_uring_lock);
+	if (!furing_active())
+		return snprintf(buf, size, "dev\n");
+	furing_shape(&queues, &ents, &requests);
+	return snprintf(buf, size, "uring\nqueues %u\nentries %u\nrequests %lu\n", queues,
+			ents, requests);
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "wbcfs/devlog.h"
+#include "fuse_uring.h"
 #include "wbfs_i.h"
 
 struct cmdline {
@@ -226,6 +227,28 @@ static void log_stats(struct wbfs *w, const char *dev)
 		atomic_load(&w->stats.nr_inval_sent));
 }
 
+/*
+ * transport=uring is a promise: refuse to mount, before anything is
+ * opened, when the kernel would not keep it. (auto just asks in INIT.)
+ */
+static int transport_check(const struct cmdline *c, const struct wbcfs_options *o)
+{
+	int on;
+
+	if (o->transport != TRANSPORT_URING)
+		return 0;
+	on = furing_kernel_enabled();
+	if (on > 0)
+		return 0;
+	if (on == 0)
+		fprintf(stderr, "wbcfs: %s: transport=uring: FUSE over io_uring is off in this "
+			"kernel (echo Y > /sys/module/fuse/parameters/enable_uring)\n", c->dev);
+	else
+		fprintf(stderr, "wbcfs: %s: transport=uring: this kernel has no FUSE over "
+			"io_uring (6.14+ with CONFIG_FUSE_IO_URING)\n", c->dev);
+	return -EOPNOTSUPP;
+}
+
 static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -235,6 +258,9 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 
 	if (!w)
 		return 1;
+	ret = transport_check(c, o);
+	if (ret)
+		goto out_free;
 	/* before wbfs_open: the first write (marking the filesystem in use) is logged too */
 	if (o->write_log[0]) {
 		ret = devlog_open(o->write_log);
@@ -285,6 +311,13 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 	}
 	fuse_remove_signal_handlers(se);
 	wbfs_fuse_io_stop();
+	/*
+	 * Before the unmount: the rings' commands hold the device open, and
+	 * fuse_session_unmount relies on closing it to end the connection
+	 * before umount2 (else a fuseblk umount sends DESTROY and waits for a
+	 * reply nobody will give).
+	 */
+	wbfs_fuse_io_transport_stop();
 	fuse_session_unmount(se);
 	wbfs_inval_stop(w);
 	log_stats(w, c->dev);

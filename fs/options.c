@@ -474,6 +474,20 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 		return set_bool(opt, val, &o->zone_dirty, err, errlen);
 	if (!strcmp(opt, "zones"))
 		return set_zones(o, val, err, errlen);
+	if (!strcmp(opt, "transport")) {
+		if (val && !strcmp(val, "auto"))
+			o->transport = TRANSPORT_AUTO;
+		else if (val && !strcmp(val, "uring"))
+			o->transport = TRANSPORT_URING;
+		else if (val && !strcmp(val, "dev"))
+			o->transport = TRANSPORT_DEV;
+		else {
+			snprintf(err, errlen, "transport: '%s' is not one of auto, uring, dev",
+				 val ? val : "");
+			return -EINVAL;
+		}
+		return 0;
+	}
 	if (!strcmp(opt, "io_engine")) {
 		if (val && !strcmp(val, "uring"))
 			o->io_engine = IO_ENGINE_URING;
@@ -556,6 +570,7 @@ void options_usage(FILE *out)
 		"  queue_depth=N                  I/Os in flight per flusher (1-4096) [64]\n"
 		"  max_threads=N                  FUSE worker threads (1-256) [16]\n"
 		"  poll_us=N                      busy-poll for requests, us (0-1000) [50]\n"
+		"  transport=auto|uring|dev       FUSE requests over io_uring or /dev/fuse [auto]\n"
 		"  max_io_kb=N                    largest merged write, KiB (4-4096) [1024]\n"
 		"  readahead_kb=N                 maximum readahead window, KiB [128]\n"
 		"  prefault=SIZE|all              cache faulted in at mount [all]\n"

@@ -423,6 +423,15 @@ bool wbfs_fuse_io_hold_reply(struct throttle_wb *tw, pid_t pid, long pause_ms);
 /** Replies held now (vmstat). */
 long wbfs_fuse_io_held(void);
 const struct fuse_custom_io *wbfs_fuse_io_ops(void);
+/**
+ * Send a reply on the device @fd, or into the io_uring entry whose request
+ * this thread serves. Returns the bytes sent or -1 with errno (as writev).
+ */
+ssize_t wbfs_fuse_io_send(int fd, const struct iovec *iov, int count);
+/** Stop the io_uring queues, after the session's loop and the unmount. */
+void wbfs_fuse_io_transport_stop(void);
+/** "uring" or "dev": what serves requests now; with queues and entries. */
+int wbfs_fuse_io_transport_show(char *buf, size_t size);
 
 /* ctl.c: the control directory; FUSE inodes from CTL_INO_BASE up */
 #define CTL_INO_BASE (1ULL << 32)

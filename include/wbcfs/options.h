@@ -24,6 +24,13 @@
 #define OPTIONS_ZONES_MAX 64
 #define OPTIONS_ZONE_MIN_BYTES (1u << 20)	/* smallest zone: 1 MiB */
 
+/* How FUSE requests reach the daemon. */
+enum transport_type {
+	TRANSPORT_AUTO,		/* io_uring when the kernel offers it, else /dev/fuse */
+	TRANSPORT_URING,	/* io_uring, or refuse to mount */
+	TRANSPORT_DEV,		/* read(2)/write(2) on /dev/fuse */
+};
+
 struct wbcfs_options {
 	uint64_t cache_size;		/* bytes; 0 = a quarter of RAM */
 	struct dirty_tunables dirty;	/* dirty_* tunables */
@@ -34,6 +41,7 @@ struct wbcfs_options {
 	unsigned readahead_kb;		/* 0-65536, multiple of 4; default 128 */
 	unsigned max_threads;		/* FUSE worker threads, 1-256; default 16 */
 	unsigned poll_us;		/* FUSE device busy-poll, 0-1000 us; default 50 */
+	enum transport_type transport;	/* default TRANSPORT_AUTO */
 	uint64_t prefault_bytes;	/* arena faulted in at mount; UINT64_MAX = all (default) */
 	unsigned throttle;		/* enum throttle_mode; default THROTTLE_IOLESS */
 	unsigned min_ratio;		/* percent of the dirty threshold guaranteed [0] */

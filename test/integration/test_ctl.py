@@ -48,7 +48,7 @@ MOUNT_TUNABLES = {
     "min_ratio": 5, "max_ratio": 90, "max_pause_ms": 150, "strictlimit": 0,
     "fair_zone_alloc": 0, "zone_dirty": 0,
 }
-READ_ONLY = ("vmstat", "zoneinfo", "bdi", "trace", "journal")
+READ_ONLY = ("vmstat", "zoneinfo", "bdi", "trace", "journal", "transport")
 BAD_VALUES = {
     "dirty_ratio": (b"101\n", b"abc\n", b"\n", b"-1\n", b"5%\n", b"1 2\n"),
     "dirty_background_ratio": (b"1000\n", b"x\n"),
@@ -603,6 +603,47 @@ def check_stat_tool(env, m, ctl_name):
     t_check("not a wbcfs mount" in p.stdout, "message: %r" % p.stdout)
 
 
+URING_SWITCH = "/sys/module/fuse/parameters/enable_uring"
+
+
+def read_transport(m, ctl_name=".wbcfs"):
+    with open(os.path.join(m.mnt, ctl_name, "transport")) as f:
+        return f.read().split("\n")
+
+
+def check_transport(env, dev):
+    t_step("transport: /dev/fuse when asked; io_uring when the kernel offers it; "
+           "transport=uring refused in one line when the kernel's switch is off")
+    m = env.mount(dev, ["cache_size=64M", "transport=dev"])
+    t_eq(read_transport(m)[0], "dev", "transport with transport=dev")
+    env.umount(m)
+    if not os.path.exists(URING_SWITCH):
+        t_log("no FUSE over io_uring in this kernel: the rest is skipped")
+        return
+    # the switch only matters to daemons that ask for io_uring in INIT;
+    # it is left on, as the io_uring runs of the suites need it
+    try:
+        with open(URING_SWITCH, "w") as f:
+            f.write("N")
+        rc, out = env.mount(dev, ["cache_size=64M", "transport=uring"], expect_fail=True)
+        lines = [l for l in out.splitlines() if l.strip()]
+        t_check(rc != 0, "transport=uring with the switch off exited %d" % rc)
+        t_eq(len(lines), 1, "lines of the refusal %r" % out)
+        t_check("enable_uring" in lines[0], "the refusal says how to enable it: %r" % out)
+        m = env.mount(dev, ["cache_size=64M", "transport=auto"])
+        t_eq(read_transport(m)[0], "dev", "transport=auto with the switch off")
+        env.umount(m)
+    finally:
+        with open(URING_SWITCH, "w") as f:
+            f.write("Y")
+    m = env.mount(dev, ["cache_size=64M", "transport=uring"])
+    got = read_transport(m)
+    t_eq(got[0], "uring", "transport with transport=uring")
+    t_check(any(l.startswith("queues ") for l in got), "queues in %r" % got)
+    env.umount(m)
+    env.fsck(dev)
+
+
 def body(env):
     if t_is_kernel():
         raise TSkip("the control directory is wbcfs's own")
@@ -627,6 +668,7 @@ def body(env):
     env.umount(m)
     env.fsck(dev)
     check_reclaim(env, dev)
+    check_transport(env, dev)
 
     t_step("ctl_name=.ctl: the control directory moves, the real /.wbcfs shows")
     m = env.mount(dev, ["cache_size=64M", "ctl_name=.ctl", "lockstat"])

@@ -14,7 +14,9 @@ created is touched.  A watchdog thread kills the daemon when the test
 overruns its deadline, so a hung FUSE request cannot wedge the run.
 
 WBCFS_IO_ENGINE=uring|aio|psync in the environment adds io_engine= to every
-wbcfs mount (meson runs each suite once per engine).
+wbcfs mount (meson runs each suite once per engine).  WBCFS_TRANSPORT=
+uring|dev|auto adds transport=; a mount asked for uring or dev fails the
+test unless /.wbcfs/transport reports that transport serving it.
 
 Exit codes: 0 pass, 1 fail, 77 skip (meson's convention).
 """
@@ -162,6 +164,22 @@ def t_require_machine(need_fuse=None):
 
 # --------------------------------------------------------------------------
 # mounts
+
+URING_SWITCH = "/sys/module/fuse/parameters/enable_uring"
+
+
+def t_uring_switch_on():
+    """FUSE over io_uring for the io_uring runs: the kernel's switch on
+    (it only matters to daemons that ask for it in INIT), or skip."""
+    try:
+        with open(URING_SWITCH) as f:
+            if f.read().strip() == "Y":
+                return
+        with open(URING_SWITCH, "w") as f:
+            f.write("Y")
+    except OSError as e:
+        raise TSkip("no FUSE over io_uring in this kernel (%s)" % e)
+
 
 def _unescape_mount(s):
     return s.replace("\\040", " ").replace("\\011", "\t") \
@@ -385,6 +403,11 @@ class T_Env:
         eng = os.environ.get("WBCFS_IO_ENGINE")
         if eng and not any(o.startswith("io_engine=") for o in opts):
             opts = list(opts) + ["io_engine=" + eng]
+        tra = os.environ.get("WBCFS_TRANSPORT")
+        if tra and not any(o.startswith("transport=") for o in opts):
+            opts = list(opts) + ["transport=" + tra]
+            if tra == "uring":
+                t_uring_switch_on()
         log = os.path.join(self.tmp, "wbcfs-%d.log" % len(self.mounts))
         cmd = [binp, dev, mnt, "-f"] + list(extra_args)
         if opts:
@@ -421,9 +444,28 @@ class T_Env:
             os.stat(mnt)
         except OSError as e:
             raise TFail("stat of fresh mount %s: %s\n%s" % (mnt, e, m.daemon_log()))
+        self._check_transport(m, opts)
         t_log("mounted %s on %s (%s, pid %s)" % (dev, mnt,
               t_mount_entry(mnt)[1], m.pid))
         return m
+
+    def _check_transport(self, m, opts):
+        """transport=uring|dev must be what serves the mount."""
+        want = [o.split("=", 1)[1] for o in opts if o.startswith("transport=")]
+        if not want or want[-1] not in ("uring", "dev"):
+            return
+        ctl = ".wbcfs"
+        for o in opts:
+            if o.startswith("ctl_name="):
+                ctl = o.split("=", 1)[1]
+        try:
+            with open(os.path.join(m.mnt, ctl, "transport")) as f:
+                got = f.readline().strip()
+        except OSError as e:
+            raise TFail("cannot read /%s/transport: %s" % (ctl, e))
+        if got != want[-1]:
+            raise TFail("mounted with transport=%s but %s serves it:\n%s"
+                        % (want[-1], got, m.daemon_log()))
 
     def wait_daemon(self, m, timeout=120):
         """Wait for a wbcfs daemon to exit; kill -9 and fail on timeout or

@@ -42,6 +42,7 @@ START_TEST(defaults)
 	ck_assert_uint_eq(o.dirty.dirty_writeback_centisecs, 500);
 	ck_assert_uint_eq(o.flushers, 1);
 	ck_assert_int_eq(o.io_engine, IO_ENGINE_URING);
+	ck_assert_int_eq(o.transport, TRANSPORT_AUTO);
 	ck_assert_uint_eq(o.queue_depth, 64);
 	ck_assert_uint_eq(o.max_io_kb, 1024);
 	ck_assert_uint_eq(o.readahead_kb, 128);
@@ -52,6 +53,19 @@ START_TEST(defaults)
 	ck_assert_str_eq(o.fuse_opts, "");
 	ck_assert_str_eq(o.ctl_name, ".wbcfs");
 	ck_assert_str_eq(o.write_log, "");
+}
+END_TEST
+
+START_TEST(transport)
+{
+	ck_assert_int_eq(t_parse("transport=uring"), 0);
+	ck_assert_int_eq(o.transport, TRANSPORT_URING);
+	ck_assert_int_eq(t_parse("transport=dev"), 0);
+	ck_assert_int_eq(o.transport, TRANSPORT_DEV);
+	ck_assert_int_eq(t_parse("transport=auto"), 0);
+	ck_assert_int_eq(o.transport, TRANSPORT_AUTO);
+	ck_assert_str_eq(o.fuse_opts, "");
+	t_refused("transport", "transport: '' is not one of auto, uring, dev");
 }
 END_TEST
 
@@ -233,6 +247,7 @@ START_TEST(bad_values_named)
 	t_refused("max_io_kb=8192", "max_io_kb");
 	t_refused("readahead_kb=-4", "readahead_kb");
 	t_refused("io_engine=spdk", "io_engine");
+	t_refused("transport=splice", "transport");
 	t_refused("throttle=fast", "throttle: 'fast' is not one of ioless, simple");
 	t_refused("strictlimit=2", "strictlimit");
 	t_refused("max_pause_ms=0", "max_pause_ms");
@@ -306,6 +321,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, ratio_and_bytes_exclude);
 	tcase_add_test(tc, ctl_name);
 	tcase_add_test(tc, write_log);
+	tcase_add_test(tc, transport);
 	tcase_add_test(tc, atime_words);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");

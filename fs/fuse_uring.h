@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * FUSE over io_uring (kernel 6.14+): the transport of fuse_uring.c, and the
+ * pieces of its ABI that the installed <linux/fuse.h> (protocol 7.38) lacks,
+ * written from the kernel's Documentation/filesystems/fuse/fuse-io-uring.rst
+ * and include/uapi/linux/fuse.h (protocol 7.42).
+ *
+ * A ring entry is two buffers the daemon registers once: a header buffer
+ * (struct furing_req_header) and a payload buffer of at least the
+ * connection's largest request (max_write, max_pages). A request arrives as
+ * its fuse_in_header in in_out, its first argument (the per-op header,
+ * e.g. fuse_write_in; empty for ops without one) in op_in, and every other
+ * argument in the payload; the reply goes back as the fuse_out_header in
+ * in_out and all of its arguments in the payload, with payload_sz set.
+ */
+#ifndef WBCFS_FS_FUSE_URING_H
+#define WBCFS_FS_FUSE_URING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct fuse_session;
+
+#define FURING_OVER_IO_URING_FLAGS2 (1u << 9)	/* FUSE_OVER_IO_URING (1ULL << 41) */
+#define FURING_IN_OUT_HEADER_SZ 128		/* FUSE_URING_IN_OUT_HEADER_SZ */
+#define FURING_OP_IN_OUT_SZ 128			/* FUSE_URING_OP_IN_OUT_SZ */
+#define FURING_CMD_REGISTER 1			/* FUSE_IO_URING_CMD_REGISTER */
+#define FURING_CMD_COMMIT_AND_FETCH 2		/* FUSE_IO_URING_CMD_COMMIT_AND_FETCH */
+
+/* struct fuse_uring_ent_in_out */
+struct furing_ent_in_out {
+	uint64_t flags;
+	uint64_t commit_id;	/* the request's unique: echoed in the commit */
+	uint32_t payload_sz;	/* bytes used in the payload buffer */
+	uint32_t padding;
+	uint64_t reserved;
+};
+
+/* struct fuse_uring_req_header: the header buffer of a ring entry */
+struct furing_req_header {
+	char in_out[FURING_IN_OUT_HEADER_SZ];	/* fuse_in_header / fuse_out_header */
+	char op_in[FURING_OP_IN_OUT_SZ];	/* the request's per-op header */
+	struct furing_ent_in_out ring_ent_in_out;
+};
+
+/* struct fuse_uring_cmd_req: the command area of a 128-byte SQE */
+struct furing_cmd_req {
+	uint64_t flags;
+	uint64_t commit_id;
+	uint16_t qid;
+	uint8_t padding[6];
+};
+
+/*
+ * Room kept in front of each payload buffer: a request is handed to
+ * libfuse as one flat message, its fuse_in_header and op header written
+ * just before the payload, so a WRITE's data is used where the kernel put
+ * it. A page keeps the payload page-aligned.
+ */
+#define FURING_HEADROOM 4096
+
+/**
+ * Rebuild the flat message libfuse expects (fuse_in_header, op header,
+ * payload) from a ring entry whose payload buffer has FURING_HEADROOM
+ * bytes in front of it. Returns the message (inside that headroom) and
+ * its length in @len, or NULL when the header is malformed.
+ */
+void *furing_req_flatten(const struct furing_req_header *h, char *payload, size_t payload_size,
+			 size_t *len);
+
+/**
+ * Route a reply as libfuse writes it (fuse_out_header, then arguments, in
+ * @iov) into a ring entry's header and payload buffers. Returns the
+ * reply's length, or -EINVAL (too short) or -E2BIG (larger than the
+ * payload buffer; an error reply -EIO is put there instead).
+ */
+ssize_t furing_reply_fill(struct furing_req_header *h, char *payload, size_t payload_size,
+			  const struct iovec *iov, int count);
+
+/** 1 when the kernel's FUSE io_uring is on, 0 when off, -errno when it has none. */
+int furing_kernel_enabled(void);
+
+/**
+ * Start @rings_per_queue ring threads per possible CPU (the kernel's
+ * queues), each registering @nr_ents entries with payload buffers of
+ * @payload_size bytes on the FUSE device @fd (after the INIT reply went
+ * out), busy-polling up to @poll_us after a reply. Requests are served
+ * through fuse_session_process_buf on @se,
+ * after @take (fuse_io.c's pre-processing: true when it served the
+ * request itself). Returns 0 when every ring registered, or -errno (the
+ * kernel keeps using /dev/fuse).
+ */
+int furing_start(struct fuse_session *se, int fd, size_t payload_size, unsigned rings_per_queue,
+		 unsigned nr_ents, unsigned poll_us, bool (*take)(int fd, void *buf, size_t *len));
+/** Stop the queue threads and free the rings (the session has ended). */
+void furing_stop(void);
+/** Is the io_uring transport serving requests? */
+bool furing_active(void);
+/** Queues, entries per queue, requests served so far, when active. */
+void furing_shape(unsigned *nr_queues, unsigned *nr_ents, unsigned long *nr_requests);
+
+/**
+ * A reply written on this thread: when it answers the ring entry the
+ * thread is serving, it goes into that entry (committed after the
+ * handler returns) and true is returned with its length (or -errno) in
+ * @ret; false: not a ring request, write it on the device.
+ */
+bool furing_reply(const struct iovec *iov, int count, ssize_t *ret);
+/**
+ * As furing_reply, but the entry is committed only by
+ * furing_commit_held(): returns the entry, or NULL when the reply is not
+ * for a ring entry.
+ */
+void *furing_hold(const struct iovec *iov, int count);
+/** Commit a held entry's reply now (from any thread). */
+void furing_commit_held(void *ent);
+
+#endif
