@@ -385,6 +385,24 @@ static int check_zones(struct wbcfs_options *o, char *err, size_t errlen)
 	return 0;
 }
 
+/* @key=@val, @val one of @names[0..n): *@out its index. */
+static int set_choice(const char *key, const char *val, const char *const names[], int n,
+		      int *out, char *err, size_t errlen)
+{
+	int i;
+
+	for (i = 0; val && i < n; i++) {
+		if (!strcmp(val, names[i])) {
+			*out = i;
+			return 0;
+		}
+	}
+	i = snprintf(err, errlen, "%s: '%s' is not one of %s", key, val ? val : "", names[0]);
+	for (int k = 1; k < n && i > 0 && (size_t)i < errlen; k++)
+		i += snprintf(err + i, errlen - (size_t)i, ", %s", names[k]);
+	return -EINVAL;
+}
+
 static int set_bool(const char *key, const char *val, bool *out, char *err, size_t errlen)
 {
 	if (!val || !strcmp(val, "1"))
@@ -434,7 +452,7 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 	char *val = strchr(opt, '=');
 	bool matched;
 	size_t i;
-	int ret;
+	int ret, choice;
 
 	if (val)
 		*val++ = 0;
@@ -475,32 +493,26 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 	if (!strcmp(opt, "zones"))
 		return set_zones(o, val, err, errlen);
 	if (!strcmp(opt, "transport")) {
-		if (val && !strcmp(val, "auto"))
-			o->transport = TRANSPORT_AUTO;
-		else if (val && !strcmp(val, "uring"))
-			o->transport = TRANSPORT_URING;
-		else if (val && !strcmp(val, "dev"))
-			o->transport = TRANSPORT_DEV;
-		else {
-			snprintf(err, errlen, "transport: '%s' is not one of auto, uring, dev",
-				 val ? val : "");
-			return -EINVAL;
-		}
-		return 0;
+		static const char *const names[] = {
+			[TRANSPORT_AUTO] = "auto", [TRANSPORT_URING] = "uring",
+			[TRANSPORT_DEV] = "dev",
+		};
+
+		ret = set_choice(opt, val, names, 3, &choice, err, errlen);
+		if (!ret)
+			o->transport = (enum transport_type)choice;
+		return ret;
 	}
 	if (!strcmp(opt, "io_engine")) {
-		if (val && !strcmp(val, "uring"))
-			o->io_engine = IO_ENGINE_URING;
-		else if (val && !strcmp(val, "aio"))
-			o->io_engine = IO_ENGINE_AIO;
-		else if (val && !strcmp(val, "psync"))
-			o->io_engine = IO_ENGINE_PSYNC;
-		else {
-			snprintf(err, errlen, "io_engine: '%s' is not one of uring, aio, psync",
-				 val ? val : "");
-			return -EINVAL;
-		}
-		return 0;
+		static const char *const names[] = {
+			[IO_ENGINE_URING] = "uring", [IO_ENGINE_AIO] = "aio",
+			[IO_ENGINE_PSYNC] = "psync",
+		};
+
+		ret = set_choice(opt, val, names, 3, &choice, err, errlen);
+		if (!ret)
+			o->io_engine = (enum io_engine_type)choice;
+		return ret;
 	}
 	ret = parse_unsigned_opt(o, opt, val, err, errlen, &matched);
 	if (matched)
