@@ -18,7 +18,7 @@ counts) equals the model; after unmount e2fsck -fn is clean and the
 kernel's ext4 sees the model's tree.
 
     WBCFS_BIN=build/wbcfs test/integration/test_stress.py
-Env: WBCFS_SEED (default: random, printed), WBCFS_STRESS_SECONDS (30).
+Env: WBCFS_SEED (default: random, printed), WBCFS_STRESS_SECONDS (15).
 """
 
 import errno
@@ -236,7 +236,7 @@ def check_links(mnt, model):
 
 def body(env):
     seed = int(os.environ.get("WBCFS_SEED") or random.SystemRandom().randrange(1 << 32))
-    seconds = float(os.environ.get("WBCFS_STRESS_SECONDS", "30"))
+    seconds = float(os.environ.get("WBCFS_STRESS_SECONDS", "15"))
     t_log("seed %d (reproduce with WBCFS_SEED=%d), %.0f s" % (seed, seed, seconds))
     model = env.shm_dir("model")
     dev = env.new_fs(1 * GIB)
