@@ -731,7 +731,8 @@ static int whiteout_new_locked(struct wbfs *w, ext2_ino_t dir, const struct fuse
 }
 
 static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-			 const char *n2, unsigned flags, const struct fuse_ctx *ctx, unsigned room)
+			 const char *n2, unsigned flags, const struct fuse_ctx *ctx, unsigned room,
+			 ext2_ino_t moved[2])
 {
 	struct ext2_inode_large si, di;
 	ext2_ino_t src, dst = 0, wo = 0;
@@ -746,6 +747,8 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 	if (si.i_flags & DIR_NO_REMOVE_FL)
 		return -EPERM;
 	sdir = LINUX_S_ISDIR(si.i_mode);
+	if (sdir)
+		moved[0] = src;
 	ret = lookup_locked(w, p2, n2, &dst);
 	if (ret && ret != -ENOENT)
 		return ret;
@@ -757,6 +760,8 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 		return ret;
 	if (dst && dst != src && (di.i_flags & DIR_NO_REMOVE_FL))
 		return -EPERM;
+	if (dst && (flags & RENAME_EXCHANGE) && LINUX_S_ISDIR(di.i_mode))
+		moved[1] = dst;
 	if (flags & RENAME_EXCHANGE) {
 		if (!dst)
 			return -ENOENT;
@@ -832,18 +837,25 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 	return ret;
 }
 
-/* renameat2(2): flags RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT. */
+/*
+ * renameat2(2): flags RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT.
+ * On success @moved holds the directories that moved (0: none), whose
+ * ".." and ctime changed.
+ */
 int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-	       const char *n2, unsigned flags, const struct fuse_ctx *ctx, bool privileged)
+	       const char *n2, unsigned flags, const struct fuse_ctx *ctx, bool privileged,
+	       ext2_ino_t moved[2])
 {
 	int ret;
 
+	moved[0] = moved[1] = 0;
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
 		return -EINVAL;
 	if ((flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)) && (flags & RENAME_EXCHANGE))
 		return -EINVAL;
 	wbfs_lock(w);
-	ret = rename_locked(w, p1, n1, p2, n2, flags, ctx, privileged ? WBFS_ROOM_PRIV : 0);
+	ret = rename_locked(w, p1, n1, p2, n2, flags, ctx, privileged ? WBFS_ROOM_PRIV : 0,
+			    moved);
 	wbfs_unlock(w);
 	return ret;
 }
@@ -957,6 +969,35 @@ static int dir_read_inline(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emi
 	return -wbfs_errno(err);
 }
 
+/*
+ * Emit the live entries of directory block @buf (logical block @lblk) at
+ * positions @pos or later. Returns 0 to go on, 1 when @emit stopped, or
+ * -EUCLEAN for a block whose checksum passed but whose entries do not fit.
+ */
+static int dir_block_emit(struct wbfs *w, const char *buf, uint64_t lblk, uint64_t pos,
+			  dir_emit_t emit, void *priv)
+{
+	unsigned bs = w->fs->blocksize, off = 0;
+
+	while (off + 8 <= bs) {
+		struct ext2_dir_entry *d = (struct ext2_dir_entry *)(buf + off);
+		uint64_t at = lblk * bs + off;
+		int len = ext2fs_dirent_name_len(d);
+		unsigned rec_len;
+
+		if (ext2fs_get_rec_len(w->fs, d, &rec_len) || rec_len < 8 ||
+		    off + rec_len > bs || (unsigned)len + 8 > rec_len)
+			return -EUCLEAN;
+		off += rec_len;
+		if (!d->inode || at < pos || d->inode > w->fs->super->s_inodes_count)
+			continue;
+		if (emit(priv, d->name, (size_t)len, d->inode, dt_of(ext2fs_dirent_file_type(d)),
+			 at + 1))
+			return 1;
+	}
+	return 0;
+}
+
 int dir_read_at(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit, void *priv)
 {
 	unsigned bs = w->fs->blocksize;
@@ -981,38 +1022,19 @@ int dir_read_at(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit, v
 		goto out;
 	}
 	size = EXT2_I_SIZE(&in);
-	for (lblk = pos / bs; lblk * bs < size; lblk++) {
+	for (lblk = pos / bs; !ret && lblk * bs < size; lblk++) {
 		blk64_t pblk = 0;
-		unsigned off = 0;
 
 		ret = -wbfs_errno(ext2fs_bmap2(w->fs, ino, (struct ext2_inode *)&in, NULL, 0,
 					       lblk, NULL, &pblk));
-		if (ret)
-			break;
-		if (!pblk)
-			continue;	/* a hole: no entries */
+		if (ret || !pblk)
+			continue;	/* an error ends the loop; a hole has no entries */
 		ret = -wbfs_errno(ext2fs_read_dir_block4(w->fs, pblk, buf, 0, ino));
-		if (ret)
-			break;
-		while (off + 8 <= bs) {
-			struct ext2_dir_entry *d = (struct ext2_dir_entry *)(buf + off);
-			uint64_t at = lblk * bs + off;
-			unsigned rec_len;
-			int len = ext2fs_dirent_name_len(d);
-
-			if (ext2fs_get_rec_len(w->fs, d, &rec_len) || rec_len < 8 ||
-			    off + rec_len > bs || (unsigned)len + 8 > rec_len) {
-				ret = -EUCLEAN;	/* the block's checksum passed: corrupt */
-				goto out;
-			}
-			off += rec_len;
-			if (!d->inode || at < pos || d->inode > w->fs->super->s_inodes_count)
-				continue;
-			if (emit(priv, d->name, (size_t)len, d->inode,
-				 dt_of(ext2fs_dirent_file_type(d)), at + 1))
-				goto out;
-		}
+		if (!ret)
+			ret = dir_block_emit(w, buf, lblk, pos, emit, priv);
 	}
+	if (ret > 0)
+		ret = 0;	/* the caller's buffer is full */
 out:
 	wbfs_unlock(w);
 	free(buf);

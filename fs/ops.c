@@ -388,6 +388,8 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct wbfs *w = req_wbfs(req);
 	int ret = check_new_name(w, parent, name);
+	ext2_ino_t moved[2];
+	int i;
 
 	if (!ret)
 		ret = check_new_name(w, newparent, newname);
@@ -397,16 +399,11 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		ret = iflags_check(w, wbfs_ino(newparent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
 		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags,
-				 fuse_req_ctx(req), wbfs_privileged(w, fuse_req_ctx(req)));
-	if (!ret) {
-		/* a directory moved: its "..", which the kernel may list, changed */
-		ext2_ino_t moved;
-
-		if (!dir_lookup(w, wbfs_ino(newparent), newname, &moved))
-			wbfs_inval_dir_listing(w, winode_find(w, moved), true);
-		if ((flags & RENAME_EXCHANGE) && !dir_lookup(w, wbfs_ino(parent), name, &moved))
-			wbfs_inval_dir_listing(w, winode_find(w, moved), true);
-	}
+				 fuse_req_ctx(req), wbfs_privileged(w, fuse_req_ctx(req)), moved);
+	/* a directory moved: its "..", which the kernel may list, changed */
+	for (i = 0; !ret && i < 2; i++)
+		if (moved[i])
+			wbfs_inval_dir_listing(w, winode_find(w, moved[i]), true);
 	fuse_reply_err(req, -ret);
 }
 
@@ -753,8 +750,9 @@ static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 		 * directory changes through this mount (iversion and mtime).
 		 * READDIR then comes without a handle and is served by
 		 * position (dir_read_at). A listing that is to update atime
-		 * must reach us: wbcfs_dir_atime_due drops the kernel's copy
-		 * when a change other than to the entries makes atime due.
+		 * must reach us: wbfs_inval_dir_listing drops the kernel's
+		 * copy when a change other than to the entries makes atime
+		 * due.
 		 * Under strictatime every listing must reach us: the handle
 		 * stays, with the kernel's cache off.
 		 */
@@ -767,14 +765,7 @@ static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 		return;
 	}
 	fi->fh = (uintptr_t)d;
-	/*
-	 * The kernel may keep this directory's entries across opens: it drops
-	 * them itself when the directory changes through this mount (iversion
-	 * and mtime), and nothing else changes it. Saves the READDIR round
-	 * trips of repeated listings. Not when this listing is to update
-	 * atime (the kernel only sees its cache): never under strictatime,
-	 * under relatime when atime is due (ctime passed it, a day old).
-	 */
+	/* strictatime: no cache_readdir, so every listing reaches us */
 	fuse_reply_open(req, fi);
 }
 

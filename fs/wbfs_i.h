@@ -322,8 +322,8 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 	     bool privileged);
 int dir_unlink(struct wbfs *w, ext2_ino_t parent, const char *name, bool is_rmdir);
 int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
-	       const char *n2, unsigned flags, const struct fuse_ctx *ctx,
-	       bool privileged);
+	       const char *n2, unsigned flags, const struct fuse_ctx *ctx, bool privileged,
+	       ext2_ino_t moved[2]);
 /**
  * A regular file of @mode in @parent with no name and i_links_count 0,
  * owned as a create of @ctx. Returns 0 or -errno (ENOTDIR, ENOSPC, EIO).
