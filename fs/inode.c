@@ -574,8 +574,12 @@ static void stat_overlay(struct winode *wi, struct stat *st)
 	st->st_blocks += wi->nr_delalloc * (PAGE_SIZE / 512);
 }
 
-/* stat of @ino with the in-memory size, times and delalloc blocks. */
-int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st)
+/*
+ * stat of @ino with the in-memory size, times and delalloc blocks, and
+ * its generation when @generation is not NULL. Context: fs_lock held.
+ */
+static int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st,
+			      uint32_t *generation)
 {
 	struct ext2_inode_large in;
 	struct winode *wi;
@@ -585,6 +589,8 @@ int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st)
 	if (ret)
 		return ret;
 	stat_fill(w, ino, &in, st);
+	if (generation)
+		*generation = in.i_generation;
 	wi = winode_find(w, ino);
 	if (!wi)
 		return 0;
@@ -625,7 +631,8 @@ static bool inode_read_cached(struct wbfs *w, ext2_ino_t ino, char *buf, size_t 
 	if (ok) {
 		memcpy(buf, (char *)page_address(p) + (byte & (PAGE_SIZE - 1)), isz);
 		/* a 128-byte inode has no extra fields: zero, as libext2fs reads it */
-		memset(buf + isz, 0, buf_len - isz);
+		if (isz < sizeof(struct ext2_inode_large))
+			memset(buf + isz, 0, sizeof(struct ext2_inode_large) - isz);
 	}
 	unlock_page(p);
 	page_put(p);
@@ -671,34 +678,22 @@ static bool winode_stat_cached(struct wbfs *w, ext2_ino_t ino, struct stat *st,
 	return ok;
 }
 
-int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st)
-{
-	int ret;
-
-	if (winode_stat_cached(w, ino, st, NULL))
-		return 0;
-	wbfs_lock(w);
-	ret = winode_stat_locked(w, ino, st);
-	wbfs_unlock(w);
-	return ret;
-}
-
-/* winode_stat, and the inode's generation (for a lookup's reply). */
+/* winode_stat, and the inode's generation (for a lookup's reply) unless NULL. */
 int winode_stat_gen(struct wbfs *w, ext2_ino_t ino, struct stat *st, uint32_t *generation)
 {
-	struct ext2_inode_large in;
 	int ret;
 
 	if (winode_stat_cached(w, ino, st, generation))
 		return 0;
 	wbfs_lock(w);
-	ret = winode_stat_locked(w, ino, st);
-	if (!ret)
-		ret = wbfs_read_inode(w, ino, &in);
+	ret = winode_stat_locked(w, ino, st, generation);
 	wbfs_unlock(w);
-	if (!ret)
-		*generation = in.i_generation;
 	return ret;
+}
+
+int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st)
+{
+	return winode_stat_gen(w, ino, st, NULL);
 }
 
 /* A change to @ino itself (links, xattrs, rename): stamp ctime. Context: fs_lock. */

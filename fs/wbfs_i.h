@@ -270,7 +270,6 @@ void winode_release_all(struct wbfs *w);
 bool winode_should_retry_alloc(struct wbfs *w, int *retries);
 int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st);
 int winode_stat_gen(struct wbfs *w, ext2_ino_t ino, struct stat *st, uint32_t *generation);
-int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st);
 void winode_fold_attrs_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 uint64_t winode_size(struct winode *wi);
 void winode_set_size(struct winode *wi, uint64_t size, bool touch);
