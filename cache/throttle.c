@@ -853,6 +853,20 @@ void throttle_wb_thresholds(struct throttle_wb *tw, unsigned long *wb_thresh,
 	*bg = c.bg_thresh;
 }
 
+unsigned throttle_wb_share(struct throttle_wb *tw)
+{
+	struct throttle_domain *d = tw->dom;
+	uint64_t num, den;
+
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
+	fprop_advance(d, clock_now_ms());
+	fprop_local_sync(d, &tw->completions);
+	num = tw->completions.events;
+	den = d->fprop_events;
+	ls_mutex_unlock(&d->lock);
+	return den ? (unsigned)(num * 1000 / den) : 0;
+}
+
 long throttle_nr_tasks(struct throttle_domain *d)
 {
 	return atomic_load(&d->stats.nr_tasks);

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The control directory, /.wbcfs/ (mount option ctl_name): the daemon's
- * /proc/vmstat (vmstat) and /proc/zoneinfo (zoneinfo), the bdi's debugfs
- * stats (bdi), lock statistics (lockstat) and one file per live tunable, as
- * /proc/sys/vm has them. It is virtual: its FUSE inode numbers are above
+ * The control directory, /.wbcfs/ (mount option ctl_name): the cache
+ * domain's /proc/vmstat (vmstat) and /proc/zoneinfo (zoneinfo), this
+ * device's bdi debugfs stats (bdi, with its share of the domain's
+ * writeback), the domain's devices (domain), lock statistics (lockstat)
+ * and one file per live tunable, as /proc/sys/vm has them. It is virtual: its FUSE inode numbers are above
  * 2^32, where no ext4 inode number can be, and nothing done on it reaches
  * libext2fs. It is left out of the root's readdir but
  * found by lookup, shadowing a real entry of the same name. Mode 0700,
@@ -251,7 +252,7 @@ int ctl_tunable_print(const struct ctl_tunables *t, unsigned which, struct ctl_b
 
 enum ctl_kind {
 	CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_LOCKSTAT,
-	CTL_TRANSPORT,
+	CTL_TRANSPORT, CTL_DOMAIN,
 	CTL_TUNABLE
 };
 
@@ -265,6 +266,7 @@ enum {
 	CTL_NODE_JOURNAL,
 	CTL_NODE_LOCKSTAT,
 	CTL_NODE_TRANSPORT,
+	CTL_NODE_DOMAIN,
 	CTL_NODE_TUN0,
 	CTL_NR_NODES = CTL_NODE_TUN0 + CTL_NR_TUNABLES
 };
@@ -280,6 +282,7 @@ static enum ctl_kind ctl_node_kind(unsigned node)
 	case CTL_NODE_JOURNAL: return CTL_JOURNAL;
 	case CTL_NODE_LOCKSTAT: return CTL_LOCKSTAT;
 	case CTL_NODE_TRANSPORT: return CTL_TRANSPORT;
+	case CTL_NODE_DOMAIN: return CTL_DOMAIN;
 	default: return CTL_TUNABLE;
 	}
 }
@@ -295,6 +298,7 @@ static const char *ctl_node_name(struct wbfs *w, unsigned node)
 	case CTL_NODE_JOURNAL: return "journal";
 	case CTL_NODE_LOCKSTAT: return "lockstat";
 	case CTL_NODE_TRANSPORT: return "transport";
+	case CTL_NODE_DOMAIN: return "domain";
 	default: return ctl_tunable_name(node - CTL_NODE_TUN0);
 	}
 }
@@ -370,7 +374,7 @@ void ctl_mount_check(struct wbfs *w)
 
 	wbfs_now(&w->ctl_time);
 	if (dir_lookup(w, EXT2_ROOT_INO, w->opts.ctl_name, &ino) == 0)
-		fprintf(stderr, "wbcfs: %s: warning: /%s exists in the filesystem; the control "
+		fprintf(wbfs_msg(), "wbcfs: %s: warning: /%s exists in the filesystem; the control "
 			"directory hides it (mount with ctl_name=NAME to reach it)\n",
 			w->dev_path, w->opts.ctl_name);
 }
@@ -590,6 +594,7 @@ static int ctl_gen_bdi(struct wbfs *w, struct ctl_buf *b)
 		"BalancedDirtyRatelimit: %6lu kBps\n"
 		"TaskRatelimit:      %10lu kBps\n"
 		"DirtyRate:          %10lu kBps\n"
+		"WritebackShare:     %10u /1000\n"
 		"min_ratio:          %10u\n"
 		"max_ratio:          %10u\n"
 		"strictlimit:        %10d\n"
@@ -601,7 +606,7 @@ static int ctl_gen_bdi(struct wbfs *w, struct ctl_buf *b)
 		K((long)wb_thresh), K((long)thresh), K((long)bg),
 		K(atomic_load(&s->dirtied)), K(atomic_load(&s->written)),
 		K(atomic_load(&s->write_bw)), K(atomic_load(&s->avg_write_bw)),
-		K((long)wb_bg), K(dr), K(bal), K(task_rl), K(rate),
+		K((long)wb_bg), K(dr), K(bal), K(task_rl), K(rate), throttle_wb_share(tw),
 		atomic_load(&tw->min_ratio), atomic_load(&tw->max_ratio),
 		(int)atomic_load(&tw->strictlimit), nd, nio, nmore, state);
 }
@@ -689,6 +694,12 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 		char buf[128];
 
 		wbfs_fuse_io_transport_show(buf, sizeof(buf));
+		return ctl_buf_printf(&f->out, "%s", buf);
+	}
+	case CTL_DOMAIN: {
+		char buf[8192];
+
+		domain_show(w->dom, buf, sizeof(buf));
 		return ctl_buf_printf(&f->out, "%s", buf);
 	}
 	case CTL_TUNABLE:

@@ -439,7 +439,7 @@ static void write_cache_refused(struct wbfs *w, struct winode *wi, uint64_t off,
 	uint64_t last = (off + len - 1) >> PAGE_SHIFT;
 	long lost = (long)(last - first + 1);
 
-	fprintf(stderr, "wbcfs: %s: inode %u: %ld pages stored through a shared mapping (%llu"
+	fprintf(wbfs_msg(), "wbcfs: %s: inode %u: %ld pages stored through a shared mapping (%llu"
 		" bytes, first at offset %llu) could not be written (%s) and are lost\n",
 		w->dev_path, wi->ino, lost, (unsigned long long)(off + len - (first << PAGE_SHIFT)),
 		(unsigned long long)first << PAGE_SHIFT, strerror(err));
@@ -624,7 +624,7 @@ static void lost_punch(struct wbfs *w, struct winode *wi, uint64_t first, uint64
 	ret = punch_blocks_locked(w, wi, first, last, false);
 	wbfs_unlock(w);
 	if (ret)
-		fprintf(stderr, "wbcfs: %s: inode %u: cannot free blocks %llu-%llu of lost pages: %s\n",
+		fprintf(wbfs_msg(), "wbcfs: %s: inode %u: cannot free blocks %llu-%llu of lost pages: %s\n",
 			w->dev_path, wi->ino, (unsigned long long)first,
 			(unsigned long long)last, strerror(-ret));
 }
@@ -675,7 +675,7 @@ long data_report_lost(struct wbfs *w, struct winode *wi)
 	if (run_end)
 		lost_punch(w, wi, run, run_end - 1);
 	if (lost) {
-		fprintf(stderr, "wbcfs: %s: inode %u: %ld dirty pages (%llu bytes, first at offset"
+		fprintf(wbfs_msg(), "wbcfs: %s: inode %u: %ld dirty pages (%llu bytes, first at offset"
 			" %llu) could not be written and are lost\n", w->dev_path, wi->ino, lost,
 			(unsigned long long)lost * PAGE_SIZE, (unsigned long long)first << PAGE_SHIFT);
 		atomic_fetch_add(&w->lost_pages, lost);

@@ -25,12 +25,14 @@
 
 #define SB_OFFSET 1024
 
-/* One line on stderr: "wbcfs: DEV: " FMT @tail (which ends it with '\n'). */
+/* One line on wbfs_msg(): "wbcfs: DEV: " FMT @tail (which ends it with '\n'). */
 void wbfs_dev_vmsg(const char *dev, const char *tail, const char *fmt, va_list ap)
 {
-	fprintf(stderr, "wbcfs: %s: ", dev);
-	vfprintf(stderr, fmt, ap);
-	fputs(tail, stderr);
+	FILE *f = wbfs_msg();
+
+	fprintf(f, "wbcfs: %s: ", dev);
+	vfprintf(f, fmt, ap);
+	fputs(tail, f);
 }
 
 static void wbfs_err(const char *dev, const char *fmt, ...)
@@ -590,115 +592,30 @@ static uint64_t fs_overhead(ext2_filsys fs)
 	return total;
 }
 
-/* cache_ops: reclaim and the dirty limits ask the flusher for writeback. */
-static void wbfs_wakeup_flusher(void *owner, long nr_pages, enum wb_reason why)
-{
-	struct wbfs *w = owner;
-
-	if (w->bdi)
-		bdi_wakeup(w->bdi, nr_pages, why);
-}
-
 /*
- * The default cache: a quarter of RAM, but at most half of what the machine
- * has available right now (MemAvailable), so that a second daemon, or one
- * started on a loaded machine, does not fault in memory it cannot have.
- * Never below 64 MiB.
+ * The device's throttle options, into the live tunables /.wbcfs/ changes
+ * (the domain's, throttle= and max_pause_ms, were set with its cache).
  */
-static size_t default_cache_size(void)
-{
-	size_t size = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 4;
-	unsigned long long avail_kb;
-	char line[128];
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	while (f && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "MemAvailable: %llu kB", &avail_kb) == 1) {
-			if (avail_kb * 1024 / 2 < size)
-				size = avail_kb * 1024 / 2;
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-	return size < (64u << 20) ? 64u << 20 : size;
-}
-
-/* The throttle's mount options, into the live tunables /.wbcfs/ changes. */
 static void throttle_setup(struct wbfs *w)
 {
 	struct throttle_wb *tw = bdi_throttle_wb(w->bdi);
 
-	atomic_store(&w->cache->throttle.mode, (int)w->opts.throttle);
-	atomic_store(&w->cache->throttle.max_pause_ms, w->opts.max_pause_ms);
 	atomic_store(&tw->min_ratio, w->opts.min_ratio);
 	atomic_store(&tw->max_ratio, w->opts.max_ratio);
 	atomic_store(&tw->strictlimit, w->opts.strictlimit);
 }
 
-/*
- * The zones: as the options say; by default one per NUMA node that has
- * memory, each bound to its node, or a single zone on a machine with one
- * node (zones only matter where memory is not uniform; zones=64M:960M
- * imitates a small DMA32 beside a large Normal zone).
- */
-static void zones_config(struct wbfs *w, struct cache_config *cc, size_t *bytes, int *node)
-{
-	char line[512] = "";
-	FILE *f;
-	int n;
-	unsigned i;
-
-	cc->nr_zones = w->opts.nr_zones ? w->opts.nr_zones : 1;
-	if (w->opts.nr_zones && w->opts.zone_bytes[0]) {
-		for (i = 0; i < w->opts.nr_zones; i++)
-			bytes[i] = (size_t)w->opts.zone_bytes[i];
-		cc->zone_bytes = bytes;
-	}
-	if (w->opts.nr_zones)
-		return;
-	f = fopen("/sys/devices/system/node/has_memory", "r");
-	if (!f)
-		return;
-	if (!fgets(line, sizeof(line), f))
-		line[0] = 0;
-	fclose(f);
-	n = options_parse_nodelist(line, node, OPTIONS_ZONES_MAX);
-	if (n > 1 && cc->size_bytes / (size_t)n >= OPTIONS_ZONE_MIN_BYTES) {
-		cc->nr_zones = (unsigned)n;
-		cc->zone_node = node;
-	}
-}
-
+/* The domain's cache (made by its first device) and this device's bdi. */
 static int cache_and_bdi(struct wbfs *w, const char *dev)
 {
-	size_t zone_bytes[OPTIONS_ZONES_MAX];
-	int zone_node[OPTIONS_ZONES_MAX];
-	static const struct cache_ops cops = {
-		.wakeup_flusher = wbfs_wakeup_flusher,
-	};
-	struct cache_config cc = {0};
 	struct bdi_config bc = {0};
 	char name[64];
 	struct stat st;
 	int ret;
 
-	cc.size_bytes = w->opts.cache_size;
-	if (!cc.size_bytes)
-		cc.size_bytes = default_cache_size();
-	zones_config(w, &cc, zone_bytes, zone_node);
-	cc.fair_zone_alloc = w->opts.fair_zone_alloc;
-	cc.zone_dirty = w->opts.zone_dirty;
-	cc.tunables = w->opts.dirty;
-	cc.ops = &cops;
-	cc.owner = w;
-	cc.start_kswapd = true;
-	ret = cache_create(&w->cache, &cc);
-	if (ret) {
-		wbfs_err(dev, "cannot create a cache of %zu bytes in %u zones: %s", cc.size_bytes,
-			 cc.nr_zones, strerror(-ret));
+	ret = domain_cache(w->dom, &w->opts, dev, &w->cache);
+	if (ret)
 		return ret;
-	}
 	if (fstat(w->dev_fd, &st) == 0 && w->is_blkdev)
 		snprintf(name, sizeof(name), "%u:%u", major(st.st_rdev), minor(st.st_rdev));
 	else
@@ -716,9 +633,9 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	ret = bdi_create(&w->bdi, &bc);
 	if (ret) {
 		wbfs_err(dev, "cannot start the flusher: %s", strerror(-ret));
-		cache_destroy(w->cache);
 		return ret;
 	}
+	domain_attach(w->dom, w);
 	throttle_setup(w);
 	mapping_init(&w->meta_map, w->cache, &bdi_mapping_ops, &w->meta_wb);
 	bdi_inode_init(w->bdi, &w->meta_wb, &w->meta_map, true);
@@ -726,12 +643,13 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	return 0;
 }
 
+/* The device leaves the cache: its pages go, its bdi stops (the domain frees the cache). */
 static void teardown_cache(struct wbfs *w)
 {
 	mapping_truncate(&w->meta_map, 0, UINT64_MAX);
+	domain_detach(w->dom, w);
 	bdi_destroy(w->bdi);
 	mapping_destroy(&w->meta_map);
-	cache_destroy(w->cache);
 }
 
 /* Mark the filesystem in use (not clean) on disk before serving anything. */
@@ -1519,7 +1437,7 @@ static int orphan_cleanup(struct wbfs *w, const char *dev)
 			 strerror(-ret));
 		return ret;
 	}
-	fprintf(stderr, "wbcfs: %s: %d orphan inode%s deleted\n", dev, ret, ret == 1 ? "" : "s");
+	fprintf(wbfs_msg(), "wbcfs: %s: %d orphan inode%s deleted\n", dev, ret, ret == 1 ? "" : "s");
 	return bdi_sync(w->bdi, WB_REASON_SYNC);
 }
 
@@ -1613,7 +1531,7 @@ int wbfs_close(struct wbfs *w)
 	if (!w->ro) {
 		ret = bdi_sync(w->bdi, WB_REASON_UMOUNT);
 		if (ret)
-			fprintf(stderr, "wbcfs: %s: writeback error at unmount: %s; retrying"
+			fprintf(wbfs_msg(), "wbcfs: %s: writeback error at unmount: %s; retrying"
 				" each file once more\n", w->dev_path, strerror(-ret));
 		ret = 0;	/* what is finally lost is counted in lost_pages */
 	}
@@ -1622,7 +1540,7 @@ int wbfs_close(struct wbfs *w)
 		r = bdi_sync(w->bdi, WB_REASON_UMOUNT);
 		meta_ok = r == 0;
 		if (r) {
-			fprintf(stderr, "wbcfs: %s: metadata could not be written at unmount: %s;"
+			fprintf(wbfs_msg(), "wbcfs: %s: metadata could not be written at unmount: %s;"
 				" the filesystem is left marked not clean (run e2fsck)\n",
 				w->dev_path, strerror(-r));
 			ret = r;
@@ -1632,7 +1550,7 @@ int wbfs_close(struct wbfs *w)
 		/* commit, checkpoint: the log is empty on disk */
 		r = wbfs_journal_shutdown(w);
 		if (r) {
-			fprintf(stderr, "wbcfs: %s: the journal could not be emptied at unmount: %s;"
+			fprintf(wbfs_msg(), "wbcfs: %s: the journal could not be emptied at unmount: %s;"
 				" the next mount replays it\n", w->dev_path, strerror(-r));
 			meta_ok = false;
 			if (!ret)
@@ -1677,7 +1595,7 @@ int wbfs_close(struct wbfs *w)
 	free(w->bad_igroups);
 	free(w->bb_locs);
 	if (atomic_load(&w->lost_pages)) {
-		fprintf(stderr, "wbcfs: %s: %ld dirty pages could not be written and are lost\n",
+		fprintf(wbfs_msg(), "wbcfs: %s: %ld dirty pages could not be written and are lost\n",
 			w->dev_path, atomic_load(&w->lost_pages));
 		if (!ret)
 			ret = -EIO;

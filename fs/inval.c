@@ -128,7 +128,7 @@ static void inval_enqueue(struct wbfs *w, struct winode *wi, uint64_t start, uin
 			struct inval_range *q = realloc(iq->q, cap * sizeof(*q));
 
 			if (!q) {
-				fprintf(stderr, "wbcfs: inode %u: no memory to queue a page "
+				fprintf(wbfs_msg(), "wbcfs: inode %u: no memory to queue a page "
 					"cache invalidation\n", wi->ino);
 				goto out_signal;
 			}

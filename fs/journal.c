@@ -99,9 +99,9 @@ struct wjournal {
 
 static void jlog(struct wbfs *w, const char *fmt, const char *what, int err)
 {
-	fprintf(stderr, "wbcfs: %s: journal: ", w->dev_path);
-	fprintf(stderr, fmt, what, strerror(err));
-	fputc('\n', stderr);
+	fprintf(wbfs_msg(), "wbcfs: %s: journal: ", w->dev_path);
+	fprintf(wbfs_msg(), fmt, what, strerror(err));
+	fputc('\n', wbfs_msg());
 }
 
 /* Device byte offset of journal block @jb. */
@@ -836,7 +836,7 @@ static int tx_build_home(struct wbfs *w, struct wjournal *j, struct jtx *t)
 
 	if (!said) {
 		said = true;
-		fprintf(stderr, "wbcfs: %s: journal: a transaction of %zu blocks exceeds the"
+		fprintf(wbfs_msg(), "wbcfs: %s: journal: a transaction of %zu blocks exceeds the"
 			" log (%u blocks); written without the journal\n", w->dev_path,
 			n, j->last - j->first);
 	}
@@ -1084,7 +1084,7 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	if (w->ro || !ext2fs_has_feature_journal(fs->super))
 		return 0;
 	if (!fs->super->s_journal_inum) {
-		fprintf(stderr, "wbcfs: %s: the journal is on another device (external journal),"
+		fprintf(wbfs_msg(), "wbcfs: %s: the journal is on another device (external journal),"
 			" which wbcfs cannot write; mount with -o ro\n", dev);
 		return -EOPNOTSUPP;
 	}
@@ -1097,19 +1097,19 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 		goto nomem;
 	if (ext2fs_read_inode_full(fs, fs->super->s_journal_inum, (struct ext2_inode *)&in,
 				   sizeof(in))) {
-		fprintf(stderr, "wbcfs: %s: cannot read the journal inode; run e2fsck\n", dev);
+		fprintf(wbfs_msg(), "wbcfs: %s: cannot read the journal inode; run e2fsck\n", dev);
 		goto fail;
 	}
 	maxlen = (uint32_t)(EXT2_I_SIZE(&in) / JBS);
 	if (maxlen < JBD2_MIN_LOG_BLOCKS ||
 	    jrec_journal_map(fs, fs->super->s_journal_inum, maxlen, &j->map)) {
-		fprintf(stderr, "wbcfs: %s: the journal inode maps its blocks badly; run e2fsck\n",
+		fprintf(wbfs_msg(), "wbcfs: %s: the journal inode maps its blocks badly; run e2fsck\n",
 			dev);
 		goto fail;
 	}
 	r = pread(w->dev_fd, j->jsb, JBS, jb_off(j, 0));
 	if (r != (ssize_t)JBS) {
-		fprintf(stderr, "wbcfs: %s: cannot read the journal superblock\n", dev);
+		fprintf(wbfs_msg(), "wbcfs: %s: cannot read the journal superblock\n", dev);
 		ret = -EIO;
 		goto fail;
 	}
@@ -1119,22 +1119,22 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	    be32toh(j->jsb->s_blocksize) != JBS || be32toh(j->jsb->s_maxlen) > maxlen ||
 	    be32toh(j->jsb->s_maxlen) < JBD2_MIN_LOG_BLOCKS || be32toh(j->jsb->s_first) == 0 ||
 	    be32toh(j->jsb->s_first) >= be32toh(j->jsb->s_maxlen)) {
-		fprintf(stderr, "wbcfs: %s: the journal superblock is not a valid jbd2 v2"
+		fprintf(wbfs_msg(), "wbcfs: %s: the journal superblock is not a valid jbd2 v2"
 			" superblock; run e2fsck\n", dev);
 		goto fail;
 	}
 	if (incompat & ~(JBD2_KNOWN_INCOMPAT | JBD2_FEATURE_INCOMPAT_FAST_COMMIT)) {
-		fprintf(stderr, "wbcfs: %s: the journal has unknown features (0x%x); run e2fsck\n",
+		fprintf(wbfs_msg(), "wbcfs: %s: the journal has unknown features (0x%x); run e2fsck\n",
 			dev, incompat & ~JBD2_KNOWN_INCOMPAT);
 		goto fail;
 	}
 	if (j->jsb->s_start) {
-		fprintf(stderr, "wbcfs: %s: the journal holds transactions not replayed;"
+		fprintf(wbfs_msg(), "wbcfs: %s: the journal holds transactions not replayed;"
 			" run e2fsck\n", dev);
 		goto fail;
 	}
 	if (be32toh(j->jsb->s_nr_users) > 1) {
-		fprintf(stderr, "wbcfs: %s: the journal is shared by %u filesystems; run e2fsck\n",
+		fprintf(wbfs_msg(), "wbcfs: %s: the journal is shared by %u filesystems; run e2fsck\n",
 			dev, be32toh(j->jsb->s_nr_users));
 		goto fail;
 	}
@@ -1174,7 +1174,7 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	if (!ret)
 		ret = devlog_flush(w->dev_fd);
 	if (ret) {
-		fprintf(stderr, "wbcfs: %s: cannot write the journal superblock: %s\n", dev,
+		fprintf(wbfs_msg(), "wbcfs: %s: cannot write the journal superblock: %s\n", dev,
 			strerror(-ret));
 		goto fail;
 	}
@@ -1194,7 +1194,7 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	return 0;
 nomem:
 	ret = -ENOMEM;
-	fprintf(stderr, "wbcfs: %s: journal: out of memory\n", dev);
+	fprintf(wbfs_msg(), "wbcfs: %s: journal: out of memory\n", dev);
 fail:
 	free(j->map);
 	free(j->jsb);

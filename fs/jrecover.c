@@ -156,7 +156,7 @@ static int log_read(struct jrec *j, uint32_t lblk, void *buf)
 	int ret = dev_pread(j->log->fd, buf, j->bsize, log_off(j, lblk));
 
 	if (ret)
-		fprintf(stderr, "wbcfs: %s: cannot read journal block %u: %s\n", j->log->dev, lblk,
+		fprintf(wbfs_msg(), "wbcfs: %s: cannot read journal block %u: %s\n", j->log->dev, lblk,
 			strerror(-ret));
 	return ret;
 }
@@ -450,7 +450,7 @@ static int replay_block(struct jrec *j, uint32_t tid, uint32_t lblk, const struc
 		return ret;
 	if (!tag_csum_ok(j, t, tid, j->data)) {
 		/* as the kernel: the others still go home, the mount fails after */
-		fprintf(stderr, "wbcfs: %s: bad checksum on journal block %u (block %llu of transaction %u)\n",
+		fprintf(wbfs_msg(), "wbcfs: %s: bad checksum on journal block %u (block %llu of transaction %u)\n",
 			j->log->dev, lblk, (unsigned long long)t->blocknr, tid);
 		j->nr_bad++;
 		return 0;
@@ -465,7 +465,7 @@ static int replay_block(struct jrec *j, uint32_t tid, uint32_t lblk, const struc
 	}
 	ret = dev_pwrite(j->log->fd, j->data, j->bsize, (off_t)t->blocknr * j->bsize);
 	if (ret) {
-		fprintf(stderr, "wbcfs: %s: cannot write block %llu during journal recovery: %s\n",
+		fprintf(wbfs_msg(), "wbcfs: %s: cannot write block %llu during journal recovery: %s\n",
 			j->log->dev, (unsigned long long)t->blocknr, strerror(-ret));
 		return ret;
 	}
@@ -659,7 +659,7 @@ static int walk_pass(struct jrec *j, enum jrec_pass pass)
 			j->end_tid = w.tid;
 		}
 	} else if (w.tid != j->end_tid) {
-		fprintf(stderr, "wbcfs: %s: journal recovery pass %d ended at transaction %u, expected %u\n",
+		fprintf(wbfs_msg(), "wbcfs: %s: journal recovery pass %d ended at transaction %u, expected %u\n",
 			j->log->dev, pass, w.tid, j->end_tid);
 		return -EIO;
 	}
@@ -800,7 +800,7 @@ static int journal_blocks(const char *dev, ext2_ino_t ino, uint64_t **map, uint3
 
 	err = ext2fs_open2(dev, NULL, flags, 0, 0, unix_io_manager, &fs);
 	if (err) {
-		fprintf(stderr, "wbcfs: %s: cannot open the filesystem for journal recovery: %s\n",
+		fprintf(wbfs_msg(), "wbcfs: %s: cannot open the filesystem for journal recovery: %s\n",
 			dev, error_message(err));
 		return -EIO;
 	}
@@ -836,7 +836,7 @@ static int open_writable(const char *dev)
 		errno = EROFS;
 	}
 	if (fd < 0) {
-		fprintf(stderr, "wbcfs: %s: filesystem needs journal recovery but the device cannot be written (%s); run e2fsck\n",
+		fprintf(wbfs_msg(), "wbcfs: %s: filesystem needs journal recovery but the device cannot be written (%s); run e2fsck\n",
 			dev, strerror(errno));
 		return -EROFS;
 	}
@@ -879,7 +879,7 @@ static int sb_clear_recover(const char *dev, int fd, uint32_t jerrno)
 	}
 	ext2fs_clear_feature_journal_needs_recovery(sb);
 	if (jerrno) {
-		fprintf(stderr, "wbcfs: %s: the journal recorded error %d: marking the filesystem for e2fsck\n",
+		fprintf(wbfs_msg(), "wbcfs: %s: the journal recorded error %d: marking the filesystem for e2fsck\n",
 			dev, (int)jerrno);
 		sb->s_state |= EXT2_ERROR_FS;
 	}
@@ -891,7 +891,7 @@ static int sb_clear_recover(const char *dev, int fd, uint32_t jerrno)
 		ret = devlog_flush(fd);
 out:
 	if (ret && ret != -EUCLEAN)
-		fprintf(stderr, "wbcfs: %s: cannot clear needs_recovery: %s\n", dev,
+		fprintf(wbfs_msg(), "wbcfs: %s: cannot clear needs_recovery: %s\n", dev,
 			strerror(-ret));
 	free(buf);
 	return ret;
@@ -919,7 +919,7 @@ static int recover_journal(const char *dev, int fd, struct ext2_super_block *sb)
 		ret = sb_clear_recover(dev, fd, st.jerrno);
 	if (ret)
 		return ret;
-	fprintf(stderr, "wbcfs: %s: journal recovered: %u transactions, %llu blocks replayed, %llu revoked\n",
+	fprintf(wbfs_msg(), "wbcfs: %s: journal recovered: %u transactions, %llu blocks replayed, %llu revoked\n",
 		dev, st.transactions, (unsigned long long)st.replayed,
 		(unsigned long long)st.revoked);
 	return 1;

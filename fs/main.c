@@ -20,13 +20,17 @@
 #include <unistd.h>
 
 #include "wbcfs/devlog.h"
-#include "fuse_uring.h"
+#include "domain.h"
 #include "wbfs_i.h"
+
+#define CMDLINE_OPTS_MAX 64
 
 struct cmdline {
 	const char *dev;
 	const char *mnt;
 	bool help, version;
+	char *optv[CMDLINE_OPTS_MAX];	/* the -o strings as given, for a domain join */
+	int optc;
 };
 
 static void usage(FILE *out)
@@ -72,6 +76,12 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c, struct wbcfs_
 				fprintf(stderr, "wbcfs: %s\n", err);
 				return -EINVAL;
 			}
+			if (c->optc == CMDLINE_OPTS_MAX) {
+				fprintf(stderr, "wbcfs: more than %d -o arguments\n",
+					CMDLINE_OPTS_MAX);
+				return -EINVAL;
+			}
+			c->optv[c->optc++] = (char *)opts;
 		} else if (a[0] == '-') {
 			fprintf(stderr, "wbcfs: unknown argument '%s'\n", a);
 			return -EINVAL;
@@ -85,46 +95,6 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c, struct wbcfs_
 		}
 	}
 	return 0;
-}
-
-/* The mount options libfuse sees: ours first, then the user's pass-through. */
-static int fuse_args_build(struct fuse_args *args, const struct wbfs *w, const char *dev)
-{
-	char opts[OPTIONS_FUSE_MAX + 2 * PATH_MAX + 256], fsname[2 * PATH_MAX];
-	size_t n = 0;
-
-	/* libfuse splits options at commas: escape them in the device path */
-	for (; *dev && n + 2 < sizeof(fsname); dev++) {
-		if (*dev == ',' || *dev == '\\')
-			fsname[n++] = '\\';
-		fsname[n++] = *dev;
-	}
-	fsname[n] = '\0';
-	snprintf(opts, sizeof(opts), "fsname=%s,subtype=wbcfs,default_permissions%s%s%s%s%s",
-		 fsname, w->is_blkdev ? ",blkdev,blksize=4096" : "", w->ro ? ",ro" : "",
-		 w->opts.allow_other ? ",allow_other" : "",
-		 w->opts.fuse_opts[0] ? "," : "", w->opts.fuse_opts);
-	if (fuse_opt_add_arg(args, "wbcfs") || fuse_opt_add_arg(args, "-o") ||
-	    fuse_opt_add_arg(args, opts))
-		return -ENOMEM;
-	if (w->opts.debug && fuse_opt_add_arg(args, "-d"))
-		return -ENOMEM;
-	return 0;
-}
-
-static int serve(struct wbfs *w, struct fuse_session *se)
-{
-	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-	int ret;
-
-	if (!cfg)
-		return -ENOMEM;
-	fuse_loop_cfg_set_clone_fd(cfg, 1);
-	fuse_loop_cfg_set_max_threads(cfg, w->opts.max_threads);
-	fuse_loop_cfg_set_idle_threads(cfg, (w->opts.max_threads + 1) / 2);
-	ret = fuse_session_loop_mt(se, cfg);
-	fuse_loop_cfg_destroy(cfg);
-	return ret;
 }
 
 /* stderr of a detached daemon: one syslog record per line. */
@@ -219,130 +189,54 @@ static int absolute_paths(struct cmdline *c)
 	return 0;
 }
 
-/* The write-path counters of /.wbcfs/vmstat, also in the daemon's log (-f). */
-static void log_stats(struct wbfs *w, const char *dev)
-{
-	fprintf(stderr, "wbcfs: %s: nr_parallel_writes_max %ld nr_inval_sent %ld\n", dev,
-		atomic_load(&w->stats.nr_parallel_writes_max),
-		atomic_load(&w->stats.nr_inval_sent));
-}
-
 /*
- * transport=uring is a promise: refuse to mount, before anything is
- * opened, when the kernel would not keep it. (auto just asks in INIT.)
+ * Start the domain (a mount of its own without domain=, or the first
+ * device of a named one), or hand the device to the daemon running it.
  */
-static int transport_check(const struct cmdline *c, const struct wbcfs_options *o)
+static int run(struct cmdline *c, struct wbcfs_options *o)
 {
-	int on;
+	struct wbfs_domain *d;
+	int notify_fd = -1, lock_fd = -1, ret;
 
-	if (o->transport != TRANSPORT_URING)
-		return 0;
-	on = furing_kernel_enabled();
-	if (on > 0)
-		return 0;
-	if (on == 0)
-		fprintf(stderr, "wbcfs: %s: transport=uring: FUSE over io_uring is off in this "
-			"kernel (echo Y > /sys/module/fuse/parameters/enable_uring)\n", c->dev);
-	else
-		fprintf(stderr, "wbcfs: %s: transport=uring: this kernel has no FUSE over "
-			"io_uring (6.14+ with CONFIG_FUSE_IO_URING)\n", c->dev);
-	return -EOPNOTSUPP;
-}
-
-static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
-{
-	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-	struct wbfs *w = calloc(1, sizeof(*w));
-	struct fuse_session *se = NULL;
-	int ret;
-
-	if (!w)
-		return 1;
-	ret = transport_check(c, o);
-	if (ret)
-		goto out_free;
+	if (o->domain[0]) {
+		ret = domain_join(o->domain, c->dev, c->mnt, c->optv, c->optc, &lock_fd);
+		if (ret != DOMAIN_JOIN_START)
+			return ret ? 1 : 0;
+	}
 	/* before wbfs_open: the first write (marking the filesystem in use) is logged too */
 	if (o->write_log[0]) {
 		ret = devlog_open(o->write_log);
 		if (ret) {
 			fprintf(stderr, "wbcfs: write_log: cannot create %s: %s\n", o->write_log,
 				strerror(-ret));
-			goto out_free;
+			return 1;
 		}
 	}
-	/* before wbfs_open: the mount's own libext2fs work is counted too */
-	if (o->lockstat)
-		lockstat_enable(true);
-	ret = wbfs_open(w, c->dev, o);
-	if (ret)
-		goto out_free;
-	ctl_mount_check(w);
-	ret = fuse_args_build(&args, w, c->dev);
-	if (!ret) {
-		se = fuse_session_new(&args, &wbfs_ops, sizeof(wbfs_ops), w);
-		ret = se ? 0 : -EINVAL;
+	/* the daemon forks before any thread starts: threads do not survive a fork */
+	if (!o->foreground)
+		notify_fd = daemonize_early();
+	d = domain_create(o, lock_fd);
+	if (!d) {
+		devlog_close();
+		return 1;
 	}
-	if (!ret && fuse_session_mount(se, c->mnt)) {
-		fprintf(stderr, "wbcfs: %s: cannot mount on %s\n", c->dev, c->mnt);
-		ret = -EIO;
+	ret = domain_mount(d, c->dev, c->mnt, o);
+	if (ret) {
+		domain_destroy(d);
+		return 1;
 	}
-	if (ret)
-		goto out_close;
-	w->se = se;
-	if (wbfs_fuse_io_install(w, se))
-		fprintf(stderr, "wbcfs: %s: FUSE channel hooks not installed: no syncfs, "
-			"no shared mmap, no parallel writes\n", c->dev);
-	if (wbfs_inval_start(w))
-		fprintf(stderr, "wbcfs: %s: no page cache notifier thread: shared mmaps "
-			"may see stale data\n", c->dev);
-	if (wbfs_fuse_io_start())
-		fprintf(stderr, "wbcfs: %s: no timer for throttled replies: throttled "
-			"writers hold a FUSE worker while they pause\n", c->dev);
-	fuse_set_signal_handlers(se);
 	notify_parent(notify_fd, 0, true);
 	if (!o->foreground)
 		chdir("/");
-	ret = serve(w, se);
-	if (ret > 0) {
-		/* the loop ended on SIGTERM/SIGINT/SIGHUP: a clean shutdown */
-		fprintf(stderr, "wbcfs: %s: signal %d, writing back and unmounting\n",
-			c->dev, ret);
-		ret = 0;
-	}
-	fuse_remove_signal_handlers(se);
-	wbfs_fuse_io_stop();
-	/*
-	 * Before the unmount: the rings' commands hold the device open, and
-	 * fuse_session_unmount relies on closing it to end the connection
-	 * before umount2 (else a fuseblk umount sends DESTROY and waits for a
-	 * reply nobody will give).
-	 */
-	wbfs_fuse_io_transport_stop();
-	fuse_session_unmount(se);
-	wbfs_inval_stop(w);
-	log_stats(w, c->dev);
-out_close:
-	if (!w->destroyed) {
-		w->destroyed = true;
-		w->close_ret = wbfs_close(w);
-	}
-	/* data lost or metadata unwritten at unmount: a non-zero exit */
-	if (w->close_ret && !ret)
-		ret = w->close_ret;
-	if (se)
-		fuse_session_destroy(se);
-	fuse_opt_free_args(&args);
-out_free:
-	devlog_close();		/* every thread that writes has stopped */
-	free(w);
-	return ret ? 1 : 0;
+	domain_run(d);
+	/* data lost or metadata unwritten at an unmount: a non-zero exit */
+	return domain_destroy(d);
 }
 
 int main(int argc, char **argv)
 {
 	struct wbcfs_options o;
 	struct cmdline c = {0};
-	int notify_fd = -1;
 
 	initialize_ext2_error_table();	/* libext2fs errors by name */
 	options_default(&o);
@@ -362,7 +256,5 @@ int main(int argc, char **argv)
 	}
 	if (absolute_paths(&c))
 		return 1;
-	if (!o.foreground)
-		notify_fd = daemonize_early();
-	return run(&c, &o, notify_fd);
+	return run(&c, &o);
 }

@@ -295,6 +295,27 @@ static int set_ctl_name(struct wbcfs_options *o, const char *val, char *err, siz
 	return 0;
 }
 
+/* domain=NAME: a file name under /run/wbcfs, so a safe, short word. */
+static int set_domain(struct wbcfs_options *o, const char *val, char *err, size_t errlen)
+{
+	size_t i, n = val ? strlen(val) : 0;
+
+	if (!n || n > OPTIONS_DOMAIN_MAX || val[0] == '.') {
+		snprintf(err, errlen, "domain: needs a name of 1-%d characters, not starting "
+			 "with '.'", OPTIONS_DOMAIN_MAX);
+		return -EINVAL;
+	}
+	for (i = 0; i < n; i++) {
+		if (!isalnum((unsigned char)val[i]) && !strchr("_.-", val[i])) {
+			snprintf(err, errlen, "domain: '%s': only letters, digits, '_', '.' "
+				 "and '-'", val);
+			return -EINVAL;
+		}
+	}
+	strcpy(o->domain, val);
+	return 0;
+}
+
 /* write_log=FILE: any path; relative to the directory wbcfs was started in. */
 static int set_write_log(struct wbcfs_options *o, const char *val, char *err, size_t errlen)
 {
@@ -473,6 +494,8 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 		return set_ctl_name(o, val, err, errlen);
 	if (!strcmp(opt, "write_log"))
 		return set_write_log(o, val, err, errlen);
+	if (!strcmp(opt, "domain"))
+		return set_domain(o, val, err, errlen);
 	if (!strcmp(opt, "throttle")) {
 		enum throttle_mode m;
 
@@ -599,4 +622,59 @@ void options_usage(FILE *out)
 		"  default_permissions            (always on) kernel permission checks\n"
 		"  fsname=NAME, subtype=NAME      FUSE names (fsname is the device for fuseblk)\n"
 		"  SIZE takes k, M, G, T suffixes (binary).\n");
+}
+
+/* The options a cache domain owns, for seeding and comparing. */
+static const struct {
+	const char *name;
+	size_t off, size;
+} domain_opts[] = {
+#define DOM_OPT(n, f) { n, offsetof(struct wbcfs_options, f), \
+			sizeof(((struct wbcfs_options *)0)->f) }
+	DOM_OPT("cache_size", cache_size),
+	DOM_OPT("zones", nr_zones),
+	DOM_OPT("zones", zone_bytes),
+	DOM_OPT("fair_zone_alloc", fair_zone_alloc),
+	DOM_OPT("zone_dirty", zone_dirty),
+	DOM_OPT("throttle", throttle),
+	DOM_OPT("max_pause_ms", max_pause_ms),
+	DOM_OPT("prefault", prefault_bytes),
+#undef DOM_OPT
+};
+
+void options_domain_seed(struct wbcfs_options *o, const struct wbcfs_options *dom,
+			 const struct dirty_tunables *t)
+{
+	size_t i;
+
+	if (!t)
+		t = &dom->dirty;
+	for (i = 0; i < sizeof(domain_opts) / sizeof(domain_opts[0]); i++)
+		memcpy((char *)o + domain_opts[i].off, (const char *)dom + domain_opts[i].off,
+		       domain_opts[i].size);
+	/* field by field: dirty_tunable_set's ratio/bytes pairing would
+	 * undo one of the two */
+	atomic_store(&o->dirty.dirty_ratio, atomic_load(&t->dirty_ratio));
+	atomic_store(&o->dirty.dirty_background_ratio, atomic_load(&t->dirty_background_ratio));
+	atomic_store(&o->dirty.dirty_bytes, atomic_load(&t->dirty_bytes));
+	atomic_store(&o->dirty.dirty_background_bytes, atomic_load(&t->dirty_background_bytes));
+	atomic_store(&o->dirty.dirty_expire_centisecs, atomic_load(&t->dirty_expire_centisecs));
+	atomic_store(&o->dirty.dirty_writeback_centisecs,
+		     atomic_load(&t->dirty_writeback_centisecs));
+}
+
+const char *options_domain_conflict(const struct wbcfs_options *dom,
+				    const struct wbcfs_options *o)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(domain_opts) / sizeof(domain_opts[0]); i++)
+		if (memcmp((const char *)o + domain_opts[i].off,
+			   (const char *)dom + domain_opts[i].off, domain_opts[i].size))
+			return domain_opts[i].name;
+	for (i = 0; i < NR_DIRTY_TUNABLES; i++)
+		if (dirty_tunable_get(&o->dirty, (enum dirty_tunable)i) !=
+		    dirty_tunable_get(&dom->dirty, (enum dirty_tunable)i))
+			return dirty_tunable_name((enum dirty_tunable)i);
+	return NULL;
 }

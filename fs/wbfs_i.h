@@ -40,6 +40,7 @@
 #include "wbcfs/options.h"
 #include "wbcfs/readahead.h"
 #include "acl.h"
+#include "domain.h"
 
 #define WBFS_NAME_MAX 255
 /* ext4 with 4 KiB blocks and extents: 2^32 blocks per file. */
@@ -137,6 +138,7 @@ struct wbfs_stats {
 };
 
 struct wbfs {
+	struct wbfs_domain *dom;	/* constant: the cache domain it belongs to */
 	ext2_filsys fs;			/* fs_lock */
 	pthread_mutex_t fs_lock;	/* protects: fs and every libext2fs call */
 	struct cache *cache;

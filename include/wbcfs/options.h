@@ -23,6 +23,7 @@
 #define OPTIONS_CTL_NAME_DEFAULT ".wbcfs"
 #define OPTIONS_ZONES_MAX 64
 #define OPTIONS_ZONE_MIN_BYTES (1u << 20)	/* smallest zone: 1 MiB */
+#define OPTIONS_DOMAIN_MAX 64		/* a domain's name: [A-Za-z0-9_.-] */
 
 /* How FUSE requests reach the daemon. */
 enum transport_type {
@@ -54,6 +55,7 @@ struct wbcfs_options {
 	bool fair_zone_alloc;		/* fair zone allocation batches [1] */
 	bool zone_dirty;		/* per-zone dirty limits for page-cache writes [1] */
 	char ctl_name[OPTIONS_NAME_MAX + 1];	/* control directory in the root; default ".wbcfs" */
+	char domain[OPTIONS_DOMAIN_MAX + 1];	/* cache domain to start or join; "" = own */
 	bool noatime;			/* noatime (strictatime wins over it) */
 	bool strictatime;		/* strictatime; neither: relatime */
 	bool nodiratime;		/* no atime updates on directories */
@@ -86,6 +88,19 @@ int options_parse_size(const char *s, uint64_t *out);
  * Returns the number of nodes or -EINVAL.
  */
 int options_parse_nodelist(const char *s, int *ids, unsigned max);
+
+/*
+ * A cache domain's options (cache_size, zones, dirty_*, throttle, ...)
+ * belong to the daemon that runs it: a device joining it takes them from
+ * @dom (its dirty tunables from @live, as changed since mount, unless
+ * NULL). Seed @o with them before parsing the joiner's -o strings, then
+ * options_domain_conflict() names the first one the joiner set otherwise
+ * (NULL: none).
+ */
+void options_domain_seed(struct wbcfs_options *o, const struct wbcfs_options *dom,
+			 const struct dirty_tunables *live);
+const char *options_domain_conflict(const struct wbcfs_options *dom,
+				    const struct wbcfs_options *o);
 
 /** The atime rule the options chose: strictatime > noatime > relatime. */
 enum atime_mode options_atime_mode(const struct wbcfs_options *o);

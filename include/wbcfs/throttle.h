@@ -227,6 +227,11 @@ struct throttle_verdict throttle_resume(struct throttle_wb *tw, pid_t pid);
  */
 void throttle_wb_thresholds(struct throttle_wb *tw, unsigned long *wb_thresh,
 			    unsigned long *wb_bg, unsigned long *thresh, unsigned long *bg);
+/**
+ * @tw's share of the domain's recent writeback completions (the flex
+ * proportion its dirty threshold follows), in thousandths; 0 before any.
+ */
+unsigned throttle_wb_share(struct throttle_wb *tw);
 
 /**
  * Copy trace records with seq >= *@cursor into @out (at most @max);

@@ -663,6 +663,42 @@ START_TEST(trace_ring)
 }
 END_TEST
 
+/*
+ * The shares themselves, on the fake clock: completions 3:1 give 750/250;
+ * a device that stops completing loses half its weight per 3 s period
+ * while the other's grows, and a removed device leaves its count behind
+ * without a share.
+ */
+START_TEST(shares_follow_completions)
+{
+	struct sim *s = sim_new(100);
+	struct sim_dev *a = sim_add_dev(s, 100), *b = sim_add_dev(s, 100);
+	unsigned before, after;
+	int i;
+
+	ck_assert_uint_eq(throttle_wb_share(&a->tw), 0);
+	throttle_wb_completed(&a->tw, 3000);
+	throttle_wb_completed(&b->tw, 1000);
+	ck_assert_uint_eq(throttle_wb_share(&a->tw), 750);
+	ck_assert_uint_eq(throttle_wb_share(&b->tw), 250);
+	/* a stops; b keeps completing 1000 pages per period */
+	for (i = 0; i < 4; i++) {
+		t_clock_advance(3000);
+		throttle_wb_completed(&b->tw, 1000);
+	}
+	before = throttle_wb_share(&a->tw);
+	/* a: 3000 / 16; b: 1000/16 + 1000/8 + 1000/4 + 1000/2 + 1000 */
+	ck_assert_uint_le(before, 95);	/* 187.5 / 2125 = 88 */
+	ck_assert_uint_ge(before, 82);
+	ck_assert_uint_eq(before + throttle_wb_share(&b->tw) >= 998, 1);
+	/* nothing completes for a minute: both decay, the ratio stays */
+	t_clock_advance(9000);
+	after = throttle_wb_share(&a->tw);
+	ck_assert_uint_le(after > before ? after - before : before - after, 2);
+	sim_free(s);
+}
+END_TEST
+
 START_TEST(mode_names)
 {
 	enum throttle_mode m;
@@ -690,6 +726,7 @@ static Suite *throttle_suite(void)
 	tcase_add_test(tc, bandwidth_drop_reconverges);
 	tcase_add_test(tc, dirty_ratio_change_reconverges);
 	tcase_add_test(tc, two_devices_share_by_completions);
+	tcase_add_test(tc, shares_follow_completions);
 	tcase_add_test(tc, strictlimit_keeps_device_under_its_limit);
 	tcase_add_test(tc, tasks_reaped);
 	tcase_add_test(tc, trace_ring);
