@@ -56,6 +56,61 @@ START_TEST(defaults)
 }
 END_TEST
 
+START_TEST(domain_name)
+{
+	ck_assert_int_eq(t_parse("domain=main-1.a_b"), 0);
+	ck_assert_str_eq(o.domain, "main-1.a_b");
+	ck_assert_str_eq(o.fuse_opts, "");
+	t_refused("domain=", "domain: needs a name");
+	t_refused("domain=.hidden", "not starting with '.'");
+	t_refused("domain=a/b", "only letters, digits");
+	t_refused("domain=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		  "1-64 characters");
+}
+END_TEST
+
+/*
+ * A joiner's options over the domain's: the domain's own values pass,
+ * device options are free, a domain option set otherwise is named.
+ */
+START_TEST(domain_options)
+{
+	struct wbcfs_options dom, j;
+	struct dirty_tunables live;
+
+	options_default(&dom);
+	ck_assert_int_eq(options_parse(&dom, "cache_size=96M,dirty_bytes=8M,zones=2", err,
+				       sizeof(err)), 0);
+	options_default(&j);
+	options_domain_seed(&j, &dom, NULL);
+	ck_assert_int_eq(options_parse(&j, "cache_size=96M,io_engine=psync,min_ratio=5,"
+				       "max_ratio=50,strictlimit,queue_depth=8", err, sizeof(err)), 0);
+	ck_assert_ptr_null(options_domain_conflict(&dom, &j));
+	ck_assert_uint_eq(j.cache_size, 96u << 20);
+	ck_assert_uint_eq(j.nr_zones, 2);
+	ck_assert_uint_eq(atomic_load(&j.dirty.dirty_bytes), 8u << 20);
+	ck_assert_uint_eq(atomic_load(&j.dirty.dirty_ratio), 0);
+	ck_assert_int_eq(options_parse(&j, "cache_size=64M", err, sizeof(err)), 0);
+	ck_assert_str_eq(options_domain_conflict(&dom, &j), "cache_size");
+	options_domain_seed(&j, &dom, NULL);
+	ck_assert_int_eq(options_parse(&j, "dirty_ratio=30", err, sizeof(err)), 0);
+	ck_assert_str_eq(options_domain_conflict(&dom, &j), "dirty_ratio");
+	options_domain_seed(&j, &dom, NULL);
+	ck_assert_int_eq(options_parse(&j, "zones=4", err, sizeof(err)), 0);
+	ck_assert_str_eq(options_domain_conflict(&dom, &j), "zones");
+	options_domain_seed(&j, &dom, NULL);
+	ck_assert_int_eq(options_parse(&j, "throttle=simple", err, sizeof(err)), 0);
+	ck_assert_str_eq(options_domain_conflict(&dom, &j), "throttle");
+	/* tunables changed live since: the live values are the domain's */
+	live = dom.dirty;
+	dirty_tunable_set(&live, DT_DIRTY_EXPIRE_CENTISECS, 100);
+	options_default(&j);
+	options_domain_seed(&j, &dom, &live);
+	ck_assert_uint_eq(atomic_load(&j.dirty.dirty_expire_centisecs), 100);
+	ck_assert_str_eq(options_domain_conflict(&dom, &j), "dirty_expire_centisecs");
+}
+END_TEST
+
 START_TEST(transport)
 {
 	ck_assert_int_eq(t_parse("transport=uring"), 0);
@@ -322,6 +377,8 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, ctl_name);
 	tcase_add_test(tc, write_log);
 	tcase_add_test(tc, transport);
+	tcase_add_test(tc, domain_name);
+	tcase_add_test(tc, domain_options);
 	tcase_add_test(tc, atime_words);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
