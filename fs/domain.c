@@ -609,6 +609,11 @@ static int join_mount(struct wbfs_domain *d, char *dev, char *mnt, char **optv, 
 			fprintf(wbfs_msg(), "wbcfs: %s: write_log is only for a domain's first "
 				"device\n", dev);
 			ret = -EINVAL;
+		} else if (d->opts.write_log[0]) {
+			/* the log is the first device's: another's writes would corrupt it */
+			fprintf(wbfs_msg(), "wbcfs: %s: domain %s records a write log of its "
+				"first device: no other device may join it\n", dev, d->name);
+			ret = -EBUSY;
 		}
 	}
 	if (!ret)
