@@ -69,6 +69,18 @@ START_TEST(transport)
 }
 END_TEST
 
+START_TEST(flusher_model)
+{
+	ck_assert_int_eq(o.flusher_model, FLUSHER_MODEL_BDI);
+	ck_assert_int_eq(t_parse("flusher_model=pdflush"), 0);
+	ck_assert_int_eq(o.flusher_model, FLUSHER_MODEL_PDFLUSH);
+	ck_assert_int_eq(t_parse("flusher_model=bdi"), 0);
+	ck_assert_int_eq(o.flusher_model, FLUSHER_MODEL_BDI);
+	ck_assert_str_eq(o.fuse_opts, "");
+	t_refused("flusher_model=percpu", "flusher_model: 'percpu' is not one of bdi, pdflush");
+}
+END_TEST
+
 START_TEST(write_log)
 {
 	ck_assert_int_eq(t_parse("write_log=/tmp/wl,io_engine=psync"), 0);
@@ -322,6 +334,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, ctl_name);
 	tcase_add_test(tc, write_log);
 	tcase_add_test(tc, transport);
+	tcase_add_test(tc, flusher_model);
 	tcase_add_test(tc, atime_words);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
