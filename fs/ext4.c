@@ -670,6 +670,28 @@ static void zones_config(struct wbfs *w, struct cache_config *cc, size_t *bytes,
 	}
 }
 
+/*
+ * flusher_model=pdflush: the pool of flusher threads beside the cache.
+ * It belongs to the cache domain (all devices that share the cache);
+ * while a process serves one device, it serves that one. Destroyed after
+ * the bdi (teardown_cache).
+ */
+static int flusher_pool_setup(struct wbfs *w, const char *dev)
+{
+	struct flusher_pool_config pc = {
+		.cache = w->cache, .name = dev, .engine = w->opts.io_engine,
+		.queue_depth = w->opts.queue_depth,
+	};
+	int ret;
+
+	if (w->opts.flusher_model != FLUSHER_MODEL_PDFLUSH)
+		return 0;
+	ret = flusher_pool_create(&w->pool, &pc);
+	if (ret)
+		wbfs_err(dev, "cannot start the pdflush threads: %s", strerror(-ret));
+	return ret;
+}
+
 static int cache_and_bdi(struct wbfs *w, const char *dev)
 {
 	size_t zone_bytes[OPTIONS_ZONES_MAX];
@@ -713,9 +735,17 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	bc.ops = &wbfs_bdi_ops;
 	bc.owner = w;
 	bc.fault_inject = w->opts.fault_inject;
+	ret = flusher_pool_setup(w, dev);
+	if (ret) {
+		cache_destroy(w->cache);
+		return ret;
+	}
+	bc.pool = w->pool;
 	ret = bdi_create(&w->bdi, &bc);
 	if (ret) {
 		wbfs_err(dev, "cannot start the flusher: %s", strerror(-ret));
+		if (w->pool)
+			flusher_pool_destroy(w->pool);
 		cache_destroy(w->cache);
 		return ret;
 	}
@@ -730,6 +760,8 @@ static void teardown_cache(struct wbfs *w)
 {
 	mapping_truncate(&w->meta_map, 0, UINT64_MAX);
 	bdi_destroy(w->bdi);
+	if (w->pool)
+		flusher_pool_destroy(w->pool);
 	mapping_destroy(&w->meta_map);
 	cache_destroy(w->cache);
 }

@@ -141,6 +141,8 @@ struct wbfs {
 	pthread_mutex_t fs_lock;	/* protects: fs and every libext2fs call */
 	struct cache *cache;
 	struct bdi *bdi;
+	struct flusher_pool *pool;	/* flusher_model=pdflush: the domain's flusher
+					 * threads (one device per process for now) */
 	int dev_fd;			/* O_RDWR|O_DIRECT (O_RDONLY for ro) */
 	bool is_blkdev;
 	const char *dev_path;
