@@ -464,7 +464,10 @@ static long wb_write_pages(struct wb_ctx *x, struct wb_inode *wi, bool sync,
 	else
 		end = UINT64_MAX;
 	while (sync || written < budget) {
-		unsigned n = mapping_lookup_tag(m, &index, end, tag, x->pages, WB_BATCH);
+		/* nr_to_write counts pages: the last batch takes only what is left */
+		unsigned max = sync || budget - written >= WB_BATCH ? WB_BATCH
+								     : (unsigned)(budget - written);
+		unsigned n = mapping_lookup_tag(m, &index, end, tag, x->pages, max);
 
 		if (!n) {
 			if (wrapped)
@@ -702,7 +705,16 @@ static long wb_io_tail(struct wb_ctx *x, struct wb_work *w)
 		wb_wait_isync_locked(x, wi);
 		return 0;	/* the list may have changed meanwhile: look again */
 	}
-	chunk = w->sync_mode == WB_SYNC_ALL ? LONG_MAX : wb_chunk(b, w->nr_pages);
+	/*
+	 * A pool round's MAX_WRITEBACK_PAGES are shared by its inodes, as
+	 * nr_to_write was before chunks were sized by bandwidth (3.1).
+	 */
+	if (w->sync_mode == WB_SYNC_ALL)
+		chunk = LONG_MAX;
+	else if (w->nonblocking)
+		chunk = w->nr_pages;
+	else
+		chunk = wb_chunk(b, w->nr_pages);
 	return wb_single_inode(x, wi, w, chunk);
 }
 
