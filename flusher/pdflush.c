@@ -48,7 +48,7 @@
 #include "wbcfs/dirty.h"
 #include "bdi_i.h"
 
-LOCK_CLASS(lc_pool_lock, "pdflush_lock")
+LOCK_CLASS(lc_pdflush_lock, "pdflush_lock")
 
 #define PDFLUSH_IDLE_TICK_MS 100	/* idle threads look at the clock and thresholds */
 
@@ -179,7 +179,7 @@ static void pdflush_round(struct pdflush_thread *t, enum wb_reason why, struct p
 	long budget = PDFLUSH_CHUNK_PAGES;
 	struct bdi *b;
 
-	ls_mutex_lock(&p->lock, &lc_pool_lock);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	/* @b stays on the list while pool_busy: unregister waits for it */
 	list_for_each_entry(b, &p->bdis, pool_list) {
 		bool dirty, congested, more_io;
@@ -204,7 +204,7 @@ static void pdflush_round(struct pdflush_thread *t, enum wb_reason why, struct p
 		b->pool_busy = true;
 		ls_mutex_unlock(&p->lock);
 		got = wb_pool_visit(t->x, b, why, budget, &congested, &more_io);
-		ls_mutex_lock(&p->lock, &lc_pool_lock);
+		ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 		b->pool_busy = false;
 		pthread_cond_broadcast(&p->congestion_cond);
 		atomic_fetch_add(&p->stats.pages_written, got);
@@ -220,7 +220,7 @@ static void pdflush_round(struct pdflush_thread *t, enum wb_reason why, struct p
 static void pdflush_congestion_wait(struct flusher_pool *p)
 {
 	atomic_fetch_add(&p->stats.congestion_waits, 1);
-	ls_mutex_lock(&p->lock, &lc_pool_lock);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	if (!atomic_load(&p->stopping))
 		clock_cond_wait_ms(&p->congestion_cond, &p->lock, PDFLUSH_CONGESTION_WAIT_MS);
 	ls_mutex_unlock(&p->lock);
@@ -258,7 +258,7 @@ static bool pdflush_over_bg(struct flusher_pool *p)
 {
 	bool over;
 
-	ls_mutex_lock(&p->lock, &lc_pool_lock);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	over = pdflush_over_bg_locked(p);
 	ls_mutex_unlock(&p->lock);
 	return over;
@@ -304,7 +304,7 @@ static void pdflush_kupdate(struct pdflush_thread *t)
 	next = start + interval;
 	if (next < now + 1000)
 		next = now + 1000;
-	ls_mutex_lock(&p->lock, &lc_pool_lock);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	p->next_kupdate_ms = next;
 	ls_mutex_unlock(&p->lock);
 }
@@ -349,7 +349,7 @@ static void pdflush_run_locked(struct pdflush_thread *t, enum pdflush_op op)
 		pdflush_background(t);
 	else
 		pdflush_kupdate(t);
-	ls_mutex_lock(&p->lock, &lc_pool_lock);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	atomic_fetch_sub(&p->stats.nr_busy, 1);
 	if (op == PDFLUSH_BACKGROUND)
 		p->nr_background--;
@@ -365,7 +365,7 @@ static void *pdflush_main(void *arg)
 	struct flusher_pool *p = t->p;
 
 	t->x = wb_pool_ctx_create(p->engine, p->queue_depth, p->name);
-	ls_mutex_lock(&p->lock, &lc_pool_lock);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	while (t->x && !pdflush_should_exit_locked(p, t)) {
 		enum pdflush_op op = pdflush_take_op_locked(p);
 
@@ -395,14 +395,14 @@ static void *pdflush_main(void *arg)
 
 void flusher_pool_register(struct flusher_pool *p, struct bdi *b)
 {
-	ls_mutex_lock(&p->lock, &lc_pool_lock);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	list_add(&b->pool_list, &p->bdis);
 	ls_mutex_unlock(&p->lock);
 }
 
 void flusher_pool_unregister(struct flusher_pool *p, struct bdi *b)
 {
-	ls_mutex_lock(&p->lock, &lc_pool_lock);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	while (b->pool_busy)
 		lockstat_cond_wait(&p->congestion_cond, &p->lock);
 	list_del_init(&b->pool_list);
@@ -416,7 +416,7 @@ void flusher_pool_unregister(struct flusher_pool *p, struct bdi *b)
  */
 void flusher_pool_wakeup(struct flusher_pool *p, struct bdi *b)
 {
-	ls_mutex_lock(&p->lock, &lc_pool_lock);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	p->bg_pending = true;
 	if (p->nr_idle)
 		pthread_cond_signal(&p->work_cond);
@@ -427,7 +427,7 @@ void flusher_pool_wakeup(struct flusher_pool *p, struct bdi *b)
 
 void flusher_pool_uncongested(struct flusher_pool *p)
 {
-	ls_mutex_lock(&p->lock, &lc_pool_lock);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	pthread_cond_broadcast(&p->congestion_cond);
 	ls_mutex_unlock(&p->lock);
 }
@@ -474,7 +474,7 @@ int flusher_pool_create(struct flusher_pool **out, const struct flusher_pool_con
 	p->next_kupdate_ms = clock_now_ms() +
 			     atomic_load(&p->cache->tun.dirty_writeback_centisecs) * 10ULL;
 	p->last_empty_ms = clock_now_ms();
-	ls_mutex_lock(&p->lock, &lc_pool_lock);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	for (i = 0; i < p->min_threads && !ret; i++)
 		ret = pdflush_spawn_locked(p);
 	ls_mutex_unlock(&p->lock);
@@ -488,7 +488,7 @@ int flusher_pool_create(struct flusher_pool **out, const struct flusher_pool_con
 
 void flusher_pool_destroy(struct flusher_pool *p)
 {
-	ls_mutex_lock(&p->lock, &lc_pool_lock);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	atomic_store(&p->stopping, true);
 	pthread_cond_broadcast(&p->work_cond);
 	pthread_cond_broadcast(&p->congestion_cond);
