@@ -64,6 +64,7 @@ static int t_map(struct bdi *b, struct wb_inode *wi, const uint64_t *index, unsi
 }
 
 static const struct bdi_ops t_ops = { .map_pages = t_map };
+static unsigned t_queue_depth = 16;	/* the devices' */
 
 struct t_env {
 	struct cache *c;
@@ -103,7 +104,8 @@ static void t_env_init(struct t_env *e, unsigned min_threads, unsigned max_threa
 	ck_assert_int_eq(flusher_pool_create(&e->pool, &pc), 0);
 	for (i = 0; i < T_DEVS; i++) {
 		struct bdi_config bc = { .name = i ? "fast" : "slow", .engine = IO_ENGINE_URING,
-					 .queue_depth = 16, .max_io_kb = 256, .nr_flushers = 1,
+					 .queue_depth = t_queue_depth, .max_io_kb = 256,
+					 .nr_flushers = 1,
 					 .cache = e->c, .ops = &t_ops, .owner = e,
 					 .pool = e->pool };
 
@@ -456,6 +458,42 @@ START_TEST(concurrent_fsync_with_pool)
 }
 END_TEST
 
+/*
+ * A device queue of one write: a pool thread inside it waits for room
+ * before each write (reaping its own), and leaves between inodes once the
+ * queue is full; every scattered page still goes out, one write each.
+ */
+START_TEST(full_queue_waits_for_room)
+{
+	const struct flusher_pool_stats *ps;
+	struct t_env e;
+	struct t_inode a[2];
+	unsigned i, k;
+
+	t_queue_depth = 1;
+	t_env_init(&e, 0, 0);
+	t_queue_depth = 16;
+	ps = flusher_pool_get_stats(e.pool);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_BACKGROUND_BYTES, 2 * PAGE_SIZE);
+	for (k = 0; k < 2; k++) {
+		t_inode_init(&e, 0, &a[k], 1000 * (uint64_t)k);
+		for (i = 0; i < 32; i++)
+			t_dirty(&a[k], 2 * i, 1, (char)('k' + k));	/* no two adjacent */
+	}
+	bdi_wakeup(e.b[0], 0, WB_REASON_BACKGROUND);
+	t_wait_for(atomic_load(&e.c->stats.nr_dirty) <= 2 &&
+		   !atomic_load(&e.c->stats.nr_writeback), 10000);
+	ck_assert_int_le(atomic_load(&e.c->stats.nr_dirty), 2);
+	ck_assert_int_eq(atomic_load(&bdi_get_stats(e.b[0])->nr_ios), t_written(&e, 0));
+	ck_assert_int_ge(t_written(&e, 0), 62);
+	ck_assert_int_eq(atomic_load(&ps->pages_written), t_written(&e, 0));
+	ck_assert(!bdi_write_congested(e.b[0]));
+	for (k = 0; k < 2; k++)
+		t_inode_done(&e, 0, &a[k]);
+	t_env_done(&e);
+}
+END_TEST
+
 /* The device's queue count comes back to empty: no device stays congested. */
 START_TEST(queue_drains_after_sync)
 {
@@ -505,6 +543,7 @@ static Suite *pdflush_suite(void)
 	tcase_add_test(tc, background_both_devices);
 	tcase_add_test(tc, congested_device_skipped);
 	tcase_add_test(tc, slow_device_stall_and_spawn);
+	tcase_add_test(tc, full_queue_waits_for_room);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("periodic");
 	tcase_set_timeout(tc, 30);
