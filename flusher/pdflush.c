@@ -99,7 +99,10 @@ static void *pdflush_main(void *arg);
 
 /* ---- threads ---------------------------------------------------------------- */
 
-/* Join the threads that exited. Context: p->lock held (they no longer take it). */
+/*
+ * Join the threads that exited: each has only to return, so this does not
+ * wait. Context: p->lock held (they no longer take it).
+ */
 static void pdflush_join_dead_locked(struct flusher_pool *p)
 {
 	struct pdflush_thread *t, *n;
@@ -376,18 +379,21 @@ static void *pdflush_main(void *arg)
 	}
 	if (!t->x)
 		fprintf(stderr, "wbcfs: %s: pdflush thread: out of memory\n", p->name);
-	p->nr_threads--;
 	p->nr_idle--;
 	p->last_exit_ms = clock_now_ms();
-	atomic_store(&p->stats.nr_threads, p->nr_threads);
 	if (!atomic_load(&p->stopping))
 		atomic_fetch_add(&p->stats.threads_exited, 1);
-	list_move_tail(&t->list, &p->dead);
-	pthread_cond_broadcast(&p->exit_cond);
 	ls_mutex_unlock(&p->lock);
-	/* nothing of the pool is touched from here: destroy may be joining us */
+	/* the engine's teardown takes a while: not under the lock, nor in a joiner's wait */
 	if (t->x)
 		wb_pool_ctx_destroy(t->x);
+	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
+	p->nr_threads--;
+	atomic_store(&p->stats.nr_threads, p->nr_threads);
+	list_move_tail(&t->list, &p->dead);
+	pthread_cond_broadcast(&p->exit_cond);
+	/* nothing of the pool is touched after this: it is joined, then freed */
+	ls_mutex_unlock(&p->lock);
 	return NULL;
 }
 
