@@ -3,7 +3,9 @@
  * The backing device: creation and teardown of its flusher threads, the
  * dirty inode lists and dirty accounting (bdi_mapping_ops), the public
  * sync entry points that queue work for the flushers, and the write
- * bandwidth estimator. The writeback itself is writeback.c's.
+ * bandwidth estimator. The writeback itself is writeback.c's; with a
+ * flusher pool (bdi_config.pool), background and periodic writeback are
+ * pdflush.c's, and this bdi's workers keep the rest.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -116,6 +118,7 @@ int bdi_create(struct bdi **out, const struct bdi_config *cfg)
 	list_init(&b->b_io);
 	list_init(&b->b_more_io);
 	list_init(&b->work_list);
+	list_init(&b->pool_list);
 	b->fd = cfg->fd;
 	snprintf(b->name, sizeof(b->name), "%s", cfg->name ? cfg->name : "?");
 	b->engine = cfg->engine;
@@ -144,6 +147,9 @@ int bdi_create(struct bdi **out, const struct bdi_config *cfg)
 			return -ret;
 		}
 	}
+	b->pool = cfg->pool;
+	if (b->pool)
+		flusher_pool_register(b->pool, b);
 	*out = b;
 	return 0;
 }
@@ -152,6 +158,9 @@ void bdi_destroy(struct bdi *b)
 {
 	unsigned i;
 
+	/* first: a pool thread inside @b leaves it, and none comes back */
+	if (b->pool)
+		flusher_pool_unregister(b->pool, b);
 	throttle_wb_remove(&b->tw);
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	b->stopping = true;
@@ -209,15 +218,39 @@ void bdi_inode_remove(struct bdi *b, struct wb_inode *wi)
 	ls_mutex_unlock(&b->lock);
 }
 
+/*
+ * Reclaim's requests go to this bdi's workers whatever the model: they
+ * name the device whose pages a zone needs cleaned. Background requests
+ * go to the pool when there is one (after b->lock is dropped: the pool's
+ * lock nests outside it).
+ */
 void bdi_wakeup(struct bdi *b, long nr_pages, enum wb_reason why)
 {
+	bool vmscan = why == WB_REASON_VMSCAN;
+
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
-	if (why == WB_REASON_VMSCAN)
+	if (vmscan)
 		b->vmscan_nr += nr_pages > 0 ? nr_pages : 1024;
 	else
 		b->bg_pending = true;
-	pthread_cond_signal(&b->work_cond);
+	if (vmscan || !b->pool)
+		pthread_cond_signal(&b->work_cond);
 	ls_mutex_unlock(&b->lock);
+	if (!vmscan && b->pool)
+		flusher_pool_wakeup(b->pool, b);
+}
+
+bool bdi_write_congested(struct bdi *b)
+{
+	return atomic_load(&b->congested) ||
+	       atomic_load(&b->inflight_ios) >= (long)b->queue_depth;
+}
+
+void bdi_set_congested(struct bdi *b, bool on)
+{
+	atomic_store(&b->congested, on);
+	if (!on && b->pool)
+		flusher_pool_uncongested(b->pool);
 }
 
 int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,

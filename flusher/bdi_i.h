@@ -25,6 +25,10 @@ struct wb_work {
 	enum wb_sync_mode sync_mode;
 	enum wb_reason reason;
 	long nr_pages;			/* budget (SYNC_NONE) */
+	bool nonblocking;		/* pool: leave a congested device (sets
+					 * encountered_congestion) */
+	bool encountered_congestion;	/* out: the device was congested */
+	bool more_io;			/* out: inodes left on b_more_io */
 	struct wb_inode *inode;		/* WORK_INODE */
 	uint64_t start, end;		/* WORK_INODE page range */
 	bool datasync;
@@ -58,6 +62,9 @@ struct bdi {
 	unsigned ord_epoch;		/* lock: ordered-data epoch (bdi_ordered_barrier) */
 	long ord_cnt[2];		/* lock: data batches and writes per epoch parity */
 	_Atomic long inflight;		/* atomic: pages under device I/O, bdi-wide */
+	_Atomic long inflight_ios;	/* atomic: device writes in flight, every thread's:
+					 * the device's queue (bdi_write_congested) */
+	_Atomic bool congested;		/* atomic: the owner says congested */
 	struct bdi_stats stats;
 
 	pthread_mutex_t bw_lock;	/* protects: bw */
@@ -74,10 +81,45 @@ struct bdi {
 	const struct bdi_ops *ops;	/* constant */
 	void *owner;			/* constant */
 	pthread_t *threads;		/* constant */
+
+	struct flusher_pool *pool;	/* constant: NULL, or the pool doing background
+					 * and periodic writeback */
+	struct list_head pool_list;	/* pool->lock: on pool->bdis */
+	bool pool_busy;			/* pool->lock: a pool thread is writing this bdi
+					 * (2.6.2x's BDI_pdflush bit: one at a time) */
 };
 
 /* writeback.c */
 void *bdi_flusher_main(void *arg);
 int bdi_queue_work_wait(struct bdi *b, struct wb_work *w);
+
+/* A pool thread's writeback context: its engine, its batch arrays. */
+struct wb_ctx;
+struct wb_ctx *wb_pool_ctx_create(enum io_engine_type engine, unsigned queue_depth,
+				  const char *name);
+void wb_pool_ctx_destroy(struct wb_ctx *x);
+/*
+ * One visit of a pool thread to @b: nonblocking SYNC_NONE writeback of
+ * at most @budget pages for @why (background or periodic), then the
+ * metadata when due, then every write of the visit completed (the thread
+ * owns its completions and leaves nothing in flight behind it).
+ * *@congested: the device filled up meanwhile; *@more_io: inodes were
+ * left for later. Returns pages written. Context: pool thread, no lock.
+ */
+long wb_pool_visit(struct wb_ctx *x, struct bdi *b, enum wb_reason why, long budget,
+		   bool *congested, bool *more_io);
+/* Is there anything for background or periodic writeback? Context: b->lock held. */
+bool wb_has_dirty_io_locked(struct bdi *b);
+/* The domain over its background threshold, or @b over its strictlimit share. */
+bool wb_over_bg(struct bdi *b);
+
+/* pdflush.c */
+void flusher_pool_register(struct flusher_pool *p, struct bdi *b);
+/* Leave the pool; waits until no pool thread is inside @b. */
+void flusher_pool_unregister(struct flusher_pool *p, struct bdi *b);
+/* Background writeback asked for on @b. Context: any; no bdi lock held. */
+void flusher_pool_wakeup(struct flusher_pool *p, struct bdi *b);
+/* @b's queue has room again: wake congestion waiters. Context: no lock held. */
+void flusher_pool_uncongested(struct flusher_pool *p);
 
 #endif

@@ -62,9 +62,15 @@
 #define WB_BACKOFF_MIN_MS 100	/* first retry after a failed write */
 #define WB_BACKOFF_MAX_MS 30000	/* a permanent error: one retry per 30 s */
 
-/* One flusher worker; everything here is owned by its thread. */
+/*
+ * One flusher worker, or one pool thread; everything here is owned by its
+ * thread. A pool thread's @b is the device it is visiting, NULL between
+ * visits.
+ */
 struct wb_ctx {
 	struct bdi *b;
+	bool pool;			/* a pool thread: waits for room in the device's
+					 * queue before each write (get_request_wait) */
 	struct io_engine eng;		/* this worker's engine */
 	struct page *pages[WB_BATCH];	/* current batch */
 	uint64_t idx[WB_BATCH];		/* its page indices */
@@ -135,6 +141,22 @@ static void wb_bw_start(struct bdi *b)
 	bdi_bw_start(&b->bw, clock_now_ms(), atomic_load(&b->stats.written),
 		     atomic_load(&b->stats.writeback) == 0);
 	ls_mutex_unlock(&b->bw_lock);
+}
+
+/*
+ * A device write ends: when the device's queue drops below full, waiters
+ * for room (pool threads inside it, done_cond) and congestion waiters of
+ * the pool get a look.
+ */
+static void wb_inflight_ios_dec(struct bdi *b)
+{
+	if (atomic_fetch_sub(&b->inflight_ios, 1) != (long)b->queue_depth)
+		return;
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
+	pthread_cond_broadcast(&b->done_cond);
+	ls_mutex_unlock(&b->lock);
+	if (b->pool)
+		flusher_pool_uncongested(b->pool);
 }
 
 static void wb_inflight_sub(struct bdi *b, long n)
@@ -242,6 +264,7 @@ static void wb_io_done(struct io_req *req, int res)
 		throttle_wb_completed(&io->b->tw, io->n);
 	}
 	wb_inflight_sub(io->b, io->n);
+	wb_inflight_ios_dec(io->b);
 	wb_bw_feed(io->b);
 	if (io->ord >= 0)
 		ord_put(io->b, io->ord);
@@ -250,6 +273,31 @@ static void wb_io_done(struct io_req *req, int res)
 
 /* ---- submission ----------------------------------------------------------- */
 
+/*
+ * A pool thread about to write to a device whose queue is full waits for
+ * room, as a pdflush thread slept in get_request_wait: this is where a
+ * slow device holds it. Its own writes (all to this device: it completes
+ * them before leaving a device) are reaped first; only with none of its
+ * own in flight does it sleep on the others' (the device's own workers,
+ * which complete theirs before they sleep on anything).
+ */
+static void wb_wait_queue_room(struct wb_ctx *x)
+{
+	struct bdi *b = x->b;
+
+	while (atomic_load(&b->inflight_ios) >= (long)b->queue_depth) {
+		if (x->eng.inflight) {
+			io_engine_submit(&x->eng);
+			io_engine_reap(&x->eng, 1);
+			continue;
+		}
+		ls_mutex_lock(&b->lock, &lc_bdi_lock);
+		if (atomic_load(&b->inflight_ios) >= (long)b->queue_depth)
+			clock_cond_wait_ms(&b->done_cond, &b->lock, 10);
+		ls_mutex_unlock(&b->lock);
+	}
+}
+
 static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pages,
 			  unsigned n, uint64_t pblk, int ord)
 {
@@ -257,13 +305,17 @@ static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pag
 	unsigned i;
 	int ret;
 
+	if (x->pool)
+		wb_wait_queue_room(x);
 	atomic_fetch_add(&x->b->inflight, n);
+	atomic_fetch_add(&x->b->inflight_ios, 1);
 	atomic_fetch_add(&x->b->stats.nr_ios, 1);
 	if (!io) {
 		wb_inode_failed(x->b, m->host, pages[0]->index, n, -ENOMEM);
 		for (i = 0; i < n; i++)
 			wb_page_fail(x->b, pages[i], -ENOMEM);
 		wb_inflight_sub(x->b, n);
+		wb_inflight_ios_dec(x->b);
 		return;
 	}
 	io->iov = (struct iovec *)(io + 1);
@@ -412,7 +464,10 @@ static long wb_write_pages(struct wb_ctx *x, struct wb_inode *wi, bool sync,
 	else
 		end = UINT64_MAX;
 	while (sync || written < budget) {
-		unsigned n = mapping_lookup_tag(m, &index, end, tag, x->pages, WB_BATCH);
+		/* nr_to_write counts pages: the last batch takes only what is left */
+		unsigned max = sync || budget - written >= WB_BATCH ? WB_BATCH
+								     : (unsigned)(budget - written);
+		unsigned n = mapping_lookup_tag(m, &index, end, tag, x->pages, max);
 
 		if (!n) {
 			if (wrapped)
@@ -586,7 +641,7 @@ static long wb_chunk(struct bdi *b, long nr)
  * strictlimit, this device's over its share of it (which is what keeps a
  * strictlimit device under its own limit).
  */
-static bool wb_over_bg(struct bdi *b)
+bool wb_over_bg(struct bdi *b)
 {
 	unsigned long wb_thresh, wb_bg, thresh, bg;
 
@@ -650,7 +705,16 @@ static long wb_io_tail(struct wb_ctx *x, struct wb_work *w)
 		wb_wait_isync_locked(x, wi);
 		return 0;	/* the list may have changed meanwhile: look again */
 	}
-	chunk = w->sync_mode == WB_SYNC_ALL ? LONG_MAX : wb_chunk(b, w->nr_pages);
+	/*
+	 * A pool round's MAX_WRITEBACK_PAGES are shared by its inodes, as
+	 * nr_to_write was before chunks were sized by bandwidth (3.1).
+	 */
+	if (w->sync_mode == WB_SYNC_ALL)
+		chunk = LONG_MAX;
+	else if (w->nonblocking)
+		chunk = w->nr_pages;
+	else
+		chunk = wb_chunk(b, w->nr_pages);
 	return wb_single_inode(x, wi, w, chunk);
 }
 
@@ -673,6 +737,11 @@ static long wb_writeback(struct wb_ctx *x, struct wb_work *w)
 	while (!wb_should_stop(b, w)) {
 		long got;
 
+		/* nonblocking (pool): a full queue sends the thread elsewhere */
+		if (w->nonblocking && bdi_write_congested(b)) {
+			w->encountered_congestion = true;
+			break;
+		}
 		if (list_empty(&b->b_io)) {
 			if (queued && !round)
 				break;
@@ -690,6 +759,7 @@ static long wb_writeback(struct wb_ctx *x, struct wb_work *w)
 		total += got;
 		round += got;
 	}
+	w->more_io = !list_empty(&b->b_more_io);
 	ls_mutex_unlock(&b->lock);
 	return total;
 }
@@ -832,6 +902,11 @@ static bool wb_all_clean_locked(struct bdi *b)
 	       !(b->meta && (b->meta->state & I_DIRTY_PAGES));
 }
 
+bool wb_has_dirty_io_locked(struct bdi *b)
+{
+	return !wb_all_clean_locked(b);
+}
+
 /* Background or reclaim-driven pass. Context: b->lock held; dropped inside. */
 static long wb_do_background(struct wb_ctx *x)
 {
@@ -842,7 +917,8 @@ static long wb_do_background(struct wb_ctx *x)
 	w.reason = b->vmscan_nr ? WB_REASON_VMSCAN : WB_REASON_BACKGROUND;
 	w.nr_pages = b->vmscan_nr ? b->vmscan_nr : LONG_MAX;
 	b->vmscan_nr = 0;
-	b->bg_pending = false;
+	if (!b->pool)
+		b->bg_pending = false;	/* with a pool, the pool's to clear */
 	ls_mutex_unlock(&b->lock);
 	got = wb_writeback(x, &w);
 	if (wb_meta_due(b, &w))
@@ -869,16 +945,17 @@ static void wb_do_kupdate(struct wb_ctx *x)
 		b->kupdate_armed = false;
 }
 
-static void wb_engine_init(struct wb_ctx *x)
+static void wb_engine_init(struct wb_ctx *x, const char *name, enum io_engine_type engine,
+			   unsigned queue_depth, bool fault_inject)
 {
-	int ret = io_engine_init(&x->eng, x->b->engine, x->b->queue_depth);
+	int ret = io_engine_init(&x->eng, engine, queue_depth);
 
 	if (ret) {
 		fprintf(stderr, "wbcfs: %s: io engine %s unavailable (%s); using psync\n",
-			x->b->name, io_engine_name(x->b->engine), strerror(-ret));
-		io_engine_init(&x->eng, IO_ENGINE_PSYNC, x->b->queue_depth);
+			name, io_engine_name(engine), strerror(-ret));
+		io_engine_init(&x->eng, IO_ENGINE_PSYNC, queue_depth);
 	}
-	io_engine_set_fault_inject(&x->eng, x->b->fault_inject);
+	io_engine_set_fault_inject(&x->eng, fault_inject);
 }
 
 /* Run the oldest queued work and complete it. Context: b->lock held; dropped inside. */
@@ -935,6 +1012,10 @@ static void wb_worker_step(struct wb_ctx *x, uint64_t *last_kupdate)
 		 * (wb_check_start_all comes first in wb_do_writeback) */
 		if (!wb_do_background(x))
 			wb_idle(x, 10);
+	} else if (b->pool) {
+		/* background and periodic writeback are the pool's */
+		wb_bw_feed(b);
+		wb_idle(x, 100);
 	} else if (interval && now - *last_kupdate >= interval) {
 		*last_kupdate = now;
 		wb_do_kupdate(x);
@@ -958,7 +1039,7 @@ void *bdi_flusher_main(void *arg)
 		return NULL;
 	}
 	x->b = b;
-	wb_engine_init(x);
+	wb_engine_init(x, b->name, b->engine, b->queue_depth, b->fault_inject);
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	while (!b->stopping || !list_empty(&b->work_list))
 		wb_worker_step(x, &last_kupdate);
@@ -967,4 +1048,58 @@ void *bdi_flusher_main(void *arg)
 	io_engine_exit(&x->eng);
 	free(x);
 	return NULL;
+}
+
+/* ---- pool threads (pdflush.c) ---------------------------------------------- */
+
+struct wb_ctx *wb_pool_ctx_create(enum io_engine_type engine, unsigned queue_depth,
+				  const char *name)
+{
+	struct wb_ctx *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->pool = true;
+	/* requests carry inject_err only for a bdi created with fault_inject */
+	wb_engine_init(x, name, engine, queue_depth, true);
+	return x;
+}
+
+void wb_pool_ctx_destroy(struct wb_ctx *x)
+{
+	io_engine_drain(&x->eng);
+	io_engine_exit(&x->eng);
+	free(x);
+}
+
+long wb_pool_visit(struct wb_ctx *x, struct bdi *b, enum wb_reason why, long budget,
+		   bool *congested, bool *more_io)
+{
+	struct wb_work w = { .kind = WORK_PAGES, .sync_mode = WB_SYNC_NONE, .reason = why,
+			     .nr_pages = budget, .nonblocking = true };
+	long got;
+
+	x->b = b;
+	if (why == WB_REASON_BACKGROUND) {
+		ls_mutex_lock(&b->lock, &lc_bdi_lock);
+		b->bg_pending = false;
+		ls_mutex_unlock(&b->lock);
+	}
+	got = wb_writeback(x, &w);
+	if (!w.encountered_congestion && wb_meta_due(b, &w))
+		wb_write_meta(x, &w);
+	/*
+	 * Completions are the submitting thread's to reap, and @b may go
+	 * away once no pool thread is inside it: leave nothing in flight.
+	 * On a slow device this is the wait the pool pays for all devices.
+	 */
+	io_engine_drain(&x->eng);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
+	if (why == WB_REASON_PERIODIC && wb_all_clean_locked(b))
+		b->kupdate_armed = false;
+	ls_mutex_unlock(&b->lock);
+	x->b = NULL;
+	*congested = w.encountered_congestion;
+	*more_io = w.more_io;
+	return got;
 }

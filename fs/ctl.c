@@ -4,7 +4,9 @@
  * domain's /proc/vmstat (vmstat) and /proc/zoneinfo (zoneinfo), this
  * device's bdi debugfs stats (bdi, with its share of the domain's
  * writeback), the domain's devices (domain), lock statistics (lockstat)
- * and one file per live tunable, as /proc/sys/vm has them. It is virtual: its FUSE inode numbers are above
+ * and one file per live tunable, as /proc/sys/vm has them, and what the
+ * mount chose where no tunable says it (transport, flusher). It is
+ * virtual: its FUSE inode numbers are above
  * 2^32, where no ext4 inode number can be, and nothing done on it reaches
  * libext2fs. It is left out of the root's readdir but
  * found by lookup, shadowing a real entry of the same name. Mode 0700,
@@ -252,7 +254,7 @@ int ctl_tunable_print(const struct ctl_tunables *t, unsigned which, struct ctl_b
 
 enum ctl_kind {
 	CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_LOCKSTAT,
-	CTL_TRANSPORT, CTL_DOMAIN,
+	CTL_TRANSPORT, CTL_DOMAIN, CTL_FLUSHER,
 	CTL_TUNABLE
 };
 
@@ -267,6 +269,7 @@ enum {
 	CTL_NODE_LOCKSTAT,
 	CTL_NODE_TRANSPORT,
 	CTL_NODE_DOMAIN,
+	CTL_NODE_FLUSHER,
 	CTL_NODE_TUN0,
 	CTL_NR_NODES = CTL_NODE_TUN0 + CTL_NR_TUNABLES
 };
@@ -283,6 +286,7 @@ static enum ctl_kind ctl_node_kind(unsigned node)
 	case CTL_NODE_LOCKSTAT: return CTL_LOCKSTAT;
 	case CTL_NODE_TRANSPORT: return CTL_TRANSPORT;
 	case CTL_NODE_DOMAIN: return CTL_DOMAIN;
+	case CTL_NODE_FLUSHER: return CTL_FLUSHER;
 	default: return CTL_TUNABLE;
 	}
 }
@@ -299,6 +303,7 @@ static const char *ctl_node_name(struct wbfs *w, unsigned node)
 	case CTL_NODE_LOCKSTAT: return "lockstat";
 	case CTL_NODE_TRANSPORT: return "transport";
 	case CTL_NODE_DOMAIN: return "domain";
+	case CTL_NODE_FLUSHER: return "flusher";
 	default: return ctl_tunable_name(node - CTL_NODE_TUN0);
 	}
 }
@@ -453,6 +458,9 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 	struct cache_stats *s = &c->stats;
 	const struct bdi_stats *bs = bdi_get_stats(w->bdi);
 	struct throttle_stats *ts = &c->throttle.stats;
+	/* flusher_model=bdi: the pool's lines read 0 */
+	static const struct flusher_pool_stats no_pool;
+	const struct flusher_pool_stats *ps = w->pool ? flusher_pool_get_stats(w->pool) : &no_pool;
 	unsigned long bg, thresh;
 	long active, inactive;
 
@@ -484,6 +492,14 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_write_errors", atomic_load(&bs->write_errors) },
 			{ "nr_write_ios", atomic_load(&bs->nr_ios) },
 			{ "nr_syncs", atomic_load(&bs->syncs) },
+			{ "nr_pdflush_threads", atomic_load(&ps->nr_threads) },
+			{ "pdflush_threads_started", atomic_load(&ps->threads_started) },
+			{ "pdflush_threads_exited", atomic_load(&ps->threads_exited) },
+			{ "pdflush_background_rounds", atomic_load(&ps->background_rounds) },
+			{ "pdflush_kupdate_rounds", atomic_load(&ps->kupdate_rounds) },
+			{ "pdflush_pages_written", atomic_load(&ps->pages_written) },
+			{ "pdflush_congestion_skips", atomic_load(&ps->congestion_skips) },
+			{ "pdflush_congestion_waits", atomic_load(&ps->congestion_waits) },
 			{ "nr_parallel_writes_max", atomic_load(&w->stats.nr_parallel_writes_max) },
 			{ "nr_inval_sent", atomic_load(&w->stats.nr_inval_sent) },
 			{ "nr_stat_unlocked", atomic_load(&w->stats.nr_stat_unlocked) },
@@ -612,6 +628,23 @@ static int ctl_gen_bdi(struct wbfs *w, struct ctl_buf *b)
 }
 
 /*
+ * flusher: who does background and periodic writeback. "bdi" and the
+ * workers per device, or "pdflush" and the pool's threads now (the
+ * counters are in vmstat).
+ */
+static int ctl_gen_flusher(struct wbfs *w, struct ctl_buf *b)
+{
+	const struct flusher_pool_stats *ps;
+
+	if (!w->pool)
+		return ctl_buf_printf(b, "bdi\nflushers %u\n", w->opts.flushers);
+	ps = flusher_pool_get_stats(w->pool);
+	return ctl_buf_printf(b, "pdflush\nthreads %ld\nbusy %ld\nflushers %u\n",
+			      atomic_load(&ps->nr_threads), atomic_load(&ps->nr_busy),
+			      w->opts.flushers);
+}
+
+/*
  * lockstat: a state line, a column header, then one line per lock class,
  * longest total wait first. Times are totals since the last reset while on.
  */
@@ -702,6 +735,8 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 		domain_show(w->dom, buf, sizeof(buf));
 		return ctl_buf_printf(&f->out, "%s", buf);
 	}
+	case CTL_FLUSHER:
+		return ctl_gen_flusher(w, &f->out);
 	case CTL_TUNABLE:
 		return ctl_tunable_print(&t, f->node - CTL_NODE_TUN0, &f->out);
 	case CTL_TRACE:

@@ -66,6 +66,7 @@ struct wbfs_domain {
 	char name[OPTIONS_DOMAIN_MAX + 1];	/* constant: "" for a mount of its own */
 	struct wbcfs_options opts;	/* constant: the first mount's (domain options) */
 	struct cache *cache;		/* lock: created by the first mount */
+	struct flusher_pool *pool;	/* lock: with the cache (flusher_model=pdflush) */
 	pthread_mutex_t lock;		/* protects: cache creation, mounts, nr_mounts,
 					 * stopping, closing, status */
 	pthread_cond_t cond;		/* lock: nr_mounts dropped */
@@ -165,7 +166,7 @@ static void zones_config(const struct wbcfs_options *o, struct cache_config *cc,
 }
 
 int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const char *dev,
-		 struct cache **out)
+		 struct cache **out, struct flusher_pool **pool)
 {
 	static const struct cache_ops cops = {
 		.wakeup_flusher = domain_wakeup_flusher,
@@ -194,8 +195,24 @@ int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const cha
 		atomic_store(&d->cache->throttle.mode, (int)o->throttle);
 		atomic_store(&d->cache->throttle.max_pause_ms, o->max_pause_ms);
 	}
+	if (!ret && o->flusher_model == FLUSHER_MODEL_PDFLUSH) {
+		/* one pool for every device of the domain, as pdflush served all disks */
+		struct flusher_pool_config pc = {
+			.cache = d->cache, .name = d->name[0] ? d->name : dev,
+			.engine = o->io_engine, .queue_depth = o->queue_depth,
+		};
+
+		ret = flusher_pool_create(&d->pool, &pc);
+		if (ret) {
+			fprintf(wbfs_msg(), "wbcfs: %s: cannot start the pdflush threads: %s\n",
+				dev, strerror(-ret));
+			cache_destroy(d->cache);
+			d->cache = NULL;
+		}
+	}
 out:
 	*out = d->cache;
+	*pool = d->pool;
 	pthread_mutex_unlock(&d->lock);
 	return ret;
 }
@@ -905,6 +922,9 @@ int domain_destroy(struct wbfs_domain *d)
 		unlink(d->sock_path);
 		close(d->listen_fd);
 	}
+	/* every member bdi is gone: the pool, then the cache */
+	if (d->pool)
+		flusher_pool_destroy(d->pool);
 	if (d->cache)
 		cache_destroy(d->cache);
 	devlog_close();		/* every thread that writes has stopped */

@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include "wbcfs/cache.h"
+#include "wbcfs/pdflush.h"
 #include "wbcfs/options.h"
 
 struct wbfs;
@@ -50,13 +51,14 @@ void domain_run(struct wbfs_domain *d);
 int domain_destroy(struct wbfs_domain *d);
 
 /*
- * For ext4.c: the domain's cache, created by the first mount with its
- * options (a joiner's domain options equal them: domain_mount checked).
+ * For ext4.c: the domain's cache, and with flusher_model=pdflush its pool
+ * of flusher threads (else NULL), created by the first mount with its
+ * options (a joiner's domain options equal them: join_mount checked).
  * The bdi of @w is attached once created and detached before it is
  * destroyed, so the domain's cache-wide wakeups reach every device.
  */
 int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const char *dev,
-		 struct cache **out);
+		 struct cache **out, struct flusher_pool **pool);
 void domain_attach(struct wbfs_domain *d, struct wbfs *w);
 void domain_detach(struct wbfs_domain *d, struct wbfs *w);
 

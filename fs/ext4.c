@@ -613,7 +613,7 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	struct stat st;
 	int ret;
 
-	ret = domain_cache(w->dom, &w->opts, dev, &w->cache);
+	ret = domain_cache(w->dom, &w->opts, dev, &w->cache, &w->pool);
 	if (ret)
 		return ret;
 	if (fstat(w->dev_fd, &st) == 0 && w->is_blkdev)
@@ -630,6 +630,11 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	bc.ops = &wbfs_bdi_ops;
 	bc.owner = w;
 	bc.fault_inject = w->opts.fault_inject;
+	if (ret) {
+		cache_destroy(w->cache);
+		return ret;
+	}
+	bc.pool = w->pool;
 	ret = bdi_create(&w->bdi, &bc);
 	if (ret) {
 		wbfs_err(dev, "cannot start the flusher: %s", strerror(-ret));

@@ -526,6 +526,16 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 			o->transport = (enum transport_type)choice;
 		return ret;
 	}
+	if (!strcmp(opt, "flusher_model")) {
+		static const char *const names[] = {
+			[FLUSHER_MODEL_BDI] = "bdi", [FLUSHER_MODEL_PDFLUSH] = "pdflush",
+		};
+
+		ret = set_choice(opt, val, names, 2, &choice, err, errlen);
+		if (!ret)
+			o->flusher_model = (enum flusher_model)choice;
+		return ret;
+	}
 	if (!strcmp(opt, "io_engine")) {
 		static const char *const names[] = {
 			[IO_ENGINE_URING] = "uring", [IO_ENGINE_AIO] = "aio",
@@ -601,6 +611,8 @@ void options_usage(FILE *out)
 		"  fair_zone_alloc[=0|1]          fill zones in proportion to their size [1]\n"
 		"  zone_dirty[=0|1]               per-zone dirty limits for writes [1]\n"
 		"  flushers=N                     flusher threads per device (1-16) [1]\n"
+		"  flusher_model=bdi|pdflush      background writeback: per-device workers or\n"
+		"                                 one shared pool of 2-8 threads [bdi]\n"
 		"  io_engine=uring|aio|psync      writeback engine [uring]\n"
 		"  queue_depth=N                  I/Os in flight per flusher (1-4096) [64]\n"
 		"  max_threads=N                  FUSE worker threads (1-256) [16]\n"
@@ -639,6 +651,7 @@ static const struct {
 	DOM_OPT("throttle", throttle),
 	DOM_OPT("max_pause_ms", max_pause_ms),
 	DOM_OPT("prefault", prefault_bytes),
+	DOM_OPT("flusher_model", flusher_model),
 #undef DOM_OPT
 };
 

@@ -143,6 +143,8 @@ struct wbfs {
 	pthread_mutex_t fs_lock;	/* protects: fs and every libext2fs call */
 	struct cache *cache;
 	struct bdi *bdi;
+	struct flusher_pool *pool;	/* constant: flusher_model=pdflush: the domain's
+					 * flusher threads, shared by its devices */
 	int dev_fd;			/* O_RDWR|O_DIRECT (O_RDONLY for ro) */
 	bool is_blkdev;
 	const char *dev_path;

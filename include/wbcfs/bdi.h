@@ -21,6 +21,7 @@
 #include "mapping.h"
 #include "engine.h"
 #include "cache.h"
+#include "pdflush.h"
 
 /* wb_inode.state bits */
 #define I_DIRTY_PAGES	0x1	/* has dirty pages */
@@ -92,6 +93,9 @@ struct bdi_config {
 	const struct bdi_ops *ops;
 	void *owner;
 	bool fault_inject;		/* honour wb_inode.fault (mount option fault_inject) */
+	struct flusher_pool *pool;	/* NULL: this bdi's workers do background and
+					 * periodic writeback; else the pool does
+					 * (pdflush.h), the workers keep the rest */
 };
 
 struct bdi_stats {
@@ -223,6 +227,19 @@ void bdi_bw_start(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool i
 #define BDI_STATE_DIRTY_IO	0x4	/* inodes on b_dirty/b_io/b_more_io (WB_has_dirty_io) */
 #define BDI_STATE_BG_PENDING	0x8	/* background writeback asked for, not started */
 #define BDI_STATE_PERIODIC	0x10	/* a periodic (kupdate) pass is scheduled */
+
+/**
+ * The device's queue is full: its writes in flight, from every thread,
+ * reached queue_depth, or its owner said so (bdi_set_congested). Pool
+ * threads pass a congested device over (nonblocking writeback); its own
+ * workers just wait for room. Context: any; lock-free.
+ */
+bool bdi_write_congested(struct bdi *b);
+/**
+ * The owner declares the device congested (@on) or no longer, whatever its
+ * queue holds (the kernel's set_bdi_congested, as FUSE and NFS use it).
+ */
+void bdi_set_congested(struct bdi *b, bool on);
 
 /** A snapshot of the BDI_STATE_* bits, for /.wbcfs/bdi. Takes bdi->lock. */
 unsigned bdi_state(struct bdi *b);

@@ -32,12 +32,19 @@ enum transport_type {
 	TRANSPORT_DEV,		/* read(2)/write(2) on /dev/fuse */
 };
 
+/* Who does background and periodic writeback (issue 14's experiment). */
+enum flusher_model {
+	FLUSHER_MODEL_BDI,	/* each device's own flusher workers */
+	FLUSHER_MODEL_PDFLUSH,	/* one pool of threads for every device (pdflush.h) */
+};
+
 struct wbcfs_options {
 	uint64_t cache_size;		/* bytes; 0 = a quarter of RAM */
 	struct dirty_tunables dirty;	/* dirty_* tunables */
 	unsigned flushers;		/* flusher workers per bdi, 1-16; default 1 */
 	enum io_engine_type io_engine;	/* default IO_ENGINE_URING */
 	unsigned queue_depth;		/* 1-4096; default 64 */
+	enum flusher_model flusher_model;	/* default FLUSHER_MODEL_BDI */
 	unsigned max_io_kb;		/* 4-4096, multiple of 4; default 1024 */
 	unsigned readahead_kb;		/* 0-65536, multiple of 4; default 128 */
 	unsigned max_threads;		/* FUSE worker threads, 1-256; default 16 */

@@ -4,8 +4,10 @@
 `mount -t fuse.wbcfs`, an fstab line (mount -T), a second mount of the same
 device refused, the superblock not clean while mounted and clean after,
 -o ro, an image file as a plain fuse mount, a filesystem that was not
-cleanly unmounted refused (message names e2fsck) unless -o fsck, and one
-marked needs_recovery recovered at mount.
+cleanly unmounted refused (message names e2fsck) unless -o fsck, one
+marked needs_recovery recovered at mount, and -o flusher_model=pdflush
+(background writeback by the shared pool) writing, reading back and
+leaving a filesystem e2fsck passes.
 
     WBCFS_BIN=build/wbcfs test/integration/test_mount.py
     test/integration/test_mount.py --kernel   # the parts that apply to ext4
@@ -25,7 +27,8 @@ from wbtest import (GIB, MIB, Mount, TFail, t_check, t_eq, t_errno,  # noqa: E40
 
 OPTIONS = ("cache_size", "dirty_ratio", "dirty_background_ratio", "dirty_bytes",
            "dirty_background_bytes", "dirty_expire_centisecs",
-           "dirty_writeback_centisecs", "flushers", "io_engine", "queue_depth",
+           "dirty_writeback_centisecs", "flushers", "flusher_model", "io_engine",
+           "queue_depth",
            "max_io_kb", "readahead_kb", "max_threads", "poll_us", "ro", "fsck", "allow_other",
            "default_permissions", "fsname", "ctl_name")
 
@@ -34,7 +37,7 @@ BAD_OPTIONS = ("no_such_option", "cache_size=12Q", "cache_size=abc",
                "dirty_expire_centisecs=soon", "io_engine=bogus",
                "queue_depth=0", "queue_depth=abc", "max_io_kb=-4",
                "readahead_kb=lots", "flushers=-1", "dirty_bytes=1Z",
-               "ctl_name=a/b", "ctl_name=..")
+               "ctl_name=a/b", "ctl_name=..", "flusher_model=percpu")
 
 
 CLONE_NEWNS = 0x00020000
@@ -310,6 +313,49 @@ def check_not_clean(env, dev):
     env.verify_after_umount(dev, man)
 
 
+def read_ctl(mnt, name):
+    with open(os.path.join(mnt, ".wbcfs", name)) as f:
+        return f.read()
+
+
+def vmstat(mnt):
+    return {k: int(v) for k, v in (ln.split() for ln in read_ctl(mnt, "vmstat").splitlines())}
+
+
+def check_pdflush(env, dev):
+    t_step("-o flusher_model=pdflush: the pool writes in the background; "
+           "readback, fsync, unmount, e2fsck")
+    m = env.mount(dev, ["flusher_model=pdflush", "cache_size=256M",
+                        "dirty_background_bytes=4M"])
+    flusher = read_ctl(m.mnt, "flusher").split()
+    t_eq(flusher[0], "pdflush", "first line of /.wbcfs/flusher")
+    t_check(int(flusher[flusher.index("threads") + 1]) >= 2,
+            "pool threads: %r" % flusher)
+    data = os.urandom(32 * MIB)
+    path = os.path.join(m.mnt, "pdflush.bin")
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+    t_write_all(fd, data)
+    os.close(fd)          # no fsync: over the background threshold, the pool writes
+    end = time.monotonic() + 60
+    while vmstat(m.mnt)["pdflush_pages_written"] == 0 and time.monotonic() < end:
+        time.sleep(0.1)
+    v = vmstat(m.mnt)
+    t_log("pool: %d pages written in %d background rounds, %d threads"
+          % (v["pdflush_pages_written"], v["pdflush_background_rounds"],
+             v["nr_pdflush_threads"]))
+    t_check(v["pdflush_pages_written"] > 0, "the pool wrote nothing: %r" % v)
+    t_check(v["pdflush_background_rounds"] > 0, "no background rounds: %r" % v)
+    with open(path, "rb") as f:
+        t_check(f.read() == data, "pdflush.bin reads back different")
+    write_some(m.mnt, "pdflush")
+    fd = os.open(os.path.join(m.mnt, "pdflush", "f1"), os.O_WRONLY)
+    os.fsync(fd)          # the device's own worker, with the pool beside it
+    os.close(fd)
+    man = t_manifest(m.mnt)
+    env.umount(m)
+    env.verify_after_umount(dev, man)
+
+
 def body(env):
     if not t_is_kernel():
         check_help(env)
@@ -328,6 +374,7 @@ def body(env):
     check_image(env)
     if not t_is_kernel():
         check_not_clean(env, dev)
+        check_pdflush(env, dev)
     else:
         t_log("kernel target: --help, options, second mount and e2fsck "
               "refusal are wbcfs-only; skipped")

@@ -101,6 +101,9 @@ START_TEST(domain_options)
 	options_domain_seed(&j, &dom, NULL);
 	ck_assert_int_eq(options_parse(&j, "throttle=simple", err, sizeof(err)), 0);
 	ck_assert_str_eq(options_domain_conflict(&dom, &j), "throttle");
+	options_domain_seed(&j, &dom, NULL);
+	ck_assert_int_eq(options_parse(&j, "flusher_model=pdflush", err, sizeof(err)), 0);
+	ck_assert_str_eq(options_domain_conflict(&dom, &j), "flusher_model");
 	/* tunables changed live since: the live values are the domain's */
 	live = dom.dirty;
 	dirty_tunable_set(&live, DT_DIRTY_EXPIRE_CENTISECS, 100);
@@ -121,6 +124,18 @@ START_TEST(transport)
 	ck_assert_int_eq(o.transport, TRANSPORT_AUTO);
 	ck_assert_str_eq(o.fuse_opts, "");
 	t_refused("transport", "transport: '' is not one of auto, uring, dev");
+}
+END_TEST
+
+START_TEST(flusher_model)
+{
+	ck_assert_int_eq(o.flusher_model, FLUSHER_MODEL_BDI);
+	ck_assert_int_eq(t_parse("flusher_model=pdflush"), 0);
+	ck_assert_int_eq(o.flusher_model, FLUSHER_MODEL_PDFLUSH);
+	ck_assert_int_eq(t_parse("flusher_model=bdi"), 0);
+	ck_assert_int_eq(o.flusher_model, FLUSHER_MODEL_BDI);
+	ck_assert_str_eq(o.fuse_opts, "");
+	t_refused("flusher_model=percpu", "flusher_model: 'percpu' is not one of bdi, pdflush");
 }
 END_TEST
 
@@ -379,6 +394,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, transport);
 	tcase_add_test(tc, domain_name);
 	tcase_add_test(tc, domain_options);
+	tcase_add_test(tc, flusher_model);
 	tcase_add_test(tc, atime_words);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
