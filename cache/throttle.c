@@ -825,6 +825,7 @@ void throttle_wb_init(struct throttle_wb *tw, struct throttle_domain *d, const c
 	ls_mutex_lock(&d->lock, &lc_throttle_lock);
 	tw->completions.period = d->fprop_period;
 	list_add_tail(&tw->node, &d->wbs);
+	atomic_fetch_add(&d->nr_wbs, 1);
 	ls_mutex_unlock(&d->lock);
 }
 
@@ -834,6 +835,7 @@ void throttle_wb_remove(struct throttle_wb *tw)
 
 	ls_mutex_lock(&d->lock, &lc_throttle_lock);
 	list_del_init(&tw->node);
+	atomic_fetch_sub(&d->nr_wbs, 1);
 	ls_mutex_unlock(&d->lock);
 }
 

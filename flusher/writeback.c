@@ -637,9 +637,12 @@ static long wb_chunk(struct bdi *b, long nr)
 }
 
 /*
- * wb_over_bg_thresh: the domain's dirty pages over bg_thresh, or, under
- * strictlimit, this device's over its share of it (which is what keeps a
- * strictlimit device under its own limit).
+ * wb_over_bg_thresh: the domain's dirty pages over bg_thresh, or this
+ * device's over its share of it: in a domain of several devices a device
+ * whose own dirty pages exceed its share keeps writing although the domain
+ * as a whole is under, and a strictlimit device stays under its own limit.
+ * A device alone in its cache has the whole share, and the first test
+ * says it all (a fresh device has no completions, hence no share, yet).
  */
 bool wb_over_bg(struct bdi *b)
 {
@@ -647,8 +650,8 @@ bool wb_over_bg(struct bdi *b)
 
 	if (dirty_over_background(b->cache))
 		return true;
-	if (!atomic_load(&b->tw.strictlimit))
-		return false;	/* one device per cache: its share is the whole */
+	if (!atomic_load(&b->tw.strictlimit) && atomic_load(&b->tw.dom->nr_wbs) < 2)
+		return false;
 	throttle_wb_thresholds(&b->tw, &wb_thresh, &wb_bg, &thresh, &bg);
 	return atomic_load(&b->stats.reclaimable) > (long)wb_bg;
 }

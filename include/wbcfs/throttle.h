@@ -156,6 +156,7 @@ struct throttle_domain {
 	void (*global)(void *arg, struct throttle_global *g);
 	void *global_arg;
 	struct list_head wbs;			/* lock */
+	_Atomic unsigned nr_wbs;		/* changed under lock: devices in wbs */
 	/* tunables */
 	_Atomic unsigned max_pause_ms;		/* 1-10000; default 200 */
 	_Atomic int mode;			/* enum throttle_mode */
