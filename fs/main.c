@@ -295,7 +295,7 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 	if (wbfs_inval_start(w))
 		fprintf(stderr, "wbcfs: %s: no page cache notifier thread: shared mmaps "
 			"may see stale data\n", c->dev);
-	if (wbfs_fuse_io_start())
+	if (wbfs_fuse_io_start(w))
 		fprintf(stderr, "wbcfs: %s: no timer for throttled replies: throttled "
 			"writers hold a FUSE worker while they pause\n", c->dev);
 	fuse_set_signal_handlers(se);
@@ -310,14 +310,14 @@ static int run(struct cmdline *c, struct wbcfs_options *o, int notify_fd)
 		ret = 0;
 	}
 	fuse_remove_signal_handlers(se);
-	wbfs_fuse_io_stop();
+	wbfs_fuse_io_stop(w);
 	/*
 	 * Before the unmount: the rings' commands hold the device open, and
 	 * fuse_session_unmount relies on closing it to end the connection
 	 * before umount2 (else a fuseblk umount sends DESTROY and waits for a
 	 * reply nobody will give).
 	 */
-	wbfs_fuse_io_transport_stop();
+	wbfs_fuse_io_transport_stop(w);
 	fuse_session_unmount(se);
 	wbfs_inval_stop(w);
 	log_stats(w, c->dev);

@@ -8,6 +8,9 @@
  * error replies and replies with another unique pass unchanged. FUSE_STATX
  * goes on as the GETATTR it begins with and that reply comes back as a
  * fuse_statx_out; FUSE_TMPFILE is answered by the hook itself.
+ *
+ * The hooks' userdata is a mount's struct wbfs, whose w->fio is its
+ * connection: here a wbfs with no filesystem behind it (destroyed).
  */
 #include <check.h>
 #include "helpers.h"
@@ -15,6 +18,7 @@
 #include <linux/fuse.h>
 #include <stddef.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/sysmacros.h>
@@ -25,15 +29,37 @@
 #define ALLOW_MMAP_FLAGS2 (1u << 4)	/* FUSE_DIRECT_IO_ALLOW_MMAP >> 32 */
 
 static int req_pipe[2], rep_pipe[2];
+static struct wbfs *t_w;	/* the connection the pipes stand for */
+
+/* A mount's connection state without a filesystem or a session. */
+static struct wbfs *t_conn_new(void)
+{
+	struct wbfs *w = calloc(1, sizeof(*w));
+
+	ck_assert_ptr_nonnull(w);
+	w->destroyed = true;	/* no filesystem: TMPFILE fails, STATX has no btime */
+	ck_assert_int_eq(wbfs_fuse_io_install(w, NULL), 0);
+	ck_assert_ptr_nonnull(w->fio);
+	return w;
+}
+
+static void t_conn_free(struct wbfs *w)
+{
+	wbfs_fuse_io_transport_stop(w);
+	ck_assert_ptr_null(w->fio);
+	free(w);
+}
 
 static void setup(void)
 {
 	ck_assert_int_eq(pipe(req_pipe), 0);
 	ck_assert_int_eq(pipe(rep_pipe), 0);
+	t_w = t_conn_new();
 }
 
 static void teardown(void)
 {
+	t_conn_free(t_w);
 	close(req_pipe[0]);
 	close(req_pipe[1]);
 	close(rep_pipe[0]);
@@ -54,7 +80,7 @@ static void t_request(uint32_t opcode, uint64_t unique, const void *arg, size_t 
 	memcpy(buf, &in, sizeof(in));
 	memcpy(buf + sizeof(in), arg, len);
 	ck_assert_int_eq(write(req_pipe[1], buf, in.len), (ssize_t)in.len);
-	ck_assert_int_eq(wbfs_fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), NULL),
+	ck_assert_int_eq(wbfs_fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), t_w),
 			 (ssize_t)in.len);
 }
 
@@ -69,7 +95,7 @@ static void t_reply(uint64_t unique, int error, void *arg, size_t len, void *out
 	struct iovec iov[2] = { { &oh, sizeof(oh) }, { arg, len } };
 	char buf[4096];
 
-	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(rep_pipe[1], iov, len ? 2 : 1, NULL),
+	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(rep_pipe[1], iov, len ? 2 : 1, t_w),
 			 (ssize_t)oh.len);
 	ck_assert_int_eq(read(rep_pipe[0], buf, oh.len), (ssize_t)oh.len);
 	memcpy(out, buf + sizeof(oh), len);
@@ -227,7 +253,7 @@ static void t_statx_request(uint64_t unique)
 	memcpy(buf + sizeof(in), &sin, sizeof(sin));
 	ck_assert_int_eq(write(req_pipe[1], buf, in.len), (ssize_t)in.len);
 	memset(buf, 0, sizeof(buf));
-	ck_assert_int_eq(wbfs_fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), NULL),
+	ck_assert_int_eq(wbfs_fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), t_w),
 			 (ssize_t)(sizeof(in) + sizeof(*gin)));
 	got = (const void *)buf;
 	gin = (const void *)(got + 1);
@@ -260,7 +286,7 @@ START_TEST(statx_as_getattr)
 	ck_assert_uint_eq(sizeof(sx), 288);
 	t_statx_request(30);
 	/* the hook tells "libfuse" its whole reply went out */
-	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(rep_pipe[1], iov, 2, NULL),
+	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(rep_pipe[1], iov, 2, t_w),
 			 (ssize_t)oh.len);
 	ck_assert_int_eq(read(rep_pipe[0], buf, sizeof(buf)),
 			 (ssize_t)(sizeof(oh) + sizeof(sx)));
@@ -342,7 +368,7 @@ START_TEST(tmpfile_answered_here)
 	ck_assert_int_eq(write(pkt[1], buf, next.len), (ssize_t)next.len);
 	/* the hook answers the TMPFILE on the fd it read it from and hands
 	 * "libfuse" the next request */
-	ck_assert_int_eq(wbfs_fuse_io_ops()->read(pkt[0], buf, sizeof(buf), NULL),
+	ck_assert_int_eq(wbfs_fuse_io_ops()->read(pkt[0], buf, sizeof(buf), t_w),
 			 (ssize_t)next.len);
 	ck_assert_uint_eq(((struct fuse_in_header *)buf)->unique, 52);
 	ck_assert_int_eq(read(pkt[1], &oh, sizeof(oh)), (ssize_t)sizeof(oh));
