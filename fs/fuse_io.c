@@ -463,8 +463,9 @@ static void *fio_held_main(void *arg)
 	return NULL;
 }
 
-/* Hold this reply (the thread's WRITE was told to pause). True when held. */
-static bool fio_hold(struct fio_conn *c, int fd, const struct iovec *iov, int count)
+/* Hold this reply for @pause_ms (its WRITE was told to pause). True when held. */
+static bool fio_hold(struct fio_conn *c, int fd, const struct iovec *iov, int count,
+		     long pause_ms)
 {
 	const struct fuse_out_header *out = iov[0].iov_base;
 	struct fio_held *h;
@@ -510,7 +511,7 @@ queue:
 	h->pid = fio_hold_next.pid;
 	h->tw = fio_hold_next.tw;
 	h->interrupted = false;
-	h->due = clock_now_ms() + (uint64_t)fio_hold_next.pause_ms;
+	h->due = clock_now_ms() + (uint64_t)pause_ms;
 	atomic_fetch_add(&c->held_count, 1);
 	ls_mutex_lock(&c->held_lock, &lc_fio_held_lock);
 	fio_held_insert(c, h);
@@ -821,8 +822,11 @@ static ssize_t fio_writev(int fd, struct iovec *iov, int count, void *userdata)
 	if (reply)
 		fio_busy_done(c);
 	if (fio_hold_next.pause_ms > 0) {
+		long pause_ms = fio_hold_next.pause_ms;
+
+		/* spent by this reply, held or not: the next one is not paused */
 		fio_hold_next.pause_ms = 0;
-		if (reply && fio_hold(c, fd, iov, count))
+		if (reply && fio_hold(c, fd, iov, count, pause_ms))
 			return (ssize_t)out->len;
 	}
 	ret = wbfs_fuse_io_send(fd, iov, count);
