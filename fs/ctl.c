@@ -511,7 +511,7 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_throttle_hard_limit", atomic_load(&ts->nr_hard_limit) },
 			{ "nr_throttle_tasks", atomic_load(&ts->nr_tasks) },
 			{ "nr_throttle_tasks_reaped", atomic_load(&ts->nr_tasks_reaped) },
-			{ "nr_throttle_held_replies", wbfs_fuse_io_held() },
+			{ "nr_throttle_held_replies", wbfs_fuse_io_held(w) },
 			{ "throttle_trace_records", atomic_load(&ts->trace_records) },
 			{ "throttle_trace_lost", atomic_load(&ts->trace_lost) },
 			{ "nr_fair_batch_resets", atomic_load(&s->nr_fair_batch_resets) },
@@ -726,7 +726,7 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 	case CTL_TRANSPORT: {
 		char buf[128];
 
-		wbfs_fuse_io_transport_show(buf, sizeof(buf));
+		wbfs_fuse_io_transport_show(w, buf, sizeof(buf));
 		return ctl_buf_printf(&f->out, "%s", buf);
 	}
 	case CTL_DOMAIN: {

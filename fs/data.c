@@ -546,7 +546,7 @@ void data_balance_dirty(struct wbfs *w, pid_t pid, long nr)
 	if (nr <= 0)
 		return;
 	v = throttle_dirtied(tw, pid, nr);
-	if (v.pause_ms <= 0 || wbfs_fuse_io_hold_reply(tw, pid, v.pause_ms))
+	if (v.pause_ms <= 0 || wbfs_fuse_io_hold_reply(w, tw, pid, v.pause_ms))
 		return;
 	/* no timer for held replies: pause this worker instead */
 	while (v.pause_ms > 0 && !w->destroyed) {

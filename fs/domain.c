@@ -37,11 +37,6 @@
 #include "fuse_uring.h"
 #include "wbfs_i.h"
 
-/* TEMP until the per-connection transport lands */
-#define wbfs_fuse_io_stop(w) wbfs_fuse_io_stop()
-#define wbfs_fuse_io_start(w) wbfs_fuse_io_start()
-#define wbfs_fuse_io_transport_stop(w) wbfs_fuse_io_transport_stop()
-
 #define JOIN_MAGIC "wbcfs-join"
 #define JOIN_MSG_MAX 16384
 #define JOIN_WAIT_MS 30000	/* a starting daemon may replay a journal first */

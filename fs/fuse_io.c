@@ -30,18 +30,34 @@
  *   of the request it answers, else on the device. A held reply keeps its
  *   ring entry until the timer commits it.
  *
+ * Each FUSE connection (one per mount) has its own state, struct fio_conn,
+ * hung off its struct wbfs as w->fio: the INIT flags it saw, the requests
+ * served here, the busy-poll gate, its held replies and their timer
+ * thread, and its io_uring transport. The hooks find it through the
+ * session's userdata, which is the mount's struct wbfs (fuse_session_new's
+ * argument, as every handler's fuse_req_userdata); the io_uring ring
+ * threads are given it. So one process serves several mounts, each on its
+ * own /dev/fuse fd or rings, and stopping one leaves the others running.
+ * Each connection has its own timer thread rather than one shared by all:
+ * a held reply then never meets another connection's lock or list, and
+ * stopping a connection is joining its thread and sending its list; the
+ * cost is one sleeping thread per mount, beside its FUSE workers.
+ *
  * Everything else passes through unchanged. Which request a reply answers
  * is known from its unique: a libfuse worker reads a request, runs its
  * handler and writes the reply on the same thread before it reads again
  * (every wbcfs handler replies before returning), so the read hook leaves
  * the unique of an INIT/OPEN/CREATE in a thread-local slot and the writev
  * hook of that thread compares one integer per reply. A reply written by
- * another thread (none today) would merely go out unpatched.
+ * another thread (none today) would merely go out unpatched. A worker
+ * thread serves one session, so such thread-local slots never mix
+ * connections.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -62,11 +78,50 @@
 #endif
 #define FIO_ALLOW_MMAP_FLAGS2 ((uint32_t)(FUSE_DIRECT_IO_ALLOW_MMAP >> 32))
 
-static struct wbfs *fio_wbfs;	/* the one mounted filesystem of this process */
-static struct fuse_session *fio_se;
-static _Atomic bool fio_kernel_offers_uring;	/* atomic: INIT offered FUSE_OVER_IO_URING */
-static _Atomic bool fio_kernel_allows_mmap;	/* atomic: INIT offered ALLOW_MMAP */
-static _Atomic bool fio_dont_mask;	/* atomic: INIT reply has FUSE_DONT_MASK */
+/*
+ * Requests being served inside the read hook (not by libfuse), so that a
+ * FUSE_INTERRUPT for one of them is not left to libfuse, which would keep
+ * it and answer it EAGAIN later.
+ */
+#define FIO_SERVING_SLOTS 32
+
+struct fio_held;
+
+/*
+ * One FUSE connection's channel state. Locks (never nested, never held
+ * across a reply or a libfuse call):
+ *   held_lock	protects held_head, held_stop, held_running
+ *   uring_lock	protects uring_starting
+ */
+struct fio_conn {
+	struct wbfs *w;				/* constant */
+	struct fuse_session *se;		/* constant; NULL in unit tests */
+	_Atomic bool kernel_offers_uring;	/* atomic: INIT offered FUSE_OVER_IO_URING */
+	_Atomic bool kernel_allows_mmap;	/* atomic: INIT offered ALLOW_MMAP */
+	_Atomic bool dont_mask;			/* atomic: INIT reply has FUSE_DONT_MASK */
+	_Atomic uint64_t serving[FIO_SERVING_SLOTS];	/* atomic: uniques served here */
+	_Atomic int spinner;			/* atomic: 1 while a worker spins */
+	_Atomic int busy;			/* atomic: requests read, not yet answered */
+
+	pthread_mutex_t held_lock;
+	pthread_cond_t held_cond;		/* held_lock: a new first reply, or stop */
+	struct fio_held *held_head;		/* held_lock: sorted by due */
+	bool held_stop;				/* held_lock: the timer thread ends */
+	bool held_running;			/* held_lock: replies may be held */
+	pthread_t held_thread;
+	_Atomic long held_count;		/* atomic: replies held now */
+
+	/*
+	 * Other workers serve requests while the rings are set up: one that
+	 * asks which transport serves (/.wbcfs/transport) waits for the
+	 * outcome.
+	 */
+	pthread_mutex_t uring_lock;
+	pthread_cond_t uring_cond;		/* uring_lock: uring_starting cleared */
+	bool uring_starting;			/* uring_lock */
+	struct furing *uring;			/* set once, before uring_starting is
+						 * cleared; freed by transport_stop */
+};
 
 /* The request this worker thread is serving, when its reply is patched. */
 static __thread struct {
@@ -75,35 +130,35 @@ static __thread struct {
 	struct fext_btime btime;	/* FEXT_STATX */
 } fio_pending;
 
-/*
- * Requests being served inside the read hook (not by libfuse), so that a
- * FUSE_INTERRUPT for one of them is not left to libfuse, which would keep
- * it and answer it EAGAIN later.
- */
-#define FIO_SERVING_SLOTS 32
-static _Atomic uint64_t fio_serving[FIO_SERVING_SLOTS];
+/* The hooks' userdata is the session's: the mount's struct wbfs. */
+static struct fio_conn *fio_conn_of(void *userdata)
+{
+	struct wbfs *w = userdata;
 
-static int fio_serving_claim(uint64_t unique)
+	return w ? w->fio : NULL;
+}
+
+static int fio_serving_claim(struct fio_conn *c, uint64_t unique)
 {
 	int i;
 
 	for (i = 0; i < FIO_SERVING_SLOTS; i++) {
 		uint64_t free_slot = 0;
 
-		if (atomic_compare_exchange_strong(&fio_serving[i], &free_slot, unique))
+		if (atomic_compare_exchange_strong(&c->serving[i], &free_slot, unique))
 			return i;
 	}
 	return -1;	/* a very busy hook: such an interrupt goes to libfuse */
 }
 
-static void fio_serving_release(int slot)
+static void fio_serving_release(struct fio_conn *c, int slot)
 {
 	if (slot >= 0)
-		atomic_store(&fio_serving[slot], 0);
+		atomic_store(&c->serving[slot], 0);
 }
 
 /* A FUSE_INTERRUPT for a request served here: true when it was one. */
-static bool fio_serving_interrupt(const void *buf, size_t len)
+static bool fio_serving_interrupt(struct fio_conn *c, const void *buf, size_t len)
 {
 	const struct fuse_in_header *in = buf;
 	const struct fuse_interrupt_in *arg = (const void *)(in + 1);
@@ -112,7 +167,7 @@ static bool fio_serving_interrupt(const void *buf, size_t len)
 	if (len < sizeof(*in) + sizeof(*arg) || !arg->unique)
 		return false;
 	for (i = 0; i < FIO_SERVING_SLOTS; i++)
-		if (atomic_load(&fio_serving[i]) == arg->unique)
+		if (atomic_load(&c->serving[i]) == arg->unique)
 			return true;
 	return false;
 }
@@ -147,24 +202,25 @@ static int fio_reply(int fd, uint64_t unique, int err)
 }
 
 /* Serve a request here; returns true when it was consumed. */
-static bool fio_intercept(int fd, const void *buf, size_t len)
+static bool fio_intercept(struct fio_conn *c, int fd, const void *buf, size_t len)
 {
 	const struct fuse_in_header *in = buf;
+	struct wbfs *w = c->w;
 	int ret = 0, slot;
 
 	if (fext_is_tmpfile(buf, len)) {
-		slot = fio_serving_claim(in->unique);
-		fext_tmpfile(fio_wbfs, fd, buf, len, atomic_load(&fio_dont_mask));
-		fio_serving_release(slot);
+		slot = fio_serving_claim(c, in->unique);
+		fext_tmpfile(w, fd, buf, len, atomic_load(&c->dont_mask));
+		fio_serving_release(c, slot);
 		return true;
 	}
-	if (len < sizeof(*in) || in->opcode != FUSE_SYNCFS || !fio_wbfs)
+	if (len < sizeof(*in) || in->opcode != FUSE_SYNCFS)
 		return false;
-	slot = fio_serving_claim(in->unique);
-	if (!fio_wbfs->ro && !fio_wbfs->destroyed)
-		ret = bdi_sync(fio_wbfs->bdi, WB_REASON_SYNC);
+	slot = fio_serving_claim(c, in->unique);
+	if (!w->ro && !w->destroyed)
+		ret = bdi_sync(w->bdi, WB_REASON_SYNC);
 	fio_reply(fd, in->unique, ret);
-	fio_serving_release(slot);
+	fio_serving_release(c, slot);
 	return true;
 }
 
@@ -172,7 +228,7 @@ static bool fio_intercept(int fd, const void *buf, size_t len)
  * Remember requests whose replies fio_writev patches. A FUSE_STATX becomes
  * a FUSE_GETATTR here: returns the request's length for libfuse.
  */
-static size_t fio_note_request(void *buf, size_t len)
+static size_t fio_note_request(struct fio_conn *c, void *buf, size_t len)
 {
 	const struct fuse_in_header *in = buf;
 	size_t glen;
@@ -182,7 +238,7 @@ static size_t fio_note_request(void *buf, size_t len)
 		return len;
 	switch (in->opcode) {
 	case FEXT_STATX:
-		glen = fext_statx_to_getattr(fio_wbfs, buf, len, &fio_pending.btime);
+		glen = fext_statx_to_getattr(c->w, buf, len, &fio_pending.btime);
 		if (!glen)
 			return len;
 		fio_pending.unique = in->unique;
@@ -195,9 +251,9 @@ static size_t fio_note_request(void *buf, size_t len)
 		if (len >= sizeof(*in) + sizeof(*arg) && arg->major == 7 &&
 		    (arg->flags & FUSE_INIT_EXT)) {
 			if (arg->flags2 & FIO_ALLOW_MMAP_FLAGS2)
-				fio_kernel_allows_mmap = true;
+				c->kernel_allows_mmap = true;
 			if (arg->flags2 & FURING_OVER_IO_URING_FLAGS2)
-				fio_kernel_offers_uring = true;
+				c->kernel_offers_uring = true;
 		}
 		break;
 	}
@@ -222,10 +278,9 @@ static size_t fio_note_request(void *buf, size_t len)
  * before sleeping in poll(2), and only while no other worker is serving a
  * request: with many clients requests queue up anyway, and the CPU is
  * theirs (dbench 8 lost ~10% to unconditional spinning). The device fds
- * are made non-blocking once.
+ * are made non-blocking once. The gate is per connection: a worker
+ * polling one mount's device gains nothing for another mount's clients.
  */
-static _Atomic int fio_spinner;		/* atomic: 1 while a worker spins */
-static _Atomic int fio_busy;		/* atomic: requests read, not yet answered */
 static __thread int fio_nonblock_fd = -1;
 
 static uint64_t fio_now_ns(void)
@@ -236,14 +291,15 @@ static uint64_t fio_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static ssize_t fio_spin_read(int fd, void *buf, size_t buf_len, unsigned poll_us)
+static ssize_t fio_spin_read(struct fio_conn *c, int fd, void *buf, size_t buf_len,
+			     unsigned poll_us)
 {
 	int idle = 0;
 	uint64_t end;
 	ssize_t n;
 
-	if (atomic_load(&fio_busy) ||
-	    !atomic_compare_exchange_strong(&fio_spinner, &idle, 1))
+	if (atomic_load(&c->busy) ||
+	    !atomic_compare_exchange_strong(&c->spinner, &idle, 1))
 		return -1;	/* errno EAGAIN from the caller's first read */
 	end = fio_now_ns() + (uint64_t)poll_us * 1000;
 	do {
@@ -252,14 +308,14 @@ static ssize_t fio_spin_read(int fd, void *buf, size_t buf_len, unsigned poll_us
 			break;
 		__builtin_ia32_pause();
 	} while (fio_now_ns() < end);
-	atomic_store(&fio_spinner, 0);
+	atomic_store(&c->spinner, 0);
 	return n;
 }
 
 /* One read of the device: busy-poll (maybe), then sleep until readable. */
-static ssize_t fio_read_dev(int fd, void *buf, size_t buf_len)
+static ssize_t fio_read_dev(struct fio_conn *c, int fd, void *buf, size_t buf_len)
 {
-	unsigned poll_us = fio_wbfs ? fio_wbfs->opts.poll_us : 0;
+	unsigned poll_us = c->w->opts.poll_us;
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	ssize_t n;
 
@@ -275,7 +331,7 @@ static ssize_t fio_read_dev(int fd, void *buf, size_t buf_len)
 	n = read(fd, buf, buf_len);
 	if (n >= 0 || errno != EAGAIN)
 		return n;
-	n = fio_spin_read(fd, buf, buf_len, poll_us);
+	n = fio_spin_read(c, fd, buf, buf_len, poll_us);
 	while (n < 0 && errno == EAGAIN) {
 		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
 			return -1;
@@ -289,7 +345,7 @@ static ssize_t fio_read_dev(int fd, void *buf, size_t buf_len)
 #define FIO_HELD_MAX_MSG 64	/* a WRITE reply is 24 bytes */
 
 struct fio_held {
-	struct fio_held *next;		/* fio_held_lock: sorted by due */
+	struct fio_held *next;		/* conn->held_lock: sorted by due */
 	uint64_t due;			/* ms, clock_now_ms() */
 	uint64_t unique;
 	int fd;				/* -1: the reply sits in ring entry @ent */
@@ -302,28 +358,24 @@ struct fio_held {
 };
 
 LOCK_CLASS(lc_fio_held_lock, "fio_held_lock")
-static pthread_mutex_t fio_held_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t fio_held_cond;
-static struct fio_held *fio_held_head;		/* fio_held_lock */
-static bool fio_held_stop;			/* fio_held_lock */
-static bool fio_held_running;			/* fio_held_lock */
-static pthread_t fio_held_thread;
-static _Atomic long fio_held_count;		/* atomic: replies held now */
 
-/* Set by the WRITE handler just before its reply (fio_hold_next_reply). */
+/* Set by the WRITE handler just before its reply (wbfs_fuse_io_hold_reply). */
 static __thread struct {
 	long pause_ms;
 	pid_t pid;
 	struct throttle_wb *tw;
 } fio_hold_next;
 
-bool wbfs_fuse_io_hold_reply(struct throttle_wb *tw, pid_t pid, long pause_ms)
+bool wbfs_fuse_io_hold_reply(struct wbfs *w, struct throttle_wb *tw, pid_t pid, long pause_ms)
 {
+	struct fio_conn *c = w->fio;
 	bool running;
 
-	ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
-	running = fio_held_running;
-	ls_mutex_unlock(&fio_held_lock);
+	if (!c)
+		return false;
+	ls_mutex_lock(&c->held_lock, &lc_fio_held_lock);
+	running = c->held_running;
+	ls_mutex_unlock(&c->held_lock);
 	if (!running)
 		return false;
 	fio_hold_next.pause_ms = pause_ms;
@@ -332,24 +384,25 @@ bool wbfs_fuse_io_hold_reply(struct throttle_wb *tw, pid_t pid, long pause_ms)
 	return true;
 }
 
-long wbfs_fuse_io_held(void)
+long wbfs_fuse_io_held(struct wbfs *w)
 {
-	return atomic_load(&fio_held_count);
+	return w->fio ? atomic_load(&w->fio->held_count) : 0;
 }
 
-static void fio_held_insert(struct fio_held *h)
+static void fio_held_insert(struct fio_conn *c, struct fio_held *h)
 {
-	struct fio_held **pp = &fio_held_head;
+	struct fio_held **pp = &c->held_head;
 
 	while (*pp && (*pp)->due <= h->due)
 		pp = &(*pp)->next;
 	h->next = *pp;
 	*pp = h;
-	if (fio_held_head == h)
-		pthread_cond_signal(&fio_held_cond);
+	if (c->held_head == h)
+		pthread_cond_signal(&c->held_cond);
 }
 
-static void fio_held_send(struct fio_held *h)
+/* Send a held reply on its own connection: its ring entry or its device fd. */
+static void fio_held_send(struct fio_conn *c, struct fio_held *h)
 {
 	if (h->ent) {
 		furing_commit_held(h->ent);
@@ -359,21 +412,25 @@ static void fio_held_send(struct fio_held *h)
 				strerror(errno));
 		close(h->fd);
 	}
-	atomic_fetch_sub(&fio_held_count, 1);
+	atomic_fetch_sub(&c->held_count, 1);
 	free(h);
 }
 
-/* The timer: sends held replies whose pause is over, or pauses them again. */
+/*
+ * The connection's timer: sends held replies whose pause is over, or
+ * pauses them again.
+ */
 static void *fio_held_main(void *arg)
 {
-	(void)arg;
-	ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
-	while (!fio_held_stop) {
-		struct fio_held *h = fio_held_head;
+	struct fio_conn *c = arg;
+
+	ls_mutex_lock(&c->held_lock, &lc_fio_held_lock);
+	while (!c->held_stop) {
+		struct fio_held *h = c->held_head;
 		uint64_t now = clock_now_ms();
 
 		if (!h) {
-			lockstat_cond_wait(&fio_held_cond, &fio_held_lock);
+			lockstat_cond_wait(&c->held_cond, &c->held_lock);
 			continue;
 		}
 		if (h->due > now) {
@@ -384,37 +441,39 @@ static void *fio_held_main(void *arg)
 			ns = (uint64_t)ts.tv_nsec + (h->due - now) * 1000000ull;
 			ts.tv_sec += (time_t)(ns / 1000000000ull);
 			ts.tv_nsec = (long)(ns % 1000000000ull);
-			lockstat_cond_timedwait(&fio_held_cond, &fio_held_lock, &ts);
+			lockstat_cond_timedwait(&c->held_cond, &c->held_lock, &ts);
 			continue;
 		}
-		fio_held_head = h->next;
-		ls_mutex_unlock(&fio_held_lock);
+		c->held_head = h->next;
+		ls_mutex_unlock(&c->held_lock);
 		if (!h->interrupted) {
 			struct throttle_verdict v = throttle_resume(h->tw, h->pid);
 
 			if (v.pause_ms > 0) {
 				h->due = clock_now_ms() + (uint64_t)v.pause_ms;
-				ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
-				fio_held_insert(h);
+				ls_mutex_lock(&c->held_lock, &lc_fio_held_lock);
+				fio_held_insert(c, h);
 				continue;
 			}
 		}
-		fio_held_send(h);
-		ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
+		fio_held_send(c, h);
+		ls_mutex_lock(&c->held_lock, &lc_fio_held_lock);
 	}
-	ls_mutex_unlock(&fio_held_lock);
+	ls_mutex_unlock(&c->held_lock);
 	return NULL;
 }
 
-/* Hold this reply (the thread's WRITE was told to pause). True when held. */
-static bool fio_hold(int fd, const struct iovec *iov, int count)
+/* Hold this reply for @pause_ms (its WRITE was told to pause). True when held. */
+static bool fio_hold(struct fio_conn *c, int fd, const struct iovec *iov, int count,
+		     long pause_ms)
 {
 	const struct fuse_out_header *out = iov[0].iov_base;
 	struct fio_held *h;
 	size_t len = 0;
 	int i;
 
-	if (!fio_held_running || out->error || out->len > FIO_HELD_MAX_MSG)
+	/* held_running read unlocked: hold_reply saw it set just before */
+	if (!c->held_running || out->error || out->len > FIO_HELD_MAX_MSG)
 		return false;
 	h = malloc(sizeof(*h));
 	if (!h)
@@ -452,16 +511,16 @@ queue:
 	h->pid = fio_hold_next.pid;
 	h->tw = fio_hold_next.tw;
 	h->interrupted = false;
-	h->due = clock_now_ms() + (uint64_t)fio_hold_next.pause_ms;
-	atomic_fetch_add(&fio_held_count, 1);
-	ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
-	fio_held_insert(h);
-	ls_mutex_unlock(&fio_held_lock);
+	h->due = clock_now_ms() + (uint64_t)pause_ms;
+	atomic_fetch_add(&c->held_count, 1);
+	ls_mutex_lock(&c->held_lock, &lc_fio_held_lock);
+	fio_held_insert(c, h);
+	ls_mutex_unlock(&c->held_lock);
 	return true;
 }
 
-/* FUSE_INTERRUPT of a held reply: send it now. True when it was ours. */
-static bool fio_interrupt(const void *buf, size_t len)
+/* FUSE_INTERRUPT of a reply held on this connection: send it now. True when it was. */
+static bool fio_interrupt(struct fio_conn *c, const void *buf, size_t len)
 {
 	const struct fuse_in_header *in = buf;
 	const struct fuse_interrupt_in *arg = (const void *)(in + 1);
@@ -469,58 +528,62 @@ static bool fio_interrupt(const void *buf, size_t len)
 
 	if (len < sizeof(*in) + sizeof(*arg))
 		return false;
-	ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
-	for (pp = &fio_held_head; *pp; pp = &(*pp)->next) {
+	ls_mutex_lock(&c->held_lock, &lc_fio_held_lock);
+	for (pp = &c->held_head; *pp; pp = &(*pp)->next) {
 		if ((*pp)->unique == arg->unique) {
 			h = *pp;
 			*pp = h->next;
 			h->interrupted = true;
 			h->due = 0;
-			fio_held_insert(h);
+			fio_held_insert(c, h);
 			break;
 		}
 	}
-	ls_mutex_unlock(&fio_held_lock);
+	ls_mutex_unlock(&c->held_lock);
 	return h != NULL;
 }
 
-int wbfs_fuse_io_start(void)
+int wbfs_fuse_io_start(struct wbfs *w)
 {
-	pthread_condattr_t ca;
+	struct fio_conn *c = w->fio;
 	int ret;
 
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&fio_held_cond, &ca);
-	pthread_condattr_destroy(&ca);
-	fio_held_stop = false;
-	ret = pthread_create(&fio_held_thread, NULL, fio_held_main, NULL);
+	if (!c)
+		return -ENODEV;		/* no hooks: no reply can be held */
+	c->held_stop = false;
+	ret = pthread_create(&c->held_thread, NULL, fio_held_main, c);
 	if (ret)
 		return -ret;
-	ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
-	fio_held_running = true;
-	ls_mutex_unlock(&fio_held_lock);
+	ls_mutex_lock(&c->held_lock, &lc_fio_held_lock);
+	c->held_running = true;
+	ls_mutex_unlock(&c->held_lock);
 	return 0;
 }
 
-/* The session ends: every held reply goes out now, unpaused. */
-void wbfs_fuse_io_stop(void)
+/*
+ * This connection's session ends: every reply it holds goes out now,
+ * unpaused. Other connections' timers and replies are not touched.
+ */
+void wbfs_fuse_io_stop(struct wbfs *w)
 {
+	struct fio_conn *c = w->fio;
 	struct fio_held *h;
 
-	ls_mutex_lock(&fio_held_lock, &lc_fio_held_lock);
-	if (!fio_held_running) {
-		ls_mutex_unlock(&fio_held_lock);
+	if (!c)
+		return;
+	ls_mutex_lock(&c->held_lock, &lc_fio_held_lock);
+	if (!c->held_running) {
+		ls_mutex_unlock(&c->held_lock);
 		return;
 	}
-	fio_held_running = false;
-	fio_held_stop = true;
-	pthread_cond_signal(&fio_held_cond);
-	ls_mutex_unlock(&fio_held_lock);
-	pthread_join(fio_held_thread, NULL);
-	while ((h = fio_held_head)) {
-		fio_held_head = h->next;
-		fio_held_send(h);
+	c->held_running = false;
+	c->held_stop = true;
+	pthread_cond_signal(&c->held_cond);
+	ls_mutex_unlock(&c->held_lock);
+	pthread_join(c->held_thread, NULL);
+	while ((h = c->held_head)) {
+		c->held_head = h->next;
+		fio_held_send(c, h);
 	}
 }
 
@@ -531,15 +594,16 @@ void wbfs_fuse_io_stop(void)
  * end): what is served inside this hook takes locks, so it runs with
  * cancellation off.
  */
-static bool fio_take(int fd, void *buf, size_t *len)
+static bool fio_take(void *arg, int fd, void *buf, size_t *len)
 {
+	struct fio_conn *c = arg;
 	bool served;
 	int cs;
 
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-	served = fio_intercept(fd, buf, *len);
+	served = fio_intercept(c, fd, buf, *len);
 	if (!served)
-		*len = fio_note_request(buf, *len);
+		*len = fio_note_request(c, buf, *len);
 	pthread_setcancelstate(cs, NULL);
 	if (!served) {
 		const struct fuse_in_header *in = buf;
@@ -547,25 +611,30 @@ static bool fio_take(int fd, void *buf, size_t *len)
 		/* answered through fio_writev, except these */
 		if (*len >= sizeof(*in) && in->opcode != FUSE_FORGET &&
 		    in->opcode != FUSE_BATCH_FORGET && in->opcode != FUSE_INTERRUPT)
-			atomic_fetch_add(&fio_busy, 1);
+			atomic_fetch_add(&c->busy, 1);
 	}
 	return served;
 }
 
 static ssize_t fio_read(int fd, void *buf, size_t buf_len, void *userdata)
 {
+	struct fio_conn *c = fio_conn_of(userdata);
+
+	if (!c)
+		return read(fd, buf, buf_len);	/* not installed by us: pass through */
 	for (;;) {
-		ssize_t n = fio_read_dev(fd, buf, buf_len);
+		ssize_t n = fio_read_dev(c, fd, buf, buf_len);
 		size_t len;
 
 		if (n <= 0)
 			return n;
 		if ((size_t)n >= sizeof(struct fuse_in_header) &&
 		    ((const struct fuse_in_header *)buf)->opcode == FUSE_INTERRUPT &&
-		    (fio_interrupt(buf, (size_t)n) || fio_serving_interrupt(buf, (size_t)n)))
+		    (fio_interrupt(c, buf, (size_t)n) ||
+		     fio_serving_interrupt(c, buf, (size_t)n)))
 			continue;
 		len = (size_t)n;
-		if (!fio_take(fd, buf, &len))
+		if (!fio_take(c, fd, buf, &len))
 			return (ssize_t)len;
 	}
 }
@@ -587,29 +656,20 @@ static void *fio_msg_bytes(const struct iovec *iov, int count, size_t pos, size_
 }
 
 /* The transport asked for with transport= and offered by the kernel's INIT. */
-static bool fio_uring_wanted(void)
+static bool fio_uring_wanted(struct fio_conn *c)
 {
-	return fio_wbfs && fio_wbfs->opts.transport != TRANSPORT_DEV &&
-	       atomic_load(&fio_kernel_offers_uring);
+	return c->w->opts.transport != TRANSPORT_DEV && atomic_load(&c->kernel_offers_uring);
 }
 
 /* Set by the INIT reply's patch: the rings start once that reply is out. */
 static __thread size_t fio_uring_payload_bytes;
 
-/*
- * Other workers serve requests while the rings are set up: one that asks
- * which transport serves (/.wbcfs/transport) waits for the outcome.
- */
-static pthread_mutex_t fio_uring_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t fio_uring_cond = PTHREAD_COND_INITIALIZER;
-static bool fio_uring_starting;		/* fio_uring_lock */
-
-static void fio_uring_set_starting(bool starting)
+static void fio_uring_set_starting(struct fio_conn *c, bool starting)
 {
-	pthread_mutex_lock(&fio_uring_lock);
-	fio_uring_starting = starting;
-	pthread_cond_broadcast(&fio_uring_cond);
-	pthread_mutex_unlock(&fio_uring_lock);
+	pthread_mutex_lock(&c->uring_lock);
+	c->uring_starting = starting;
+	pthread_cond_broadcast(&c->uring_cond);
+	pthread_mutex_unlock(&c->uring_lock);
 }
 
 /*
@@ -630,14 +690,15 @@ static size_t fio_uring_payload(const struct fuse_init_out *out)
  * INIT reply: let MAP_SHARED through to direct_io files, and ask for
  * FUSE over io_uring when the kernel offers it and transport= allows.
  */
-static void fio_patch_init(const struct iovec *iov, int count, size_t arg_len)
+static void fio_patch_init(struct fio_conn *c, const struct iovec *iov, int count,
+			   size_t arg_len)
 {
 	struct fuse_init_out *out;
 
 	out = fio_msg_bytes(iov, count, sizeof(struct fuse_out_header),
 			    offsetof(struct fuse_init_out, flags) + sizeof(out->flags));
 	if (out && arg_len >= offsetof(struct fuse_init_out, flags) + sizeof(out->flags))
-		fio_dont_mask = (out->flags & FUSE_DONT_MASK) != 0;
+		c->dont_mask = (out->flags & FUSE_DONT_MASK) != 0;
 	/* the kernel reads flags2 only from a full (7.23+) reply with INIT_EXT */
 	if (arg_len < offsetof(struct fuse_init_out, unused))
 		return;
@@ -645,15 +706,15 @@ static void fio_patch_init(const struct iovec *iov, int count, size_t arg_len)
 			    offsetof(struct fuse_init_out, unused));
 	if (!out)
 		return;
-	if (fio_kernel_allows_mmap) {
+	if (c->kernel_allows_mmap) {
 		out->flags |= FUSE_INIT_EXT;
 		out->flags2 |= FIO_ALLOW_MMAP_FLAGS2;
 	}
-	if (fio_uring_wanted()) {
+	if (fio_uring_wanted(c)) {
 		out->flags |= FUSE_INIT_EXT;
 		out->flags2 |= FURING_OVER_IO_URING_FLAGS2;
 		fio_uring_payload_bytes = fio_uring_payload(out);
-		fio_uring_set_starting(true);
+		fio_uring_set_starting(c, true);
 	}
 }
 
@@ -675,7 +736,7 @@ static void fio_patch_open(const struct iovec *iov, int count, size_t arg_len, b
 		out->open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
 }
 
-static void fio_patch_reply(const struct iovec *iov, int count)
+static void fio_patch_reply(struct fio_conn *c, const struct iovec *iov, int count)
 {
 	const struct fuse_out_header *out;
 	size_t arg_len;
@@ -690,7 +751,7 @@ static void fio_patch_reply(const struct iovec *iov, int count)
 		return;
 	arg_len = out->len - sizeof(*out);
 	if (fio_pending.opcode == FUSE_INIT)
-		fio_patch_init(iov, count, arg_len);
+		fio_patch_init(c, iov, count, arg_len);
 	else
 		fio_patch_open(iov, count, arg_len, fio_pending.opcode == FUSE_CREATE);
 }
@@ -712,52 +773,68 @@ static void fio_patch_reply(const struct iovec *iov, int count)
 
 /*
  * The INIT reply asked for io_uring and has reached the kernel (it sets
- * the connection up while the reply is written): register the rings.
- * Until every queue has, requests keep coming on /dev/fuse.
+ * the connection up while the reply is written): register this
+ * connection's rings on its device @fd. Until every queue has, requests
+ * keep coming on /dev/fuse.
  */
-static void fio_uring_start(int fd)
+static void fio_uring_start(struct fio_conn *c, int fd)
 {
 	size_t payload = fio_uring_payload_bytes;
+	struct furing *fr = NULL;
 	int ret;
 
 	fio_uring_payload_bytes = 0;
-	ret = furing_start(fio_se, fd, payload, FIO_URING_RINGS, FIO_URING_ENTRIES,
-			   fio_wbfs->opts.poll_us, fio_take);
+	ret = furing_start(&fr, c->se, fd, payload, FIO_URING_RINGS, FIO_URING_ENTRIES,
+			   c->w->opts.poll_us, fio_take, c);
 	if (ret)
 		fprintf(stderr, "wbcfs: %s: FUSE over io_uring not started (%s): serving "
-			"on /dev/fuse\n", fio_wbfs->dev_path, strerror(-ret));
-	fio_uring_set_starting(false);
+			"on /dev/fuse\n", c->w->dev_path, strerror(-ret));
+	/* published by the lock fio_uring_set_starting takes, before waiters look */
+	c->uring = fr;
+	fio_uring_set_starting(c, false);
+}
+
+/* One request's service ended (its reply is written): never below zero. */
+static void fio_busy_done(struct fio_conn *c)
+{
+	if (atomic_fetch_sub(&c->busy, 1) <= 0)
+		atomic_fetch_add(&c->busy, 1);
 }
 
 static ssize_t fio_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
+	struct fio_conn *c = fio_conn_of(userdata);
 	const struct fuse_out_header *out = iov[0].iov_base;
 	bool reply = count > 0 && iov[0].iov_len >= sizeof(*out) && out->unique;
 	ssize_t ret;
 
+	if (!c)
+		return writev(fd, iov, count);	/* not installed by us: pass through */
 	if (fio_pending.unique && fio_pending.opcode == FEXT_STATX && reply &&
 	    out->unique == fio_pending.unique) {
 		fio_pending.unique = 0;
-		if (atomic_fetch_sub(&fio_busy, 1) <= 0)
-			atomic_fetch_add(&fio_busy, 1);
+		fio_busy_done(c);
 		return fext_statx_reply(fd, iov, count, &fio_pending.btime);
 	}
 	if (fio_pending.unique)
-		fio_patch_reply(iov, count);
+		fio_patch_reply(c, iov, count);
 	/* a reply (notifications have unique 0) ends a request's service */
-	if (reply && atomic_fetch_sub(&fio_busy, 1) <= 0)
-		atomic_fetch_add(&fio_busy, 1);		/* never below zero */
+	if (reply)
+		fio_busy_done(c);
 	if (fio_hold_next.pause_ms > 0) {
+		long pause_ms = fio_hold_next.pause_ms;
+
+		/* spent by this reply, held or not: the next one is not paused */
 		fio_hold_next.pause_ms = 0;
-		if (reply && fio_hold(fd, iov, count))
+		if (reply && fio_hold(c, fd, iov, count, pause_ms))
 			return (ssize_t)out->len;
 	}
 	ret = wbfs_fuse_io_send(fd, iov, count);
 	if (fio_uring_payload_bytes) {
 		if (ret >= 0)
-			fio_uring_start(fd);
+			fio_uring_start(c, fd);
 		else
-			fio_uring_set_starting(false);
+			fio_uring_set_starting(c, false);
 		fio_uring_payload_bytes = 0;
 	}
 	return ret;
@@ -774,31 +851,83 @@ const struct fuse_custom_io *wbfs_fuse_io_ops(void)
 	return &fio_ops;
 }
 
-/** Install the hooks on a mounted session. Returns 0 or -errno. */
+static void fio_conn_free(struct fio_conn *c)
+{
+	pthread_cond_destroy(&c->uring_cond);
+	pthread_mutex_destroy(&c->uring_lock);
+	pthread_cond_destroy(&c->held_cond);
+	pthread_mutex_destroy(&c->held_lock);
+	free(c);
+}
+
+static struct fio_conn *fio_conn_alloc(struct wbfs *w, struct fuse_session *se)
+{
+	struct fio_conn *c = calloc(1, sizeof(*c));
+	pthread_condattr_t ca;
+
+	if (!c)
+		return NULL;
+	c->w = w;
+	c->se = se;
+	pthread_mutex_init(&c->held_lock, NULL);
+	/* the timer sleeps until a reply's due time on the monotonic clock */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->held_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&c->uring_lock, NULL);
+	pthread_cond_init(&c->uring_cond, NULL);
+	return c;
+}
+
 int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se)
 {
-	fio_wbfs = w;
-	fio_se = se;
-	return fuse_session_custom_io(se, &fio_ops, fuse_session_fd(se));
+	int ret;
+
+	if (w->fio)
+		return -EALREADY;
+	w->fio = fio_conn_alloc(w, se);
+	if (!w->fio)
+		return -ENOMEM;
+	if (!se)
+		return 0;
+	ret = fuse_session_custom_io(se, &fio_ops, fuse_session_fd(se));
+	if (ret) {
+		/* without the hooks nothing would reach this state */
+		fio_conn_free(w->fio);
+		w->fio = NULL;
+		return ret < 0 ? ret : -EIO;
+	}
+	return 0;
 }
 
-void wbfs_fuse_io_transport_stop(void)
+void wbfs_fuse_io_transport_stop(struct wbfs *w)
 {
-	furing_stop();
+	struct fio_conn *c = w->fio;
+
+	if (!c)
+		return;
+	wbfs_fuse_io_stop(w);	/* done already, unless the caller skipped it */
+	furing_stop(c->uring);
+	w->fio = NULL;
+	fio_conn_free(c);
 }
 
-int wbfs_fuse_io_transport_show(char *buf, size_t size)
+int wbfs_fuse_io_transport_show(struct wbfs *w, char *buf, size_t size)
 {
+	struct fio_conn *c = w->fio;
 	unsigned long requests;
 	unsigned queues, ents;
 
-	pthread_mutex_lock(&fio_uring_lock);
-	while (fio_uring_starting)
-		pthread_cond_wait(&fio_uring_cond, &fio_uring_lock);
-	pthread_mutex_unlock(&fio_uring_lock);
-	if (!furing_active())
+	if (!c)
 		return snprintf(buf, size, "dev\n");
-	furing_shape(&queues, &ents, &requests);
+	pthread_mutex_lock(&c->uring_lock);
+	while (c->uring_starting)
+		pthread_cond_wait(&c->uring_cond, &c->uring_lock);
+	pthread_mutex_unlock(&c->uring_lock);
+	if (!furing_active(c->uring))
+		return snprintf(buf, size, "dev\n");
+	furing_shape(c->uring, &queues, &ents, &requests);
 	return snprintf(buf, size, "uring\nqueues %u\nentries %u\nrequests %lu\n", queues,
 			ents, requests);
 }

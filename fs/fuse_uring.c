@@ -37,6 +37,13 @@
  * At unmount the kernel completes every registered command with
  * -ENOTCONN; a ring thread ends when all of its entries have, or when
  * furing_stop asks.
+ *
+ * Everything belongs to one FUSE connection (struct furing, made by
+ * furing_start): the kernel takes one set of queues per connection, so a
+ * process serving several mounts runs one struct furing for each mount
+ * that uses io_uring. A ring thread serves its own connection only, and
+ * a reply finds its entry, hence its connection, through the thread's
+ * current entry: nothing here is shared between connections.
  */
 #include <errno.h>
 #include <linux/fuse.h>
@@ -61,6 +68,7 @@
 #define FURING_EFD_TAG 1ULL		/* user_data of the eventfd read */
 #define FURING_MAX_QUEUES 1024
 
+struct furing;
 struct furing_ring;
 
 struct furing_ent {
@@ -78,6 +86,7 @@ struct furing_ent {
 };
 
 struct furing_ring {
+	struct furing *fr;		/* constant: the connection */
 	unsigned qid;
 	struct io_uring ring;		/* ring thread only */
 	int efd;			/* eventfd: held replies to commit, or stop */
@@ -91,11 +100,14 @@ struct furing_ring {
 	struct furing_ent *commit_head;
 	bool stop;
 	bool exited;
-	int start_ret;			/* furing_lock: registration result, 1 = pending */
+	int start_ret;			/* fr->start_lock: registration result, 1 = pending */
 };
 
-/* The transport: set up once, at INIT, by one thread. */
-static struct {
+/*
+ * The transport of one FUSE connection: set up once, at its INIT, by one
+ * thread; the fields without a comment are constant after furing_start.
+ */
+struct furing {
 	struct fuse_session *se;
 	int fd;
 	size_t payload_size;
@@ -104,15 +116,16 @@ static struct {
 	unsigned rings_per_queue;
 	unsigned nr_rings;
 	struct furing_ring *rings;
-	bool (*take)(int fd, void *buf, size_t *len);
+	bool (*take)(void *arg, int fd, void *buf, size_t *len);
+	void *take_arg;
 	unsigned poll_us;
-	_Atomic bool active;
-	_Atomic int spinner;		/* 1 while a ring thread busy-polls */
-	_Atomic int serving;		/* requests being served */
-} furing;
+	_Atomic bool active;		/* atomic */
+	_Atomic int spinner;		/* atomic: 1 while a ring thread busy-polls */
+	_Atomic int serving;		/* atomic: requests being served */
 
-static pthread_mutex_t furing_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t furing_cond = PTHREAD_COND_INITIALIZER;
+	pthread_mutex_t start_lock;	/* protects: rings[].start_ret */
+	pthread_cond_t start_cond;	/* start_lock: a ring reported */
+};
 
 /* The entry this thread is serving: its reply goes into the entry. */
 static __thread struct furing_ent *furing_cur;
@@ -234,7 +247,7 @@ static int furing_prep_cmd(struct furing_ring *q, struct furing_ent *e, uint32_t
 		return -EBUSY;
 	memset(sqe, 0, 2 * sizeof(*sqe));	/* a 128-byte SQE */
 	sqe->opcode = IORING_OP_URING_CMD;
-	sqe->fd = furing.fd;
+	sqe->fd = q->fr->fd;
 	sqe->cmd_op = op;
 	if (op == FURING_CMD_REGISTER) {
 		sqe->addr = (uintptr_t)e->iov;
@@ -274,11 +287,12 @@ static void furing_error_reply(struct furing_ent *e, int err)
 	struct fuse_out_header out = { .len = sizeof(out), .error = err, .unique = e->unique };
 	struct iovec iov = { .iov_base = &out, .iov_len = sizeof(out) };
 
-	furing_reply_fill(e->hdr, e->payload, furing.payload_size, &iov, 1);
+	furing_reply_fill(e->hdr, e->payload, e->q->fr->payload_size, &iov, 1);
 }
 
 static void furing_serve(struct furing_ring *q, struct furing_ent *e)
 {
+	struct furing *fr = q->fr;
 	const struct fuse_in_header *in = (const void *)e->hdr->in_out;
 	size_t len;
 	void *msg;
@@ -288,20 +302,20 @@ static void furing_serve(struct furing_ring *q, struct furing_ent *e)
 	e->commit_id = e->hdr->ring_ent_in_out.commit_id;
 	e->unique = in->unique;
 	e->replied = e->held = false;
-	msg = furing_req_flatten(e->hdr, e->payload, furing.payload_size, &len);
+	msg = furing_req_flatten(e->hdr, e->payload, fr->payload_size, &len);
 	if (!msg) {
 		furing_error_reply(e, -EIO);
 		furing_commit(q, e);
 		return;
 	}
 	furing_cur = e;
-	atomic_fetch_add(&furing.serving, 1);
-	if (!furing.take(furing.fd, msg, &len)) {
+	atomic_fetch_add(&fr->serving, 1);
+	if (!fr->take(fr->take_arg, fr->fd, msg, &len)) {
 		struct fuse_buf fb = { .mem = msg, .size = len };
 
-		fuse_session_process_buf(furing.se, &fb);
+		fuse_session_process_buf(fr->se, &fb);
 	}
-	atomic_fetch_sub(&furing.serving, 1);
+	atomic_fetch_sub(&fr->serving, 1);
 	furing_cur = NULL;
 	if (e->held)
 		return;			/* the timer commits it */
@@ -318,7 +332,7 @@ bool furing_reply(const struct iovec *iov, int count, ssize_t *ret)
 	if (!e || e->replied || count < 1 || iov[0].iov_len < sizeof(*out) ||
 	    out->unique != e->unique)
 		return false;
-	*ret = furing_reply_fill(e->hdr, e->payload, furing.payload_size, iov, count);
+	*ret = furing_reply_fill(e->hdr, e->payload, e->q->fr->payload_size, iov, count);
 	if (*ret == -E2BIG)
 		fprintf(stderr, "wbcfs: reply of %u bytes larger than the ring entry\n", out->len);
 	e->replied = true;
@@ -397,10 +411,10 @@ static bool furing_complete(struct furing_ring *q, struct io_uring_cqe *cqe)
 
 static void furing_report(struct furing_ring *q, int ret)
 {
-	pthread_mutex_lock(&furing_lock);
+	pthread_mutex_lock(&q->fr->start_lock);
 	q->start_ret = ret;
-	pthread_cond_broadcast(&furing_cond);
-	pthread_mutex_unlock(&furing_lock);
+	pthread_cond_broadcast(&q->fr->start_cond);
+	pthread_mutex_unlock(&q->fr->start_lock);
 }
 
 /* Register every entry; a refusal completes at once (before submit returns). */
@@ -410,13 +424,13 @@ static int furing_register(struct furing_ring *q)
 	unsigned head, i;
 	int ret;
 
-	for (i = 0; i < furing.nr_ents; i++) {
+	for (i = 0; i < q->fr->nr_ents; i++) {
 		ret = furing_prep_cmd(q, &q->ents[i], FURING_CMD_REGISTER);
 		if (ret)
 			return ret;
 	}
 	furing_prep_efd_read(q);
-	q->nr_live = furing.nr_ents;
+	q->nr_live = q->fr->nr_ents;
 	ret = io_uring_submit(&q->ring);
 	if (ret < 0)
 		return ret;
@@ -441,22 +455,25 @@ static uint64_t furing_now_ns(void)
  * microseconds after our reply, and waking a sleeping thread costs an IPI
  * to a halted vCPU. The kernel gives the next request of the queue to the
  * entry committed last, this thread's. One thread at a time, and only
- * while nobody is serving: with many clients requests wait anyway.
+ * while nobody is serving: with many clients requests wait anyway. (Per
+ * connection: a thread polling one mount's rings gains nothing for the
+ * clients of another.)
  * (The kernel's completion work reaches a thread polling in user space:
  * the ring is set up without COOP_TASKRUN, so it is signalled.)
  */
 static void furing_spin(struct furing_ring *q)
 {
+	struct furing *fr = q->fr;
 	int idle = 0;
 	uint64_t end;
 
-	if (!furing.poll_us || io_uring_cq_ready(&q->ring) || atomic_load(&furing.serving) ||
-	    !atomic_compare_exchange_strong(&furing.spinner, &idle, 1))
+	if (!fr->poll_us || io_uring_cq_ready(&q->ring) || atomic_load(&fr->serving) ||
+	    !atomic_compare_exchange_strong(&fr->spinner, &idle, 1))
 		return;
-	end = furing_now_ns() + (uint64_t)furing.poll_us * 1000;
+	end = furing_now_ns() + (uint64_t)fr->poll_us * 1000;
 	while (!io_uring_cq_ready(&q->ring) && furing_now_ns() < end)
 		__builtin_ia32_pause();
-	atomic_store(&furing.spinner, 0);
+	atomic_store(&fr->spinner, 0);
 }
 
 static void *furing_main(void *arg)
@@ -477,7 +494,7 @@ static void *furing_main(void *arg)
 		struct io_uring_cqe *cqe;
 		unsigned head, seen = 0;
 
-		if (furing.poll_us) {
+		if (q->fr->poll_us) {
 			io_uring_submit(&q->ring);
 			furing_spin(q);
 		}
@@ -497,25 +514,26 @@ static void *furing_main(void *arg)
 	return NULL;
 }
 
-static int furing_ring_init(struct furing_ring *q, unsigned qid)
+static int furing_ring_init(struct furing *fr, struct furing_ring *q, unsigned qid)
 {
-	size_t area = FURING_HEADROOM + furing.payload_size;
+	size_t area = FURING_HEADROOM + fr->payload_size;
 	unsigned i;
 	int ret;
 
+	q->fr = fr;
 	q->qid = qid;
 	q->start_ret = 1;
 	pthread_mutex_init(&q->lock, NULL);
 	q->efd = eventfd(0, EFD_CLOEXEC);
 	if (q->efd < 0)
 		return -errno;
-	ret = io_uring_queue_init(furing.nr_ents * 2 + 4, &q->ring, IORING_SETUP_SQE128);
+	ret = io_uring_queue_init(fr->nr_ents * 2 + 4, &q->ring, IORING_SETUP_SQE128);
 	if (ret)
 		return ret;
-	q->ents = calloc(furing.nr_ents, sizeof(*q->ents));
+	q->ents = calloc(fr->nr_ents, sizeof(*q->ents));
 	if (!q->ents)
 		return -ENOMEM;
-	for (i = 0; i < furing.nr_ents; i++) {
+	for (i = 0; i < fr->nr_ents; i++) {
 		struct furing_ent *e = &q->ents[i];
 
 		e->q = q;
@@ -529,21 +547,24 @@ static int furing_ring_init(struct furing_ring *q, unsigned qid)
 		}
 		e->payload = e->area + FURING_HEADROOM;
 		e->iov[0] = (struct iovec){ e->hdr, sizeof(*e->hdr) };
-		e->iov[1] = (struct iovec){ e->payload, furing.payload_size };
+		e->iov[1] = (struct iovec){ e->payload, fr->payload_size };
 	}
 	return 0;
 }
 
 static void furing_ring_free(struct furing_ring *q)
 {
+	struct furing *fr = q->fr;
 	unsigned i;
 
+	if (!fr)
+		return;		/* never initialised */
 	if (q->ring.ring_fd > 0)
 		io_uring_queue_exit(&q->ring);
-	for (i = 0; q->ents && i < furing.nr_ents; i++) {
+	for (i = 0; q->ents && i < fr->nr_ents; i++) {
 		free(q->ents[i].hdr);
 		if (q->ents[i].area)
-			munmap(q->ents[i].area, FURING_HEADROOM + furing.payload_size);
+			munmap(q->ents[i].area, FURING_HEADROOM + fr->payload_size);
 	}
 	free(q->ents);
 	if (q->efd > 0)
@@ -552,75 +573,95 @@ static void furing_ring_free(struct furing_ring *q)
 }
 
 /* Wait until every started queue has said how its registration went. */
-static int furing_wait_started(unsigned started)
+static int furing_wait_started(struct furing *fr, unsigned started)
 {
 	unsigned i;
 	int ret = 0;
 
-	pthread_mutex_lock(&furing_lock);
+	pthread_mutex_lock(&fr->start_lock);
 	for (i = 0; i < started; i++) {
-		while (furing.rings[i].start_ret == 1)
-			pthread_cond_wait(&furing_cond, &furing_lock);
-		if (furing.rings[i].start_ret && !ret)
-			ret = furing.rings[i].start_ret;
+		while (fr->rings[i].start_ret == 1)
+			pthread_cond_wait(&fr->start_cond, &fr->start_lock);
+		if (fr->rings[i].start_ret && !ret)
+			ret = fr->rings[i].start_ret;
 	}
-	pthread_mutex_unlock(&furing_lock);
+	pthread_mutex_unlock(&fr->start_lock);
 	return ret;
 }
 
-int furing_start(struct fuse_session *se, int fd, size_t payload_size, unsigned rings_per_queue,
-		 unsigned nr_ents, unsigned poll_us, bool (*take)(int fd, void *buf, size_t *len))
+static struct furing *furing_alloc(unsigned nr_queues, unsigned rings_per_queue)
+{
+	struct furing *fr = calloc(1, sizeof(*fr));
+
+	if (!fr)
+		return NULL;
+	fr->rings = calloc((size_t)nr_queues * rings_per_queue, sizeof(*fr->rings));
+	if (!fr->rings) {
+		free(fr);
+		return NULL;
+	}
+	fr->nr_queues = nr_queues;
+	fr->rings_per_queue = rings_per_queue;
+	fr->nr_rings = nr_queues * rings_per_queue;
+	pthread_mutex_init(&fr->start_lock, NULL);
+	pthread_cond_init(&fr->start_cond, NULL);
+	return fr;
+}
+
+int furing_start(struct furing **out, struct fuse_session *se, int fd, size_t payload_size,
+		 unsigned rings_per_queue, unsigned nr_ents, unsigned poll_us,
+		 bool (*take)(void *arg, int fd, void *buf, size_t *len), void *take_arg)
 {
 	unsigned i, started = 0, n = furing_possible_cpus();
+	struct furing *fr;
 	int ret = 0;
 
-	if (furing.rings)
+	if (*out)
 		return -EALREADY;
 	if (!n || n > FURING_MAX_QUEUES || !rings_per_queue || !nr_ents)
 		return -EINVAL;
-	furing.se = se;
-	furing.fd = fd;
-	furing.payload_size = (payload_size + 4095) & ~(size_t)4095;
-	furing.nr_ents = nr_ents;
-	furing.take = take;
-	furing.poll_us = poll_us;
-	furing.rings = calloc((size_t)n * rings_per_queue, sizeof(*furing.rings));
-	if (!furing.rings)
+	fr = furing_alloc(n, rings_per_queue);
+	if (!fr)
 		return -ENOMEM;
-	furing.nr_queues = n;
-	furing.rings_per_queue = rings_per_queue;
-	furing.nr_rings = n * rings_per_queue;
-	for (i = 0; i < furing.nr_rings && !ret; i++) {
-		ret = furing_ring_init(&furing.rings[i], i / rings_per_queue);
+	fr->se = se;
+	fr->fd = fd;
+	fr->payload_size = (payload_size + 4095) & ~(size_t)4095;
+	fr->nr_ents = nr_ents;
+	fr->take = take;
+	fr->take_arg = take_arg;
+	fr->poll_us = poll_us;
+	for (i = 0; i < fr->nr_rings && !ret; i++) {
+		ret = furing_ring_init(fr, &fr->rings[i], i / rings_per_queue);
 		if (!ret)
-			ret = -pthread_create(&furing.rings[i].thread, NULL, furing_main,
-					      &furing.rings[i]);
+			ret = -pthread_create(&fr->rings[i].thread, NULL, furing_main,
+					      &fr->rings[i]);
 		if (!ret)
 			started++;
 	}
 	if (!ret)
-		ret = furing_wait_started(started);
+		ret = furing_wait_started(fr, started);
 	else
-		furing_wait_started(started);
+		furing_wait_started(fr, started);
 	if (ret) {
-		furing_stop();
+		furing_stop(fr);
 		return ret;
 	}
-	furing.active = true;
+	fr->active = true;
+	*out = fr;
 	return 0;
 }
 
-void furing_stop(void)
+void furing_stop(struct furing *fr)
 {
 	unsigned i;
 
-	if (!furing.rings)
+	if (!fr)
 		return;
-	furing.active = false;
-	for (i = 0; i < furing.nr_rings; i++) {
-		struct furing_ring *q = &furing.rings[i];
+	fr->active = false;
+	for (i = 0; i < fr->nr_rings; i++) {
+		struct furing_ring *q = &fr->rings[i];
 
-		if (q->start_ret == 1 && !q->thread)
+		if (!q->fr || (q->start_ret == 1 && !q->thread))
 			continue;
 		pthread_mutex_lock(&q->lock);
 		q->stop = true;
@@ -628,31 +669,34 @@ void furing_stop(void)
 		if (q->efd > 0)
 			eventfd_write(q->efd, 1);
 	}
-	for (i = 0; i < furing.nr_rings; i++) {
-		struct furing_ring *q = &furing.rings[i];
+	for (i = 0; i < fr->nr_rings; i++) {
+		struct furing_ring *q = &fr->rings[i];
 
 		if (q->thread)
 			pthread_join(q->thread, NULL);
 		furing_ring_free(q);
 	}
-	free(furing.rings);
-	furing.rings = NULL;
-	furing.nr_rings = 0;
+	pthread_cond_destroy(&fr->start_cond);
+	pthread_mutex_destroy(&fr->start_lock);
+	free(fr->rings);
+	free(fr);
 }
 
-bool furing_active(void)
+bool furing_active(const struct furing *fr)
 {
-	return furing.active;
+	return fr && fr->active;
 }
 
-void furing_shape(unsigned *nr_queues, unsigned *nr_ents, unsigned long *nr_requests)
+void furing_shape(const struct furing *fr, unsigned *nr_queues, unsigned *nr_ents,
+		  unsigned long *nr_requests)
 {
+	bool active = furing_active(fr);
 	unsigned i;
 
-	*nr_queues = furing.active ? furing.nr_queues : 0;
-	*nr_ents = furing.active ? furing.nr_ents * furing.rings_per_queue : 0;
+	*nr_queues = active ? fr->nr_queues : 0;
+	*nr_ents = active ? fr->nr_ents * fr->rings_per_queue : 0;
 	*nr_requests = 0;
-	for (i = 0; furing.active && i < furing.nr_rings; i++)
-		*nr_requests += atomic_load_explicit(&furing.rings[i].nr_requests,
+	for (i = 0; active && i < fr->nr_rings; i++)
+		*nr_requests += atomic_load_explicit(&fr->rings[i].nr_requests,
 						     memory_order_relaxed);
 }

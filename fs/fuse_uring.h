@@ -23,6 +23,7 @@
 #include <sys/uio.h>
 
 struct fuse_session;
+struct furing;
 
 #define FURING_OVER_IO_URING_FLAGS2 (1u << 9)	/* FUSE_OVER_IO_URING (1ULL << 41) */
 #define FURING_IN_OUT_HEADER_SZ 128		/* FUSE_URING_IN_OUT_HEADER_SZ */
@@ -84,29 +85,38 @@ ssize_t furing_reply_fill(struct furing_req_header *h, char *payload, size_t pay
 int furing_kernel_enabled(void);
 
 /**
- * Start @rings_per_queue ring threads per possible CPU (the kernel's
- * queues), each registering @nr_ents entries with payload buffers of
- * @payload_size bytes on the FUSE device @fd (after the INIT reply went
- * out), busy-polling up to @poll_us after a reply. Requests are served
- * through fuse_session_process_buf on @se,
- * after @take (fuse_io.c's pre-processing: true when it served the
- * request itself). Returns 0 when every ring registered, or -errno (the
- * kernel keeps using /dev/fuse).
+ * Start the io_uring transport of one FUSE connection: @rings_per_queue
+ * ring threads per possible CPU (the kernel's queues), each registering
+ * @nr_ents entries with payload buffers of @payload_size bytes on the
+ * connection's device @fd (after the INIT reply went out), busy-polling up
+ * to @poll_us after a reply. Requests are served through
+ * fuse_session_process_buf on @se, after @take(@take_arg, ...) (fuse_io.c's
+ * pre-processing: true when it served the request itself). On success the
+ * transport is stored in *@out, which must be NULL before.
+ * Returns 0 when every ring registered, or -errno (EALREADY: *@out is
+ * set; EINVAL, ENOMEM, or the kernel's refusal; the kernel keeps using
+ * /dev/fuse).
  */
-int furing_start(struct fuse_session *se, int fd, size_t payload_size, unsigned rings_per_queue,
-		 unsigned nr_ents, unsigned poll_us, bool (*take)(int fd, void *buf, size_t *len));
-/** Stop the queue threads and free the rings (the session has ended). */
-void furing_stop(void);
-/** Is the io_uring transport serving requests? */
-bool furing_active(void);
-/** Queues, entries per queue, requests served so far, when active. */
-void furing_shape(unsigned *nr_queues, unsigned *nr_ents, unsigned long *nr_requests);
+int furing_start(struct furing **out, struct fuse_session *se, int fd, size_t payload_size,
+		 unsigned rings_per_queue, unsigned nr_ents, unsigned poll_us,
+		 bool (*take)(void *arg, int fd, void *buf, size_t *len), void *take_arg);
+/**
+ * Stop @fr's ring threads and free it (its session has ended); other
+ * connections' transports go on. NULL: nothing to do.
+ */
+void furing_stop(struct furing *fr);
+/** Is @fr (NULL: none) serving requests? */
+bool furing_active(const struct furing *fr);
+/** Queues, entries per queue, requests served so far, when @fr is active. */
+void furing_shape(const struct furing *fr, unsigned *nr_queues, unsigned *nr_ents,
+		  unsigned long *nr_requests);
 
 /**
  * A reply written on this thread: when it answers the ring entry the
  * thread is serving, it goes into that entry (committed after the
  * handler returns) and true is returned with its length (or -errno) in
- * @ret; false: not a ring request, write it on the device.
+ * @ret; false: not a ring request, write it on the device. The thread's
+ * entry names its connection: no argument is needed to find it.
  */
 bool furing_reply(const struct iovec *iov, int count, ssize_t *ret);
 /**
@@ -115,7 +125,7 @@ bool furing_reply(const struct iovec *iov, int count, ssize_t *ret);
  * for a ring entry.
  */
 void *furing_hold(const struct iovec *iov, int count);
-/** Commit a held entry's reply now (from any thread). */
+/** Commit a held entry's reply now (from any thread), on the entry's own connection. */
 void furing_commit_held(void *ent);
 
 #endif

@@ -24,22 +24,24 @@ int furing_kernel_enabled(void)
 	return -ENOTSUP;
 }
 
-int furing_start(struct fuse_session *se, int fd, size_t payload_size, unsigned rings_per_queue,
-		 unsigned nr_ents, unsigned poll_us, bool (*take)(int fd, void *buf, size_t *len))
+int furing_start(struct furing **out, struct fuse_session *se, int fd, size_t payload_size,
+		 unsigned rings_per_queue, unsigned nr_ents, unsigned poll_us,
+		 bool (*take)(void *arg, int fd, void *buf, size_t *len), void *take_arg)
 {
 	return -ENOTSUP;
 }
 
-void furing_stop(void)
+void furing_stop(struct furing *fr)
 {
 }
 
-bool furing_active(void)
+bool furing_active(const struct furing *fr)
 {
 	return false;
 }
 
-void furing_shape(unsigned *nr_queues, unsigned *nr_ents, unsigned long *nr_requests)
+void furing_shape(const struct furing *fr, unsigned *nr_queues, unsigned *nr_ents,
+		  unsigned long *nr_requests)
 {
 	*nr_queues = *nr_ents = 0;
 	*nr_requests = 0;

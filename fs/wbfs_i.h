@@ -177,6 +177,8 @@ struct wbfs {
 	struct timespec ctl_time;	/* constant: mount time, the control files' times */
 
 	struct fuse_session *se;
+	struct fio_conn *fio;		/* fuse_io.c: this mount's FUSE connection;
+					 * NULL before install, after transport_stop */
 	bool posix_acl;			/* constant after FUSE_INIT: the kernel
 					 * enforces POSIX ACLs (else they are
 					 * refused, as ext4's noacl does) */
@@ -411,30 +413,51 @@ void wbfs_inval_dir_listing(struct wbfs *w, struct winode *wi, bool always);
 int wbfs_inval_start(struct wbfs *w);
 void wbfs_inval_stop(struct wbfs *w);
 
-/* fuse_io.c */
-int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se);
-/** Start the timer that sends held (throttled) WRITE replies. Returns 0 or -errno. */
-int wbfs_fuse_io_start(void);
-/** Stop it and send every held reply now (the session is ending). */
-void wbfs_fuse_io_stop(void);
+/* fuse_io.c: one FUSE connection's channel hooks and transport, as w->fio */
 /**
- * The reply this thread sends next (a WRITE's) is held for @pause_ms,
- * then throttle_resume(@tw, @pid) decides whether it waits longer.
- * Returns false when replies cannot be held (no timer): pause in place.
+ * Make @w's connection state (w->fio) and install the channel hooks on its
+ * mounted session @se, whose userdata must be @w (the hooks find their
+ * connection through it). @se NULL: the state alone, for unit tests that
+ * drive wbfs_fuse_io_ops() themselves with @w as userdata.
+ * Returns 0 or -errno (EALREADY: installed before; ENOMEM; libfuse's
+ * refusal, after which w->fio is NULL again).
  */
-bool wbfs_fuse_io_hold_reply(struct throttle_wb *tw, pid_t pid, long pause_ms);
-/** Replies held now (vmstat). */
-long wbfs_fuse_io_held(void);
+int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se);
+/**
+ * Start the timer thread of @w's connection, which sends its held
+ * (throttled) WRITE replies. Returns 0 or -errno (ENODEV: not installed).
+ */
+int wbfs_fuse_io_start(struct wbfs *w);
+/**
+ * Stop @w's timer and send every reply held on @w's connection now (its
+ * session is ending). Other connections' held replies keep their pauses.
+ */
+void wbfs_fuse_io_stop(struct wbfs *w);
+/**
+ * The reply this thread sends next (a WRITE's, on @w's connection) is
+ * held for @pause_ms, then throttle_resume(@tw, @pid) decides whether it
+ * waits longer. Returns false when replies cannot be held (no timer):
+ * pause in place.
+ */
+bool wbfs_fuse_io_hold_reply(struct wbfs *w, struct throttle_wb *tw, pid_t pid, long pause_ms);
+/** Replies held now on @w's connection (vmstat). */
+long wbfs_fuse_io_held(struct wbfs *w);
+/** The hooks themselves; their userdata is the mount's struct wbfs. */
 const struct fuse_custom_io *wbfs_fuse_io_ops(void);
 /**
  * Send a reply on the device @fd, or into the io_uring entry whose request
- * this thread serves. Returns the bytes sent or -1 with errno (as writev).
+ * this thread serves (the entry, and so its connection, is the thread's
+ * own: @fd or the entry name the connection). Returns the bytes sent or
+ * -1 with errno (as writev).
  */
 ssize_t wbfs_fuse_io_send(int fd, const struct iovec *iov, int count);
-/** Stop the io_uring queues, after the session's loop and the unmount. */
-void wbfs_fuse_io_transport_stop(void);
-/** "uring" or "dev": what serves requests now; with queues and entries. */
-int wbfs_fuse_io_transport_show(char *buf, size_t size);
+/**
+ * Stop @w's io_uring queues and free its connection state (w->fio NULL),
+ * after the session's loop and wbfs_fuse_io_stop, before the unmount.
+ */
+void wbfs_fuse_io_transport_stop(struct wbfs *w);
+/** "uring" or "dev": what serves @w's requests now; with queues and entries. */
+int wbfs_fuse_io_transport_show(struct wbfs *w, char *buf, size_t size);
 
 /* ctl.c: the control directory; FUSE inodes from CTL_INO_BASE up */
 #define CTL_INO_BASE (1ULL << 32)

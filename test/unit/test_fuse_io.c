@@ -8,6 +8,12 @@
  * error replies and replies with another unique pass unchanged. FUSE_STATX
  * goes on as the GETATTR it begins with and that reply comes back as a
  * fuse_statx_out; FUSE_TMPFILE is answered by the hook itself.
+ *
+ * The hooks' userdata is a mount's struct wbfs, whose w->fio is its
+ * connection: here a wbfs with no filesystem behind it (destroyed). Two
+ * such connections in one process hold throttled replies apart: each goes
+ * back on its own fd, an interrupt on one connection does not release the
+ * other's, and stopping one sends only its own.
  */
 #include <check.h>
 #include "helpers.h"
@@ -15,6 +21,8 @@
 #include <linux/fuse.h>
 #include <stddef.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/sysmacros.h>
@@ -25,15 +33,37 @@
 #define ALLOW_MMAP_FLAGS2 (1u << 4)	/* FUSE_DIRECT_IO_ALLOW_MMAP >> 32 */
 
 static int req_pipe[2], rep_pipe[2];
+static struct wbfs *t_w;	/* the connection the pipes stand for */
+
+/* A mount's connection state without a filesystem or a session. */
+static struct wbfs *t_conn_new(void)
+{
+	struct wbfs *w = calloc(1, sizeof(*w));
+
+	ck_assert_ptr_nonnull(w);
+	w->destroyed = true;	/* no filesystem: TMPFILE fails, STATX has no btime */
+	ck_assert_int_eq(wbfs_fuse_io_install(w, NULL), 0);
+	ck_assert_ptr_nonnull(w->fio);
+	return w;
+}
+
+static void t_conn_free(struct wbfs *w)
+{
+	wbfs_fuse_io_transport_stop(w);
+	ck_assert_ptr_null(w->fio);
+	free(w);
+}
 
 static void setup(void)
 {
 	ck_assert_int_eq(pipe(req_pipe), 0);
 	ck_assert_int_eq(pipe(rep_pipe), 0);
+	t_w = t_conn_new();
 }
 
 static void teardown(void)
 {
+	t_conn_free(t_w);
 	close(req_pipe[0]);
 	close(req_pipe[1]);
 	close(rep_pipe[0]);
@@ -54,7 +84,7 @@ static void t_request(uint32_t opcode, uint64_t unique, const void *arg, size_t 
 	memcpy(buf, &in, sizeof(in));
 	memcpy(buf + sizeof(in), arg, len);
 	ck_assert_int_eq(write(req_pipe[1], buf, in.len), (ssize_t)in.len);
-	ck_assert_int_eq(wbfs_fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), NULL),
+	ck_assert_int_eq(wbfs_fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), t_w),
 			 (ssize_t)in.len);
 }
 
@@ -69,7 +99,7 @@ static void t_reply(uint64_t unique, int error, void *arg, size_t len, void *out
 	struct iovec iov[2] = { { &oh, sizeof(oh) }, { arg, len } };
 	char buf[4096];
 
-	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(rep_pipe[1], iov, len ? 2 : 1, NULL),
+	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(rep_pipe[1], iov, len ? 2 : 1, t_w),
 			 (ssize_t)oh.len);
 	ck_assert_int_eq(read(rep_pipe[0], buf, oh.len), (ssize_t)oh.len);
 	memcpy(out, buf + sizeof(oh), len);
@@ -227,7 +257,7 @@ static void t_statx_request(uint64_t unique)
 	memcpy(buf + sizeof(in), &sin, sizeof(sin));
 	ck_assert_int_eq(write(req_pipe[1], buf, in.len), (ssize_t)in.len);
 	memset(buf, 0, sizeof(buf));
-	ck_assert_int_eq(wbfs_fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), NULL),
+	ck_assert_int_eq(wbfs_fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), t_w),
 			 (ssize_t)(sizeof(in) + sizeof(*gin)));
 	got = (const void *)buf;
 	gin = (const void *)(got + 1);
@@ -260,7 +290,7 @@ START_TEST(statx_as_getattr)
 	ck_assert_uint_eq(sizeof(sx), 288);
 	t_statx_request(30);
 	/* the hook tells "libfuse" its whole reply went out */
-	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(rep_pipe[1], iov, 2, NULL),
+	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(rep_pipe[1], iov, 2, t_w),
 			 (ssize_t)oh.len);
 	ck_assert_int_eq(read(rep_pipe[0], buf, sizeof(buf)),
 			 (ssize_t)(sizeof(oh) + sizeof(sx)));
@@ -342,7 +372,7 @@ START_TEST(tmpfile_answered_here)
 	ck_assert_int_eq(write(pkt[1], buf, next.len), (ssize_t)next.len);
 	/* the hook answers the TMPFILE on the fd it read it from and hands
 	 * "libfuse" the next request */
-	ck_assert_int_eq(wbfs_fuse_io_ops()->read(pkt[0], buf, sizeof(buf), NULL),
+	ck_assert_int_eq(wbfs_fuse_io_ops()->read(pkt[0], buf, sizeof(buf), t_w),
 			 (ssize_t)next.len);
 	ck_assert_uint_eq(((struct fuse_in_header *)buf)->unique, 52);
 	ck_assert_int_eq(read(pkt[1], &oh, sizeof(oh)), (ssize_t)sizeof(oh));
@@ -351,6 +381,162 @@ START_TEST(tmpfile_answered_here)
 	ck_assert_uint_eq(oh.len, sizeof(oh));
 	close(pkt[0]);
 	close(pkt[1]);
+}
+END_TEST
+
+/* ---- held replies: two connections in one process ------------------------ */
+
+/*
+ * One connection as the kernel sees it: requests on a packet socket (each
+ * read returns one, as /dev/fuse does), replies on a pipe.
+ */
+struct t_conn {
+	struct wbfs *w;
+	int req[2], rep[2];
+};
+
+static void t_conn_open(struct t_conn *tc)
+{
+	tc->w = t_conn_new();
+	ck_assert_int_eq(wbfs_fuse_io_start(tc->w), 0);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, tc->req), 0);
+	ck_assert_int_eq(pipe2(tc->rep, O_NONBLOCK), 0);
+}
+
+static void t_conn_close(struct t_conn *tc)
+{
+	t_conn_free(tc->w);
+	close(tc->req[0]);
+	close(tc->req[1]);
+	close(tc->rep[0]);
+	close(tc->rep[1]);
+}
+
+/* The kernel sends @opcode with @arg. */
+static void t_conn_send(struct t_conn *tc, uint32_t opcode, uint64_t unique, const void *arg,
+			size_t len)
+{
+	struct fuse_in_header in = {
+		.len = (uint32_t)(sizeof(in) + len),
+		.opcode = opcode,
+		.unique = unique,
+		.nodeid = 2,
+	};
+	char buf[512];
+
+	memcpy(buf, &in, sizeof(in));
+	memcpy(buf + sizeof(in), arg, len);
+	ck_assert_int_eq(write(tc->req[1], buf, in.len), (ssize_t)in.len);
+}
+
+/* As t_conn_send; returns the length of what the read hook hands libfuse. */
+static ssize_t t_conn_request(struct t_conn *tc, uint32_t opcode, uint64_t unique,
+			      const void *arg, size_t len)
+{
+	char buf[512];
+
+	t_conn_send(tc, opcode, unique, arg, len);
+	return wbfs_fuse_io_ops()->read(tc->req[0], buf, sizeof(buf), tc->w);
+}
+
+/* A WRITE whose writer was told to pause long: its reply is held. */
+static void t_conn_write_held(struct t_conn *tc, uint64_t unique)
+{
+	struct fuse_write_in wi = { .fh = 1, .size = 0 };
+	struct fuse_out_header oh = {
+		.len = sizeof(oh) + sizeof(struct fuse_write_out),
+		.unique = unique,
+	};
+	struct fuse_write_out wo = { .size = 4096 };
+	struct iovec iov[2] = { { &oh, sizeof(oh) }, { &wo, sizeof(wo) } };
+	char c;
+
+	ck_assert_int_eq(t_conn_request(tc, FUSE_WRITE, unique, &wi, sizeof(wi)),
+			 (ssize_t)(sizeof(struct fuse_in_header) + sizeof(wi)));
+	/* no throttle state: the pause is never over, only stop or interrupt end it */
+	ck_assert(wbfs_fuse_io_hold_reply(tc->w, NULL, getpid(), 3600 * 1000L));
+	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(tc->rep[1], iov, 2, tc->w),
+			 (ssize_t)oh.len);
+	ck_assert_int_eq(read(tc->rep[0], &c, 1), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+}
+
+/* The WRITE reply that came back on @tc's fd: its unique (0: none within @wait_ms). */
+static uint64_t t_conn_reply(struct t_conn *tc, int wait_ms)
+{
+	struct pollfd pfd = { .fd = tc->rep[0], .events = POLLIN };
+	char buf[64];
+	struct fuse_out_header *oh = (void *)buf;
+
+	if (poll(&pfd, 1, wait_ms) != 1)
+		return 0;
+	ck_assert_int_eq(read(tc->rep[0], buf, sizeof(buf)),
+			 (ssize_t)(sizeof(*oh) + sizeof(struct fuse_write_out)));
+	ck_assert_int_eq(oh->error, 0);
+	return oh->unique;
+}
+
+/*
+ * FUSE_INTERRUPT of @held_unique, then a GETATTR: returns the length of
+ * the first request the read hook hands libfuse (the GETATTR's when the
+ * interrupt was consumed).
+ */
+static ssize_t t_conn_interrupt(struct t_conn *tc, uint64_t unique, uint64_t held_unique)
+{
+	struct fuse_interrupt_in ii = { .unique = held_unique };
+	struct fuse_getattr_in gi = { 0 };
+	char buf[512];
+	ssize_t n;
+
+	t_conn_send(tc, FUSE_INTERRUPT, unique, &ii, sizeof(ii));
+	t_conn_send(tc, FUSE_GETATTR, unique + 1, &gi, sizeof(gi));
+	n = wbfs_fuse_io_ops()->read(tc->req[0], buf, sizeof(buf), tc->w);
+	if (n == (ssize_t)(sizeof(struct fuse_in_header) + sizeof(ii)))
+		/* passed on: the GETATTR is still queued */
+		ck_assert_int_eq(read(tc->req[0], buf, sizeof(buf)),
+				 (ssize_t)(sizeof(struct fuse_in_header) + sizeof(gi)));
+	return n;
+}
+
+START_TEST(held_per_connection)
+{
+	const ssize_t interrupt_len = sizeof(struct fuse_in_header) +
+				      sizeof(struct fuse_interrupt_in);
+	const ssize_t getattr_len = sizeof(struct fuse_in_header) +
+				    sizeof(struct fuse_getattr_in);
+	struct t_conn a, b;
+	int i;
+
+	t_conn_open(&a);
+	t_conn_open(&b);
+	/* the same unique on both: each connection numbers its own requests */
+	t_conn_write_held(&a, 100);
+	t_conn_write_held(&b, 100);
+	t_conn_write_held(&b, 102);
+	ck_assert_int_eq(wbfs_fuse_io_held(a.w), 1);
+	ck_assert_int_eq(wbfs_fuse_io_held(b.w), 2);
+	/* b's held reply is not a's to interrupt: a passes it on to libfuse */
+	ck_assert_int_eq(t_conn_interrupt(&a, 104, 102), interrupt_len);
+	ck_assert_int_eq(wbfs_fuse_io_held(b.w), 2);
+	/* a's session ends: its reply goes out on its fd, b's stay held */
+	wbfs_fuse_io_stop(a.w);
+	ck_assert_int_eq(wbfs_fuse_io_held(a.w), 0);
+	ck_assert_uint_eq(t_conn_reply(&a, 0), 100);
+	ck_assert_uint_eq(t_conn_reply(&a, 0), 0);
+	ck_assert_uint_eq(t_conn_reply(&b, 0), 0);
+	ck_assert_int_eq(wbfs_fuse_io_held(b.w), 2);
+	/* b's timer still runs: an interrupt there sends that reply, on b's fd */
+	ck_assert_int_eq(t_conn_interrupt(&b, 106, 102), getattr_len);
+	ck_assert_uint_eq(t_conn_reply(&b, 10000), 102);
+	for (i = 0; i < 10000 && wbfs_fuse_io_held(b.w) != 1; i++)
+		usleep(1000);
+	ck_assert_int_eq(wbfs_fuse_io_held(b.w), 1);
+	ck_assert_uint_eq(t_conn_reply(&a, 0), 0);
+	/* the last one goes out when b stops */
+	wbfs_fuse_io_stop(b.w);
+	ck_assert_uint_eq(t_conn_reply(&b, 0), 100);
+	t_conn_close(&a);
+	t_conn_close(&b);
 }
 END_TEST
 
@@ -376,6 +562,9 @@ static Suite *fuse_io_suite(void)
 	tcase_add_test(tc, statx_as_getattr);
 	tcase_add_test(tc, statx_error_and_others);
 	tcase_add_test(tc, tmpfile_answered_here);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("held");
+	tcase_add_test(tc, held_per_connection);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -8,6 +8,10 @@
  * libfuse writes it (header, then arguments) lands in the entry as the
  * kernel reads it (header in in_out, every argument in the payload,
  * payload_sz set), and one too large for the payload becomes -EIO.
+ *
+ * The transport is per connection (struct furing): a connection without
+ * one is not active and has no shape, stopping none is harmless, and a
+ * reply written by a thread that serves no ring entry goes to the device.
  */
 #include <check.h>
 #include "helpers.h"
@@ -153,6 +157,30 @@ START_TEST(reply_error_and_too_big)
 }
 END_TEST
 
+START_TEST(no_transport)
+{
+	struct fuse_out_header out = { .len = sizeof(out), .unique = 6 };
+	struct iovec iov = { &out, sizeof(out) };
+	unsigned long requests = 1;
+	unsigned queues = 1, ents = 1;
+	struct furing *fr = NULL;
+	ssize_t ret = 0;
+
+	ck_assert(!furing_active(fr));
+	furing_shape(fr, &queues, &ents, &requests);
+	ck_assert_uint_eq(queues, 0);
+	ck_assert_uint_eq(ents, 0);
+	ck_assert_uint_eq(requests, 0);
+	furing_stop(fr);
+	/* not a ring thread: the reply is the caller's to write on the device */
+	ck_assert(!furing_reply(&iov, 1, &ret));
+	ck_assert_ptr_null(furing_hold(&iov, 1));
+	/* bad shapes are refused before anything is made */
+	ck_assert_int_eq(furing_start(&fr, NULL, -1, PAYLOAD, 0, 1, 0, NULL, NULL), -EINVAL);
+	ck_assert_ptr_null(fr);
+}
+END_TEST
+
 static Suite *fuse_uring_suite(void)
 {
 	Suite *s = suite_create("fuse_uring");
@@ -164,6 +192,9 @@ static Suite *fuse_uring_suite(void)
 	tcase_add_test(tc, malformed);
 	tcase_add_test(tc, reply_args_in_payload);
 	tcase_add_test(tc, reply_error_and_too_big);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("connection");
+	tcase_add_test(tc, no_transport);
 	suite_add_tcase(s, tc);
 	return s;
 }
