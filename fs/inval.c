@@ -67,14 +67,13 @@ struct inval_queue {
 	bool stopping;		/* lock */
 	pthread_t thread;
 	struct wbfs *w;		/* constant */
+	_Atomic int sync_busy;	/* atomic: this mount's workers inside a notification */
 };
 
 /* Ranges this far back in the queue absorb a new one of the same inode. */
 #define INVAL_MERGE_WINDOW 8
-/* Workers that may wait in a notification at once (main.c runs up to 16). */
+/* A mount's workers that may wait in a notification at once (up to 16 run). */
 #define INVAL_SYNC_MAX 4
-
-static _Atomic int inval_sync_busy;	/* atomic: workers inside a notification */
 
 /** A READ of [off, off+size): page aligned means the kernel's page cache. */
 void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size)
@@ -173,15 +172,20 @@ static void inval_send(struct wbfs *w, const struct inval_range *r)
 void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end)
 {
 	struct inval_range r = { wi->ino, start & ~(uint64_t)(PAGE_SIZE - 1), end };
+	struct inval_queue *iq = w->inval;
 
 	if (start >= end || !inval_kernel_caches(wi))
 		return;
-	if (atomic_fetch_add(&inval_sync_busy, 1) < INVAL_SYNC_MAX) {
-		inval_send(w, &r);
-		atomic_fetch_sub(&inval_sync_busy, 1);
+	if (!iq) {
+		inval_send(w, &r);	/* no notifier thread: the worker waits */
 		return;
 	}
-	atomic_fetch_sub(&inval_sync_busy, 1);
+	if (atomic_fetch_add(&iq->sync_busy, 1) < INVAL_SYNC_MAX) {
+		inval_send(w, &r);
+		atomic_fetch_sub(&iq->sync_busy, 1);
+		return;
+	}
+	atomic_fetch_sub(&iq->sync_busy, 1);
 	inval_enqueue(w, wi, start, end);
 }
 
