@@ -11,7 +11,9 @@
  * "wbcfs-join\0DEV\0MNT\0OPT\0OPT...\0", with its standard error attached
  * (SCM_RIGHTS): what the daemon prints while mounting the device goes
  * there too, so a refusal reads as it would for a mount of its own. The
- * answer is one byte, 0 when the mount is up. /run/wbcfs/NAME.lock, held
+ * answer is one byte: 0 when the mount is up, 1 refused, 2 when the
+ * daemon is ending (the joiner then waits for it to go and starts the
+ * domain anew). /run/wbcfs/NAME.lock, held
  * by the daemon for its whole life (flock), decides who starts a domain
  * when several mounts race, and lets a stale socket left by a killed
  * daemon be recognised and replaced.
@@ -39,6 +41,7 @@
 
 #define JOIN_MAGIC "wbcfs-join"
 #define JOIN_MSG_MAX 16384
+#define JOIN_RETRY 2		/* answer: the daemon is ending, start the domain anew */
 #define JOIN_WAIT_MS 30000	/* a starting daemon may replay a journal first */
 #define STOP_KICK_MS 100	/* how often a stopping loop is nudged */
 
@@ -634,6 +637,17 @@ static int join_mount(struct wbfs_domain *d, char *dev, char *mnt, char **optv, 
 	return ret;
 }
 
+/* The last mount is gone or a signal ends them all: no more joiners. */
+static bool domain_ending(struct wbfs_domain *d)
+{
+	bool ending;
+
+	pthread_mutex_lock(&d->lock);
+	ending = d->stopping || d->closing;
+	pthread_mutex_unlock(&d->lock);
+	return ending;
+}
+
 static bool peer_allowed(int fd)
 {
 	struct ucred cr;
@@ -674,6 +688,8 @@ static void join_serve(struct wbfs_domain *d, int cfd)
 	n = join_parse(buf, (size_t)len, &dev, &mnt, optv, 255);
 	if (n < 0)
 		fprintf(wbfs_msg(), "wbcfs: domain %s: a malformed request to join\n", d->name);
+	else if (domain_ending(d))
+		status = JOIN_RETRY;	/* the joiner waits for us to go, then starts anew */
 	else if (join_mount(d, dev, mnt, optv, n) == 0)
 		status = 0;
 out:
@@ -764,7 +780,10 @@ static int join_send(const char *path, const char *dev, const char *mnt, char *c
 		goto out;
 	}
 	/* the daemon answers once the mount is up, or refused */
-	ret = read(fd, &status, 1) == 1 ? (status ? DOMAIN_JOIN_REFUSED : 0) : -ECONNRESET;
+	if (read(fd, &status, 1) != 1)
+		ret = -ECONNRESET;
+	else
+		ret = status == JOIN_RETRY ? -EAGAIN : status ? DOMAIN_JOIN_REFUSED : 0;
 out:
 	if (fd >= 0)
 		close(fd);
