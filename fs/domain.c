@@ -428,6 +428,9 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 	w->dom = d;
 	strcpy(m->dev, dev);
 	strcpy(m->mnt, mnt);
+	/* a joiner's strings live in its request: the mount keeps its own */
+	dev = m->dev;
+	mnt = m->mnt;
 	ret = dev_identity(dev, &m->id_dev, &m->id_ino);
 	if (ret) {
 		fprintf(wbfs_msg(), "wbcfs: %s: %s\n", dev, strerror(-ret));

@@ -1599,6 +1599,7 @@ int wbfs_close(struct wbfs *w)
 	free(w->bad_groups);
 	free(w->bad_igroups);
 	free(w->bb_locs);
+	free(w->trimmed_groups);
 	if (atomic_load(&w->lost_pages)) {
 		fprintf(wbfs_msg(), "wbcfs: %s: %ld dirty pages could not be written and are lost\n",
 			w->dev_path, atomic_load(&w->lost_pages));

@@ -467,37 +467,35 @@ static int64_t trim_range_locked(struct wbfs *w, uint64_t first, uint64_t last, 
 /*
  * Groups discarded since a block was last freed in them, as ext4 keeps
  * them: FITRIM skips such a group unless asked for a smaller minlen than
- * last time. Set up at the first FITRIM; one filesystem per daemon.
+ * last time. Set up at the first FITRIM, per filesystem (w->trimmed_groups).
  * Protected by fs_lock (libext2fs calls the hooks under it).
  */
-static uint8_t *trimmed_groups;		/* fs_lock: one byte per group */
-static uint64_t trim_last_minlen;	/* fs_lock: blocks */
 
-static void trim_forget_range(ext2_filsys fs, blk64_t blk, blk64_t num)
+static void trim_forget_range(struct wbfs *w, blk64_t blk, blk64_t num)
 {
 	dgrp_t g, last;
 
 	if (!num)
 		return;
-	last = ext2fs_group_of_blk2(fs, blk + num - 1);
-	for (g = ext2fs_group_of_blk2(fs, blk); g <= last; g++)
-		trimmed_groups[g] = 0;
+	last = ext2fs_group_of_blk2(w->fs, blk + num - 1);
+	for (g = ext2fs_group_of_blk2(w->fs, blk); g <= last; g++)
+		w->trimmed_groups[g] = 0;
 }
 
 /* libext2fs freed [blk, blk+num) (ext4.c's hook). Context: fs_lock. */
 void wbfs_trim_note_freed(struct wbfs *w, blk64_t blk, blk64_t num)
 {
-	if (trimmed_groups)
-		trim_forget_range(w->fs, blk, num);
+	if (w->trimmed_groups)
+		trim_forget_range(w, blk, num);
 }
 
 /* Context: fs_lock held. */
 static int trim_track_locked(struct wbfs *w)
 {
-	if (trimmed_groups)
+	if (w->trimmed_groups)
 		return 0;
-	trimmed_groups = calloc(w->fs->group_desc_count, 1);
-	if (!trimmed_groups)
+	w->trimmed_groups = calloc(w->fs->group_desc_count, 1);
+	if (!w->trimmed_groups)
 		return -ENOMEM;
 	return 0;
 }
@@ -557,12 +555,12 @@ int wbfs_trim(struct wbfs *w, struct fstrim_range *range)
 		gs = ext2fs_group_first_block2(w->fs, g);
 		ge = ext2fs_group_last_block2(w->fs, g);
 		if (ge >= first && gs <= last &&
-		    (!trimmed_groups[g] || minlen < trim_last_minlen)) {
+		    (!w->trimmed_groups[g] || minlen < w->trim_last_minlen)) {
 			n = trim_range_locked(w, gs > first ? gs : first, ge < last ? ge : last,
 					      minlen);
 			/* the whole group was discarded */
 			if (n >= 0 && gs >= first && ge <= last)
-				trimmed_groups[g] = 1;
+				w->trimmed_groups[g] = 1;
 		}
 		wbfs_unlock(w);
 		if (n < 0)
@@ -571,7 +569,7 @@ int wbfs_trim(struct wbfs *w, struct fstrim_range *range)
 		n = 0;
 	}
 	wbfs_lock(w);
-	trim_last_minlen = minlen;
+	w->trim_last_minlen = minlen;
 	wbfs_unlock(w);
 	range->len = trimmed * bs;
 	return 0;

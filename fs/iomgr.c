@@ -17,7 +17,8 @@
 #include "wbcfs/devlog.h"
 #include "wbfs_i.h"
 
-static struct wbfs *iomgr_wbfs;	/* set before ext2fs_open2 */
+/* set before ext2fs_open2, which opens the channel in the same thread */
+static __thread struct wbfs *iomgr_wbfs;
 
 void wbfs_iomgr_set(struct wbfs *w)
 {

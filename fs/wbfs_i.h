@@ -201,6 +201,9 @@ struct wbfs {
 	struct bb_loc *bb_locs;		/* constant: block bitmap locations,
 					 * sorted, for the iomgr */
 	struct wjournal *journal;	/* journal.c; NULL without a journal */
+	uint8_t *trimmed_groups;	/* fs_lock: FITRIM's groups with nothing
+					 * freed since (ioctl.c), or NULL */
+	uint64_t trim_last_minlen;	/* fs_lock: that FITRIM's minlen, blocks */
 };
 
 /* journal.c */
