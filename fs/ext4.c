@@ -1120,8 +1120,8 @@ static void hide_last_block(struct wbfs *w)
  */
 void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
 {
-	static unsigned char busy[EXT2_MAX_BLOCK_SIZE];	/* fs_lock */
 	ext2_filsys fs = w->fs;
+	unsigned char *busy = w->bb_scratch;
 	unsigned char *d = data;
 	blk64_t first, n, i;
 	bool hit = false;
@@ -1136,7 +1136,11 @@ void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
 		d[i / 8] &= (unsigned char)~(1U << (i % 8));
 		hit = true;
 	}
-	if (w->nr_busy && (n + 7) / 8 <= sizeof(busy) &&
+	if (w->nr_busy && !busy) {
+		/* per device: the devices of a domain run here at once */
+		busy = w->bb_scratch = malloc(fs->blocksize);
+	}
+	if (w->nr_busy && busy && (n + 7) / 8 <= fs->blocksize &&
 	    !ext2fs_get_block_bitmap_range2(w->busy, first, (unsigned)n, busy)) {
 		for (i = 0; i < (n + 7) / 8; i++) {
 			if (busy[i]) {
@@ -1600,6 +1604,7 @@ int wbfs_close(struct wbfs *w)
 	free(w->bad_igroups);
 	free(w->bb_locs);
 	free(w->trimmed_groups);
+	free(w->bb_scratch);
 	if (atomic_load(&w->lost_pages)) {
 		fprintf(wbfs_msg(), "wbcfs: %s: %ld dirty pages could not be written and are lost\n",
 			w->dev_path, atomic_load(&w->lost_pages));

@@ -101,7 +101,8 @@ static int meta_fill(struct wbfs *w, struct page *p)
  */
 static int meta_store(struct wbfs *w, struct page *p, size_t in, const void *b, size_t n)
 {
-	static char scratch[PAGE_SIZE] __attribute__((aligned(64)));	/* fs_lock */
+	/* on the stack: every device of a domain stores under its own fs_lock */
+	char scratch[PAGE_SIZE] __attribute__((aligned(64)));
 	bool fix = n == PAGE_SIZE && (w->hidden_last || w->nr_busy);
 
 	if (fix) {

@@ -204,6 +204,7 @@ struct wbfs {
 	uint8_t *trimmed_groups;	/* fs_lock: FITRIM's groups with nothing
 					 * freed since (ioctl.c), or NULL */
 	uint64_t trim_last_minlen;	/* fs_lock: that FITRIM's minlen, blocks */
+	unsigned char *bb_scratch;	/* fs_lock: a block bitmap as written (ext4.c) */
 };
 
 /* journal.c */
