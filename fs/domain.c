@@ -16,7 +16,8 @@
  * domain anew). /run/wbcfs/NAME.lock, held
  * by the daemon for its whole life (flock), decides who starts a domain
  * when several mounts race, and lets a stale socket left by a killed
- * daemon be recognised and replaced.
+ * daemon be recognised and replaced; the daemon removes it as it ends
+ * (still holding it), and whoever locks a removed file tries again.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -827,8 +828,16 @@ int domain_join(const char *name, const char *dev, const char *mnt, char *const 
 			return DOMAIN_JOIN_REFUSED;
 		}
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-			*lock_fd = fd;
-			return DOMAIN_JOIN_START;
+			struct stat a, b;
+
+			/* the daemon that held it may have removed it on its way out */
+			if (fstat(fd, &a) == 0 && stat(lock, &b) == 0 && a.st_ino == b.st_ino &&
+			    a.st_dev == b.st_dev) {
+				*lock_fd = fd;
+				return DOMAIN_JOIN_START;
+			}
+			close(fd);
+			continue;
 		}
 		close(fd);
 		clock_gettime(CLOCK_MONOTONIC, &t);
@@ -945,8 +954,14 @@ int domain_destroy(struct wbfs_domain *d)
 	if (d->cache)
 		cache_destroy(d->cache);
 	devlog_close();		/* every thread that writes has stopped */
-	if (d->lock_fd >= 0)
+	if (d->lock_fd >= 0) {
+		char lock[PATH_MAX];
+
+		/* removed while held: a joiner that locks the old file sees it gone */
+		if (!sock_path(d->name, "lock", lock, sizeof(lock)))
+			unlink(lock);
 		close(d->lock_fd);
+	}
 	free(d->bdis);
 	pthread_rwlock_destroy(&d->bdis_lock);
 	pthread_cond_destroy(&d->cond);

@@ -253,6 +253,8 @@ def body(env):
     env.umount(c)
     env.umount(a)
     t_check(not os.path.exists(sock), "the socket outlived the daemon")
+    t_check(not os.path.exists(os.path.join(RUN_DIR, name + ".lock")),
+            "the lock file outlived the daemon")
     for dev in (a_dev, c_dev):
         env.fsck(dev)
 
