@@ -848,7 +848,9 @@ static void ctl_read_trace(fuse_req_t req, struct ctl_fh *f, size_t size,
 	pthread_mutex_lock(&f->lock);
 	for (;;) {
 		n = ctl_trace_fill(w, f, buf, size);
-		if (n || (fi->flags & O_NONBLOCK) || fuse_req_interrupted(req) || w->destroyed)
+		/* an exiting session delivers no INTERRUPT: its end ends the wait */
+		if (n || (fi->flags & O_NONBLOCK) || fuse_req_interrupted(req) || w->destroyed ||
+		    (w->se && fuse_session_exited(w->se)))
 			break;
 		throttle_trace_wait(&w->cache->throttle, f->cursor, CTL_TRACE_WAIT_MS);
 	}

@@ -229,8 +229,20 @@ def body(env):
     b = join(env, b_dev, mnt_b, dom)
     check_sums(sums_b, "B after rejoining")
 
-    t_step("5. SIGTERM ends every mount of the daemon")
+    t_step("5. SIGTERM ends every mount of the daemon, a blocked trace reader too")
     mans = {m.dev: t_manifest(m.mnt) for m in (a, b, c)}
+
+    def trace_reader():
+        # a read that waits for throttle records: the session's end must end it
+        try:
+            with open(os.path.join(mnt_a, ".wbcfs", "trace"), "rb", buffering=0) as f:
+                while f.read(65536):
+                    pass
+        except OSError:
+            pass
+    tr = threading.Thread(target=trace_reader, daemon=True)
+    tr.start()
+    time.sleep(0.3)
     a.proc.send_signal(signal.SIGTERM)
     rc = a.proc.wait(120)
     t_eq(rc, 0, "daemon exit status after SIGTERM")
