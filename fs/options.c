@@ -622,6 +622,8 @@ void options_usage(FILE *out)
 		"  readahead_kb=N                 maximum readahead window, KiB [128]\n"
 		"  prefault=SIZE|all              cache faulted in at mount [all]\n"
 		"  ctl_name=NAME                  control directory in the root [.wbcfs]\n"
+		"  domain=NAME                    start or join cache domain NAME: several devices\n"
+		"                                 in one daemon and one cache [none]\n"
 		"  relatime|strictatime|noatime   atime on reads: when older than mtime/ctime\n"
 		"                                 or a day, always, never [relatime]\n"
 		"  nodiratime                     no atime updates on directories\n"

@@ -30,9 +30,9 @@ OPTIONS = ("cache_size", "dirty_ratio", "dirty_background_ratio", "dirty_bytes",
            "dirty_writeback_centisecs", "flushers", "flusher_model", "io_engine",
            "queue_depth",
            "max_io_kb", "readahead_kb", "max_threads", "poll_us", "ro", "fsck", "allow_other",
-           "default_permissions", "fsname", "ctl_name")
+           "default_permissions", "fsname", "ctl_name", "domain")
 
-BAD_OPTIONS = ("no_such_option", "cache_size=12Q", "cache_size=abc",
+BAD_OPTIONS = ("no_such_option", "cache_size=12Q", "cache_size=abc", "domain=a/b",
                "dirty_ratio=101", "dirty_ratio=-1", "dirty_background_ratio=x",
                "dirty_expire_centisecs=soon", "io_engine=bogus",
                "queue_depth=0", "queue_depth=abc", "max_io_kb=-4",
