@@ -410,10 +410,46 @@ static void *mount_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * Take @m's place in the domain: refused while the domain ends, for a
+ * device it already has, or on a mountpoint it already serves. Counted in
+ * nr_mounts from here, so domain_run waits for it. 0 or -errno.
+ */
+static int mount_claim(struct wbfs_domain *d, struct dmount *m)
+{
+	struct dmount *o_m;
+	int ret = 0;
+
+	pthread_mutex_lock(&d->lock);
+	if (d->stopping || d->closing) {
+		ret = -ESHUTDOWN;
+		fprintf(wbfs_msg(), "wbcfs: %s: domain %s is shutting down\n", m->dev, d->name);
+	}
+	list_for_each_entry(o_m, &d->mounts, link) {
+		if (ret)
+			break;
+		if (o_m->id_dev == m->id_dev && o_m->id_ino == m->id_ino) {
+			fprintf(wbfs_msg(), "wbcfs: %s: already in domain %s (mounted on %s)\n",
+				m->dev, d->name, o_m->mnt);
+			ret = -EBUSY;
+		} else if (!strcmp(o_m->mnt, m->mnt)) {
+			fprintf(wbfs_msg(), "wbcfs: %s: domain %s already serves %s on %s\n",
+				m->dev, d->name, o_m->dev, m->mnt);
+			ret = -EBUSY;
+		}
+	}
+	if (!ret) {
+		list_add_tail(&m->link, &d->mounts);
+		d->nr_mounts++;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return ret;
+}
+
 int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 		 const struct wbcfs_options *o)
 {
-	struct dmount *m = calloc(1, sizeof(*m)), *o_m;
+	struct dmount *m = calloc(1, sizeof(*m));
 	struct wbfs *w = calloc(1, sizeof(*w));
 	bool mounted = false;
 	int ret;
@@ -433,35 +469,10 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 	dev = m->dev;
 	mnt = m->mnt;
 	ret = dev_identity(dev, &m->id_dev, &m->id_ino);
-	if (ret) {
+	if (ret)
 		fprintf(wbfs_msg(), "wbcfs: %s: %s\n", dev, strerror(-ret));
-		free(m);
-		free(w);
-		return ret;
-	}
-	pthread_mutex_lock(&d->lock);
-	if (d->stopping || d->closing) {
-		ret = -ESHUTDOWN;
-		fprintf(wbfs_msg(), "wbcfs: %s: domain %s is shutting down\n", dev, d->name);
-	}
-	list_for_each_entry(o_m, &d->mounts, link) {
-		if (ret)
-			break;
-		if (o_m->id_dev == m->id_dev && o_m->id_ino == m->id_ino) {
-			fprintf(wbfs_msg(), "wbcfs: %s: already in domain %s (mounted on %s)\n",
-				dev, d->name, o_m->mnt);
-			ret = -EBUSY;
-		} else if (!strcmp(o_m->mnt, mnt)) {
-			fprintf(wbfs_msg(), "wbcfs: %s: domain %s already serves %s on %s\n",
-				dev, d->name, o_m->dev, mnt);
-			ret = -EBUSY;
-		}
-	}
-	if (!ret) {
-		list_add_tail(&m->link, &d->mounts);
-		d->nr_mounts++;
-	}
-	pthread_mutex_unlock(&d->lock);
+	else
+		ret = mount_claim(d, m);
 	if (ret) {
 		free(m);
 		free(w);
@@ -594,50 +605,42 @@ static int join_parse(char *buf, size_t len, char **dev, char **mnt, char **optv
 /* Mount a joiner's device: its options over the domain's, checked. */
 static int join_mount(struct wbfs_domain *d, char *dev, char *mnt, char **optv, int n)
 {
-	struct wbcfs_options *o = malloc(sizeof(*o));
+	/* [0] the domain's options as they are now, [1] the joiner's over them */
+	struct wbcfs_options *live = malloc(2 * sizeof(*live)), *o = live + 1;
 	const char *differs;
 	char err[256];
 	int i, ret = 0;
 
-	if (!o)
+	if (!live)
 		return -ENOMEM;
-	options_default(o);
 	/* tunables may have been changed live: the cache's own are the domain's */
-	options_domain_seed(o, &d->opts, &d->cache->tun);
+	*live = d->opts;
+	options_domain_seed(live, &d->opts, &d->cache->tun);
+	options_default(o);
+	options_domain_seed(o, live, NULL);
 	for (i = 0; i < n && !ret; i++) {
 		ret = options_parse(o, optv[i], err, sizeof(err));
 		if (ret)
 			fprintf(wbfs_msg(), "wbcfs: %s\n", err);
 	}
-	if (!ret) {
-		struct wbcfs_options *live = malloc(sizeof(*live));
-
-		if (!live) {
-			free(o);
-			return -ENOMEM;
-		}
-		*live = d->opts;
-		options_domain_seed(live, &d->opts, &d->cache->tun);
-		differs = options_domain_conflict(live, o);
-		free(live);
-		if (differs) {
-			fprintf(wbfs_msg(), "wbcfs: %s: %s belongs to domain %s and differs from its "
-				"value there (leave it out when joining)\n", dev, differs, d->name);
-			ret = -EINVAL;
-		} else if (o->write_log[0]) {
-			fprintf(wbfs_msg(), "wbcfs: %s: write_log is only for a domain's first "
-				"device\n", dev);
-			ret = -EINVAL;
-		} else if (d->opts.write_log[0]) {
-			/* the log is the first device's: another's writes would corrupt it */
-			fprintf(wbfs_msg(), "wbcfs: %s: domain %s records a write log of its "
-				"first device: no other device may join it\n", dev, d->name);
-			ret = -EBUSY;
-		}
+	differs = ret ? NULL : options_domain_conflict(live, o);
+	if (differs) {
+		fprintf(wbfs_msg(), "wbcfs: %s: %s belongs to domain %s and differs from its "
+			"value there (leave it out when joining)\n", dev, differs, d->name);
+		ret = -EINVAL;
+	} else if (!ret && o->write_log[0]) {
+		fprintf(wbfs_msg(), "wbcfs: %s: write_log is only for a domain's first device\n",
+			dev);
+		ret = -EINVAL;
+	} else if (!ret && d->opts.write_log[0]) {
+		/* the log is the first device's: another's writes would corrupt it */
+		fprintf(wbfs_msg(), "wbcfs: %s: domain %s records a write log of its "
+			"first device: no other device may join it\n", dev, d->name);
+		ret = -EBUSY;
 	}
 	if (!ret)
 		ret = domain_mount(d, dev, mnt, o);
-	free(o);
+	free(live);
 	return ret;
 }
 
