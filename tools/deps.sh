@@ -3,9 +3,13 @@
 # are missing (apt-get only when something is), load the fuse and loop
 # modules if their devices are absent.
 
+# libnbd-dev: the NBD device layer (io_engine=nbd); libnbd-bin: nbdfuse,
+# which -o fsck runs e2fsck through on an NBD export, and nbdcopy; nbdkit:
+# the servers of test_nbd and bench/peers -d nbd.
 WBCFS_PKGS=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
 	liburing-dev libaio-dev libext2fs-dev comerr-dev check e2fsprogs dbench
-	util-linux mount python3 attr acl gnuplot-nox)
+	util-linux mount python3 attr acl gnuplot-nox libnbd-dev libnbd-bin
+	nbdkit)
 
 wbcfs_install_deps() {
 	local missing=() p
