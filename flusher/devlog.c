@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "wbcfs/devlog.h"
+#include "wbcfs/nbdev.h"
 
 bool devlog_on;
 
@@ -166,6 +167,10 @@ int devlog_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off)
 	for (i = 0; i < n; i++)
 		v[i] = iov[i];
 	i = 0;
+	if (nbdev_of_fd(fd)) {
+		total = blk_pwritev(fd, v, n, off, false);
+		i = n;
+	}
 	while (i < n) {
 		ssize_t r = pwritev(fd, v + i, n - i, off);
 
@@ -198,7 +203,7 @@ int devlog_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off)
 int devlog_flush(int fd)
 {
 	uint64_t seq = devlog_on ? devlog_flush_issued() : 0;
-	int ret = fdatasync(fd) < 0 ? -errno : 0;
+	int ret = blk_flush(fd);
 
 	if (seq)
 		devlog_completed(DEVLOG_FLUSH_DONE, seq, ret);

@@ -303,6 +303,16 @@ static int dev_identity(const char *dev, dev_t *id_dev, ino_t *id_ino)
 {
 	struct stat st;
 
+	if (nbdev_is_uri(dev)) {
+		/* an export is its URI (FNV-1a); no file has st_dev 0 */
+		uint64_t h = 0xcbf29ce484222325ull;
+
+		for (; *dev; dev++)
+			h = (h ^ (unsigned char)*dev) * 0x100000001b3ull;
+		*id_dev = 0;
+		*id_ino = (ino_t)h;
+		return 0;
+	}
 	if (stat(dev, &st) < 0)
 		return -errno;
 	if (S_ISBLK(st.st_mode)) {

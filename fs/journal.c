@@ -425,10 +425,10 @@ static int cmp_u64(const void *a, const void *b)
 static int read_logged(struct wjournal *j, uint32_t v, char *buf)
 {
 	uint32_t jb = v & ~ESC_BIT;
-	ssize_t r = pread(j->w->dev_fd, buf, JBS, jb_off(j, jb));
+	ssize_t r = blk_pread(j->w->dev_fd, buf, JBS, jb_off(j, jb));
 
 	if (r != (ssize_t)JBS)
-		return r < 0 ? -errno : -EIO;
+		return r < 0 ? (int)r : -EIO;
 	if (v & ESC_BIT) {
 		uint32_t m = htobe32(JBD2_MAGIC);
 
@@ -1107,7 +1107,7 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 			dev);
 		goto fail;
 	}
-	r = pread(w->dev_fd, j->jsb, JBS, jb_off(j, 0));
+	r = blk_pread(w->dev_fd, j->jsb, JBS, jb_off(j, 0));
 	if (r != (ssize_t)JBS) {
 		fprintf(wbfs_msg(), "wbcfs: %s: cannot read the journal superblock\n", dev);
 		ret = -EIO;
