@@ -209,3 +209,16 @@ int devlog_flush(int fd)
 		devlog_completed(DEVLOG_FLUSH_DONE, seq, ret);
 	return ret;
 }
+
+int devlog_pwritev_fua(int fd, const struct iovec *iov, int iovcnt, off_t off)
+{
+	ssize_t n;
+	int ret;
+
+	if (devlog_on || !blk_has_fua(fd)) {
+		ret = devlog_pwritev(fd, iov, iovcnt, off);
+		return ret ? ret : devlog_flush(fd);
+	}
+	n = blk_pwritev(fd, iov, iovcnt, off, true);
+	return n < 0 ? (int)n : 0;
+}

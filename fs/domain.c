@@ -254,7 +254,7 @@ void domain_detach(struct wbfs_domain *d, struct wbfs *w)
 /* The mount options libfuse sees: ours first, then the user's pass-through. */
 static int fuse_args_build(struct fuse_args *args, const struct wbfs *w, const char *dev)
 {
-	char opts[OPTIONS_FUSE_MAX + 512], fsname[2 * PATH_MAX];
+	char fsname[2 * PATH_MAX], opts[OPTIONS_FUSE_MAX + sizeof(fsname) + 256];
 	size_t n = 0;
 
 	/* fsname is split at commas by libfuse: escape them */
