@@ -125,11 +125,16 @@ static void op_put(struct nbd_op *op)
 	free(op);
 }
 
+/*
+ * Record @op's first error. As a block device reports them: ENOSPC (a
+ * thin export out of space) as itself, everything else (a server's EIO, a
+ * broken connection's EPIPE or ENOTCONN) as EIO.
+ */
 static void op_fail(struct nbd_op *op, int err)
 {
 	int zero = 0;
 
-	atomic_compare_exchange_strong(&op->err, &zero, err > 0 ? err : EIO);
+	atomic_compare_exchange_strong(&op->err, &zero, err == ENOSPC ? ENOSPC : EIO);
 }
 
 struct nbd_part {
@@ -174,7 +179,7 @@ static void issue_part(struct nbdev *d, struct nbd_op *op, enum nbdev_op kind, v
 
 	atomic_fetch_add(&op->parts, 1);
 	if (!p) {
-		op_fail(op, ENOMEM);
+		atomic_store(&op->err, ENOMEM);
 		op_put(op);
 		return;
 	}
@@ -225,7 +230,7 @@ void nbdev_submit(struct nbdev *d, enum nbdev_op kind, void *buf, uint64_t len, 
 		if (d->info.can_flush)
 			issue_part(d, op, kind, NULL, 0, 0, 0);
 	} else if (kind == NBDEV_TRIM && !d->info.can_trim) {
-		op_fail(op, EOPNOTSUPP);
+		atomic_store(&op->err, EOPNOTSUPP);	/* as BLKDISCARD without discard */
 	} else {
 		while (len) {
 			uint64_t n = len < max ? len : max;

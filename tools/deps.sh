@@ -5,7 +5,7 @@
 
 WBCFS_PKGS=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
 	liburing-dev libaio-dev libext2fs-dev comerr-dev check e2fsprogs dbench
-	util-linux mount python3 attr acl gnuplot-nox)
+	util-linux mount python3 attr acl gnuplot-nox libnbd-dev libnbd-bin nbdkit)
 
 wbcfs_install_deps() {
 	local missing=() p
