@@ -297,14 +297,7 @@ long bdi_read(struct bdi *b, struct wb_inode *wi, const struct iovec *iov, int i
 {
 	if (b->fault_inject && wi && (atomic_load(&wi->fault) & WB_FAULT_READ))
 		return -EIO;
-	for (;;) {
-		ssize_t n = preadv(b->fd, iov, iovcnt, (off_t)off);
-
-		if (n >= 0)
-			return (long)n;
-		if (errno != EINTR)
-			return -errno;
-	}
+	return (long)blk_preadv(b->fd, iov, iovcnt, (off_t)off);
 }
 
 int bdi_inode_set_fault(struct bdi *b, struct wb_inode *wi, unsigned fault)

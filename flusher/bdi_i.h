@@ -7,6 +7,7 @@
 
 #include "wbcfs/bdi.h"
 #include "wbcfs/lockstat.h"
+#include "wbcfs/nbdev.h"
 
 /* Lock classes of flusher/ (bdi.c defines them) for /.wbcfs/lockstat. */
 extern struct lock_class lc_bdi_lock;		/* bdi->lock */

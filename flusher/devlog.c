@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "wbcfs/devlog.h"
+#include "wbcfs/nbdev.h"
 
 bool devlog_on;
 
@@ -166,6 +167,10 @@ int devlog_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off)
 	for (i = 0; i < n; i++)
 		v[i] = iov[i];
 	i = 0;
+	if (nbdev_of_fd(fd)) {
+		total = blk_pwritev(fd, v, n, off, false);
+		i = n;
+	}
 	while (i < n) {
 		ssize_t r = pwritev(fd, v + i, n - i, off);
 
@@ -198,9 +203,22 @@ int devlog_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off)
 int devlog_flush(int fd)
 {
 	uint64_t seq = devlog_on ? devlog_flush_issued() : 0;
-	int ret = fdatasync(fd) < 0 ? -errno : 0;
+	int ret = blk_flush(fd);
 
 	if (seq)
 		devlog_completed(DEVLOG_FLUSH_DONE, seq, ret);
 	return ret;
+}
+
+int devlog_pwritev_fua(int fd, const struct iovec *iov, int iovcnt, off_t off)
+{
+	ssize_t n;
+	int ret;
+
+	if (devlog_on || !blk_has_fua(fd)) {
+		ret = devlog_pwritev(fd, iov, iovcnt, off);
+		return ret ? ret : devlog_flush(fd);
+	}
+	n = blk_pwritev(fd, iov, iovcnt, off, true);
+	return n < 0 ? (int)n : 0;
 }

@@ -34,6 +34,8 @@ static const struct io_engine_ops *engine_ops(enum io_engine_type t)
 #endif
 	case IO_ENGINE_PSYNC:
 		return &io_engine_psync_ops;
+	case IO_ENGINE_NBD:
+		return &io_engine_nbd_ops;
 	default:
 		return NULL;
 	}
@@ -174,6 +176,8 @@ int io_engine_parse(const char *s, enum io_engine_type *out)
 		*out = IO_ENGINE_AIO;
 	else if (!strcmp(s, "psync"))
 		*out = IO_ENGINE_PSYNC;
+	else if (!strcmp(s, "nbd"))
+		*out = IO_ENGINE_NBD;
 	else
 		return -EINVAL;
 	return 0;
@@ -185,6 +189,7 @@ const char *io_engine_name(enum io_engine_type t)
 	case IO_ENGINE_URING: return "uring";
 	case IO_ENGINE_AIO: return "aio";
 	case IO_ENGINE_PSYNC: return "psync";
+	case IO_ENGINE_NBD: return "nbd";
 	default: return "?";
 	}
 }

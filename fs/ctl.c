@@ -254,7 +254,7 @@ int ctl_tunable_print(const struct ctl_tunables *t, unsigned which, struct ctl_b
 
 enum ctl_kind {
 	CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_LOCKSTAT,
-	CTL_TRANSPORT, CTL_DOMAIN, CTL_FLUSHER,
+	CTL_TRANSPORT, CTL_DOMAIN, CTL_FLUSHER, CTL_NBD,
 	CTL_TUNABLE
 };
 
@@ -270,6 +270,7 @@ enum {
 	CTL_NODE_TRANSPORT,
 	CTL_NODE_DOMAIN,
 	CTL_NODE_FLUSHER,
+	CTL_NODE_NBD,		/* NBD mounts only */
 	CTL_NODE_TUN0,
 	CTL_NR_NODES = CTL_NODE_TUN0 + CTL_NR_TUNABLES
 };
@@ -287,6 +288,7 @@ static enum ctl_kind ctl_node_kind(unsigned node)
 	case CTL_NODE_TRANSPORT: return CTL_TRANSPORT;
 	case CTL_NODE_DOMAIN: return CTL_DOMAIN;
 	case CTL_NODE_FLUSHER: return CTL_FLUSHER;
+	case CTL_NODE_NBD: return CTL_NBD;
 	default: return CTL_TUNABLE;
 	}
 }
@@ -304,8 +306,15 @@ static const char *ctl_node_name(struct wbfs *w, unsigned node)
 	case CTL_NODE_TRANSPORT: return "transport";
 	case CTL_NODE_DOMAIN: return "domain";
 	case CTL_NODE_FLUSHER: return "flusher";
+	case CTL_NODE_NBD: return "nbd";
 	default: return ctl_tunable_name(node - CTL_NODE_TUN0);
 	}
+}
+
+/* Whether @node is in this mount's directory (nbd: NBD mounts only). */
+static bool ctl_node_present(const struct wbfs *w, unsigned node)
+{
+	return node != CTL_NODE_NBD || w->nbd;
 }
 
 /* Files that take writes: the tunables, and lockstat's switch. */
@@ -737,6 +746,14 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 	}
 	case CTL_FLUSHER:
 		return ctl_gen_flusher(w, &f->out);
+	case CTL_NBD: {
+		char buf[2048];
+
+		if (!w->nbd)
+			return -ENOENT;
+		nbdev_show(w->nbd, buf, sizeof(buf));
+		return ctl_buf_printf(&f->out, "%s", buf);
+	}
 	case CTL_TUNABLE:
 		return ctl_tunable_print(&t, f->node - CTL_NODE_TUN0, &f->out);
 	case CTL_TRACE:
@@ -989,7 +1006,7 @@ static void ctl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			return;
 		}
 		for (node = CTL_NODE_VMSTAT; node < CTL_NR_NODES; node++)
-			if (!strcmp(name, ctl_node_name(w, node)))
+			if (ctl_node_present(w, node) && !strcmp(name, ctl_node_name(w, node)))
 				break;
 		if (node == CTL_NR_NODES) {
 			fuse_reply_err(req, ENOENT);
@@ -1066,11 +1083,14 @@ static bool ctl_dirent(struct wbfs *w, size_t i, const char **name, struct stat 
 		st->st_mode = S_IFDIR;
 		return true;
 	}
-	if (i - 1 >= CTL_NR_NODES)
+	i--;
+	if (i >= CTL_NODE_NBD && !ctl_node_present(w, CTL_NODE_NBD))
+		i++;	/* not an NBD mount: no nbd file */
+	if (i >= CTL_NR_NODES)
 		return false;
-	*name = ctl_node_name(w, (unsigned)(i - 1));
-	st->st_ino = CTL_INO_BASE + (i - 1);
-	st->st_mode = ctl_node_mode((unsigned)(i - 1)) & S_IFMT;
+	*name = ctl_node_name(w, (unsigned)i);
+	st->st_ino = CTL_INO_BASE + i;
+	st->st_mode = ctl_node_mode((unsigned)i) & S_IFMT;
 	return true;
 }
 

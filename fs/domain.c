@@ -254,7 +254,7 @@ void domain_detach(struct wbfs_domain *d, struct wbfs *w)
 /* The mount options libfuse sees: ours first, then the user's pass-through. */
 static int fuse_args_build(struct fuse_args *args, const struct wbfs *w, const char *dev)
 {
-	char opts[OPTIONS_FUSE_MAX + 512], fsname[2 * PATH_MAX];
+	char fsname[2 * PATH_MAX], opts[OPTIONS_FUSE_MAX + sizeof(fsname) + 256];
 	size_t n = 0;
 
 	/* fsname is split at commas by libfuse: escape them */
@@ -303,6 +303,16 @@ static int dev_identity(const char *dev, dev_t *id_dev, ino_t *id_ino)
 {
 	struct stat st;
 
+	if (nbdev_is_uri(dev)) {
+		/* an export is its URI (FNV-1a); no file has st_dev 0 */
+		uint64_t h = 0xcbf29ce484222325ull;
+
+		for (; *dev; dev++)
+			h = (h ^ (unsigned char)*dev) * 0x100000001b3ull;
+		*id_dev = 0;
+		*id_ino = (ino_t)h;
+		return 0;
+	}
 	if (stat(dev, &st) < 0)
 		return -errno;
 	if (S_ISBLK(st.st_mode)) {

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -419,11 +420,49 @@ static int dev_check_open(struct wbfs *w, const char *dev, int fd, const struct 
 	return 0;
 }
 
+/*
+ * An NBD export: io_engine=nbd (any other engine given is refused), and
+ * the size the server offers is the device's.
+ */
+static int nbd_open(struct wbfs *w, const char *uri, bool ro)
+{
+	int ret;
+
+	if (w->opts.io_engine_given && w->opts.io_engine != IO_ENGINE_NBD) {
+		wbfs_err(uri, "io_engine=%s cannot drive an NBD export (it uses io_engine=nbd)",
+			 io_engine_name(w->opts.io_engine));
+		return -EINVAL;
+	}
+	ret = nbdev_open(&w->nbd, uri, ro, w->opts.nbd_retry_s, wbfs_msg());
+	if (ret)
+		return ret;
+	w->opts.io_engine = IO_ENGINE_NBD;
+	w->dev_fd = nbdev_fd(w->nbd);
+	w->dev_bytes = nbdev_info(w->nbd)->size;
+	return 0;
+}
+
+static void dev_close(struct wbfs *w)
+{
+	if (w->nbd)
+		nbdev_close(w->nbd);	/* its fd goes with it */
+	else
+		close(w->dev_fd);
+	w->nbd = NULL;
+	w->dev_fd = -1;
+}
+
 static int dev_open(struct wbfs *w, const char *dev, bool ro)
 {
 	struct stat st;
 	int fd, ret;
 
+	if (nbdev_is_uri(dev))
+		return nbd_open(w, dev, ro);
+	if (w->opts.io_engine == IO_ENGINE_NBD) {
+		wbfs_err(dev, "io_engine=nbd is for NBD exports (nbd://, nbd+unix://...)");
+		return -EINVAL;
+	}
 	if (stat(dev, &st) < 0) {
 		wbfs_err(dev, "%s", strerror(errno));
 		return -errno;
@@ -471,9 +510,9 @@ static int sb_check(struct wbfs *w, const char *dev, bool ro, bool fsck_done)
 
 	if (posix_memalign(&buf, 4096, 4096))
 		return -ENOMEM;
-	n = pread(w->dev_fd, buf, 4096, 0);
+	n = blk_pread(w->dev_fd, buf, 4096, 0);
 	if (n != 4096) {
-		wbfs_err(dev, "cannot read the superblock (%s)", n < 0 ? strerror(errno) : "short read");
+		wbfs_err(dev, "cannot read the superblock (%s)", n < 0 ? strerror((int)-n) : "short read");
 		goto out;
 	}
 	sb = (struct ext2_super_block *)((char *)buf + SB_OFFSET);
@@ -512,22 +551,77 @@ out:
 	return ret;
 }
 
-static int run_fsck(const char *dev)
+/* Run a program; its exit status, or -1 when it did not exit. */
+static int run_prog(const char *const argv[])
 {
 	pid_t pid = fork();
 	int status;
 
 	if (pid < 0)
-		return -errno;
+		return -1;
 	if (pid == 0) {
-		execlp("e2fsck", "e2fsck", "-p", dev, (char *)NULL);
+		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	if (waitpid(pid, &status, 0) < 0)
-		return -errno;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) >= 4) {
-		wbfs_err(dev, "e2fsck -p failed (exit %d); run e2fsck by hand",
-			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/*
+ * e2fsck reads files and block devices only: an NBD export is shown to it
+ * as a file, through nbdfuse on a private directory, for the time of the
+ * check. Returns the e2fsck exit status, or -1.
+ */
+static int fsck_nbd(const char *uri)
+{
+	char dir[] = "/tmp/wbcfs-fsck.XXXXXX", pidf[64], file[64];
+	const char *fsck[] = { "e2fsck", "-p", file, NULL };
+	const char *umount[] = { "fusermount3", "-u", "-q", dir, NULL };
+	int status = -1, i;
+	pid_t pid;
+
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(pidf, sizeof(pidf), "%s.pid", dir);
+	snprintf(file, sizeof(file), "%s/nbd", dir);
+	pid = fork();
+	if (pid == 0) {
+		execlp("nbdfuse", "nbdfuse", "-P", pidf, dir, uri, (char *)NULL);
+		_exit(127);
+	}
+	/* nbdfuse writes its pid file once the file is served */
+	for (i = 0; pid > 0 && i < 300 && access(pidf, F_OK); i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			pid = -1;
+			break;
+		}
+		usleep(20000);
+	}
+	if (pid > 0 && !access(pidf, F_OK)) {
+		status = run_prog(fsck);
+		run_prog(umount);
+	} else {
+		wbfs_err(uri, "cannot show the export to e2fsck (nbdfuse, from libnbd-bin)");
+		status = -1;
+		if (pid > 0)
+			kill(pid, SIGTERM);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	unlink(pidf);
+	rmdir(dir);
+	return status;
+}
+
+static int run_fsck(const char *dev)
+{
+	const char *argv[] = { "e2fsck", "-p", dev, NULL };
+	int status = nbdev_is_uri(dev) ? fsck_nbd(dev) : run_prog(argv);
+
+	if (status < 0 || status >= 4) {
+		wbfs_err(dev, "e2fsck -p failed (exit %d); run e2fsck by hand", status);
 		return -EUCLEAN;
 	}
 	return 0;
@@ -616,7 +710,9 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	ret = domain_cache(w->dom, &w->opts, dev, &w->cache, &w->pool);
 	if (ret)
 		return ret;
-	if (fstat(w->dev_fd, &st) == 0 && w->is_blkdev)
+	if (w->nbd)
+		snprintf(name, sizeof(name), "nbd:%s", dev + strcspn(dev, ":") + 3);
+	else if (fstat(w->dev_fd, &st) == 0 && w->is_blkdev)
 		snprintf(name, sizeof(name), "%u:%u", major(st.st_rdev), minor(st.st_rdev));
 	else
 		snprintf(name, sizeof(name), "%s", dev);
@@ -625,6 +721,8 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	bc.engine = w->opts.io_engine;
 	bc.queue_depth = w->opts.queue_depth;
 	bc.max_io_kb = w->opts.max_io_kb;
+	if (w->nbd && bc.max_io_kb > nbdev_info(w->nbd)->max_request / 1024)
+		bc.max_io_kb = nbdev_info(w->nbd)->max_request / 1024;
 	bc.nr_flushers = w->opts.flushers;
 	bc.cache = w->cache;
 	bc.ops = &wbfs_bdi_ops;
@@ -1378,7 +1476,8 @@ static int fs_load(struct wbfs *w, const char *dev)
 	int ret;
 
 	wbfs_iomgr_set(w);
-	err = ext2fs_open2(dev, NULL, flags, 0, 0, &wbfs_io_manager, &w->fs);
+	/* libext2fs reads "NAME?OPTIONS": a URI's query is no channel option */
+	err = ext2fs_open2(w->nbd ? "nbd" : dev, NULL, flags, 0, 0, &wbfs_io_manager, &w->fs);
 	if (err) {
 		wbfs_err(dev, "cannot open the filesystem: %s", error_message(err));
 		return -EINVAL;
@@ -1513,7 +1612,7 @@ out_fs:
 out_cache:
 	teardown_cache(w);
 out_close:
-	close(w->dev_fd);
+	dev_close(w);
 	free(w->bad_groups);
 	free(w->bad_igroups);
 	w->bad_groups = w->bad_igroups = NULL;
@@ -1599,7 +1698,7 @@ int wbfs_close(struct wbfs *w)
 	}
 	wbfs_journal_free(w);
 	teardown_cache(w);
-	close(w->dev_fd);
+	dev_close(w);
 	free(w->bad_groups);
 	free(w->bad_igroups);
 	free(w->bb_locs);

@@ -416,19 +416,23 @@ void wbfs_bmap(fuse_req_t req, fuse_ino_t fino, size_t blocksize, uint64_t idx)
 
 /* ---- FITRIM ------------------------------------------------------------------- */
 
-/* Discard device blocks [blk, blk+n): BLKDISCARD, or a hole in an image file. */
+/*
+ * Discard device blocks [blk, blk+n): BLKDISCARD, NBD TRIM, or a hole in
+ * an image file.
+ */
 static int trim_discard(struct wbfs *w, uint64_t blk, uint64_t n)
 {
 	uint64_t r[2] = { blk * w->fs->blocksize, n * w->fs->blocksize };
 	uint64_t seq = devlog_on ? devlog_discard_issued(r[0], r[1]) : 0;
 	int ret;
 
-	if (w->is_blkdev)
-		ret = ioctl(w->dev_fd, BLKDISCARD, r);
+	if (w->nbd)
+		ret = blk_discard(w->dev_fd, r[0], r[1]);
+	else if (w->is_blkdev)
+		ret = ioctl(w->dev_fd, BLKDISCARD, r) ? -errno : 0;
 	else
 		ret = fallocate(w->dev_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				(off_t)r[0], (off_t)r[1]);
-	ret = ret ? -errno : 0;
+				(off_t)r[0], (off_t)r[1]) ? -errno : 0;
 	if (seq)
 		devlog_completed(DEVLOG_WRITE_DONE, seq, ret);
 	return ret;

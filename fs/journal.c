@@ -124,6 +124,17 @@ static int jdev_write(struct wjournal *j, const struct iovec *iov, int n, off_t 
 	return devlog_pwritev(w->dev_fd, iov, n, off);
 }
 
+/* The commit block: durable on return (FUA, or a write and a flush). */
+static int jwrite_commit(struct wjournal *j, uint32_t jb, char *buf)
+{
+	struct iovec v = { buf, JBS };
+	struct wbfs *w = j->w;
+
+	if (w->opts.fault_inject && (atomic_load(&w->meta_wb.fault) & WB_FAULT_WRITE))
+		return -EIO;
+	return devlog_pwritev_fua(w->dev_fd, &v, 1, jb_off(j, jb));
+}
+
 /*
  * Write journal blocks [jb, jb+n) from @bufs (one 4 KiB buffer each), in
  * runs of physically consecutive blocks.
@@ -425,10 +436,10 @@ static int cmp_u64(const void *a, const void *b)
 static int read_logged(struct wjournal *j, uint32_t v, char *buf)
 {
 	uint32_t jb = v & ~ESC_BIT;
-	ssize_t r = pread(j->w->dev_fd, buf, JBS, jb_off(j, jb));
+	ssize_t r = blk_pread(j->w->dev_fd, buf, JBS, jb_off(j, jb));
 
 	if (r != (ssize_t)JBS)
-		return r < 0 ? -errno : -EIO;
+		return r < 0 ? (int)r : -EIO;
 	if (v & ESC_BIT) {
 		uint32_t m = htobe32(JBD2_MAGIC);
 
@@ -908,7 +919,8 @@ static int tx_write_home(struct wjournal *j, struct jtx *t)
 
 /*
  * Write @t after the data its metadata points at (ordered mode): log
- * blocks, a flush, the commit block, a flush. Context: commit_mutex only.
+ * blocks, a flush, the commit block, a flush (or the commit block with FUA
+ * where the device offers it: one round trip less per commit). Context: commit_mutex only.
  */
 static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t)
 {
@@ -928,10 +940,8 @@ static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t)
 		ret = devlog_flush(w->dev_fd);
 	if (!ret) {
 		commit_block_fill(j, t);
-		ret = jwrite(j, t->start + t->nblk - 1, &t->bufs[t->nblk - 1], 1);
+		ret = jwrite_commit(j, t->start + t->nblk - 1, t->bufs[t->nblk - 1]);
 	}
-	if (!ret)
-		ret = devlog_flush(w->dev_fd);
 	return ret;
 }
 
@@ -1107,7 +1117,7 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 			dev);
 		goto fail;
 	}
-	r = pread(w->dev_fd, j->jsb, JBS, jb_off(j, 0));
+	r = blk_pread(w->dev_fd, j->jsb, JBS, jb_off(j, 0));
 	if (r != (ssize_t)JBS) {
 		fprintf(wbfs_msg(), "wbcfs: %s: cannot read the journal superblock\n", dev);
 		ret = -EIO;

@@ -124,12 +124,10 @@ static uint16_t get_be16(const uint8_t *p)
 static int dev_pread(int fd, void *buf, size_t len, off_t off)
 {
 	while (len) {
-		ssize_t n = pread(fd, buf, len, off);
+		ssize_t n = blk_pread(fd, buf, len, off);
 
-		if (n < 0 && errno == EINTR)
-			continue;
 		if (n < 0)
-			return -errno;
+			return (int)n;
 		if (n == 0)
 			return -EIO;
 		buf = (char *)buf + n;

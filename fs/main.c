@@ -38,7 +38,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: wbcfs DEVICE MOUNTPOINT [-o option[,option...]] [-f] [-d]\n"
 		"       mount -t fuse.wbcfs DEVICE MOUNTPOINT -o option,...\n\n"
-		"Mounts the ext4 filesystem on DEVICE (a block device or an image file)\n"
+		"Mounts the ext4 filesystem on DEVICE (a block device, an image file, or an\n"
+		"NBD export: nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH)\n"
 		"with its own page cache and writeback in user space.\n\n"
 		"  -f            stay in the foreground\n"
 		"  -d            foreground, with FUSE debug output\n"
@@ -176,7 +177,22 @@ static int absolute_paths(struct cmdline *c)
 {
 	static char dev[PATH_MAX], mnt[PATH_MAX];
 
-	if (!realpath(c->dev, dev)) {
+	if (nbdev_is_uri(c->dev)) {
+		/* an NBD URI; a relative socket= path is made absolute */
+		const char *q = strstr(c->dev, "socket=");
+		char cwd[PATH_MAX];
+		int n;
+
+		if (q && (q[-1] == '?' || q[-1] == '&') && q[7] != '/' && getcwd(cwd, sizeof(cwd)))
+			n = snprintf(dev, sizeof(dev), "%.*s%s/%s", (int)(q + 7 - c->dev), c->dev,
+				     cwd, q + 7);
+		else
+			n = snprintf(dev, sizeof(dev), "%s", c->dev);
+		if (n >= (int)sizeof(dev)) {
+			fprintf(stderr, "wbcfs: %s: URI too long\n", c->dev);
+			return -1;
+		}
+	} else if (!realpath(c->dev, dev)) {
 		fprintf(stderr, "wbcfs: %s: %s\n", c->dev, strerror(errno));
 		return -1;
 	}

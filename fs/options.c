@@ -38,6 +38,7 @@ void options_default(struct wbcfs_options *o)
 	o->flushers = 1;
 	o->io_engine = IO_ENGINE_URING;
 	o->queue_depth = 64;
+	o->nbd_retry_s = 5;
 	o->max_io_kb = 1024;
 	o->readahead_kb = 128;
 	o->max_threads = 16;
@@ -186,6 +187,7 @@ static int parse_unsigned_opt(struct wbcfs_options *o, const char *key, const ch
 		{ "max_pause_ms", offsetof(struct wbcfs_options, max_pause_ms), 1,
 		  THROTTLE_MAX_PAUSE_MS_MAX, 1 },
 		{ "commit", offsetof(struct wbcfs_options, commit_s), 0, 3600, 1 },
+		{ "nbd_retry", offsetof(struct wbcfs_options, nbd_retry_s), 0, 3600, 1 },
 	};
 	uint64_t v;
 	size_t i;
@@ -539,12 +541,14 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 	if (!strcmp(opt, "io_engine")) {
 		static const char *const names[] = {
 			[IO_ENGINE_URING] = "uring", [IO_ENGINE_AIO] = "aio",
-			[IO_ENGINE_PSYNC] = "psync",
+			[IO_ENGINE_PSYNC] = "psync", [IO_ENGINE_NBD] = "nbd",
 		};
 
-		ret = set_choice(opt, val, names, 3, &choice, err, errlen);
-		if (!ret)
+		ret = set_choice(opt, val, names, 4, &choice, err, errlen);
+		if (!ret) {
 			o->io_engine = (enum io_engine_type)choice;
+			o->io_engine_given = true;
+		}
 		return ret;
 	}
 	ret = parse_unsigned_opt(o, opt, val, err, errlen, &matched);
@@ -613,7 +617,9 @@ void options_usage(FILE *out)
 		"  flushers=N                     flusher threads per device (1-16) [1]\n"
 		"  flusher_model=bdi|pdflush      background writeback: per-device workers or\n"
 		"                                 one shared pool of 2-8 threads [bdi]\n"
-		"  io_engine=uring|aio|psync      writeback engine [uring]\n"
+		"  io_engine=uring|aio|psync|nbd  device I/O engine [uring; nbd for NBD exports]\n"
+		"  nbd_retry=N                    NBD: reconnect every N s when the server goes\n"
+		"                                 away (0-3600; 0: never) [5]\n"
 		"  queue_depth=N                  I/Os in flight per flusher (1-4096) [64]\n"
 		"  max_threads=N                  FUSE worker threads (1-256) [16]\n"
 		"  poll_us=N                      busy-poll for requests, us (0-1000) [50]\n"

@@ -37,6 +37,7 @@
 #include "wbcfs/cache.h"
 #include "wbcfs/lockstat.h"
 #include "wbcfs/mapping.h"
+#include "wbcfs/nbdev.h"
 #include "wbcfs/options.h"
 #include "wbcfs/readahead.h"
 #include "acl.h"
@@ -145,7 +146,8 @@ struct wbfs {
 	struct bdi *bdi;
 	struct flusher_pool *pool;	/* constant: flusher_model=pdflush: the domain's
 					 * flusher threads, shared by its devices */
-	int dev_fd;			/* O_RDWR|O_DIRECT (O_RDONLY for ro) */
+	int dev_fd;			/* O_RDWR|O_DIRECT (O_RDONLY for ro); or nbd's */
+	struct nbdev *nbd;		/* an NBD export (dev_path is its URI); else NULL */
 	bool is_blkdev;
 	const char *dev_path;
 	uint64_t dev_bytes;

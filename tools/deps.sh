@@ -8,8 +8,7 @@
 # the servers of test_nbd and bench/peers -d nbd.
 WBCFS_PKGS=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
 	liburing-dev libaio-dev libext2fs-dev comerr-dev check e2fsprogs dbench
-	util-linux mount python3 attr acl gnuplot-nox libnbd-dev libnbd-bin
-	nbdkit)
+	util-linux mount python3 attr acl gnuplot-nox libnbd-dev libnbd-bin nbdkit)
 
 wbcfs_install_deps() {
 	local missing=() p

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * I/O engines: one small interface, one source file per engine (io_uring,
- * libaio, psync). An engine instance belongs to one thread; requests are
+ * libaio, psync; nbd for NBD devices). An engine instance belongs to one thread; requests are
  * queued, submitted in batches, and completed through their callback from
  * engine_reap() on that thread.
  */
@@ -16,6 +16,7 @@ enum io_engine_type {
 	IO_ENGINE_URING,
 	IO_ENGINE_AIO,
 	IO_ENGINE_PSYNC,
+	IO_ENGINE_NBD,		/* an NBD device (nbdev.h) */
 };
 
 enum io_op {
@@ -71,6 +72,7 @@ struct io_engine {
 extern const struct io_engine_ops io_engine_uring_ops;
 extern const struct io_engine_ops io_engine_aio_ops;
 extern const struct io_engine_ops io_engine_psync_ops;
+extern const struct io_engine_ops io_engine_nbd_ops;
 
 /** Returns 0 or -errno (-ENOSYS when the engine is unavailable). */
 int io_engine_init(struct io_engine *e, enum io_engine_type type, unsigned queue_depth);
@@ -87,7 +89,7 @@ int io_engine_submit(struct io_engine *e);
 int io_engine_reap(struct io_engine *e, unsigned min);
 /** Submit and reap until nothing is in flight. */
 int io_engine_drain(struct io_engine *e);
-/** Parse "uring" / "aio" / "psync". Returns 0 or -EINVAL. */
+/** Parse "uring" / "aio" / "psync" / "nbd". Returns 0 or -EINVAL. */
 int io_engine_parse(const char *s, enum io_engine_type *out);
 const char *io_engine_name(enum io_engine_type t);
 

@@ -42,7 +42,9 @@ struct wbcfs_options {
 	uint64_t cache_size;		/* bytes; 0 = a quarter of RAM */
 	struct dirty_tunables dirty;	/* dirty_* tunables */
 	unsigned flushers;		/* flusher workers per bdi, 1-16; default 1 */
-	enum io_engine_type io_engine;	/* default IO_ENGINE_URING */
+	enum io_engine_type io_engine;	/* default IO_ENGINE_URING; nbd for NBD exports */
+	bool io_engine_given;		/* io_engine= was on the command line */
+	unsigned nbd_retry_s;		/* NBD reconnect interval, s; 0 = never [5] */
 	unsigned queue_depth;		/* 1-4096; default 64 */
 	enum flusher_model flusher_model;	/* default FLUSHER_MODEL_BDI */
 	unsigned max_io_kb;		/* 4-4096, multiple of 4; default 1024 */

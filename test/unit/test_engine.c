@@ -273,6 +273,8 @@ START_TEST(parse_names)
 	ck_assert_int_eq(io_engine_parse("aio", &t), 0);
 	ck_assert_int_eq(t, IO_ENGINE_AIO);
 	ck_assert_int_eq(io_engine_parse("psync", &t), 0);
+	ck_assert_int_eq(io_engine_parse("nbd", &t), 0);
+	ck_assert_int_eq(t, IO_ENGINE_NBD);
 	ck_assert_int_eq(io_engine_parse("sync", &t), -EINVAL);
 	ck_assert_str_eq(io_engine_name(IO_ENGINE_PSYNC), "psync");
 }
