@@ -10,7 +10,8 @@ unix socket, mounted by URI (io_engine=nbd through libnbd).
      capabilities; g. fstrim discards the free blocks over NBD TRIM (the
      image file gives them back). Unmount, e2fsck -fn of the image clean,
      the kernel's ext4 (loop) sees the tree the mount showed.
-  b. memory plugin, filled with `nbdcopy IMG URI`, mounted with -o fsck
+  b. memory plugin, filled with `nbdcopy IMG URI`, not cleanly unmounted:
+     refused, then mounted by mount.fuse3 (mount -t fuse.wbcfs) with -o fsck
      (e2fsck -p through nbdfuse) and the empty export name; written,
      unmounted, copied out with nbdcopy: e2fsck -fn clean, the same tree.
   c. refusals, one line on stderr, exit non-zero, the image unchanged: no
@@ -29,7 +30,9 @@ unix socket, mounted by URI (io_engine=nbd through libnbd).
      fsync gives EIO, /.wbcfs/nbd says disconnected, cached pages still
      read, an uncached file gives EIO; nbdkit restarted on the same socket
      and file: fsync succeeds within seconds, reconnects counted,
-     unmount exit 0, e2fsck clean, the data right.
+     unmount exit 0, e2fsck clean, the data right. Then nbd_retry=0: a
+     server killed and restarted is not reconnected to, and unmount ends
+     at once, exit non-zero, the unwritten pages named lost.
   f. a slow export (rate filter, 10 MB/s) with a small cache: the writer
      is throttled, judged on the controller's trace and counters
      (/.wbcfs/trace, /.wbcfs/vmstat, /.wbcfs/bdi), never on rates.
@@ -54,8 +57,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, TFail, TSkip, t_check, t_compare, t_eq,  # noqa: E402
-                    t_errno, t_is_kernel, t_log, t_main, t_manifest,
+from wbtest import (MIB, Mount, TFail, TSkip, t_check, t_compare,  # noqa: E402
+                    t_eq, t_errno, t_is_kernel, t_log, t_main, t_manifest,
+                    t_mount_entry,
                     t_read_all, t_run, t_sha256_file, t_step, t_wbcfs_bin,
                     t_write_all)
 import wbtrace  # noqa: E402
@@ -224,9 +228,10 @@ def check_nbd_ctl(m, srv, export):
     t_eq(c["can_trim"], 1, "can_trim of nbdkit's file plugin")
     t_eq(c["failed"], 0, "failed requests")
     t_check(c["requests"] > 0, "requests completed: %r" % c["requests"])
-    t_check(0 < c["block_min"] <= c["block_preferred"] <= c["block_max"],
-            "block sizes min %r <= preferred %r <= max %r"
-            % (c["block_min"], c["block_preferred"], c["block_max"]))
+    # 0: the server stated no constraint (nbdkit's file plugin states none)
+    bs = (c["block_min"], c["block_preferred"], c["block_max"])
+    t_check(bs == (0, 0, 0) or 0 < bs[0] <= bs[1] <= bs[2],
+            "block sizes min %r <= preferred %r <= max %r, or all 0" % bs)
     return c
 
 
@@ -332,6 +337,68 @@ def fsync_until_ok(fd, timeout, what):
         time.sleep(0.2)
 
 
+def daemon_pids(mnt):
+    """Pids of wbcfs processes serving mnt (by /proc: exe and argv)."""
+    binp = os.path.realpath(t_wbcfs_bin())
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            exe = os.readlink("/proc/%s/exe" % d)
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if exe == binp and os.fsencode(mnt) in args:
+            out.append(int(d))
+    return out
+
+
+def mount_fuse3(env, uri, opts):
+    """mount.fuse3 URI MNT -t fuse.wbcfs -o OPTS, as mount(8) runs it for
+    `mount -t fuse.wbcfs` (wbcfs found on PATH; it daemonizes)."""
+    bindir = env.mkdir("bin")
+    link = os.path.join(bindir, "wbcfs")
+    if not os.path.exists(link):
+        os.symlink(t_wbcfs_bin(), link)
+    path_env = dict(os.environ)
+    path_env["PATH"] = bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin")
+    mnt = env.mkdir("mnt-fuse3")
+    t_run(["mount.fuse3", uri, mnt, "-t", "fuse.wbcfs", "-o", ",".join(opts)],
+          env=path_env, timeout=60)
+    ent = t_mount_entry(mnt)
+    t_check(ent is not None and ent[0] == uri and ent[1] == "fuse.wbcfs",
+            "mount.fuse3: %s mounted as %r" % (mnt, ent))
+    m = Mount(mnt, uri, "external")
+    env.mounts.append(m)
+    m.ext_pids = daemon_pids(mnt)
+    t_check(len(m.ext_pids) == 1, "one wbcfs daemon serves %s: %r"
+            % (mnt, m.ext_pids))
+    t_log("mount.fuse3: %s on %s, daemon pid %d" % (uri, mnt, m.ext_pids[0]))
+    return m
+
+
+def umount_fuse3(env, m, timeout=60):
+    """umount, then wait for the daemon to exit (a plain fuse mount's
+    umount returns before the daemon has written everything)."""
+    t_run(["umount", m.mnt])
+    env.mounts.remove(m)
+    pid = m.ext_pids[0]
+    end = time.monotonic() + timeout
+    while os.path.exists("/proc/%d" % pid):
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().split(") ")[1].startswith("Z"):
+                    break
+        except OSError:
+            break
+        if time.monotonic() > end:
+            os.kill(pid, signal.SIGKILL)
+            raise TFail("wbcfs pid %d still running %ds after umount" % (pid, timeout))
+        time.sleep(0.05)
+
+
 def log_has_no_complaint(m):
     log = m.daemon_log()
     for bad in ("libext2fs", "Segmentation", "assert"):
@@ -429,6 +496,8 @@ def case_a(env):
                       export="disk")
     m = env.mount(srv.uri(), [CACHE])
     check_nbd_ctl(m, srv, "disk")
+    t_check("nbd" in os.listdir(os.path.join(m.mnt, ".wbcfs")),
+            "nbd listed in /.wbcfs")
     model = posix_workload(m.mnt)
     fitrim(env, m, img)
     check_model(m.mnt, model, "after fstrim")
@@ -448,9 +517,15 @@ def case_a(env):
 def case_b(env):
     t_step("b. memory plugin: nbdcopy in, -o fsck, write, nbdcopy out")
     img = new_image(env, "b.img")
+    # not cleanly unmounted: refused, then checked through nbdfuse
+    t_run(["debugfs", "-w", "-R", "ssv state 0", img])
     srv = NbdServer(env, "b", ["memory", "size=%d" % IMG_SIZE]).start()
     t_run(["nbdcopy", img, srv.uri()], timeout=60)
-    m = env.mount(srv.uri(), [CACHE, "fsck"])
+    refused(env, srv.uri(), [CACHE], None, "e2fsck",
+            "a filesystem not cleanly unmounted, without -o fsck")
+    t_step("mount -t fuse.wbcfs (mount.fuse3) -o fsck,_netdev: e2fsck -p "
+           "through nbdfuse, then the mount")
+    m = mount_fuse3(env, srv.uri(), ["allow_other", CACHE, "fsck", "_netdev"])
     model = {}
     for i in range(6):
         rel = "f%d" % i
@@ -462,10 +537,11 @@ def case_b(env):
     fsync_path(m.mnt)
     check_model(m.mnt, model, "memory export")
     man = t_manifest(m.mnt)
-    env.umount(m)
+    umount_fuse3(env, m)
     out = os.path.join(env.tmp, "b-out.img")
     t_run(["nbdcopy", srv.uri(), out], timeout=60)
     srv.stop()
+    t_eq(env.sb_state(out), "clean", "superblock state after -o fsck and unmount")
     kernel_sees(env, out, man, model)
 
 
@@ -694,8 +770,30 @@ def case_e(env):
     check_model(mnt, model, "after the reconnect")
     man = t_manifest(mnt)
     env.umount(m)
-    srv.stop()
     kernel_sees(env, img, man, model)
+
+    t_step("nbd_retry=0: no reconnect; unmount with the server gone ends, "
+           "naming the pages lost")
+    m = env.mount(srv.uri(), [CACHE, "nbd_retry=0"])
+    t_eq(nbd_ctl(m.mnt)["retry_s"], 0, "retry_s with nbd_retry=0")
+    write_file(os.path.join(m.mnt, "kept"), data("kept", 64 * 1024))
+    fd = os.open(os.path.join(m.mnt, "doomed"), os.O_CREAT | os.O_WRONLY, 0o644)
+    t_write_all(fd, data("doomed", 200 * 1024))
+    srv.kill(signal.SIGKILL)
+    srv.start()
+    t_errno(errno.EIO, os.fsync, fd, what="fsync with the server gone, nbd_retry=0")
+    time.sleep(1.5)     # what nbd_retry=1 took to reconnect above
+    c = nbd_ctl(m.mnt)
+    t_check(c["state"] == "disconnected" and c["reconnects"] == 0,
+            "nbd_retry=0 reconnected: %r" % c)
+    os.close(fd)
+    t0 = time.monotonic()
+    rc, log = umount_rc(env, m, timeout=60)
+    t_log("daemon exited %d %.1fs after umount; log:\n%s"
+          % (rc, time.monotonic() - t0, log.strip()))
+    t_check(rc != 0, "exit status after losing the unwritten pages")
+    t_check("lost" in log, "the loss is named in the daemon's log")
+    srv.stop()
 
 
 # --------------------------------------------------------------------------
