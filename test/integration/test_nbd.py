@@ -26,8 +26,9 @@ unix socket, mounted by URI (io_engine=nbd through libnbd).
      data. Then a write fault left armed through unmount: the daemon names
      the pages lost and exits non-zero (the README's promises for device
      errors, over NBD).
-  e. the server goes away (SIGKILL) under a mount with nbd_retry=1:
-     fsync gives EIO, /.wbcfs/nbd says disconnected, cached pages still
+  e. the server goes away (SIGKILL, 10 MB/s so that an fsync's writes are
+     in flight) under a mount with nbd_retry=1: that fsync and the next
+     give EIO, /.wbcfs/nbd says disconnected, cached pages still
      read, an uncached file gives EIO; nbdkit restarted on the same socket
      and file: fsync succeeds within seconds, reconnects counted,
      unmount exit 0, e2fsck clean, the data right. Then nbd_retry=0: a
@@ -54,6 +55,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -65,6 +67,7 @@ from wbtest import (MIB, Mount, TFail, TSkip, t_check, t_compare,  # noqa: E402
 import wbtrace  # noqa: E402
 
 IMG_SIZE = 64 * MIB
+RATE_BPS = 10 * 1000 * 1000     # a slow export: nbdkit's rate filter
 CACHE = "cache_size=64M"          # a quick mount: little to fault in
 CTL_NBD = os.path.join(".wbcfs", "nbd")
 
@@ -734,17 +737,36 @@ def case_e(env):
     with open(os.path.join(src, "cold"), "wb") as f:
         f.write(cold)
     img = new_image(env, "e.img", src)
-    srv = file_server(env, "e", img)
+    # 10 MB/s: the kill finds writes in flight
+    srv = file_server(env, "e", img, filters=["rate"],
+                      params=["rate=%d" % (RATE_BPS * 8), "burstiness=0.2"])
     m = env.mount(srv.uri(), [CACHE, "nbd_retry=1"])
     mnt = m.mnt
     pre = data("pre", 256 * 1024)
     write_file(os.path.join(mnt, "pre"), pre)
     t_check(read_file(os.path.join(mnt, "pre")) == pre, "pre reads back")
-    late = data("late", MIB + 5)
+    late = data("late", 8 * MIB + 5)
     fd = os.open(os.path.join(mnt, "late"), os.O_CREAT | os.O_RDWR, 0o644)
     t_write_all(fd, late)
 
+    t_step("killed while an fsync's writes are in flight")
+    res = {}
+
+    def bg_fsync():
+        try:
+            os.fsync(fd)
+            res["rc"] = 0
+        except OSError as e:
+            res["rc"] = e.errno
+    th = threading.Thread(target=bg_fsync)
+    th.start()
+    poll(lambda: wbtrace.vmstat(mnt).get("nr_writeback", 0) > 0, 10,
+         "writeback in flight")
     srv.kill(signal.SIGKILL)
+    th.join(30)
+    t_check(not th.is_alive(), "the fsync in flight returned once the server died")
+    t_eq(errno.errorcode.get(res.get("rc"), res.get("rc")), "EIO",
+         "the fsync in flight when the server died")
     t_step("disconnected: fsync EIO, cached pages read, uncached EIO")
     t_errno(errno.EIO, os.fsync, fd, what="fsync with the server gone")
     poll(lambda: nbd_ctl(mnt)["state"] == "disconnected", 5,
@@ -798,8 +820,6 @@ def case_e(env):
 
 # --------------------------------------------------------------------------
 # f. a slow export: the throttle paces the writer
-
-RATE_BPS = 10 * 1000 * 1000
 
 
 def case_f(env):
