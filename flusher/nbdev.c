@@ -42,6 +42,7 @@ struct nbdev {
 	struct nbd_handle *h;		/* NULL while disconnected; poller replaces it */
 	atomic_bool connected;
 	atomic_bool stop;
+	atomic_bool server_leaving;	/* a command failed with ESHUTDOWN */
 	pthread_t poller;
 	atomic_ulong requests, failed, reconnects;
 	char last_error[256];		/* poller only */
@@ -150,6 +151,12 @@ static int part_completed(void *user_data, int *error)
 	p->completed = true;
 	if (*error)
 		op_fail(p->op, *error);
+	if (*error == ESHUTDOWN) {
+		/* the server is going away (it keeps the connection open and
+		 * fails every command until we leave): reconnect */
+		atomic_store(&p->op->d->server_leaving, true);
+		kick(p->op->d->wake);
+	}
 	return 1;	/* retire at once: part_free follows */
 }
 
@@ -242,8 +249,14 @@ void nbdev_submit(struct nbdev *d, enum nbdev_op kind, void *buf, uint64_t len, 
 			len -= n;
 		}
 	}
-	/* a command libnbd could not send whole waits for the poller */
-	if (d->h && (nbd_aio_get_direction(d->h) & LIBNBD_AIO_DIRECTION_WRITE))
+	/*
+	 * The poller looks again when a command could not be sent whole, or
+	 * when sending found the connection dead (libnbd has closed its
+	 * socket then: the poller may be waiting on a descriptor number that
+	 * no longer is, or already is something else's).
+	 */
+	if (d->h && ((nbd_aio_get_direction(d->h) & LIBNBD_AIO_DIRECTION_WRITE) ||
+		     nbd_aio_is_dead(d->h) || nbd_aio_is_closed(d->h)))
 		kick(d->wake);
 	pthread_rwlock_unlock(&d->lock);
 	op_put(op);
@@ -444,10 +457,10 @@ static void read_info(struct nbd_handle *h, struct nbdev_info *in)
 }
 
 /* The dead handle goes; every command still on it ends with EIO. Poller only. */
-static void conn_lost(struct nbdev *d)
+static void conn_lost(struct nbdev *d, const char *why)
 {
 	struct nbd_handle *h = d->h;
-	const char *e = nbd_get_error();
+	const char *e = why ? why : nbd_get_error();
 
 	snprintf(d->last_error, sizeof(d->last_error), "%s", e && *e ? e : "connection closed");
 	d->last_error[strcspn(d->last_error, "\n")] = '\0';
@@ -530,6 +543,14 @@ static void *poller_main(void *arg)
 				poller_sleep(d, -1);
 			continue;
 		}
+		if (atomic_exchange(&d->server_leaving, false)) {
+			conn_lost(d, "the server is shutting down");
+			continue;
+		}
+		if (nbd_aio_is_dead(d->h) || nbd_aio_is_closed(d->h)) {
+			conn_lost(d, NULL);	/* an issuer found it so */
+			continue;
+		}
 		dir = nbd_aio_get_direction(d->h);
 		p[0] = (struct pollfd){ nbd_aio_get_fd(d->h), 0, 0 };
 		if (dir & LIBNBD_AIO_DIRECTION_READ)
@@ -538,7 +559,7 @@ static void *poller_main(void *arg)
 			p[0].events |= POLLOUT;
 		p[1] = (struct pollfd){ d->wake, POLLIN, 0 };
 		if (p[0].fd < 0) {
-			conn_lost(d);
+			conn_lost(d, NULL);
 			continue;
 		}
 		if (poll(p, 2, -1) < 0)
@@ -550,7 +571,7 @@ static void *poller_main(void *arg)
 		if ((p[0].revents & POLLOUT) && !nbd_aio_is_dead(d->h))
 			nbd_aio_notify_write(d->h);
 		if (nbd_aio_is_dead(d->h) || nbd_aio_is_closed(d->h))
-			conn_lost(d);
+			conn_lost(d, NULL);
 	}
 	return NULL;
 }
