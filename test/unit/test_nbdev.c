@@ -258,6 +258,11 @@ START_TEST(refusals)
 }
 END_TEST
 
+/*
+ * _i 0: the server dies (SIGKILL: the connection breaks). _i 1: it shuts
+ * down (SIGTERM: nbdkit keeps the connection and fails every command with
+ * ESHUTDOWN until the client leaves).
+ */
 START_TEST(server_lost)
 {
 	char buf[4096] = "kept";
@@ -269,11 +274,24 @@ START_TEST(server_lost)
 	d = open_ok(1);
 	fd = nbdev_fd(d);
 	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
-	server_kill();
+	kill(server, _i ? SIGTERM : SIGKILL);
+	if (!_i)
+		server_kill();
+	/* a shutting-down server may finish a few commands first */
+	for (i = 0; _i && i < 200; i++) {
+		if (blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false) < 0)
+			break;
+		usleep(10000);
+	}
 	/* every request fails, with EIO, while the server is away */
 	for (i = 0; i < 3; i++) {
 		ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), -EIO);
 		ck_assert_int_eq(blk_flush(fd), -EIO);
+	}
+	if (_i) {
+		waitpid(server, NULL, 0);	/* it leaves once we did */
+		server = -1;
+		unlink(sock);
 	}
 	for (i = 0; i < 200 && nbdev_connected(d); i++)
 		usleep(10000);
@@ -302,7 +320,7 @@ int main(void)
 	tcase_add_test(tc, engine_roundtrip);
 	tcase_add_test(tc, blk_split);
 	tcase_add_test(tc, refusals);
-	tcase_add_test(tc, server_lost);
+	tcase_add_loop_test(tc, server_lost, 0, 2);
 	suite_add_tcase(s, tc);
 	return t_run(s);
 }
