@@ -307,6 +307,28 @@ static size_t iov_bytes(const struct iovec *iov, int cnt)
 	return n;
 }
 
+/*
+ * The calling thread's bounce buffer for a transfer of several buffers,
+ * kept for its next one (a fresh large buffer each time costs page faults
+ * and trims worth as much as the copy).
+ */
+static char *tl_bounce(size_t len)
+{
+	static __thread char *buf;
+	static __thread size_t size;
+
+	if (len > size) {
+		size_t n = (len + 65535) & ~(size_t)65535;
+		char *b = realloc(buf, n);
+
+		if (!b)
+			return NULL;
+		buf = b;
+		size = n;
+	}
+	return buf;
+}
+
 ssize_t blk_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off)
 {
 	struct nbdev *d = nbdev_of_fd(fd);
@@ -331,7 +353,7 @@ ssize_t blk_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off)
 		ret = nbdev_sync(d, NBDEV_READ, iov[0].iov_base, len, (uint64_t)off, 0);
 		return ret < 0 ? ret : (ssize_t)len;
 	}
-	bounce = malloc(len ? len : 1);
+	bounce = tl_bounce(len ? len : 1);
 	if (!bounce)
 		return -ENOMEM;
 	ret = nbdev_sync(d, NBDEV_READ, bounce, len, (uint64_t)off, 0);
@@ -341,7 +363,6 @@ ssize_t blk_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off)
 		memcpy(iov[i].iov_base, bounce + done, n);
 		done += n;
 	}
-	free(bounce);
 	return ret < 0 ? ret : (ssize_t)len;
 }
 
@@ -369,7 +390,7 @@ ssize_t blk_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, bool
 		ret = nbdev_sync(d, NBDEV_WRITE, iov[0].iov_base, len, (uint64_t)off,
 				 fua ? NBDEV_FUA : 0);
 	} else {
-		bounce = malloc(len ? len : 1);
+		bounce = tl_bounce(len ? len : 1);
 		if (!bounce)
 			return -ENOMEM;
 		for (i = 0; i < iovcnt; i++) {
@@ -377,7 +398,6 @@ ssize_t blk_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, bool
 			done += iov[i].iov_len;
 		}
 		ret = nbdev_sync(d, NBDEV_WRITE, bounce, len, (uint64_t)off, fua ? NBDEV_FUA : 0);
-		free(bounce);
 	}
 	if (!ret && fua && !d->info.can_fua)
 		ret = nbdev_sync(d, NBDEV_FLUSH, NULL, 0, 0, 0);
