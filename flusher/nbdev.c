@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wbcfs/nbdev.h"
@@ -38,6 +39,9 @@ struct nbdev {
 	int wake;			/* eventfd: the poller looks again */
 	struct nbdev_info info;
 	unsigned retry_s;
+	unsigned timeout_s;		/* a connection with no reply for this long is dead */
+	atomic_uint inflight;		/* commands issued, not yet ended */
+	atomic_ullong progress_ms;	/* last reply, or the first command after none */
 	pthread_rwlock_t lock;		/* read: issuing on h; write: replacing it */
 	struct nbd_handle *h;		/* NULL while disconnected; poller replaces it */
 	atomic_bool connected;
@@ -100,6 +104,14 @@ const struct nbdev_info *nbdev_info(const struct nbdev *d)
 bool nbdev_connected(const struct nbdev *d)
 {
 	return atomic_load(&d->connected);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void kick(int efd)
@@ -170,6 +182,8 @@ static void part_free(void *user_data)
 	struct nbd_part *p = user_data;
 	struct nbd_op *op = p->op;
 
+	atomic_store(&op->d->progress_ms, now_ms());
+	atomic_fetch_sub(&op->d->inflight, 1);
 	if (!p->completed)
 		op_fail(op, EIO);
 	free(p);
@@ -192,6 +206,8 @@ static void issue_part(struct nbdev *d, struct nbd_op *op, enum nbdev_op kind, v
 	}
 	p->op = op;
 	p->completed = false;
+	if (atomic_fetch_add(&d->inflight, 1) == 0)
+		atomic_store(&d->progress_ms, now_ms());	/* the clock starts now */
 	cb = (nbd_completion_callback){ .callback = part_completed, .user_data = p,
 					.free = part_free };
 	switch (kind) {
@@ -582,7 +598,7 @@ static void *poller_main(void *arg)
 			conn_lost(d, NULL);
 			continue;
 		}
-		if (poll(p, 2, -1) < 0)
+		if (poll(p, 2, d->timeout_s ? 1000 : -1) < 0)
 			continue;
 		if ((p[1].revents & POLLIN) && read(d->wake, &v, sizeof(v)) < 0)
 			(void)v;
@@ -590,8 +606,16 @@ static void *poller_main(void *arg)
 			nbd_aio_notify_read(d->h);
 		if ((p[0].revents & POLLOUT) && !nbd_aio_is_dead(d->h))
 			nbd_aio_notify_write(d->h);
-		if (nbd_aio_is_dead(d->h) || nbd_aio_is_closed(d->h))
+		if (nbd_aio_is_dead(d->h) || nbd_aio_is_closed(d->h)) {
 			conn_lost(d, NULL);
+		} else if (d->timeout_s && atomic_load(&d->inflight) &&
+			   now_ms() - atomic_load(&d->progress_ms) > d->timeout_s * 1000ull) {
+			char why[64];
+
+			/* a server that stopped answering: what is in flight fails */
+			snprintf(why, sizeof(why), "no reply for %u s", d->timeout_s);
+			conn_lost(d, why);
+		}
 	}
 	return NULL;
 }
@@ -636,7 +660,8 @@ static void nbdev_free(struct nbdev *d)
 	free(d);
 }
 
-int nbdev_open(struct nbdev **out, const char *uri, bool ro, unsigned retry_s, FILE *msg)
+int nbdev_open(struct nbdev **out, const char *uri, bool ro, unsigned retry_s,
+	       unsigned timeout_s, FILE *msg)
 {
 	struct nbdev *d = calloc(1, sizeof(*d));
 	pthread_rwlockattr_t attr;
@@ -649,6 +674,7 @@ int nbdev_open(struct nbdev **out, const char *uri, bool ro, unsigned retry_s, F
 	d->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	d->uri = strdup(uri);
 	d->retry_s = retry_s;
+	d->timeout_s = timeout_s;
 	pthread_rwlockattr_init(&attr);
 	/* a reconnect must not wait behind a stream of failing issuers */
 	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -726,12 +752,14 @@ int nbdev_show(const struct nbdev *d, char *buf, size_t size)
 	n = snprintf(buf, size,
 		     "uri %s\nstate %s\nsize %llu\nblock_min %u\nblock_preferred %u\n"
 		     "block_max %u\nmax_request %u\ncan_flush %d\ncan_fua %d\ncan_trim %d\n"
-		     "can_multi_conn %d\nread_only %d\nretry_s %u\nreconnects %lu\n"
+		     "can_multi_conn %d\nread_only %d\nretry_s %u\ntimeout_s %u\n"
+		     "inflight %u\nreconnects %lu\n"
 		     "requests %lu\nfailed %lu\n",
 		     d->uri, atomic_load(&d->connected) ? "connected" : "disconnected",
 		     (unsigned long long)in->size, in->block_min, in->block_pref, in->block_max,
 		     in->max_request, in->can_flush, in->can_fua, in->can_trim,
-		     in->can_multi_conn, in->read_only, d->retry_s,
+		     in->can_multi_conn, in->read_only, d->retry_s, d->timeout_s,
+		     atomic_load(&d->inflight),
 		     atomic_load(&d->reconnects), atomic_load(&d->requests),
 		     atomic_load(&d->failed));
 	return n < 0 ? 0 : (size_t)n >= size ? (int)size - 1 : n;

@@ -433,7 +433,8 @@ static int nbd_open(struct wbfs *w, const char *uri, bool ro)
 			 io_engine_name(w->opts.io_engine));
 		return -EINVAL;
 	}
-	ret = nbdev_open(&w->nbd, uri, ro, w->opts.nbd_retry_s, wbfs_msg());
+	ret = nbdev_open(&w->nbd, uri, ro, w->opts.nbd_retry_s, w->opts.nbd_timeout_s,
+			 wbfs_msg());
 	if (ret)
 		return ret;
 	w->opts.io_engine = IO_ENGINE_NBD;

@@ -6,7 +6,8 @@
  * them back; transfers over the export's maximum block size are split;
  * the fd-keyed blk_* calls reach the export; a refused connection and a
  * read-only export are refused; a server that goes away fails requests
- * with EIO until it is back, and then the connection is made again.
+ * with EIO until it is back, and then the connection is made again; one
+ * that stops answering is left after nbd_timeout.
  */
 #include <check.h>
 #include <errno.h>
@@ -92,12 +93,17 @@ static void teardown(void)
 	rmdir(dir);
 }
 
-static struct nbdev *open_ok(unsigned retry)
+static struct nbdev *open_timeout(unsigned retry, unsigned timeout)
 {
 	struct nbdev *d = NULL;
 
-	ck_assert_int_eq(nbdev_open(&d, uri, false, retry, stderr), 0);
+	ck_assert_int_eq(nbdev_open(&d, uri, false, retry, timeout, stderr), 0);
 	return d;
+}
+
+static struct nbdev *open_ok(unsigned retry)
+{
+	return open_timeout(retry, 0);
 }
 
 START_TEST(uri_forms)
@@ -243,14 +249,14 @@ START_TEST(refusals)
 	if (!setup(ro))
 		return;
 	msg = open_memstream(&text, &n);
-	ck_assert_int_eq(nbdev_open(&d, uri, false, 0, msg), -EROFS);
+	ck_assert_int_eq(nbdev_open(&d, uri, false, 0, 0, msg), -EROFS);
 	fflush(msg);
 	ck_assert_ptr_nonnull(strstr(text, "read-only"));
-	ck_assert_int_eq(nbdev_open(&d, uri, true, 0, msg), 0);
+	ck_assert_int_eq(nbdev_open(&d, uri, true, 0, 0, msg), 0);
 	ck_assert(nbdev_info(d)->read_only);
 	nbdev_close(d);
 	server_kill();
-	ck_assert_int_eq(nbdev_open(&d, uri, true, 0, msg), -ECONNREFUSED);
+	ck_assert_int_eq(nbdev_open(&d, uri, true, 0, 0, msg), -ECONNREFUSED);
 	fclose(msg);
 	ck_assert_ptr_nonnull(strstr(text, "cannot connect to the NBD server"));
 	free(text);
@@ -309,6 +315,31 @@ START_TEST(server_lost)
 }
 END_TEST
 
+/* A server that stops answering (SIGSTOP): after nbd_timeout its requests fail, and it is left. */
+START_TEST(server_hangs)
+{
+	char buf[4096] = "x";
+	struct nbdev *d;
+	int fd, i;
+
+	if (!setup(NULL))
+		return;
+	d = open_timeout(1, 1);
+	fd = nbdev_fd(d);
+	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
+	kill(server, SIGSTOP);
+	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), -EIO);
+	ck_assert(!nbdev_connected(d));
+	kill(server, SIGCONT);
+	for (i = 0; i < 1000 && !nbdev_connected(d); i++)
+		usleep(10000);
+	ck_assert(nbdev_connected(d));
+	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
+	nbdev_close(d);
+	teardown();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("nbdev");
@@ -321,6 +352,7 @@ int main(void)
 	tcase_add_test(tc, blk_split);
 	tcase_add_test(tc, refusals);
 	tcase_add_loop_test(tc, server_lost, 0, 2);
+	tcase_add_test(tc, server_hangs);
 	suite_add_tcase(s, tc);
 	return t_run(s);
 }
