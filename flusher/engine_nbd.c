@@ -20,12 +20,19 @@ struct nbd_req {
 	struct io_req *req;
 	struct nbd_eng *eng;
 	char *bounce;			/* several buffers: the transfer's own */
+	size_t bounce_size;
 	size_t len;
 	int res;
 	struct nbd_req *next;
 };
 
+#define NBD_SPARE_MAX	16	/* bounce buffers kept for reuse */
+
 struct nbd_eng {
+	/* owner thread only: bounce buffers for reuse (a fresh 1 MiB buffer
+	 * per request costs page faults and trims worth as much as the copy) */
+	struct { char *buf; size_t size; } spare[NBD_SPARE_MAX];
+	unsigned nr_spare;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct nbd_req *done, **done_tail;	/* lock: completed, not yet reaped */
@@ -49,9 +56,41 @@ static void nbde_exit(struct io_engine *e)
 {
 	struct nbd_eng *n = e->priv;
 
+	while (n->nr_spare)
+		free(n->spare[--n->nr_spare].buf);
 	pthread_cond_destroy(&n->cond);
 	pthread_mutex_destroy(&n->lock);
 	free(n);
+}
+
+/* A bounce buffer of at least @len bytes: a spare one, or a new one. */
+static char *bounce_get(struct nbd_eng *n, size_t len, size_t *size)
+{
+	unsigned i;
+	char *b;
+
+	for (i = 0; i < n->nr_spare; i++) {
+		if (n->spare[i].size >= len) {
+			b = n->spare[i].buf;
+			*size = n->spare[i].size;
+			n->spare[i] = n->spare[--n->nr_spare];
+			return b;
+		}
+	}
+	*size = (len + 65535) & ~(size_t)65535;
+	return malloc(*size);
+}
+
+static void bounce_put(struct nbd_eng *n, char *b, size_t size)
+{
+	if (!b)
+		return;
+	if (n->nr_spare < NBD_SPARE_MAX) {
+		n->spare[n->nr_spare].buf = b;
+		n->spare[n->nr_spare++].size = size;
+		return;
+	}
+	free(b);
 }
 
 /* From the poller thread, or the issuer on failure. */
@@ -102,7 +141,7 @@ static int nbde_queue(struct io_engine *e, struct io_req *req)
 		} else {
 			size_t off = 0;
 
-			r->bounce = malloc(r->len ? r->len : 1);
+			r->bounce = bounce_get(r->eng, r->len ? r->len : 1, &r->bounce_size);
 			if (!r->bounce) {
 				free(r);
 				return -ENOMEM;
@@ -165,7 +204,7 @@ static int nbde_reap(struct io_engine *e, unsigned min)
 		list = r->next;
 		if (r->bounce && r->req->op == IO_READ && r->res > 0)
 			nbde_scatter(r);
-		free(r->bounce);
+		bounce_put(n, r->bounce, r->bounce_size);
 		e->inflight--;
 		r->req->done(r->req, r->res);	/* may queue more */
 		free(r);

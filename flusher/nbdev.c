@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wbcfs/nbdev.h"
@@ -38,10 +39,14 @@ struct nbdev {
 	int wake;			/* eventfd: the poller looks again */
 	struct nbdev_info info;
 	unsigned retry_s;
+	unsigned timeout_s;		/* a connection with no reply for this long is dead */
+	atomic_uint inflight;		/* commands issued, not yet ended */
+	atomic_ullong progress_ms;	/* last reply, or the first command after none */
 	pthread_rwlock_t lock;		/* read: issuing on h; write: replacing it */
 	struct nbd_handle *h;		/* NULL while disconnected; poller replaces it */
 	atomic_bool connected;
 	atomic_bool stop;
+	atomic_bool server_leaving;	/* a command failed with ESHUTDOWN */
 	pthread_t poller;
 	atomic_ulong requests, failed, reconnects;
 	char last_error[256];		/* poller only */
@@ -101,6 +106,14 @@ bool nbdev_connected(const struct nbdev *d)
 	return atomic_load(&d->connected);
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static void kick(int efd)
 {
 	uint64_t one = 1;
@@ -150,6 +163,12 @@ static int part_completed(void *user_data, int *error)
 	p->completed = true;
 	if (*error)
 		op_fail(p->op, *error);
+	if (*error == ESHUTDOWN) {
+		/* the server is going away (it keeps the connection open and
+		 * fails every command until we leave): reconnect */
+		atomic_store(&p->op->d->server_leaving, true);
+		kick(p->op->d->wake);
+	}
 	return 1;	/* retire at once: part_free follows */
 }
 
@@ -163,6 +182,8 @@ static void part_free(void *user_data)
 	struct nbd_part *p = user_data;
 	struct nbd_op *op = p->op;
 
+	atomic_store(&op->d->progress_ms, now_ms());
+	atomic_fetch_sub(&op->d->inflight, 1);
 	if (!p->completed)
 		op_fail(op, EIO);
 	free(p);
@@ -185,6 +206,8 @@ static void issue_part(struct nbdev *d, struct nbd_op *op, enum nbdev_op kind, v
 	}
 	p->op = op;
 	p->completed = false;
+	if (atomic_fetch_add(&d->inflight, 1) == 0)
+		atomic_store(&d->progress_ms, now_ms());	/* the clock starts now */
 	cb = (nbd_completion_callback){ .callback = part_completed, .user_data = p,
 					.free = part_free };
 	switch (kind) {
@@ -242,8 +265,14 @@ void nbdev_submit(struct nbdev *d, enum nbdev_op kind, void *buf, uint64_t len, 
 			len -= n;
 		}
 	}
-	/* a command libnbd could not send whole waits for the poller */
-	if (d->h && (nbd_aio_get_direction(d->h) & LIBNBD_AIO_DIRECTION_WRITE))
+	/*
+	 * The poller looks again when a command could not be sent whole, or
+	 * when sending found the connection dead (libnbd has closed its
+	 * socket then: the poller may be waiting on a descriptor number that
+	 * no longer is, or already is something else's).
+	 */
+	if (d->h && ((nbd_aio_get_direction(d->h) & LIBNBD_AIO_DIRECTION_WRITE) ||
+		     nbd_aio_is_dead(d->h) || nbd_aio_is_closed(d->h)))
 		kick(d->wake);
 	pthread_rwlock_unlock(&d->lock);
 	op_put(op);
@@ -294,6 +323,28 @@ static size_t iov_bytes(const struct iovec *iov, int cnt)
 	return n;
 }
 
+/*
+ * The calling thread's bounce buffer for a transfer of several buffers,
+ * kept for its next one (a fresh large buffer each time costs page faults
+ * and trims worth as much as the copy).
+ */
+static char *tl_bounce(size_t len)
+{
+	static __thread char *buf;
+	static __thread size_t size;
+
+	if (len > size) {
+		size_t n = (len + 65535) & ~(size_t)65535;
+		char *b = realloc(buf, n);
+
+		if (!b)
+			return NULL;
+		buf = b;
+		size = n;
+	}
+	return buf;
+}
+
 ssize_t blk_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off)
 {
 	struct nbdev *d = nbdev_of_fd(fd);
@@ -318,7 +369,7 @@ ssize_t blk_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off)
 		ret = nbdev_sync(d, NBDEV_READ, iov[0].iov_base, len, (uint64_t)off, 0);
 		return ret < 0 ? ret : (ssize_t)len;
 	}
-	bounce = malloc(len ? len : 1);
+	bounce = tl_bounce(len ? len : 1);
 	if (!bounce)
 		return -ENOMEM;
 	ret = nbdev_sync(d, NBDEV_READ, bounce, len, (uint64_t)off, 0);
@@ -328,7 +379,6 @@ ssize_t blk_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off)
 		memcpy(iov[i].iov_base, bounce + done, n);
 		done += n;
 	}
-	free(bounce);
 	return ret < 0 ? ret : (ssize_t)len;
 }
 
@@ -356,7 +406,7 @@ ssize_t blk_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, bool
 		ret = nbdev_sync(d, NBDEV_WRITE, iov[0].iov_base, len, (uint64_t)off,
 				 fua ? NBDEV_FUA : 0);
 	} else {
-		bounce = malloc(len ? len : 1);
+		bounce = tl_bounce(len ? len : 1);
 		if (!bounce)
 			return -ENOMEM;
 		for (i = 0; i < iovcnt; i++) {
@@ -364,7 +414,6 @@ ssize_t blk_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, bool
 			done += iov[i].iov_len;
 		}
 		ret = nbdev_sync(d, NBDEV_WRITE, bounce, len, (uint64_t)off, fua ? NBDEV_FUA : 0);
-		free(bounce);
 	}
 	if (!ret && fua && !d->info.can_fua)
 		ret = nbdev_sync(d, NBDEV_FLUSH, NULL, 0, 0, 0);
@@ -444,10 +493,10 @@ static void read_info(struct nbd_handle *h, struct nbdev_info *in)
 }
 
 /* The dead handle goes; every command still on it ends with EIO. Poller only. */
-static void conn_lost(struct nbdev *d)
+static void conn_lost(struct nbdev *d, const char *why)
 {
 	struct nbd_handle *h = d->h;
-	const char *e = nbd_get_error();
+	const char *e = why ? why : nbd_get_error();
 
 	snprintf(d->last_error, sizeof(d->last_error), "%s", e && *e ? e : "connection closed");
 	d->last_error[strcspn(d->last_error, "\n")] = '\0';
@@ -530,6 +579,14 @@ static void *poller_main(void *arg)
 				poller_sleep(d, -1);
 			continue;
 		}
+		if (atomic_exchange(&d->server_leaving, false)) {
+			conn_lost(d, "the server is shutting down");
+			continue;
+		}
+		if (nbd_aio_is_dead(d->h) || nbd_aio_is_closed(d->h)) {
+			conn_lost(d, NULL);	/* an issuer found it so */
+			continue;
+		}
 		dir = nbd_aio_get_direction(d->h);
 		p[0] = (struct pollfd){ nbd_aio_get_fd(d->h), 0, 0 };
 		if (dir & LIBNBD_AIO_DIRECTION_READ)
@@ -538,10 +595,10 @@ static void *poller_main(void *arg)
 			p[0].events |= POLLOUT;
 		p[1] = (struct pollfd){ d->wake, POLLIN, 0 };
 		if (p[0].fd < 0) {
-			conn_lost(d);
+			conn_lost(d, NULL);
 			continue;
 		}
-		if (poll(p, 2, -1) < 0)
+		if (poll(p, 2, d->timeout_s ? 1000 : -1) < 0)
 			continue;
 		if ((p[1].revents & POLLIN) && read(d->wake, &v, sizeof(v)) < 0)
 			(void)v;
@@ -549,8 +606,16 @@ static void *poller_main(void *arg)
 			nbd_aio_notify_read(d->h);
 		if ((p[0].revents & POLLOUT) && !nbd_aio_is_dead(d->h))
 			nbd_aio_notify_write(d->h);
-		if (nbd_aio_is_dead(d->h) || nbd_aio_is_closed(d->h))
-			conn_lost(d);
+		if (nbd_aio_is_dead(d->h) || nbd_aio_is_closed(d->h)) {
+			conn_lost(d, NULL);
+		} else if (d->timeout_s && atomic_load(&d->inflight) &&
+			   now_ms() - atomic_load(&d->progress_ms) > d->timeout_s * 1000ull) {
+			char why[64];
+
+			/* a server that stopped answering: what is in flight fails */
+			snprintf(why, sizeof(why), "no reply for %u s", d->timeout_s);
+			conn_lost(d, why);
+		}
 	}
 	return NULL;
 }
@@ -595,7 +660,8 @@ static void nbdev_free(struct nbdev *d)
 	free(d);
 }
 
-int nbdev_open(struct nbdev **out, const char *uri, bool ro, unsigned retry_s, FILE *msg)
+int nbdev_open(struct nbdev **out, const char *uri, bool ro, unsigned retry_s,
+	       unsigned timeout_s, FILE *msg)
 {
 	struct nbdev *d = calloc(1, sizeof(*d));
 	pthread_rwlockattr_t attr;
@@ -608,6 +674,7 @@ int nbdev_open(struct nbdev **out, const char *uri, bool ro, unsigned retry_s, F
 	d->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	d->uri = strdup(uri);
 	d->retry_s = retry_s;
+	d->timeout_s = timeout_s;
 	pthread_rwlockattr_init(&attr);
 	/* a reconnect must not wait behind a stream of failing issuers */
 	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -685,12 +752,14 @@ int nbdev_show(const struct nbdev *d, char *buf, size_t size)
 	n = snprintf(buf, size,
 		     "uri %s\nstate %s\nsize %llu\nblock_min %u\nblock_preferred %u\n"
 		     "block_max %u\nmax_request %u\ncan_flush %d\ncan_fua %d\ncan_trim %d\n"
-		     "can_multi_conn %d\nread_only %d\nretry_s %u\nreconnects %lu\n"
+		     "can_multi_conn %d\nread_only %d\nretry_s %u\ntimeout_s %u\n"
+		     "inflight %u\nreconnects %lu\n"
 		     "requests %lu\nfailed %lu\n",
 		     d->uri, atomic_load(&d->connected) ? "connected" : "disconnected",
 		     (unsigned long long)in->size, in->block_min, in->block_pref, in->block_max,
 		     in->max_request, in->can_flush, in->can_fua, in->can_trim,
-		     in->can_multi_conn, in->read_only, d->retry_s,
+		     in->can_multi_conn, in->read_only, d->retry_s, d->timeout_s,
+		     atomic_load(&d->inflight),
 		     atomic_load(&d->reconnects), atomic_load(&d->requests),
 		     atomic_load(&d->failed));
 	return n < 0 ? 0 : (size_t)n >= size ? (int)size - 1 : n;

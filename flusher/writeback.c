@@ -71,7 +71,11 @@ struct wb_ctx {
 	struct bdi *b;
 	bool pool;			/* a pool thread: waits for room in the device's
 					 * queue before each write (get_request_wait) */
-	struct io_engine eng;		/* this worker's engine */
+	struct io_engine *eng;		/* the engine in use: own_eng, or nbd_eng while
+					 * a pool thread visits an NBD device */
+	struct io_engine own_eng;	/* this worker's engine */
+	struct io_engine nbd_eng;	/* pool threads: for NBD devices, made on first use */
+	bool nbd_eng_ready;
 	struct page *pages[WB_BATCH];	/* current batch */
 	uint64_t idx[WB_BATCH];		/* its page indices */
 	uint64_t pblk[WB_BATCH];	/* and device blocks (map_pages) */
@@ -286,9 +290,9 @@ static void wb_wait_queue_room(struct wb_ctx *x)
 	struct bdi *b = x->b;
 
 	while (atomic_load(&b->inflight_ios) >= (long)b->queue_depth) {
-		if (x->eng.inflight) {
-			io_engine_submit(&x->eng);
-			io_engine_reap(&x->eng, 1);
+		if (x->eng->inflight) {
+			io_engine_submit(x->eng);
+			io_engine_reap(x->eng, 1);
 			continue;
 		}
 		ls_mutex_lock(&b->lock, &lc_bdi_lock);
@@ -339,7 +343,7 @@ static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pag
 	if (x->b->fault_inject && ((atomic_load(&((struct wb_inode *)m->host)->fault) & WB_FAULT_WRITE) ||
 				   wb_fault_roll(x->b)))
 		io->req.inject_err = -EIO;
-	ret = io_engine_queue(&x->eng, &io->req);
+	ret = io_engine_queue(x->eng, &io->req);
 	if (ret)
 		wb_io_done(&io->req, ret);
 }
@@ -347,8 +351,8 @@ static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pag
 /* Complete everything this worker has queued before it may sleep on others. */
 static void wb_drain_before_sleep(struct wb_ctx *x)
 {
-	if (x->eng.inflight)
-		io_engine_drain(&x->eng);
+	if (x->eng->inflight)
+		io_engine_drain(x->eng);
 }
 
 /* lock_page(), draining our own writes first if the lock is contended. */
@@ -486,8 +490,8 @@ static long wb_write_pages(struct wb_ctx *x, struct wb_inode *wi, bool sync,
 	}
 	if (!sync)
 		m->writeback_index = index;
-	io_engine_submit(&x->eng);
-	io_engine_reap(&x->eng, 0);	/* end what is already done, without waiting */
+	io_engine_submit(x->eng);
+	io_engine_reap(x->eng, 0);	/* end what is already done, without waiting */
 	return written;
 }
 
@@ -540,7 +544,7 @@ static void wb_wait_isync_locked(struct wb_ctx *x, struct wb_inode *wi)
 	struct bdi *b = x->b;
 
 	while (wi->state & I_SYNC) {
-		if (x->eng.inflight) {
+		if (x->eng->inflight) {
 			/* completions take b->lock: never reap while holding it */
 			ls_mutex_unlock(&b->lock);
 			wb_drain_before_sleep(x);
@@ -877,7 +881,7 @@ static void wb_run_work(struct wb_ctx *x, struct wb_work *w)
 			wb_write_meta(x, w);
 		break;
 	}
-	io_engine_drain(&x->eng);
+	io_engine_drain(x->eng);
 }
 
 int bdi_queue_work_wait(struct bdi *b, struct wb_work *w)
@@ -926,7 +930,7 @@ static long wb_do_background(struct wb_ctx *x)
 	got = wb_writeback(x, &w);
 	if (wb_meta_due(b, &w))
 		wb_write_meta(x, &w);
-	io_engine_drain(&x->eng);
+	io_engine_drain(x->eng);
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	return got;
 }
@@ -941,7 +945,7 @@ static void wb_do_kupdate(struct wb_ctx *x)
 	wb_writeback(x, &w);
 	if (wb_meta_due(b, &w))
 		wb_write_meta(x, &w);
-	io_engine_drain(&x->eng);
+	io_engine_drain(x->eng);
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	/* rearmed by the next dirtying once nothing is left */
 	if (wb_all_clean_locked(b))
@@ -951,14 +955,17 @@ static void wb_do_kupdate(struct wb_ctx *x)
 static void wb_engine_init(struct wb_ctx *x, const char *name, enum io_engine_type engine,
 			   unsigned queue_depth, bool fault_inject)
 {
-	int ret = io_engine_init(&x->eng, engine, queue_depth);
+	int ret;
+
+	x->eng = &x->own_eng;
+	ret = io_engine_init(x->eng, engine, queue_depth);
 
 	if (ret) {
 		fprintf(stderr, "wbcfs: %s: io engine %s unavailable (%s); using psync\n",
 			name, io_engine_name(engine), strerror(-ret));
-		io_engine_init(&x->eng, IO_ENGINE_PSYNC, queue_depth);
+		io_engine_init(x->eng, IO_ENGINE_PSYNC, queue_depth);
 	}
-	io_engine_set_fault_inject(&x->eng, fault_inject);
+	io_engine_set_fault_inject(x->eng, fault_inject);
 }
 
 /* Run the oldest queued work and complete it. Context: b->lock held; dropped inside. */
@@ -990,7 +997,7 @@ static void wb_do_queued(struct wb_ctx *x)
  */
 static void wb_idle(struct wb_ctx *x, long ms)
 {
-	if (x->eng.inflight) {
+	if (x->eng->inflight) {
 		/* completions take b->lock: never reap while holding it */
 		ls_mutex_unlock(&x->b->lock);
 		wb_drain_before_sleep(x);
@@ -1047,8 +1054,8 @@ void *bdi_flusher_main(void *arg)
 	while (!b->stopping || !list_empty(&b->work_list))
 		wb_worker_step(x, &last_kupdate);
 	ls_mutex_unlock(&b->lock);
-	io_engine_drain(&x->eng);
-	io_engine_exit(&x->eng);
+	io_engine_drain(x->eng);
+	io_engine_exit(x->eng);
 	free(x);
 	return NULL;
 }
@@ -1063,6 +1070,9 @@ struct wb_ctx *wb_pool_ctx_create(enum io_engine_type engine, unsigned queue_dep
 	if (!x)
 		return NULL;
 	x->pool = true;
+	/* NBD devices get an engine of their own (wb_pool_visit) */
+	if (engine == IO_ENGINE_NBD)
+		engine = IO_ENGINE_URING;
 	/* requests carry inject_err only for a bdi created with fault_inject */
 	wb_engine_init(x, name, engine, queue_depth, true);
 	return x;
@@ -1070,8 +1080,10 @@ struct wb_ctx *wb_pool_ctx_create(enum io_engine_type engine, unsigned queue_dep
 
 void wb_pool_ctx_destroy(struct wb_ctx *x)
 {
-	io_engine_drain(&x->eng);
-	io_engine_exit(&x->eng);
+	io_engine_drain(x->eng);
+	io_engine_exit(x->eng);
+	if (x->nbd_eng_ready)
+		io_engine_exit(&x->nbd_eng);
 	free(x);
 }
 
@@ -1082,6 +1094,16 @@ long wb_pool_visit(struct wb_ctx *x, struct bdi *b, enum wb_reason why, long bud
 			     .nr_pages = budget, .nonblocking = true };
 	long got;
 
+	if (b->engine == IO_ENGINE_NBD) {
+		/* the pool's engine cannot reach an NBD device: its own can */
+		if (!x->nbd_eng_ready) {
+			if (io_engine_init(&x->nbd_eng, IO_ENGINE_NBD, x->own_eng.queue_depth))
+				return 0;
+			io_engine_set_fault_inject(&x->nbd_eng, true);
+			x->nbd_eng_ready = true;
+		}
+		x->eng = &x->nbd_eng;
+	}
 	x->b = b;
 	if (why == WB_REASON_BACKGROUND) {
 		ls_mutex_lock(&b->lock, &lc_bdi_lock);
@@ -1096,7 +1118,8 @@ long wb_pool_visit(struct wb_ctx *x, struct bdi *b, enum wb_reason why, long bud
 	 * away once no pool thread is inside it: leave nothing in flight.
 	 * On a slow device this is the wait the pool pays for all devices.
 	 */
-	io_engine_drain(&x->eng);
+	io_engine_drain(x->eng);
+	x->eng = &x->own_eng;
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	if (why == WB_REASON_PERIODIC && wb_all_clean_locked(b))
 		b->kupdate_armed = false;

@@ -433,7 +433,8 @@ static int nbd_open(struct wbfs *w, const char *uri, bool ro)
 			 io_engine_name(w->opts.io_engine));
 		return -EINVAL;
 	}
-	ret = nbdev_open(&w->nbd, uri, ro, w->opts.nbd_retry_s, wbfs_msg());
+	ret = nbdev_open(&w->nbd, uri, ro, w->opts.nbd_retry_s, w->opts.nbd_timeout_s,
+			 wbfs_msg());
 	if (ret)
 		return ret;
 	w->opts.io_engine = IO_ENGINE_NBD;
@@ -1631,11 +1632,29 @@ out_close:
  * that succeeds is the superblock marked clean, so a metadata write
  * failure leaves the filesystem for e2fsck.
  */
+/*
+ * An NBD server away at unmount (nbd_retry on): wait for it a while,
+ * max(60 s, 3 reconnect intervals), before anything is written back and
+ * what cannot be written is reported lost.
+ */
+static void nbd_unmount_wait(struct wbfs *w)
+{
+	unsigned s = w->opts.nbd_retry_s, limit_s = s * 3 > 60 ? s * 3 : 60, i;
+
+	if (w->ro || !w->nbd || !s || nbdev_connected(w->nbd))
+		return;
+	fprintf(wbfs_msg(), "wbcfs: %s: unmount: waiting up to %u s for the NBD server to come"
+		" back\n", w->dev_path, limit_s);
+	for (i = 0; i < limit_s * 10 && !nbdev_connected(w->nbd); i++)
+		usleep(100000);
+}
+
 int wbfs_close(struct wbfs *w)
 {
 	bool meta_ok = true;
 	int ret = 0, r;
 
+	nbd_unmount_wait(w);
 	if (!w->ro) {
 		ret = bdi_sync(w->bdi, WB_REASON_UMOUNT);
 		if (ret)
@@ -1643,6 +1662,7 @@ int wbfs_close(struct wbfs *w)
 				" each file once more\n", w->dev_path, strerror(-ret));
 		ret = 0;	/* what is finally lost is counted in lost_pages */
 	}
+	nbd_unmount_wait(w);
 	winode_release_all(w);
 	if (!w->ro) {
 		r = bdi_sync(w->bdi, WB_REASON_UMOUNT);

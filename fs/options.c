@@ -39,6 +39,7 @@ void options_default(struct wbcfs_options *o)
 	o->io_engine = IO_ENGINE_URING;
 	o->queue_depth = 64;
 	o->nbd_retry_s = 5;
+	o->nbd_timeout_s = 30;
 	o->max_io_kb = 1024;
 	o->readahead_kb = 128;
 	o->max_threads = 16;
@@ -188,6 +189,7 @@ static int parse_unsigned_opt(struct wbcfs_options *o, const char *key, const ch
 		  THROTTLE_MAX_PAUSE_MS_MAX, 1 },
 		{ "commit", offsetof(struct wbcfs_options, commit_s), 0, 3600, 1 },
 		{ "nbd_retry", offsetof(struct wbcfs_options, nbd_retry_s), 0, 3600, 1 },
+		{ "nbd_timeout", offsetof(struct wbcfs_options, nbd_timeout_s), 0, 3600, 1 },
 	};
 	uint64_t v;
 	size_t i;
@@ -620,6 +622,8 @@ void options_usage(FILE *out)
 		"  io_engine=uring|aio|psync|nbd  device I/O engine [uring; nbd for NBD exports]\n"
 		"  nbd_retry=N                    NBD: reconnect every N s when the server goes\n"
 		"                                 away (0-3600; 0: never) [5]\n"
+		"  nbd_timeout=N                  NBD: no reply for N s with requests in flight:\n"
+		"                                 the connection is dead (0-3600; 0: never) [30]\n"
 		"  queue_depth=N                  I/Os in flight per flusher (1-4096) [64]\n"
 		"  max_threads=N                  FUSE worker threads (1-256) [16]\n"
 		"  poll_us=N                      busy-poll for requests, us (0-1000) [50]\n"

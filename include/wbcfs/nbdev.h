@@ -50,10 +50,13 @@ bool nbdev_is_uri(const char *dev);
 /**
  * Connect to @uri and read what the export offers. Errors are one line on
  * @msg naming @uri. @retry_s: reconnect interval once connected (0: never).
+ * @timeout_s: a connection that has commands in flight and no reply for
+ * this long is taken for dead (0: wait for ever).
  * Returns 0 or -errno (-ECONNREFUSED for a server that cannot be reached
  * or refuses the export, -EROFS for a read-only export without @ro).
  */
-int nbdev_open(struct nbdev **out, const char *uri, bool ro, unsigned retry_s, FILE *msg);
+int nbdev_open(struct nbdev **out, const char *uri, bool ro, unsigned retry_s,
+	       unsigned timeout_s, FILE *msg);
 /** Disconnect cleanly and free; nothing may be in flight. */
 void nbdev_close(struct nbdev *d);
 /** The descriptor that stands for @d in fd-keyed calls (blk_*, io_req.fd). */

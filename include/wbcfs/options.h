@@ -45,6 +45,7 @@ struct wbcfs_options {
 	enum io_engine_type io_engine;	/* default IO_ENGINE_URING; nbd for NBD exports */
 	bool io_engine_given;		/* io_engine= was on the command line */
 	unsigned nbd_retry_s;		/* NBD reconnect interval, s; 0 = never [5] */
+	unsigned nbd_timeout_s;		/* NBD: no reply this long = connection dead; 0 = never [30] */
 	unsigned queue_depth;		/* 1-4096; default 64 */
 	enum flusher_model flusher_model;	/* default FLUSHER_MODEL_BDI */
 	unsigned max_io_kb;		/* 4-4096, multiple of 4; default 1024 */

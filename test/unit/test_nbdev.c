@@ -6,7 +6,8 @@
  * them back; transfers over the export's maximum block size are split;
  * the fd-keyed blk_* calls reach the export; a refused connection and a
  * read-only export are refused; a server that goes away fails requests
- * with EIO until it is back, and then the connection is made again.
+ * with EIO until it is back, and then the connection is made again; one
+ * that stops answering is left after nbd_timeout.
  */
 #include <check.h>
 #include <errno.h>
@@ -92,12 +93,17 @@ static void teardown(void)
 	rmdir(dir);
 }
 
-static struct nbdev *open_ok(unsigned retry)
+static struct nbdev *open_timeout(unsigned retry, unsigned timeout)
 {
 	struct nbdev *d = NULL;
 
-	ck_assert_int_eq(nbdev_open(&d, uri, false, retry, stderr), 0);
+	ck_assert_int_eq(nbdev_open(&d, uri, false, retry, timeout, stderr), 0);
 	return d;
+}
+
+static struct nbdev *open_ok(unsigned retry)
+{
+	return open_timeout(retry, 0);
 }
 
 START_TEST(uri_forms)
@@ -243,14 +249,14 @@ START_TEST(refusals)
 	if (!setup(ro))
 		return;
 	msg = open_memstream(&text, &n);
-	ck_assert_int_eq(nbdev_open(&d, uri, false, 0, msg), -EROFS);
+	ck_assert_int_eq(nbdev_open(&d, uri, false, 0, 0, msg), -EROFS);
 	fflush(msg);
 	ck_assert_ptr_nonnull(strstr(text, "read-only"));
-	ck_assert_int_eq(nbdev_open(&d, uri, true, 0, msg), 0);
+	ck_assert_int_eq(nbdev_open(&d, uri, true, 0, 0, msg), 0);
 	ck_assert(nbdev_info(d)->read_only);
 	nbdev_close(d);
 	server_kill();
-	ck_assert_int_eq(nbdev_open(&d, uri, true, 0, msg), -ECONNREFUSED);
+	ck_assert_int_eq(nbdev_open(&d, uri, true, 0, 0, msg), -ECONNREFUSED);
 	fclose(msg);
 	ck_assert_ptr_nonnull(strstr(text, "cannot connect to the NBD server"));
 	free(text);
@@ -258,6 +264,11 @@ START_TEST(refusals)
 }
 END_TEST
 
+/*
+ * _i 0: the server dies (SIGKILL: the connection breaks). _i 1: it shuts
+ * down (SIGTERM: nbdkit keeps the connection and fails every command with
+ * ESHUTDOWN until the client leaves).
+ */
 START_TEST(server_lost)
 {
 	char buf[4096] = "kept";
@@ -269,11 +280,24 @@ START_TEST(server_lost)
 	d = open_ok(1);
 	fd = nbdev_fd(d);
 	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
-	server_kill();
+	kill(server, _i ? SIGTERM : SIGKILL);
+	if (!_i)
+		server_kill();
+	/* a shutting-down server may finish a few commands first */
+	for (i = 0; _i && i < 200; i++) {
+		if (blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false) < 0)
+			break;
+		usleep(10000);
+	}
 	/* every request fails, with EIO, while the server is away */
 	for (i = 0; i < 3; i++) {
 		ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), -EIO);
 		ck_assert_int_eq(blk_flush(fd), -EIO);
+	}
+	if (_i) {
+		waitpid(server, NULL, 0);	/* it leaves once we did */
+		server = -1;
+		unlink(sock);
 	}
 	for (i = 0; i < 200 && nbdev_connected(d); i++)
 		usleep(10000);
@@ -291,6 +315,31 @@ START_TEST(server_lost)
 }
 END_TEST
 
+/* A server that stops answering (SIGSTOP): after nbd_timeout its requests fail, and it is left. */
+START_TEST(server_hangs)
+{
+	char buf[4096] = "x";
+	struct nbdev *d;
+	int fd, i;
+
+	if (!setup(NULL))
+		return;
+	d = open_timeout(1, 1);
+	fd = nbdev_fd(d);
+	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
+	kill(server, SIGSTOP);
+	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), -EIO);
+	ck_assert(!nbdev_connected(d));
+	kill(server, SIGCONT);
+	for (i = 0; i < 1000 && !nbdev_connected(d); i++)
+		usleep(10000);
+	ck_assert(nbdev_connected(d));
+	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
+	nbdev_close(d);
+	teardown();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("nbdev");
@@ -302,7 +351,8 @@ int main(void)
 	tcase_add_test(tc, engine_roundtrip);
 	tcase_add_test(tc, blk_split);
 	tcase_add_test(tc, refusals);
-	tcase_add_test(tc, server_lost);
+	tcase_add_loop_test(tc, server_lost, 0, 2);
+	tcase_add_test(tc, server_hangs);
 	suite_add_tcase(s, tc);
 	return t_run(s);
 }
