@@ -37,6 +37,10 @@ unix socket, mounted by URI (io_engine=nbd through libnbd).
   f. a slow export (rate filter, 10 MB/s) with a small cache: the writer
      is throttled, judged on the controller's trace and counters
      (/.wbcfs/trace, /.wbcfs/vmstat, /.wbcfs/bdi), never on rates.
+  h. a server that stops answering (nbdkit's pause filter) under
+     nbd_timeout=2: fsync gives EIO within seconds, the connection is
+     left; the page written again meanwhile; resumed: reconnected, fsync
+     succeeds, the last write is what the kernel's ext4 reads.
 
 Skips (77) without nbdkit, nbdcopy or nbdfuse (packages nbdkit and
 libnbd-bin). Every nbdkit started is killed at the end, after the mounts
@@ -877,8 +881,63 @@ def case_f(env):
 
 
 # --------------------------------------------------------------------------
+# h. a server that stops answering: nbd_timeout
 
-CASES = "abcdef"
+def pause_ctl(path, c):
+    """Send one command to nbdkit's pause filter; returns its echo."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)
+    try:
+        s.connect(path)
+        s.send(c)
+        return s.recv(1)
+    finally:
+        s.close()
+
+
+def case_h(env):
+    t_step("h. a server that stops answering (pause filter): nbd_timeout=2")
+    img = new_image(env, "h.img")
+    ctl = os.path.join(env.tmp, "h-pause.ctl")
+    srv = file_server(env, "h", img, filters=["pause"],
+                      params=["pause-control=" + ctl])
+    m = env.mount(srv.uri(), [CACHE, "nbd_retry=1", "nbd_timeout=2"])
+    mnt = m.mnt
+    t_eq(nbd_ctl(mnt)["timeout_s"], 2, "timeout_s")
+    path = os.path.join(mnt, "x")
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    t_write_all(fd, b"A" * 65536, 0)
+    os.fsync(fd)
+    t_write_all(fd, b"B" * 65536, 0)
+    t_eq(pause_ctl(ctl, b"p"), b"P", "the server paused")
+    t0 = time.monotonic()
+    t_errno(errno.EIO, os.fsync, fd, what="fsync while the server does not answer")
+    dt = time.monotonic() - t0
+    t_log("fsync gave EIO after %.1fs with nbd_timeout=2" % dt)
+    t_check(dt < 15, "fsync waited %.1fs for a silent server (nbd_timeout=2)" % dt)
+    t_eq(nbd_ctl(mnt)["state"], "disconnected", "state after the timeout")
+    # the page changes again while the server is away: the last write wins
+    t_write_all(fd, b"C" * 65536, 0)
+    t_eq(pause_ctl(ctl, b"r"), b"R", "the server resumed")
+    eios, dt = fsync_until_ok(fd, 20, "after the server answered again")
+    t_log("fsync ok %.2fs after the resume (%d EIO meanwhile)" % (dt, eios))
+    c = nbd_ctl(mnt)
+    t_check(c["state"] == "connected" and c["reconnects"] >= 1,
+            "reconnected after the timeout: %r" % c)
+    t_check(t_read_all(fd, 65537, 0) == b"C" * 65536, "x reads the last write")
+    os.close(fd)
+    model = {"x": b"C" * 65536}
+    man = t_manifest(mnt)
+    t_check("no reply for 2 s" in m.daemon_log(),
+            "the daemon says why it left the connection:\n%s" % m.daemon_log())
+    env.umount(m)
+    srv.stop()
+    kernel_sees(env, img, man, model)
+
+
+# --------------------------------------------------------------------------
+
+CASES = "abcdefh"
 
 
 def body(env):
@@ -903,6 +962,8 @@ def body(env):
             case_e(env)
         if "f" in only:
             case_f(env)
+        if "h" in only:
+            case_h(env)
     finally:
         # the mounts go first: a daemon whose server is gone would retry
         for m in reversed(list(env.mounts)):
