@@ -535,9 +535,12 @@ static void reconnect(struct nbdev *d)
 
 		if (h) {
 			read_info(h, &in);
-			if (in.size < d->info.size || (in.read_only && !d->info.read_only)) {
+			if (in.size < d->info.size || (in.read_only && !d->info.read_only) ||
+			    in.block_min > 4096 || in.max_request < d->info.max_request) {
 				snprintf(err, sizeof(err), "export came back %s",
-					 in.read_only ? "read-only" : "smaller");
+					 in.read_only ? "read-only" :
+					 in.size < d->info.size ? "smaller" :
+					 "with block sizes it did not have");
 				nbd_close(h);
 				h = NULL;
 			}
@@ -698,6 +701,13 @@ int nbdev_open(struct nbdev **out, const char *uri, bool ro, unsigned retry_s,
 	}
 	if (!d->info.size) {
 		fprintf(msg, "wbcfs: %s: the NBD export is empty\n", uri);
+		ret = -EINVAL;
+		goto fail;
+	}
+	/* libnbd refuses, before sending, requests not aligned to it */
+	if (d->info.block_min > 4096) {
+		fprintf(msg, "wbcfs: %s: the NBD export's minimum block size is %u bytes;"
+			" wbcfs reads and writes 4096-byte blocks\n", uri, d->info.block_min);
 		ret = -EINVAL;
 		goto fail;
 	}
