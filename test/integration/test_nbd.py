@@ -4,6 +4,7 @@
 unix socket, mounted by URI (io_engine=nbd through libnbd).
 
   a. file plugin (export "disk", other names refused by the exportname
+     filter; 4 KiB to 1 MiB blocks enforced by the blocksize-policy
      filter): a short POSIX workload against a model (create, write,
      overwrite, rename, rename over, unlink, mkdir, rmdir, symlink, hard
      link, truncate, fsync); /.wbcfs/nbd names the export and its
@@ -16,7 +17,7 @@ unix socket, mounted by URI (io_engine=nbd through libnbd).
      unmounted, copied out with nbdcopy: e2fsck -fn clean, the same tree.
   c. refusals, one line on stderr, exit non-zero, the image unchanged: no
      server on the socket, a wrong export name, an export smaller than
-     the filesystem, a read-only export without -o ro (which then
+     the filesystem, an export with 64 KiB blocks, a read-only export without -o ro (which then
      mounts), io_engine=uring with a URI, io_engine=nbd with a loop device.
   d. server faults (nbdkit's error filter, armed while a trigger file
      exists): a read of an uncached file gives EIO, then its data once
@@ -71,6 +72,9 @@ from wbtest import (MIB, Mount, TFail, TSkip, t_check, t_compare,  # noqa: E402
 import wbtrace  # noqa: E402
 
 IMG_SIZE = 64 * MIB
+# nbdkit's blocksize-policy filter: what a server may demand
+BLOCKSIZES = ["blocksize-minimum=4096", "blocksize-preferred=64K",
+              "blocksize-maximum=1M", "blocksize-error-policy=error"]
 RATE_BPS = 10 * 1000 * 1000     # a slow export: nbdkit's rate filter
 CACHE = "cache_size=64M"          # a quick mount: little to fault in
 CTL_NBD = os.path.join(".wbcfs", "nbd")
@@ -498,11 +502,15 @@ def fitrim(env, m, img):
 def case_a(env):
     t_step("a. file plugin: mount by URI, workload, e2fsck, kernel's view")
     img = new_image(env, "a.img")
-    srv = file_server(env, "a", img, filters=["exportname"],
-                      params=["exportname=disk", "exportname-strict=true"],
-                      export="disk")
+    # block size constraints enforced (EINVAL otherwise): 4 KiB aligned,
+    # transfers over 1 MiB split
+    srv = file_server(env, "a", img, filters=["exportname", "blocksize-policy"],
+                      params=["exportname=disk", "exportname-strict=true"]
+                      + BLOCKSIZES, export="disk")
     m = env.mount(srv.uri(), [CACHE])
-    check_nbd_ctl(m, srv, "disk")
+    c = check_nbd_ctl(m, srv, "disk")
+    t_eq((c["block_min"], c["block_preferred"], c["block_max"], c["max_request"]),
+         (4096, 65536, MIB, MIB), "block sizes and max_request")
     t_check("nbd" in os.listdir(os.path.join(m.mnt, ".wbcfs")),
             "nbd listed in /.wbcfs")
     model = posix_workload(m.mnt)
@@ -619,6 +627,13 @@ def case_c(env, img):
             "an export smaller than the filesystem")
     refused(env, srv.uri(), [CACHE, "ro"], img, ("smaller", "small", "size"),
             "the smaller export, -o ro")
+    srv.stop()
+
+    srv = file_server(env, "c-bs", img, filters=["blocksize-policy"],
+                      params=["blocksize-minimum=64K", "blocksize-preferred=64K",
+                              "blocksize-maximum=1M", "blocksize-error-policy=error"])
+    refused(env, srv.uri(), [CACHE], img, "minimum block size",
+            "an export with 64 KiB blocks")
     srv.stop()
 
     srv = file_server(env, "c-ro", img, readonly=True)
