@@ -30,8 +30,9 @@ unix socket, mounted by URI (io_engine=nbd through libnbd).
   e. the server goes away (SIGKILL, 10 MB/s so that an fsync's writes are
      in flight) under a mount with nbd_retry=1: that fsync and the next
      give EIO, /.wbcfs/nbd says disconnected, cached pages still
-     read, an uncached file gives EIO; nbdkit restarted on the same socket
-     and file: fsync succeeds within seconds, reconnects counted,
+     read, an uncached file gives EIO; the export back smaller is not
+     taken back; nbdkit restarted on the same socket and file: fsync
+     succeeds within seconds, reconnects counted,
      unmount exit 0, e2fsck clean, the data right. Then nbd_retry=0: a
      server killed and restarted is not reconnected to, and unmount ends
      at once, exit non-zero, the unwritten pages named lost.
@@ -797,6 +798,17 @@ def case_e(env):
     t_errno(errno.EIO, os.fsync, fd, what="fsync again with the server gone")
     failed = nbd_ctl(mnt)["failed"]
     t_check(failed > 0, "failed requests counted while disconnected: %r" % failed)
+
+    t_step("the export back smaller on the same socket: not taken back")
+    small = NbdServer(env, "e", ["--filter=truncate", "file", "file=" + img,
+                                 "truncate=%d" % (IMG_SIZE // 2)])
+    small.start()
+    poll(lambda: "came back smaller" in m.daemon_log(), 10,
+         "the daemon refuses the smaller export")
+    c = nbd_ctl(mnt)
+    t_check(c["state"] == "disconnected" and c["reconnects"] == 0,
+            "a smaller export was taken back: %r" % c)
+    small.stop()
 
     t_step("nbdkit restarted on the same socket: fsync succeeds within seconds")
     srv.start()
