@@ -17,8 +17,9 @@ unix socket, mounted by URI (io_engine=nbd through libnbd).
      unmounted, copied out with nbdcopy: e2fsck -fn clean, the same tree.
   c. refusals, one line on stderr, exit non-zero, the image unchanged: no
      server on the socket, a wrong export name, an export smaller than
-     the filesystem, an export with 64 KiB blocks, a read-only export without -o ro (which then
-     mounts), io_engine=uring with a URI, io_engine=nbd with a loop device.
+     the filesystem, an export with 64 KiB blocks, a read-only export
+     without -o ro (which then mounts), io_engine=uring with a URI,
+     io_engine=nbd with a loop device.
   d. server faults (nbdkit's error filter, armed while a trigger file
      exists): a read of an uncached file gives EIO, then its data once
      disarmed; writes: fsync gives EIO again and again, the pages are
@@ -29,13 +30,13 @@ unix socket, mounted by URI (io_engine=nbd through libnbd).
      errors, over NBD).
   e. the server goes away (SIGKILL, 10 MB/s so that an fsync's writes are
      in flight) under a mount with nbd_retry=1: that fsync and the next
-     give EIO, /.wbcfs/nbd says disconnected, cached pages still
-     read, an uncached file gives EIO; the export back smaller is not
-     taken back; nbdkit restarted on the same socket and file: fsync
-     succeeds within seconds, reconnects counted,
-     unmount exit 0, e2fsck clean, the data right. Then nbd_retry=0: a
-     server killed and restarted is not reconnected to, and unmount ends
-     at once, exit non-zero, the unwritten pages named lost.
+     give EIO, /.wbcfs/nbd says disconnected, cached pages still read, an
+     uncached file gives EIO; the export back smaller is not taken back;
+     nbdkit restarted on the same socket and file: fsync succeeds within
+     seconds, reconnects counted, unmount exit 0, e2fsck clean, the data
+     right. Then nbd_retry=0: a server killed and restarted is not
+     reconnected to, and unmount ends at once, exit non-zero, the
+     unwritten pages named lost.
   f. a slow export (rate filter, 10 MB/s) with a small cache: the writer
      is throttled, judged on the controller's trace and counters
      (/.wbcfs/trace, /.wbcfs/vmstat, /.wbcfs/bdi), never on rates.
@@ -67,9 +68,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (MIB, Mount, TFail, TSkip, t_check, t_compare,  # noqa: E402
                     t_eq, t_errno, t_is_kernel, t_log, t_main, t_manifest,
-                    t_mount_entry,
-                    t_read_all, t_run, t_sha256_file, t_step, t_wbcfs_bin,
-                    t_write_all)
+                    t_mount_entry, t_read_all, t_run, t_sha256_file, t_step,
+                    t_wbcfs_bin, t_write_all)
 import wbtrace  # noqa: E402
 
 IMG_SIZE = 64 * MIB
