@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -786,8 +787,113 @@ int jrec_journal_map(ext2_filsys fs, ext2_ino_t ino, uint32_t maxlen, uint64_t *
 	return 0;
 }
 
-/* The internal journal's blocks, read through a read-only libext2fs. */
-static int journal_blocks(const char *dev, ext2_ino_t ino, uint64_t **map, uint32_t *nr)
+/*
+ * A read-only libext2fs channel over a device descriptor, for an NBD export:
+ * it has no path unix_io_manager could open. Reads go through blk_pread in
+ * whole 4 KiB blocks (the superblock is read at 1024, and a server may
+ * demand 4 KiB alignment). The descriptor is set before ext2fs_open2, which
+ * opens the channel in the same thread.
+ */
+static __thread int jio_fd = -1;
+static struct struct_io_manager jio_manager;
+
+static errcode_t jio_open(const char *name, int flags, io_channel *out)
+{
+	io_channel ch;
+
+	if (jio_fd < 0 || (flags & IO_FLAG_RW))
+		return EXT2_ET_BAD_DEVICE_NAME;
+	ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		return EXT2_ET_NO_MEMORY;
+	ch->magic = EXT2_ET_MAGIC_IO_CHANNEL;
+	ch->manager = &jio_manager;
+	ch->name = strdup(name);
+	ch->block_size = 1024;
+	ch->refcount = 1;
+	ch->flags = flags;
+	ch->private_data = (void *)(intptr_t)jio_fd;
+	if (!ch->name) {
+		free(ch);
+		return EXT2_ET_NO_MEMORY;
+	}
+	*out = ch;
+	return 0;
+}
+
+static errcode_t jio_close(io_channel ch)
+{
+	if (--ch->refcount > 0)
+		return 0;
+	free(ch->name);
+	free(ch);
+	return 0;
+}
+
+static errcode_t jio_set_blksize(io_channel ch, int blksize)
+{
+	ch->block_size = blksize;
+	return 0;
+}
+
+static errcode_t jio_read_blk64(io_channel ch, unsigned long long blk, int count, void *buf)
+{
+	size_t len = count < 0 ? (size_t)-count : (size_t)count * (size_t)ch->block_size;
+	uint64_t off = blk * (uint64_t)ch->block_size, start = off & ~4095ULL;
+	size_t span = (size_t)(((off + len + 4095) & ~4095ULL) - start);
+	void *bounce;
+	int ret;
+
+	if (posix_memalign(&bounce, 4096, span))
+		return EXT2_ET_NO_MEMORY;
+	ret = dev_pread((int)(intptr_t)ch->private_data, bounce, span, (off_t)start);
+	if (!ret)
+		memcpy(buf, (char *)bounce + (off - start), len);
+	free(bounce);
+	return ret ? EXT2_ET_SHORT_READ : 0;
+}
+
+static errcode_t jio_read_blk(io_channel ch, unsigned long blk, int count, void *buf)
+{
+	return jio_read_blk64(ch, blk, count, buf);
+}
+
+static errcode_t jio_write_blk64(io_channel ch, unsigned long long blk, int count,
+				 const void *buf)
+{
+	(void)ch, (void)blk, (void)count, (void)buf;
+	return EXT2_ET_RO_FILSYS;
+}
+
+static errcode_t jio_write_blk(io_channel ch, unsigned long blk, int count, const void *buf)
+{
+	return jio_write_blk64(ch, blk, count, buf);
+}
+
+static errcode_t jio_flush(io_channel ch)
+{
+	(void)ch;
+	return 0;
+}
+
+static struct struct_io_manager jio_manager = {
+	.magic = EXT2_ET_MAGIC_IO_MANAGER,
+	.name = "wbcfs journal recovery (read-only, by descriptor)",
+	.open = jio_open,
+	.close = jio_close,
+	.set_blksize = jio_set_blksize,
+	.read_blk = jio_read_blk,
+	.write_blk = jio_write_blk,
+	.flush = jio_flush,
+	.read_blk64 = jio_read_blk64,
+	.write_blk64 = jio_write_blk64,
+};
+
+/*
+ * The internal journal's blocks, read through a read-only libext2fs: by
+ * path for a local device, through @fd for an NBD export.
+ */
+static int journal_blocks(const char *dev, int fd, ext2_ino_t ino, uint64_t **map, uint32_t *nr)
 {
 	int flags = EXT2_FLAG_64BITS | EXT2_FLAG_DIRECT_IO | EXT2_FLAG_IGNORE_CSUM_ERRORS;
 	struct ext2_inode_large in;
@@ -796,7 +902,14 @@ static int journal_blocks(const char *dev, ext2_ino_t ino, uint64_t **map, uint3
 	errcode_t err;
 	int ret;
 
-	err = ext2fs_open2(dev, NULL, flags, 0, 0, unix_io_manager, &fs);
+	if (nbdev_of_fd(fd)) {
+		/* not the URI: ext2fs_open2 takes what follows a '?' for io options */
+		jio_fd = fd;
+		err = ext2fs_open2("nbd", NULL, flags & ~EXT2_FLAG_DIRECT_IO, 0, 0, &jio_manager, &fs);
+		jio_fd = -1;
+	} else {
+		err = ext2fs_open2(dev, NULL, flags, 0, 0, unix_io_manager, &fs);
+	}
 	if (err) {
 		fprintf(wbfs_msg(), "wbcfs: %s: cannot open the filesystem for journal recovery: %s\n",
 			dev, error_message(err));
@@ -820,12 +933,24 @@ out_close:
 
 /*
  * A read-only mount still replays when the device can be written, as the
- * kernel's ext4 does; a read-only device cannot be recovered here.
+ * kernel's ext4 does; a read-only device cannot be recovered here. An NBD
+ * export (@ro_fd) is written through its own descriptor when the server
+ * allows writes.
  */
-static int open_writable(const char *dev)
+static int open_writable(const char *dev, int ro_fd)
 {
-	int fd = open(dev, O_RDWR | O_DIRECT | O_CLOEXEC), bdev_ro = 0;
+	struct nbdev *nbd = nbdev_of_fd(ro_fd);
+	int fd, bdev_ro = 0;
 	struct stat st;
+
+	if (nbd) {
+		if (!nbdev_info(nbd)->read_only)
+			return ro_fd;
+		fprintf(wbfs_msg(), "wbcfs: %s: filesystem needs journal recovery but the NBD export is read-only; run e2fsck\n",
+			dev);
+		return -EROFS;
+	}
+	fd = open(dev, O_RDWR | O_DIRECT | O_CLOEXEC);
 
 	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISBLK(st.st_mode) &&
 	    ioctl(fd, BLKROGET, &bdev_ro) == 0 && bdev_ro) {
@@ -907,7 +1032,7 @@ static int recover_journal(const char *dev, int fd, struct ext2_super_block *sb)
 	uint64_t *map = NULL;
 	int ret;
 
-	ret = journal_blocks(dev, sb->s_journal_inum, &map, &log.nr_blocks);
+	ret = journal_blocks(dev, fd, sb->s_journal_inum, &map, &log.nr_blocks);
 	if (ret)
 		return ret;
 	log.map = map;
@@ -943,7 +1068,7 @@ int jrec_recover(const char *dev, int fd, bool ro)
 	if (ret)
 		goto out;
 	if (ro) {
-		wfd = open_writable(dev);
+		wfd = open_writable(dev, fd);
 		if (wfd < 0) {
 			ret = wfd;
 			goto out;
