@@ -26,8 +26,9 @@ unix socket, mounted by URI (io_engine=nbd through libnbd).
      kept (read back as written), close of a second fd gives EIO; disarmed,
      fsync succeeds; unmount exit 0, e2fsck clean, the kernel sees the
      data. Then a write fault left armed through unmount: the daemon names
-     the pages lost and exits non-zero (the README's promises for device
-     errors, over NBD).
+     the pages lost and exits non-zero; the next mount replays the
+     journal (through the export), the lost range reads as zeros, e2fsck is clean after (the
+     README's promises for device errors, over NBD).
   e. the server goes away (SIGKILL, 10 MB/s so that an fsync's writes are
      in flight) under a mount with nbd_retry=1: that fsync and the next
      give EIO, /.wbcfs/nbd says disconnected, cached pages still read, an
@@ -44,6 +45,11 @@ unix socket, mounted by URI (io_engine=nbd through libnbd).
      nbd_timeout=2: fsync gives EIO within seconds, the connection is
      left; the page written again meanwhile; resumed: reconnected, fsync
      succeeds, the last write is what the kernel's ext4 reads.
+  i. the daemon killed (SIGKILL) twice: each next mount replays the
+     journal through the export (4 KiB blocks enforced), and the files
+     fsync'ed before the kill are intact; a read-only export that needs
+     recovery is refused, -o ro on a writable one replays it; e2fsck
+     clean, the kernel's ext4 agrees.
 
 Skips (77) without nbdkit, nbdcopy or nbdfuse (packages nbdkit and
 libnbd-bin). Every nbdkit started is killed at the end, after the mounts
@@ -744,7 +750,20 @@ def case_d(env):
           % (rc, time.monotonic() - t0, log.strip()))
     t_check(rc != 0, "daemon exit status is non-zero after losing data")
     t_check("lost" in log, "the loss is named in the daemon's log")
+
+    t_step("the next mount replays the journal: the lost range never shows "
+           "stale blocks, e2fsck clean after")
+    m = env.mount(srv.uri(), [CACHE])
+    t_check("journal recovered" in m.daemon_log(),
+            "the mount replayed the journal:\n%s" % m.daemon_log())
+    got = read_file(lost) if os.path.exists(lost) else b""
+    t_log("after the replay: lost has %d bytes, %d of them zero"
+          % (len(got), got.count(0)))
+    t_check(got.count(0) == len(got), "the lost range reads as zeros")
+    t_check(read_file(os.path.join(m.mnt, "a")) == want, "a is intact")
+    env.umount(m)
     srv.stop()
+    env.fsck(img)
 
 
 # --------------------------------------------------------------------------
@@ -963,8 +982,58 @@ def case_h(env):
 
 
 # --------------------------------------------------------------------------
+# i. the daemon killed: the next mount over NBD replays the journal
 
-CASES = "abcdefh"
+def kill_daemon(env, m):
+    """SIGKILL the daemon (a crash: the journal is left to replay) and
+    take its dead mount away."""
+    m.proc.kill()
+    m.proc.wait(30)
+    t_run(["umount", m.mnt], check=False)
+    m.mounted = False
+    env.mounts.remove(m)
+
+
+def case_i(env):
+    t_step("i. wbcfs killed (SIGKILL): the next NBD mount replays the journal")
+    img = new_image(env, "i.img")
+    srv = file_server(env, "i", img, filters=["blocksize-policy"], params=BLOCKSIZES)
+    model = {}
+    for rnd in range(2):
+        m = env.mount(srv.uri(), [CACHE])
+        if rnd:
+            t_check("journal recovered" in m.daemon_log(),
+                    "the mount replayed the journal:\n%s" % m.daemon_log())
+            check_model(m.mnt, model, "after the replay")
+        rel = "f%d" % rnd
+        model[rel] = data(rel, 300000)
+        write_file(os.path.join(m.mnt, rel), model[rel])
+        os.mkdir(os.path.join(m.mnt, "d%d" % rnd))
+        fsync_path(m.mnt)
+        kill_daemon(env, m)
+        feats = t_run(["dumpe2fs", "-h", img], quiet=True).stdout
+        t_check("needs_recovery" in feats, "needs_recovery set after the kill")
+    t_step("a read-only export that needs recovery is refused, even with -o ro")
+    srv.stop()
+    ro = file_server(env, "i-ro", img, readonly=True)
+    refused(env, ro.uri(), [CACHE, "ro"], img, "read-only",
+            "journal recovery on a read-only export")
+    ro.stop()
+    t_step("-o ro on a writable export replays it")
+    srv.start()
+    m = env.mount(srv.uri(), [CACHE, "ro"])
+    t_check("journal recovered" in m.daemon_log(),
+            "the ro mount replayed the journal:\n%s" % m.daemon_log())
+    check_model(m.mnt, model, "after the replay (ro)")
+    man = t_manifest(m.mnt)
+    env.umount(m)
+    srv.stop()
+    kernel_sees(env, img, man, model)
+
+
+# --------------------------------------------------------------------------
+
+CASES = "abcdefhi"
 
 
 def body(env):
@@ -991,6 +1060,8 @@ def body(env):
             case_f(env)
         if "h" in only:
             case_h(env)
+        if "i" in only:
+            case_i(env)
     finally:
         # the mounts go first: a daemon whose server is gone would retry
         for m in reversed(list(env.mounts)):
