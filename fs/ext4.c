@@ -523,6 +523,13 @@ static int sb_check(struct wbfs *w, const char *dev, bool ro, bool fsck_done)
 	}
 	bsize = 1024U << sb->s_log_block_size;
 	blocks = sb->s_blocks_count | ((uint64_t)sb->s_blocks_count_hi << 32);
+	if (w->nbd && sb->s_log_block_size <= 6 && blocks * bsize > w->dev_bytes) {
+		/* over NBD the likelier cause: the wrong export, or one cut short */
+		wbfs_err(dev, "the NBD export (%llu bytes) is smaller than the filesystem"
+			 " (%llu blocks of %u bytes)", (unsigned long long)w->dev_bytes,
+			 (unsigned long long)blocks, bsize);
+		goto out;
+	}
 	if (sb->s_log_block_size > 6 || (w->dev_bytes && blocks * bsize > w->dev_bytes)) {
 		wbfs_err(dev, "corrupt superblock: %llu blocks of %u bytes exceed the device (%llu bytes)",
 			 (unsigned long long)blocks, bsize, (unsigned long long)w->dev_bytes);
