@@ -630,9 +630,9 @@ def case_c(env, img):
 
     srv = file_server(env, "c-small", img, filters=["truncate"],
                       params=["truncate=%d" % (IMG_SIZE // 2)])
-    refused(env, srv.uri(), [CACHE], img, ("smaller", "small", "size"),
-            "an export smaller than the filesystem")
-    refused(env, srv.uri(), [CACHE, "ro"], img, ("smaller", "small", "size"),
+    refused(env, srv.uri(), [CACHE], img, "export (33554432 bytes) is smaller than "
+            "the filesystem", "an export smaller than the filesystem")
+    refused(env, srv.uri(), [CACHE, "ro"], img, "smaller than the filesystem",
             "the smaller export, -o ro")
     srv.stop()
 
@@ -644,7 +644,7 @@ def case_c(env, img):
     srv.stop()
 
     srv = file_server(env, "c-ro", img, readonly=True)
-    refused(env, srv.uri(), [CACHE], img, ("read-only", "read only", "ro"),
+    refused(env, srv.uri(), [CACHE], img, "read-only",
             "a read-only export without -o ro")
     refused(env, srv.uri(), [CACHE, "io_engine=uring"], img, "io_engine",
             "io_engine=uring with a URI")
