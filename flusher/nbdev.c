@@ -35,6 +35,7 @@
 
 struct nbdev {
 	char *uri;
+	char name[16];			/* "nbdN": its slot, short for traces and bdi names */
 	int fd;				/* eventfd standing for the device */
 	int wake;			/* eventfd: the poller looks again */
 	struct nbdev_info info;
@@ -94,6 +95,11 @@ struct nbdev *nbdev_of_fd(int fd)
 			return d;
 	}
 	return NULL;
+}
+
+const char *nbdev_name(const struct nbdev *d)
+{
+	return d->name;
 }
 
 const struct nbdev_info *nbdev_info(const struct nbdev *d)
@@ -632,6 +638,7 @@ static int nbdev_register(struct nbdev *d)
 
 		if (atomic_compare_exchange_strong(&nbdevs[i], &none, d)) {
 			atomic_fetch_add_explicit(&nr_nbdevs, 1, memory_order_release);
+			snprintf(d->name, sizeof(d->name), "nbd%u", i);
 			return 0;
 		}
 	}
@@ -760,12 +767,12 @@ int nbdev_show(const struct nbdev *d, char *buf, size_t size)
 	int n;
 
 	n = snprintf(buf, size,
-		     "uri %s\nstate %s\nsize %llu\nblock_min %u\nblock_preferred %u\n"
+		     "name %s\nuri %s\nstate %s\nsize %llu\nblock_min %u\nblock_preferred %u\n"
 		     "block_max %u\nmax_request %u\ncan_flush %d\ncan_fua %d\ncan_trim %d\n"
 		     "can_multi_conn %d\nread_only %d\nretry_s %u\ntimeout_s %u\n"
 		     "inflight %u\nreconnects %lu\n"
 		     "requests %lu\nfailed %lu\n",
-		     d->uri, atomic_load(&d->connected) ? "connected" : "disconnected",
+		     d->name, d->uri, atomic_load(&d->connected) ? "connected" : "disconnected",
 		     (unsigned long long)in->size, in->block_min, in->block_pref, in->block_max,
 		     in->max_request, in->can_flush, in->can_fua, in->can_trim,
 		     in->can_multi_conn, in->read_only, d->retry_s, d->timeout_s,

@@ -719,7 +719,7 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	if (ret)
 		return ret;
 	if (w->nbd)
-		snprintf(name, sizeof(name), "nbd:%s", dev + strcspn(dev, ":") + 3);
+		snprintf(name, sizeof(name), "%s", nbdev_name(w->nbd));
 	else if (fstat(w->dev_fd, &st) == 0 && w->is_blkdev)
 		snprintf(name, sizeof(name), "%u:%u", major(st.st_rdev), minor(st.st_rdev));
 	else

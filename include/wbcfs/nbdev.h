@@ -64,6 +64,8 @@ int nbdev_fd(const struct nbdev *d);
 /** The NBD device @fd stands for, or NULL for an ordinary descriptor. */
 struct nbdev *nbdev_of_fd(int fd);
 const struct nbdev_info *nbdev_info(const struct nbdev *d);
+/** "nbdN" (N: its slot among the daemon's NBD devices): its bdi's name, as in traces. */
+const char *nbdev_name(const struct nbdev *d);
 bool nbdev_connected(const struct nbdev *d);
 
 /**

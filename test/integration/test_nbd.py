@@ -227,7 +227,7 @@ def nbd_ctl(mnt):
     return out
 
 
-NBD_KEYS = ("uri", "state", "size", "block_min", "block_preferred",
+NBD_KEYS = ("name", "uri", "state", "size", "block_min", "block_preferred",
             "block_max", "can_flush", "can_fua", "can_trim",
             "can_multi_conn", "reconnects", "failed", "requests")
 
@@ -241,6 +241,7 @@ def check_nbd_ctl(m, srv, export):
     t_check(srv.sock in str(c["uri"]) and ("/" + export) in str(c["uri"]),
             "uri %r names socket %s and export %r" % (c["uri"], srv.sock, export))
     t_eq(c["state"], "connected", "nbd state")
+    t_check(str(c["name"]).startswith("nbd"), "name %r is nbdN" % c["name"])
     t_eq(c["size"], IMG_SIZE, "nbd size")
     t_eq(c["can_flush"], 1, "can_flush of nbdkit's file plugin")
     t_eq(c["can_trim"], 1, "can_trim of nbdkit's file plugin")
