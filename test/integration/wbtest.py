@@ -18,6 +18,11 @@ wbcfs mount (meson runs each suite once per engine).  WBCFS_TRANSPORT=
 uring|dev|auto adds transport=; a mount asked for uring or dev fails the
 test unless /.wbcfs/transport reports that transport serving it.
 
+WBCFS_DEVICE=nbd serves each device a test mounts through wbcfs by nbdkit
+(file plugin, unix socket in the temp dir) and mounts its NBD URI instead:
+the same suite then runs over NBD, and its oracles (e2fsck, the kernel's
+ext4) still read the device once the daemon and the server are gone.
+
 Exit codes: 0 pass, 1 fail, 77 skip (meson's convention).
 """
 
@@ -211,6 +216,7 @@ class Mount:
         self.pid = proc.pid if proc else None
         self.log = log          # daemon log file path
         self.mounted = True
+        self.nbdkit = None      # WBCFS_DEVICE=nbd: the server of dev
 
     def daemon_log(self):
         if not self.log or not os.path.exists(self.log):
@@ -409,7 +415,10 @@ class T_Env:
             if tra == "uring":
                 t_uring_switch_on()
         log = os.path.join(self.tmp, "wbcfs-%d.log" % len(self.mounts))
-        cmd = [binp, dev, mnt, "-f"] + list(extra_args)
+        nbdkit, src = None, dev
+        if os.environ.get("WBCFS_DEVICE") == "nbd" and dev.startswith("/"):
+            nbdkit, src = self._nbd_serve(dev, "ro" in opts)
+        cmd = [binp, src, mnt, "-f"] + list(extra_args)
         if opts:
             cmd += ["-o", ",".join(opts)]
         t_log("$ " + " ".join(cmd) + " &")
@@ -419,6 +428,7 @@ class T_Env:
         logf.close()
         m = Mount(mnt, dev, "wbcfs", proc, log)
         m.mounted = False
+        m.nbdkit = nbdkit
         self.mounts.append(m)
         end = time.monotonic() + timeout
         while True:
@@ -430,6 +440,7 @@ class T_Env:
                 out = m.daemon_log()
                 if expect_fail:
                     self.mounts.remove(m)
+                    _nbd_stop(m)
                     return (rc, out)
                 raise TFail("wbcfs exited with %d before mounting %s:\n%s"
                             % (rc, dev, out))
@@ -448,6 +459,27 @@ class T_Env:
         t_log("mounted %s on %s (%s, pid %s)" % (dev, mnt,
               t_mount_entry(mnt)[1], m.pid))
         return m
+
+    def _nbd_serve(self, dev, ro):
+        """nbdkit serving dev on a unix socket; returns (Popen, URI)."""
+        if not shutil.which("nbdkit"):
+            raise TSkip("WBCFS_DEVICE=nbd: nbdkit is not installed")
+        sock = os.path.join(self.tmp, "nbd%d.sock" % len(self.mounts))
+        if os.path.exists(sock):
+            os.unlink(sock)
+        cmd = ["nbdkit", "--exit-with-parent", "-f", "-U", sock] + (["-r"] if ro else [])
+        cmd += ["file", "file=" + dev]
+        t_log("$ " + " ".join(cmd) + " &")
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+        end = time.monotonic() + 15
+        while not os.path.exists(sock):
+            if proc.poll() is not None or time.monotonic() > end:
+                proc.kill()
+                proc.wait()
+                raise TFail("nbdkit did not serve %s on %s" % (dev, sock))
+            time.sleep(0.02)
+        return proc, "nbd+unix:///?socket=" + sock
 
     def _check_transport(self, m, opts):
         """transport=uring|dev must be what serves the mount."""
@@ -497,6 +529,7 @@ class T_Env:
                                                      m.daemon_log()))
         m.mounted = False
         self.wait_daemon(m, timeout)
+        _nbd_stop(m)
         if m in self.mounts:
             self.mounts.remove(m)
         t_log("unmounted %s in %.2fs" % (m.mnt, time.monotonic() - t0))
@@ -607,6 +640,21 @@ class T_Env:
             # a daemon killed just as it mounted leaves a dead mount behind
             if t_is_mounted(m.mnt) and run(["umount", m.mnt]) != 0:
                 run(["umount", "-l", m.mnt])
+        _nbd_stop(m)
+
+
+def _nbd_stop(m):
+    """Stop the nbdkit serving m's device (WBCFS_DEVICE=nbd), once its
+    daemon is gone: the device is then the oracles' alone."""
+    p, m.nbdkit = m.nbdkit, None
+    if not p:
+        return
+    p.terminate()
+    try:
+        p.wait(30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
 
 
 def _close_fds_under(mnt):
