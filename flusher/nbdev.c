@@ -532,8 +532,7 @@ static bool poller_sleep(struct nbdev *d, int ms)
 
 static void reconnect(struct nbdev *d)
 {
-	char err[256];
-	bool said = false;
+	char err[256], said[256] = "";
 
 	while (poller_sleep(d, (int)d->retry_s * 1000)) {
 		struct nbd_handle *h = connect_uri(d->uri, err, sizeof(err));
@@ -552,10 +551,12 @@ static void reconnect(struct nbdev *d)
 			}
 		}
 		if (!h) {
-			if (!said)
+			/* said once per reason: a refused connection, then an
+			 * export come back smaller, are two lines */
+			if (strcmp(said, err))
 				fprintf(stderr, "wbcfs: %s: NBD reconnect failed (%s); still"
 					" trying every %u s\n", d->uri, err, d->retry_s);
-			said = true;
+			snprintf(said, sizeof(said), "%s", err);
 			continue;
 		}
 		pthread_rwlock_wrlock(&d->lock);
