@@ -337,7 +337,7 @@ LOADFILES = ("/usr/share/dbench/client.txt", "/usr/share/dbench4/client.txt",
              "/usr/local/share/client.txt")
 
 
-def checkpoint(mnt, rec, nfiles=3072, rounds=6):
+def checkpoint(mnt, rec, nfiles=3072, rounds=5):
     """Checkpoints while the running transaction has freed a block the log
     holds. On a 4 MiB journal, each round logs a new directory's block
     (mkdir, fsync of its parent), then removes it in a big transaction

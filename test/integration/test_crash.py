@@ -24,7 +24,7 @@ failures printed as expected. The full check runs when the mount shows
 
     WBCFS_BIN=build/wbcfs test/integration/test_crash.py
 Env: WBCFS_SEED (default: random, printed), WBCFS_CRASH_STATES (total
-states in full mode, default 110), WBCFS_CRASH_FULL_EVERY (e2fsck replay
+states in full mode, default 90), WBCFS_CRASH_FULL_EVERY (e2fsck replay
 and kernel checks on every K-th state, default 2; 4 for the checkpoint
 workload, whose every state is checked).
 """
@@ -187,7 +187,7 @@ def body(env):
         raise TFail("tools/wbcfs-crash not found at %s" % TOOL)
     seed = int(os.environ.get("WBCFS_SEED") or random.randrange(1, 1 << 30))
     t_log("seed %d (WBCFS_SEED=%d reproduces)" % (seed, seed))
-    total = int(os.environ.get("WBCFS_CRASH_STATES", "110"))
+    total = int(os.environ.get("WBCFS_CRASH_STATES", "90"))
     failed = []
     for i, (name, share) in enumerate(WORKLOADS):
         if not one(env, name, seed + i, max(1, int(total * share)) if share else 0):
