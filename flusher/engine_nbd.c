@@ -139,17 +139,13 @@ static int nbde_queue(struct io_engine *e, struct io_req *req)
 		if (req->iovcnt == 1) {
 			buf = req->iov[0].iov_base;
 		} else {
-			size_t off = 0;
-
 			r->bounce = bounce_get(r->eng, r->len ? r->len : 1, &r->bounce_size);
 			if (!r->bounce) {
 				free(r);
 				return -ENOMEM;
 			}
-			for (i = 0; op == NBDEV_WRITE && i < req->iovcnt; i++) {
-				memcpy(r->bounce + off, req->iov[i].iov_base, req->iov[i].iov_len);
-				off += req->iov[i].iov_len;
-			}
+			if (op == NBDEV_WRITE)
+				iov_gather(r->bounce, req->iov, req->iovcnt, r->len);
 			buf = r->bounce;
 		}
 		if (!r->len) {
@@ -165,21 +161,6 @@ static int nbde_submit(struct io_engine *e)
 {
 	(void)e;	/* issued as queued */
 	return 0;
-}
-
-/* A read through the bounce buffer lands in the request's own buffers. */
-static void nbde_scatter(struct nbd_req *r)
-{
-	size_t off = 0;
-	int i;
-
-	for (i = 0; i < r->req->iovcnt && off < r->len; i++) {
-		size_t n = r->req->iov[i].iov_len < r->len - off ? r->req->iov[i].iov_len
-								  : r->len - off;
-
-		memcpy(r->req->iov[i].iov_base, r->bounce + off, n);
-		off += n;
-	}
 }
 
 static int nbde_reap(struct io_engine *e, unsigned min)
@@ -203,7 +184,7 @@ static int nbde_reap(struct io_engine *e, unsigned min)
 
 		list = r->next;
 		if (r->bounce && r->req->op == IO_READ && r->res > 0)
-			nbde_scatter(r);
+			iov_scatter(r->req->iov, r->req->iovcnt, r->bounce, r->len);
 		bounce_put(n, r->bounce, r->bounce_size);
 		e->inflight--;
 		r->req->done(r->req, r->res);	/* may queue more */

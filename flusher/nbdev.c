@@ -351,12 +351,38 @@ static char *tl_bounce(size_t len)
 	return buf;
 }
 
+void iov_gather(char *buf, const struct iovec *iov, int iovcnt, size_t len)
+{
+	size_t done = 0;
+	int i;
+
+	for (i = 0; i < iovcnt && done < len; i++) {
+		size_t n = iov[i].iov_len < len - done ? iov[i].iov_len : len - done;
+
+		memcpy(buf + done, iov[i].iov_base, n);
+		done += n;
+	}
+}
+
+void iov_scatter(const struct iovec *iov, int iovcnt, const char *buf, size_t len)
+{
+	size_t done = 0;
+	int i;
+
+	for (i = 0; i < iovcnt && done < len; i++) {
+		size_t n = iov[i].iov_len < len - done ? iov[i].iov_len : len - done;
+
+		memcpy(iov[i].iov_base, buf + done, n);
+		done += n;
+	}
+}
+
 ssize_t blk_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off)
 {
 	struct nbdev *d = nbdev_of_fd(fd);
-	size_t len, done = 0;
+	size_t len;
 	char *bounce;
-	int i, ret;
+	int ret;
 
 	if (!d) {
 		for (;;) {
@@ -379,21 +405,17 @@ ssize_t blk_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off)
 	if (!bounce)
 		return -ENOMEM;
 	ret = nbdev_sync(d, NBDEV_READ, bounce, len, (uint64_t)off, 0);
-	for (i = 0; !ret && i < iovcnt && done < len; i++) {
-		size_t n = iov[i].iov_len < len - done ? iov[i].iov_len : len - done;
-
-		memcpy(iov[i].iov_base, bounce + done, n);
-		done += n;
-	}
+	if (!ret)
+		iov_scatter(iov, iovcnt, bounce, len);
 	return ret < 0 ? ret : (ssize_t)len;
 }
 
 ssize_t blk_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, bool fua)
 {
 	struct nbdev *d = nbdev_of_fd(fd);
-	size_t len, done = 0;
+	size_t len;
 	char *bounce;
-	int i, ret;
+	int ret;
 
 	if (!d) {
 		ssize_t n;
@@ -415,10 +437,7 @@ ssize_t blk_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, bool
 		bounce = tl_bounce(len ? len : 1);
 		if (!bounce)
 			return -ENOMEM;
-		for (i = 0; i < iovcnt; i++) {
-			memcpy(bounce + done, iov[i].iov_base, iov[i].iov_len);
-			done += iov[i].iov_len;
-		}
+		iov_gather(bounce, iov, iovcnt, len);
 		ret = nbdev_sync(d, NBDEV_WRITE, bounce, len, (uint64_t)off, fua ? NBDEV_FUA : 0);
 	}
 	if (!ret && fua && !d->info.can_fua)

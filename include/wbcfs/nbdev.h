@@ -79,6 +79,12 @@ void nbdev_submit(struct nbdev *d, enum nbdev_op op, void *buf, uint64_t len, ui
 /** The control file text (/.wbcfs/nbd): "key value" lines. Returns the length. */
 int nbdev_show(const struct nbdev *d, char *buf, size_t size);
 
+/* NBD has no vectored transfers: a request of several buffers goes through one. */
+/** Copy the first @len bytes held by @iov into @buf. */
+void iov_gather(char *buf, const struct iovec *iov, int iovcnt, size_t len);
+/** Copy @len bytes of @buf out into @iov's buffers, in order. */
+void iov_scatter(const struct iovec *iov, int iovcnt, const char *buf, size_t len);
+
 /* Synchronous device access by descriptor: an NBD device's or a real fd's. */
 /** Returns bytes read (short only at the end of the device) or -errno. */
 ssize_t blk_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off);
