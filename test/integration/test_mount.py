@@ -23,7 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (GIB, MIB, Mount, TFail, t_check, t_eq, t_errno,  # noqa: E402
                     t_is_kernel, t_log, t_main, t_manifest, t_mount_entry,
-                    t_run, t_step, t_wbcfs_bin, t_write_all)
+                    t_run, t_step, t_wbcfs_bin, t_wbcfs_pids, t_write_all)
 
 OPTIONS = ("cache_size", "dirty_ratio", "dirty_background_ratio", "dirty_bytes",
            "dirty_background_bytes", "dirty_expire_centisecs",
@@ -71,24 +71,6 @@ def install_on_default_path(env, bindir):
         target = "/usr/local/bin"
     t_run(["mount", "--bind", bindir, target])
     t_log("wbcfs is %s/wbcfs (bind mount in this test's namespace)" % target)
-
-
-def wbcfs_pids(mnt):
-    """Pids of wbcfs processes serving mnt (found through /proc)."""
-    binp = os.path.realpath(t_wbcfs_bin())
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            exe = os.readlink("/proc/%s/exe" % d)
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if exe == binp and os.fsencode(mnt) in args:
-            out.append(int(d))
-    return out
 
 
 def wait_gone(pids, what, timeout=60):
@@ -154,7 +136,7 @@ def mount_cmd(env, cmd, mnt, what, path_env):
     t_check(ent is not None, "%s: nothing mounted on %s" % (what, mnt))
     m = Mount(mnt, cmd[-2], "external")
     env.mounts.append(m)
-    pids = wbcfs_pids(mnt) if not t_is_kernel() else []
+    pids = t_wbcfs_pids(mnt) if not t_is_kernel() else []
     t_log("%s: mounted as %s (%s), daemon pids %s" % (what, ent[1], ent[2], pids))
     if not t_is_kernel():
         t_check(pids, "%s: no wbcfs daemon found for %s" % (what, mnt))

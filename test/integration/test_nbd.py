@@ -75,7 +75,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (MIB, Mount, TFail, TSkip, t_check, t_compare,  # noqa: E402
                     t_eq, t_errno, t_is_kernel, t_log, t_main, t_manifest,
                     t_mount_entry, t_read_all, t_run, t_sha256_file, t_step,
-                    t_wbcfs_bin, t_write_all)
+                    t_wbcfs_bin, t_wbcfs_pids, t_write_all)
 import wbtrace  # noqa: E402
 
 IMG_SIZE = 64 * MIB
@@ -356,24 +356,6 @@ def fsync_until_ok(fd, timeout, what):
         time.sleep(0.2)
 
 
-def daemon_pids(mnt):
-    """Pids of wbcfs processes serving mnt (by /proc: exe and argv)."""
-    binp = os.path.realpath(t_wbcfs_bin())
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            exe = os.readlink("/proc/%s/exe" % d)
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if exe == binp and os.fsencode(mnt) in args:
-            out.append(int(d))
-    return out
-
-
 def mount_fuse3(env, uri, opts):
     """mount.fuse3 URI MNT -t fuse.wbcfs -o OPTS, as mount(8) runs it for
     `mount -t fuse.wbcfs` (wbcfs found on PATH; it daemonizes)."""
@@ -391,7 +373,7 @@ def mount_fuse3(env, uri, opts):
             "mount.fuse3: %s mounted as %r" % (mnt, ent))
     m = Mount(mnt, uri, "external")
     env.mounts.append(m)
-    m.ext_pids = daemon_pids(mnt)
+    m.ext_pids = t_wbcfs_pids(mnt)
     t_check(len(m.ext_pids) == 1, "one wbcfs daemon serves %s: %r"
             % (mnt, m.ext_pids))
     t_log("mount.fuse3: %s on %s, daemon pid %d" % (uri, mnt, m.ext_pids[0]))

@@ -151,6 +151,24 @@ def t_wbcfs_bin():
     return os.path.abspath(p)   # tests chdir and put it on PATH
 
 
+def t_wbcfs_pids(mnt):
+    """Pids of wbcfs processes serving mnt (by /proc: exe and argv)."""
+    binp = os.path.realpath(t_wbcfs_bin())
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            exe = os.readlink("/proc/%s/exe" % d)
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if exe == binp and os.fsencode(mnt) in args:
+            out.append(int(d))
+    return out
+
+
 def t_require_machine(need_fuse=None):
     """Skip (77) when the machine cannot run mount tests."""
     if os.geteuid() != 0:
