@@ -30,6 +30,20 @@
 static char dir[64], sock[96], uri[160];
 static pid_t server = -1;
 
+/* nbdkit binds its socket before it listens: ready once a connect succeeds. */
+static bool accepts(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
 /* Start nbdkit: memory plugin of SIZE_MB, @extra arguments before it. false: no nbdkit. */
 static bool server_start(const char *const *extra)
 {
@@ -53,7 +67,7 @@ static bool server_start(const char *const *extra)
 	for (i = 0; i < 500; i++) {
 		int st;
 
-		if (access(sock, F_OK) == 0)
+		if (accepts(sock))
 			return true;
 		if (waitpid(server, &st, WNOHANG) == server) {
 			server = -1;
