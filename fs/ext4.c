@@ -1516,6 +1516,7 @@ static int fs_load(struct wbfs *w, const char *dev)
 out_fs:
 	/* anything libext2fs writes here lands in the cache and is dropped */
 	busy_free(w);
+	wbfs_orphan_untrack(w);
 	ext2fs_close_free(&w->fs);
 	free(w->bad_groups);
 	free(w->bad_igroups);
@@ -1541,13 +1542,17 @@ static int wbfs_init_locks(struct wbfs *w)
  */
 static int orphan_cleanup(struct wbfs *w, const char *dev)
 {
-	int ret;
+	bool any;
+	int ret = 0;
 
-	if (!w->fs->super->s_last_orphan)
-		return 0;
 	wbfs_lock(w);
-	ret = wbfs_orphan_cleanup(w);
+	any = w->fs->super->s_last_orphan != 0;
+	if (any)
+		ret = wbfs_orphan_cleanup(w);
+	wbfs_orphan_track(w);
 	wbfs_unlock(w);
+	if (!any)
+		return 0;
 	if (ret < 0) {
 		wbfs_err(dev, "cannot process the orphan list: %s; run e2fsck",
 			 strerror(-ret));
@@ -1616,6 +1621,7 @@ out_inodes:
 out_fs:
 	wbfs_journal_free(w);
 	busy_free(w);
+	wbfs_orphan_untrack(w);
 	ext2fs_close_free(&w->fs);
 out_cache:
 	teardown_cache(w);
@@ -1714,6 +1720,7 @@ int wbfs_close(struct wbfs *w)
 		ext2fs_mark_super_dirty(w->fs);
 	}
 	busy_free(w);
+	wbfs_orphan_untrack(w);
 	r = -wbfs_errno(ext2fs_close_free(&w->fs));
 	ls_mutex_unlock(&w->fs_lock);
 	if (r && !ret)

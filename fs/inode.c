@@ -721,7 +721,40 @@ int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino)
  * head, each orphan's i_dtime the next inode number (0 ends the list).
  * e2fsck and the kernel's ext4 free the list's inodes at their next run,
  * and so does wbcfs at mount (wbfs_orphan_cleanup).
+ *
+ * The list is singly linked on disk, and orphans leave it in any order
+ * (the kernel forgets them oldest first, the far end of the list). So
+ * that taking one off does not walk the list, reading an inode per step
+ * (a few thousand deleted files held by the kernel made that quadratic,
+ * all under fs_lock), orphan_prev keeps each orphan's predecessor in
+ * memory, as the kernel's ext4 keeps its in-memory s_orphan list. It is
+ * kept from the moment the list is known whole (empty after the mount's
+ * cleanup); without it (no memory), the walk is the fallback.
  */
+
+/* The list is empty or fully known from now on. Context: fs_lock held. */
+void wbfs_orphan_track(struct wbfs *w)
+{
+	jtab_clear(&w->orphan_prev);
+	w->orphan_tracked = !w->fs->super->s_last_orphan;
+}
+
+/* Forget the in-memory links (fall back to walking the list). */
+void wbfs_orphan_untrack(struct wbfs *w)
+{
+	jtab_free(&w->orphan_prev);
+	w->orphan_tracked = false;
+}
+
+/* @ino goes at the head of the list, before @next (0: none). */
+static void orphan_track_add(struct wbfs *w, ext2_ino_t ino, ext2_ino_t next)
+{
+	if (!w->orphan_tracked)
+		return;
+	if (jtab_put(&w->orphan_prev, ino, 0) ||
+	    (next && jtab_put(&w->orphan_prev, next, ino)))
+		wbfs_orphan_untrack(w);
+}
 
 static bool orphan_ino_valid(struct wbfs *w, ext2_ino_t ino)
 {
@@ -734,10 +767,13 @@ static int orphan_add_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_l
 	struct winode *wi;
 	int ret;
 
-	in->i_dtime = w->fs->super->s_last_orphan;
+	ext2_ino_t next = w->fs->super->s_last_orphan;
+
+	in->i_dtime = next;
 	ret = wbfs_write_inode(w, ino, in);
 	if (ret)
 		return ret;
+	orphan_track_add(w, ino, orphan_ino_valid(w, next) ? next : 0);
 	w->fs->super->s_last_orphan = ino;
 	ext2fs_mark_super_dirty(w->fs);
 	wi = winode_find(w, ino);
@@ -755,13 +791,43 @@ static int orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_l
 	struct ext2_super_block *sb = w->fs->super;
 	struct ext2_inode_large prev;
 	ext2_ino_t cur = sb->s_last_orphan;
-	uint32_t steps = 0;
+	ext2_ino_t next = orphan_ino_valid(w, in->i_dtime) ? in->i_dtime : 0;
+	uint32_t steps = 0, *p;
 	int ret;
 
 	if (!cur)
 		return 0;
+	if (w->orphan_tracked) {
+		p = jtab_find(&w->orphan_prev, ino);
+		if (!p)
+			return 0;	/* not on the list */
+		cur = *p;
+		if (cur) {
+			ret = wbfs_read_inode(w, cur, &prev);
+			if (ret)
+				return ret;
+		}
+		if (cur ? prev.i_dtime == ino : sb->s_last_orphan == ino) {
+			if (cur) {
+				prev.i_dtime = next;
+				ret = wbfs_write_inode(w, cur, &prev);
+				if (ret)
+					return ret;
+			} else {
+				sb->s_last_orphan = next;
+				ext2fs_mark_super_dirty(w->fs);
+			}
+			jtab_del(&w->orphan_prev, ino);
+			if (next && jtab_put(&w->orphan_prev, next, cur))
+				wbfs_orphan_untrack(w);	/* cannot fail: @next is there */
+			return 0;
+		}
+		/* the table and the disk disagree: trust the disk from now on */
+		wbfs_orphan_untrack(w);
+		cur = sb->s_last_orphan;
+	}
 	if (cur == ino) {
-		sb->s_last_orphan = orphan_ino_valid(w, in->i_dtime) ? in->i_dtime : 0;
+		sb->s_last_orphan = next;
 		ext2fs_mark_super_dirty(w->fs);
 		return 0;
 	}
@@ -770,7 +836,7 @@ static int orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_l
 		if (ret)
 			return ret;
 		if (prev.i_dtime == ino) {
-			prev.i_dtime = orphan_ino_valid(w, in->i_dtime) ? in->i_dtime : 0;
+			prev.i_dtime = next;
 			return wbfs_write_inode(w, cur, &prev);
 		}
 		cur = prev.i_dtime;

@@ -42,6 +42,7 @@
 #include "wbcfs/readahead.h"
 #include "acl.h"
 #include "domain.h"
+#include "jtab.h"
 
 #define WBFS_NAME_MAX 255
 /* ext4 with 4 KiB blocks and extents: 2^32 blocks per file. */
@@ -200,6 +201,9 @@ struct wbfs {
 	ext2fs_block_bitmap busy;	/* fs_lock: blocks freed since the last
 					 * sync, not yet reused (ext4.c) */
 	blk64_t nr_busy;		/* fs_lock: blocks in it */
+	struct jtab orphan_prev;	/* fs_lock: orphan inode -> the orphan
+					 * before it on the list (0: the head) */
+	bool orphan_tracked;		/* fs_lock: orphan_prev holds the whole list */
 	struct bb_loc *bb_locs;		/* constant: block bitmap locations,
 					 * sorted, for the iomgr */
 	struct wjournal *journal;	/* journal.c; NULL without a journal */
@@ -297,6 +301,8 @@ int winode_orphan_add_ino_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 int wbfs_orphan_cleanup(struct wbfs *w);
+void wbfs_orphan_track(struct wbfs *w);
+void wbfs_orphan_untrack(struct wbfs *w);
 int wbfs_extent_next_leaf(ext2_extent_handle_t h, int *op, struct ext2fs_extent *e);
 int ec_lookup(struct wbfs *w, struct winode *wi, uint64_t lblk, struct ext_run *out);
 void ec_invalidate(struct winode *wi);

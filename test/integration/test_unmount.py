@@ -41,6 +41,7 @@ from wbtest import (MIB, TFail, t_check, t_eq, t_is_kernel, t_log, t_main, t_run
 NPROC = 4
 ROUNDS = 4
 ROUND_S = 3.0
+ORPHANS = 48
 ALIGNS = (512, 1024, 2048, 4096)
 OPTS = ["cache_size=256M"]
 
@@ -284,12 +285,43 @@ def sigkill_round(env, dev):
                     held.add(st.st_ino)
     t_check(len(held) >= 3 * NPROC, "only %d open-unlinked and O_TMPFILE files held"
             % len(held))
+
+    # Orphans leave the list in any order: the kernel forgets them oldest
+    # first, the far end of the list. This process holds more of them and
+    # closes two thirds in random order; each close frees one in the middle
+    # of the list, whose predecessor must then point past it.
+    mine = []
+    os.mkdir(os.path.join(m.mnt, "mid"))
+    for j in range(ORPHANS):
+        p = os.path.join(m.mnt, "mid", "o%d" % j)
+        fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o600)
+        os.write(fd, b"m" * (4096 * (j % 5)))
+        mine.append((fd, os.fstat(fd).st_ino))
+        os.unlink(p)
+    rnd = random.Random(4242)
+    rnd.shuffle(mine)
+    closed = mine[:2 * ORPHANS // 3]
+    ffree = os.statvfs(m.mnt).f_ffree
+    for fd, _ in closed:
+        os.close(fd)
+    deadline = time.monotonic() + 10
+    while os.statvfs(m.mnt).f_ffree < ffree + len(closed) and time.monotonic() < deadline:
+        time.sleep(0.05)     # each close's FORGET frees one inode
+    t_check(os.statvfs(m.mnt).f_ffree >= ffree + len(closed),
+            "closed orphans not freed within 10 s: %d of %d"
+            % (os.statvfs(m.mnt).f_ffree - ffree, len(closed)))
+    held |= {ino for _, ino in mine[len(closed):]}
     t_run(["sync", "-f", m.mnt])
     m.proc.send_signal(signal.SIGKILL)
     m.proc.wait()
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+    for fd, _ in mine[len(closed):]:
+        try:
+            os.close(fd)
+        except OSError:
+            pass        # the connection is gone with the daemon
     t_run(["umount", "-l", m.mnt], check=False)
     m.mounted = False
     env.mounts.remove(m)
@@ -298,6 +330,8 @@ def sigkill_round(env, dev):
     t_check(held <= set(chain), "open-unlinked inodes missing from the orphan "
             "list: %s" % sorted(held - set(chain)))
     t_check(len(chain) == len(set(chain)), "orphan list has a loop: %s" % chain)
+    gone = {ino for _, ino in closed} & set(chain)
+    t_check(not gone, "freed orphans still on the orphan list: %s" % sorted(gone))
 
     t_step("the kernel's ext4 frees the orphans of a copy; e2fsck -fn clean")
     kdev = copy_image(env, dev, "kcopy.img")
