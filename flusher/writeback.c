@@ -99,6 +99,11 @@ struct wb_io {
  * are mapped (allocated) and each of its writes holds one until it
  * completes: bdi_ordered_barrier() can then wait for every write whose
  * blocks were allocated before it was called, and for no later one.
+ * Split in two, bdi_ordered_mark() closes the epoch (the journal does it
+ * as it closes a transaction, under the lock that allocation takes) and
+ * bdi_ordered_wait() waits for that epoch's writes, and not for writes
+ * allocated after the mark. Marks must not overlap: one mark, then its
+ * wait, then the next mark (the journal's commit_mutex).
  */
 static int ord_get(struct bdi *b)
 {
@@ -119,16 +124,28 @@ static void ord_put(struct bdi *b, int e)
 	ls_mutex_unlock(&b->lock);
 }
 
-void bdi_ordered_barrier(struct bdi *b)
+int bdi_ordered_mark(struct bdi *b)
 {
 	int old;
 
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	old = (int)(b->ord_epoch & 1);
 	b->ord_epoch++;
-	while (b->ord_cnt[old] > 0)
+	ls_mutex_unlock(&b->lock);
+	return old;
+}
+
+void bdi_ordered_wait(struct bdi *b, int mark)
+{
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
+	while (b->ord_cnt[mark] > 0)
 		lockstat_cond_wait(&b->done_cond, &b->lock);
 	ls_mutex_unlock(&b->lock);
+}
+
+void bdi_ordered_barrier(struct bdi *b)
+{
+	bdi_ordered_wait(b, bdi_ordered_mark(b));
 }
 
 /* ---- completion ----------------------------------------------------------- */

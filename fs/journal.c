@@ -552,6 +552,7 @@ struct jtx {
 	size_t nrev;
 	bool home;			/* larger than the log: mem holds the
 					 * pages' copies, written home */
+	int ord;			/* the ordered-data epoch it closed */
 };
 
 static void tx_free(struct jtx *t)
@@ -900,6 +901,9 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 	if (!t->home)
 		j->seq++;
 	busy_to_commit(w, j);
+	/* data writes mapped from here on belong to the next transaction:
+	 * this one's commit does not wait for them */
+	t->ord = bdi_ordered_mark(w->bdi);
 	return 0;
 }
 
@@ -920,16 +924,24 @@ static int tx_write_home(struct wjournal *j, struct jtx *t)
 /*
  * Write @t after the data its metadata points at (ordered mode): log
  * blocks, a flush, the commit block, a flush (or the commit block with FUA
- * where the device offers it: one round trip less per commit). Context: commit_mutex only.
+ * where the device offers it: one round trip less per commit). The log
+ * blocks go out while @t's data writes may still be in flight: only the
+ * commit block must follow them (with the flush between), so the wait for
+ * them overlaps the log writes. Home writes do wait first: they make the
+ * metadata live. Context: commit_mutex only.
  */
 static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t)
 {
 	int ret;
 
-	bdi_ordered_barrier(w->bdi);
-	if (t->home)
+	if (t->home) {
+		bdi_ordered_wait(w->bdi, t->ord);
 		return tx_write_home(j, t);
+	}
 	ret = jwrite(j, t->start, t->bufs, t->nblk - 1);
+	/* always: a failed @t is retried inside the next transaction, whose
+	 * commit waits on the next epoch only */
+	bdi_ordered_wait(w->bdi, t->ord);
 	if (!ret && j->empty) {
 		/* the log starts here: replay must find it */
 		j->jsb->s_start = htobe32(t->start);

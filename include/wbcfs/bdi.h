@@ -154,6 +154,13 @@ int bdi_sync_meta(struct bdi *b);
  * it up. Context: no lock that writeback takes; not a flusher thread.
  */
 void bdi_ordered_barrier(struct bdi *b);
+/**
+ * The barrier in two halves: bdi_ordered_mark() closes the current epoch
+ * and returns it; bdi_ordered_wait() waits until every data write mapped
+ * before that mark has completed. Call them in pairs, one pair at a time.
+ */
+int bdi_ordered_mark(struct bdi *b);
+void bdi_ordered_wait(struct bdi *b, int mark);
 /** Flush the device's volatile cache (fdatasync). */
 int bdi_flush_device(struct bdi *b);
 /**
