@@ -22,7 +22,9 @@ achieved are logged beside each check.
       controller's task_ratelimit exceeded that writer's rate has a pause
       no longer than the kernel's min_pause (10 ms + 10 ms per doubling of
       avg_write_bw / dirty_ratelimit, at most 1 + max_pause/2, from the
-      latest bw record);
+      latest bw record), plus what the pages of its last 128 KiB write
+      beyond dirtied_pause cost at task_ratelimit (a task is looked at
+      only at the end of a write);
     - the unlimited writer is the one held back: it has bdp records with
       a pause in the window, and the controller's balanced_dirty_ratelimit
       (median) is >= 85% of what its own write_bw estimate leaves after
@@ -212,7 +214,8 @@ def _check_a(check, recs, res, lo, hi):
         # task ratelimit below a writer's rate, and then it pays as it must
         light = [(ms, ev, kv) for ms, ev, kv in recs if ev == "bw" or
                  (ev == "bdp" and kv.get("task_ratelimit", 0) > rate_kb)]
-        bad, seen, maxp = wbtrace.pauses_over_min(light, {w["pid"]}, lo, hi)
+        bad, seen, maxp = wbtrace.pauses_over_min(light, {w["pid"]}, lo, hi,
+                                                  write_pages=128 * 1024 // 4096)
         total = len(_bdp_in(recs, {w["pid"]}, lo, hi))
         check(not bad, "(a) %d KiB/s writer: %d bdp records, %d while light "
               "(task_ratelimit > its rate), max pause %s ms, %d over min_pause%s"

@@ -60,10 +60,16 @@ def min_pause_ms(avg_write_bw, dirty_ratelimit, max_pause_ms=200):
     return min(t, 1 + max_pause_ms // 2)
 
 
-def pauses_over_min(recs, pids, t_from_ms=0, t_to_ms=None, max_pause_ms=200):
+def pauses_over_min(recs, pids, t_from_ms=0, t_to_ms=None, max_pause_ms=200,
+                    write_pages=0):
     """bdp records of `pids` in [t_from_ms, t_to_ms) whose pause exceeds
     the min_pause bound computed from the bdi's latest bw record;
-    returns (bad records, number of records seen, max pause seen)."""
+    returns (bad records, number of records seen, max pause seen).
+    A task is looked at once it has dirtied its dirtied_pause pages, but
+    only at the end of a write: with writes of write_pages pages, up to
+    write_pages - 1 more pages are paid for at task_ratelimit (KB/s) on
+    top of the bound, as the kernel's tasks pay for the pages of their
+    last write_begin beyond nr_dirtied_pause."""
     last_bw = None
     bad, seen, maxp = [], 0, None
     for ms, ev, kv in recs:
@@ -83,6 +89,9 @@ def pauses_over_min(recs, pids, t_from_ms=0, t_to_ms=None, max_pause_ms=200):
                                  max_pause_ms)
         else:
             bound = 1 + max_pause_ms // 2
+        over = min(kv.get("dirtied", 0) - kv.get("dirtied_pause", 0), write_pages - 1)
+        if over > 0 and kv.get("task_ratelimit", 0) > 0:
+            bound += -(-over * 4 * 1000 // kv["task_ratelimit"])   # ms, rounded up
         if p > bound:
             bad.append((ms, kv, bound))
     return bad, seen, maxp
