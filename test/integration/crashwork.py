@@ -18,7 +18,12 @@ every record of an fsync that returned is inside it.
               rest, unrecorded, and is where directories come and go.
   durability  the durability writer of test_durability.py: files of the
               sizes it uses, a third fsync'ed or fdatasync'ed (recorded),
-              some appended to afterwards.
+              some appended to afterwards; every file's content is a
+              "stream" record (ordered mode: no stale data in any state).
+  ordered     a streamer's unsynced files written back in the background
+              while a syncer fsyncs small files (all stream records): the
+              commits close over data writes in flight (mount it with a
+              small dirty_background_bytes).
   dbench      dbench for a few seconds; nothing recorded (the harness then
               checks consistency only).
 
@@ -34,6 +39,7 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_durability import SIZES, content  # noqa: E402
@@ -67,6 +73,12 @@ class Record:
         """rel, fsync'ed and unchanged since, is being unlinked: until
         the unlink is durable it may come back, but only as it was."""
         self._put({"t": "unlink", "path": rel, "pos": self.pos()})
+
+    def stream(self, rel, key, n):
+        """rel is being created with the first bytes of stream(key, n)
+        (random.Random(key).randbytes): from now on each of its 4 KiB
+        blocks holds that stream's bytes or zeros, never stale data."""
+        self._put({"t": "stream", "path": rel, "key": key, "max": n, "pos": self.pos()})
 
     def rename(self, rel, old, new):
         self._put({"t": "rename", "path": rel, "old": hashlib.sha256(old).hexdigest(),
@@ -314,6 +326,7 @@ def durability(mnt, rec, seed, nfiles):
         size = r.choice(SIZES[:-2])     # up to 1 MiB: small images
         mode = r.choice(("fsync", "fdatasync", "none", "none", "append"))
         data = content(seed, rel, size + (65536 + 33 if mode == "append" else 0))
+        rec.stream(rel, "%d/%s" % (seed, rel), len(data))    # content()'s key
         fd = os.open(os.path.join(mnt, rel), os.O_CREAT | os.O_WRONLY, 0o644)
         off = 0
         while off < size:
@@ -378,6 +391,54 @@ def checkpoint(mnt, rec, nfiles=3072, rounds=5):
         fsync_dir(many)
 
 
+def ordered(mnt, rec, seed, nfiles):
+    """Ordered mode under load: a streamer writes files of 256 KiB to 2 MiB
+    in 64 KiB writes 2 ms apart, never synced, that background writeback (mounted
+    with a small background threshold) allocates and writes while a
+    syncer creates small files and fsyncs each (recorded): every commit
+    then closes over allocations whose data writes are in flight. Every
+    file is a stream record: a block its metadata reaches before its data
+    shows the image's stale pattern. Returns the files written."""
+    import threading
+    top = "o%d" % seed
+    os.mkdir(os.path.join(mnt, top))
+    done = threading.Event()
+    err = []
+
+    def streamer():
+        r = random.Random(seed)
+        try:
+            for i in range(nfiles):
+                rel = "%s/big%d" % (top, i)
+                data = content(seed, rel, r.choice((256, 640, 1024, 2048)) * 1024)
+                rec.stream(rel, "%d/%s" % (seed, rel), len(data))
+                with open(os.path.join(mnt, rel), "wb") as f:
+                    for off in range(0, len(data), 65536):
+                        f.write(data[off:off + 65536])
+                        time.sleep(0.002)   # paced: written back as it goes
+        except BaseException as e:  # noqa: B902
+            err.append(e)
+        done.set()
+
+    t = threading.Thread(target=streamer)
+    t.start()
+    i = 0
+    while not done.is_set():
+        rel = "%s/small%d" % (top, i)
+        data = content(seed, rel, 4096 * (1 + i % 3) + 100)
+        rec.stream(rel, "%d/%s" % (seed, rel), len(data))
+        fd = os.open(os.path.join(mnt, rel), os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, data)
+        os.fsync(fd)
+        rec.fsynced(rel, data, rec.pos())
+        os.close(fd)
+        i += 1
+    t.join()
+    if err:
+        raise err[0]
+    return nfiles + i
+
+
 def dbench(mnt, seconds, clients=2):
     """dbench on the mount; returns its exit code (None: not installed)."""
     prog = shutil.which("dbench")
@@ -395,7 +456,8 @@ def dbench(mnt, seconds, clients=2):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("workload", choices=("random", "durability", "dbench", "checkpoint"))
+    ap.add_argument("workload", choices=("random", "durability", "ordered", "dbench",
+                                         "checkpoint"))
     ap.add_argument("--mnt", required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--record", required=True)
@@ -408,6 +470,8 @@ def main():
             random_ops(a.mnt, rec, a.seed, a.ops)
         elif a.workload == "durability":
             durability(a.mnt, rec, a.seed, a.ops)
+        elif a.workload == "ordered":
+            ordered(a.mnt, rec, a.seed, a.ops)
         elif a.workload == "checkpoint":
             checkpoint(a.mnt, rec)
         else:

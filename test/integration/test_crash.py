@@ -4,9 +4,12 @@
 consistent and keeps what fsync promised.
 
 For each workload of crashwork.py (random namespace and data operations,
-the durability writer, dbench, and checkpoints of a full 4 MiB journal
+the durability writer, unsynced files written back while small files are
+fsync'ed (ordered mode under load), dbench, and checkpoints of a full 4 MiB journal
 while the running transaction has freed logged blocks) on a small
-filesystem: copy the device,
+filesystem made on an image filled with a pattern (stale data: no block
+of a file may show it, checked on the durability writer's files, whose
+every byte is known: ordered mode): copy the device,
 mount it with -o write_log, run the workload, unmount, then hand the copy,
 the log and the workload's record to tools/wbcfs-crash. It first checks
 that the log applied to the copy gives the device as the unmount left it
@@ -45,11 +48,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.environ.get("WBCFS_CRASH") or os.path.join(HERE, "..", "..", "tools",
                                                       "wbcfs-crash")
 IMG_BYTES = 96 * MIB
+# what every block of a new image holds until written: stale data that
+# must never show in a file (the durability workload's stream records)
+STALE = b"stale block, never file data "
 # share of the states, per workload; None: every flush and prefix state
 # (the checkpoint workload's window is two flushes wide: sampling could
 # miss it)
-WORKLOADS = (("random", 0.45), ("durability", 0.30), ("dbench", 0.25),
-             ("checkpoint", None))
+WORKLOADS = (("random", 0.35), ("durability", 0.20), ("ordered", 0.25),
+             ("dbench", 0.20), ("checkpoint", None))
+# the ordered workload's streamer must be written back while the syncer
+# commits: background writeback from 1 MiB of dirty data on, expiry 1 s
+ORDERED_OPTS = ["dirty_background_bytes=1048576", "dirty_expire_centisecs=100",
+                "dirty_writeback_centisecs=50"]
 
 
 def copy_dev(src, dst):
@@ -78,13 +88,14 @@ def run_workload(env, name, seed, size=1):
     journal, or None when the workload cannot run here. @size scales it."""
     # checkpoint: a 4 MiB journal (mkfs -J size=4), so that it fills
     mkfs = ["-J", "size=4"] if name == "checkpoint" else None
-    dev = env.new_fs(IMG_BYTES, mkfs_opts=mkfs, name=name + ".img")
+    dev = env.new_fs(IMG_BYTES, mkfs_opts=mkfs, name=name + ".img", fill=STALE)
     base = os.path.join(env.tmp, name + "-base.img")
     after = os.path.join(env.tmp, name + "-after.img")
     log = os.path.join(env.tmp, name + ".wlog")
     record = os.path.join(env.tmp, name + ".rec")
     copy_dev(dev, base)
-    m = env.mount(dev, opts=["write_log=" + log, "cache_size=64M"])
+    m = env.mount(dev, opts=["write_log=" + log, "cache_size=64M"] +
+                  (ORDERED_OPTS if name == "ordered" else []))
     full = journal_mode(m.mnt)
     rec = crashwork.Record(log, record)
     ran = True
@@ -93,6 +104,8 @@ def run_workload(env, name, seed, size=1):
             crashwork.random_ops(m.mnt, rec, seed, 160 * size)
         elif name == "durability":
             crashwork.durability(m.mnt, rec, seed, 30 * size)
+        elif name == "ordered":
+            crashwork.ordered(m.mnt, rec, seed, 16 * size)
         elif name == "checkpoint":
             crashwork.checkpoint(m.mnt, rec)
         else:
@@ -132,6 +145,8 @@ def one(env, name, seed, nstates):
         # e2fsck's and the kernel's replays on every fourth of them
         every = os.environ.get("WBCFS_CRASH_FULL_EVERY", "2" if nstates else "4")
         states = ["--states", str(nstates)] if nstates else ["--states", "0", "--random", "0"]
+        if name == "ordered":
+            states.append("--all-carried")     # its point: few, and cheap
         rc, out = run_tool(common + ["--verify-final", after, "--full-every", every] + states)
         print(out, flush=True)
         ok = rc == 0
@@ -151,6 +166,8 @@ def one(env, name, seed, nstates):
         t_log("no journal yet: mid-run states (failures expected):\n" + out.strip())
     if name == "random":
         oracle_selftest(log, base, record, seed)
+    elif name == "durability":
+        stream_selftest(log, base, record, seed)
     for f in (base, after, log, record):
         os.unlink(f)
     return ok
@@ -177,6 +194,26 @@ def oracle_selftest(log, base, record, seed):
         raise TFail("a wrong checksum in the record went unnoticed (exit %d):\n%s"
                     % (rc, out))
     t_log("a wrong checksum in the record is caught")
+    os.unlink(bogus)
+
+
+def stream_selftest(log, base, record, seed):
+    """The harness must notice data that is not the file's: the final state
+    checked against a record whose largest file's stream has another key
+    fails with stale data."""
+    streams = [json.loads(ln) for ln in open(record) if '"stream"' in ln]
+    if not streams:
+        raise TFail("the durability workload recorded no streams")
+    big = max(streams, key=lambda r: r["max"])
+    bogus = record + ".bogus"
+    with open(record) as f, open(bogus, "w") as g:
+        g.write(f.read())
+        g.write(json.dumps(dict(big, key=big["key"] + "x")) + "\n")
+    rc, out = run_tool(["--base", base, "--log", log, "--oracle", bogus, "--seed",
+                        str(seed), "--final-only", "--full-every", "0"])
+    if rc != 1 or "stale data" not in out:
+        raise TFail("a file's foreign content went unnoticed (exit %d):\n%s" % (rc, out))
+    t_log("content that is not the file's own is caught")
     os.unlink(bogus)
 
 

@@ -385,11 +385,23 @@ class T_Env:
         cmd.append(dev)
         t_run(cmd)
 
-    def new_fs(self, size_bytes=1 * GIB, mkfs_opts=None, name="disk.img"):
-        """Image + loop + mkfs; returns the loop device."""
+    def new_fs(self, size_bytes=1 * GIB, mkfs_opts=None, name="disk.img", fill=None):
+        """Image + loop + mkfs; returns the loop device. With fill (bytes),
+        the image is first filled with that pattern repeated, and mkfs
+        neither discards nor leaves inode tables or the journal to lazy
+        init: every block no one writes keeps the pattern, as stale data
+        on a used disk would."""
         img = self.image(size_bytes, name)
+        opts = list(mkfs_opts or [])
+        if fill:
+            chunk = (fill * (MIB // len(fill) + 1))[:MIB]
+            with open(img, "r+b") as f:
+                for _ in range(size_bytes // MIB):
+                    f.write(chunk)
+                f.write(chunk[:size_bytes % MIB])
+            opts = ["-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0"] + opts
         dev = self.loop(img)
-        self.mkfs(dev, mkfs_opts)
+        self.mkfs(dev, opts)
         return dev
 
     def detach(self, dev):
