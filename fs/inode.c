@@ -764,10 +764,9 @@ static bool orphan_ino_valid(struct wbfs *w, ext2_ino_t ino)
 /* Put @ino, whose last link is gone, at the head of the list. @in is written. */
 static int orphan_add_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
 {
+	ext2_ino_t next = w->fs->super->s_last_orphan;
 	struct winode *wi;
 	int ret;
-
-	ext2_ino_t next = w->fs->super->s_last_orphan;
 
 	in->i_dtime = next;
 	ret = wbfs_write_inode(w, ino, in);
@@ -783,65 +782,97 @@ static int orphan_add_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_l
 }
 
 /*
+ * Make the list skip @ino, whose successor is @next (0: none): the head
+ * moves on (@cur 0), or orphan @cur, whose inode is @prev, points past it.
+ */
+static int orphan_skip(struct wbfs *w, ext2_ino_t cur, struct ext2_inode_large *prev,
+		       ext2_ino_t next)
+{
+	if (!cur) {
+		w->fs->super->s_last_orphan = next;
+		ext2fs_mark_super_dirty(w->fs);
+		return 0;
+	}
+	prev->i_dtime = next;
+	return wbfs_write_inode(w, cur, prev);
+}
+
+/*
+ * The orphan before @ino, walking the list from its head: 1 with *@cur
+ * (0: @ino is the head) and, for a predecessor, its inode in @prev; 0 when
+ * @ino is not on the list; or -errno.
+ */
+static int orphan_prev_walk(struct wbfs *w, ext2_ino_t ino, ext2_ino_t *cur,
+			    struct ext2_inode_large *prev)
+{
+	ext2_ino_t c = w->fs->super->s_last_orphan;
+	uint32_t steps = 0;
+	int ret;
+
+	*cur = 0;
+	if (c == ino)
+		return 1;
+	while (orphan_ino_valid(w, c) && steps++ < w->fs->super->s_inodes_count) {
+		ret = wbfs_read_inode(w, c, prev);
+		if (ret)
+			return ret;
+		if (prev->i_dtime == ino) {
+			*cur = c;
+			return 1;
+		}
+		c = prev->i_dtime;
+	}
+	return 0;
+}
+
+/*
+ * The same from orphan_prev, checked against the disk; -EAGAIN when the
+ * two disagree.
+ */
+static int orphan_prev_tracked(struct wbfs *w, ext2_ino_t ino, ext2_ino_t *cur,
+			       struct ext2_inode_large *prev)
+{
+	uint32_t *p = jtab_find(&w->orphan_prev, ino);
+	int ret;
+
+	if (!p)
+		return 0;
+	*cur = *p;
+	if (!*cur)
+		return w->fs->super->s_last_orphan == ino ? 1 : -EAGAIN;
+	ret = wbfs_read_inode(w, *cur, prev);
+	if (ret)
+		return ret;
+	return prev->i_dtime == ino ? 1 : -EAGAIN;
+}
+
+/*
  * Take @ino (its inode @in) off the list if it is there: the head moves on,
  * or the orphan before it points past it. Returns 0 or -errno.
  */
 static int orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
 {
-	struct ext2_super_block *sb = w->fs->super;
+	ext2_ino_t cur, next = orphan_ino_valid(w, in->i_dtime) ? in->i_dtime : 0;
 	struct ext2_inode_large prev;
-	ext2_ino_t cur = sb->s_last_orphan;
-	ext2_ino_t next = orphan_ino_valid(w, in->i_dtime) ? in->i_dtime : 0;
-	uint32_t steps = 0, *p;
 	int ret;
 
-	if (!cur)
+	if (!w->fs->super->s_last_orphan)
 		return 0;
-	if (w->orphan_tracked) {
-		p = jtab_find(&w->orphan_prev, ino);
-		if (!p)
-			return 0;	/* not on the list */
-		cur = *p;
-		if (cur) {
-			ret = wbfs_read_inode(w, cur, &prev);
-			if (ret)
-				return ret;
-		}
-		if (cur ? prev.i_dtime == ino : sb->s_last_orphan == ino) {
-			if (cur) {
-				prev.i_dtime = next;
-				ret = wbfs_write_inode(w, cur, &prev);
-				if (ret)
-					return ret;
-			} else {
-				sb->s_last_orphan = next;
-				ext2fs_mark_super_dirty(w->fs);
-			}
-			jtab_del(&w->orphan_prev, ino);
-			if (next && jtab_put(&w->orphan_prev, next, cur))
-				wbfs_orphan_untrack(w);	/* cannot fail: @next is there */
-			return 0;
-		}
-		/* the table and the disk disagree: trust the disk from now on */
-		wbfs_orphan_untrack(w);
-		cur = sb->s_last_orphan;
+	ret = w->orphan_tracked ? orphan_prev_tracked(w, ino, &cur, &prev) : -EAGAIN;
+	if (ret == -EAGAIN) {
+		if (w->orphan_tracked)
+			wbfs_orphan_untrack(w);	/* they disagree: the disk wins */
+		ret = orphan_prev_walk(w, ino, &cur, &prev);
 	}
-	if (cur == ino) {
-		sb->s_last_orphan = next;
-		ext2fs_mark_super_dirty(w->fs);
-		return 0;
+	if (ret <= 0)
+		return ret;	/* not on the list, or an error */
+	ret = orphan_skip(w, cur, &prev, next);
+	if (!ret && w->orphan_tracked) {
+		jtab_del(&w->orphan_prev, ino);
+		if (next && jtab_put(&w->orphan_prev, next, cur))
+			wbfs_orphan_untrack(w);	/* cannot fail: @next is there */
 	}
-	while (orphan_ino_valid(w, cur) && steps++ < sb->s_inodes_count) {
-		ret = wbfs_read_inode(w, cur, &prev);
-		if (ret)
-			return ret;
-		if (prev.i_dtime == ino) {
-			prev.i_dtime = next;
-			return wbfs_write_inode(w, cur, &prev);
-		}
-		cur = prev.i_dtime;
-	}
-	return 0;	/* not on the list */
+	return ret;
 }
 
 /* ---- freeing ------------------------------------------------------------- */
