@@ -60,7 +60,7 @@ struct bdi {
 	_Atomic unsigned fault_rate;	/* atomic: per mille of device writes that
 					 * fail (fault_inject only) */
 
-	unsigned ord_epoch;		/* lock: ordered-data epoch (bdi_ordered_barrier) */
+	unsigned ord_epoch;		/* lock: ordered-data epoch (bdi_ordered_mark) */
 	long ord_cnt[2];		/* lock: data batches and writes per epoch parity */
 	_Atomic long inflight;		/* atomic: pages under device I/O, bdi-wide */
 	_Atomic long inflight_ios;	/* atomic: device writes in flight, every thread's:

@@ -97,13 +97,12 @@ struct wb_io {
 /*
  * A data batch takes a reference on the current epoch before its blocks
  * are mapped (allocated) and each of its writes holds one until it
- * completes: bdi_ordered_barrier() can then wait for every write whose
- * blocks were allocated before it was called, and for no later one.
- * Split in two, bdi_ordered_mark() closes the epoch (the journal does it
- * as it closes a transaction, under the lock that allocation takes) and
- * bdi_ordered_wait() waits for that epoch's writes, and not for writes
- * allocated after the mark. Marks must not overlap: one mark, then its
- * wait, then the next mark (the journal's commit_mutex).
+ * completes. bdi_ordered_mark() closes the epoch (the journal does it as
+ * it closes a transaction, under the lock that allocation takes) and
+ * bdi_ordered_wait() then waits for every write whose blocks were
+ * allocated before the mark, and for no later one. Marks must not
+ * overlap: one mark, then its wait, then the next mark (the journal's
+ * commit_mutex).
  */
 static int ord_get(struct bdi *b)
 {
@@ -141,11 +140,6 @@ void bdi_ordered_wait(struct bdi *b, int mark)
 	while (b->ord_cnt[mark] > 0)
 		lockstat_cond_wait(&b->done_cond, &b->lock);
 	ls_mutex_unlock(&b->lock);
-}
-
-void bdi_ordered_barrier(struct bdi *b)
-{
-	bdi_ordered_wait(b, bdi_ordered_mark(b));
 }
 
 /* ---- completion ----------------------------------------------------------- */

@@ -149,15 +149,11 @@ int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t 
 /** Write every dirty metadata page and wait (data must be written first). */
 int bdi_sync_meta(struct bdi *b);
 /**
- * Ordered data: wait until every data write whose blocks were mapped
- * (allocated) before this call has completed. Later batches do not hold
- * it up. Context: no lock that writeback takes; not a flusher thread.
- */
-void bdi_ordered_barrier(struct bdi *b);
-/**
- * The barrier in two halves: bdi_ordered_mark() closes the current epoch
- * and returns it; bdi_ordered_wait() waits until every data write mapped
- * before that mark has completed. Call them in pairs, one pair at a time.
+ * Ordered data: bdi_ordered_mark() closes the current epoch and returns
+ * it; bdi_ordered_wait() waits until every data write whose blocks were
+ * mapped (allocated) before that mark has completed. Later batches do not
+ * hold it up. Call them in pairs, one pair at a time. Context of the
+ * wait: no lock that writeback takes; not a flusher thread.
  */
 int bdi_ordered_mark(struct bdi *b);
 void bdi_ordered_wait(struct bdi *b, int mark);
