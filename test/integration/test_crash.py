@@ -8,8 +8,8 @@ the durability writer, unsynced files written back while small files are
 fsync'ed (ordered mode under load), dbench, and checkpoints of a full 4 MiB journal
 while the running transaction has freed logged blocks) on a small
 filesystem made on an image filled with a pattern (stale data: no block
-of a file may show it, checked on the durability writer's files, whose
-every byte is known: ordered mode): copy the device,
+of a file may show it, checked on the durability and ordered workloads'
+files, whose every byte is known: ordered mode): copy the device,
 mount it with -o write_log, run the workload, unmount, then hand the copy,
 the log and the workload's record to tools/wbcfs-crash. It first checks
 that the log applied to the copy gives the device as the unmount left it
@@ -49,7 +49,8 @@ TOOL = os.environ.get("WBCFS_CRASH") or os.path.join(HERE, "..", "..", "tools",
                                                       "wbcfs-crash")
 IMG_BYTES = 96 * MIB
 # what every block of a new image holds until written: stale data that
-# must never show in a file (the durability workload's stream records)
+# must never show in a file (the stream records of the durability and
+# ordered workloads)
 STALE = b"stale block, never file data "
 # share of the states, per workload; None: every flush and prefix state
 # (the checkpoint workload's window is two flushes wide: sampling could
@@ -173,6 +174,21 @@ def one(env, name, seed, nstates):
     return ok
 
 
+def expect_caught(log, base, record, seed, line, needle, what):
+    """The final state checked against the record plus @line (a bogus
+    expectation) must fail, saying @needle."""
+    bogus = record + ".bogus"
+    with open(record) as f, open(bogus, "w") as g:
+        g.write(f.read())
+        g.write(line)
+    rc, out = run_tool(["--base", base, "--log", log, "--oracle", bogus, "--seed",
+                        str(seed), "--final-only", "--full-every", "0"])
+    if rc != 1 or needle not in out:
+        raise TFail("%s went unnoticed (exit %d):\n%s" % (what, rc, out))
+    t_log("%s is caught" % what)
+    os.unlink(bogus)
+
+
 def oracle_selftest(log, base, record, seed):
     """The harness must notice a broken promise: the final state checked
     against a record whose last fsync'ed file has a wrong checksum fails."""
@@ -181,20 +197,9 @@ def oracle_selftest(log, base, record, seed):
         for line in f:
             final[json.loads(line)["path"]] = line
     kept = [ln for ln in final.values() if '"fsync"' in ln]
-    if not kept:
-        return
-    last = kept[-1]
-    bogus = record + ".bogus"
-    with open(record) as f, open(bogus, "w") as g:
-        g.write(f.read())
-        g.write(last.replace('"sha": "', '"sha": "00'))
-    rc, out = run_tool(["--base", base, "--log", log, "--oracle", bogus, "--seed",
-                        str(seed), "--final-only", "--full-every", "0"])
-    if rc != 1 or "content differs" not in out:
-        raise TFail("a wrong checksum in the record went unnoticed (exit %d):\n%s"
-                    % (rc, out))
-    t_log("a wrong checksum in the record is caught")
-    os.unlink(bogus)
+    if kept:
+        expect_caught(log, base, record, seed, kept[-1].replace('"sha": "', '"sha": "00'),
+                      "content differs", "a wrong checksum in the record")
 
 
 def stream_selftest(log, base, record, seed):
@@ -205,16 +210,8 @@ def stream_selftest(log, base, record, seed):
     if not streams:
         raise TFail("the durability workload recorded no streams")
     big = max(streams, key=lambda r: r["max"])
-    bogus = record + ".bogus"
-    with open(record) as f, open(bogus, "w") as g:
-        g.write(f.read())
-        g.write(json.dumps(dict(big, key=big["key"] + "x")) + "\n")
-    rc, out = run_tool(["--base", base, "--log", log, "--oracle", bogus, "--seed",
-                        str(seed), "--final-only", "--full-every", "0"])
-    if rc != 1 or "stale data" not in out:
-        raise TFail("a file's foreign content went unnoticed (exit %d):\n%s" % (rc, out))
-    t_log("content that is not the file's own is caught")
-    os.unlink(bogus)
+    expect_caught(log, base, record, seed, json.dumps(dict(big, key=big["key"] + "x")) + "\n",
+                  "stale data", "a file's content that is not its own")
 
 
 def body(env):
