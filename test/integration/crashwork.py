@@ -39,6 +39,7 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -74,11 +75,14 @@ class Record:
         the unlink is durable it may come back, but only as it was."""
         self._put({"t": "unlink", "path": rel, "pos": self.pos()})
 
-    def stream(self, rel, key, n):
-        """rel is being created with the first bytes of stream(key, n)
-        (random.Random(key).randbytes): from now on each of its 4 KiB
-        blocks holds that stream's bytes or zeros, never stale data."""
-        self._put({"t": "stream", "path": rel, "key": key, "max": n, "pos": self.pos()})
+    def stream(self, seed, rel, n):
+        """rel is being created and will only hold bytes of its content
+        (test_durability.content: random.Random(key).randbytes), which
+        this returns: from now on each of its 4 KiB blocks holds those
+        bytes or zeros, never stale data."""
+        self._put({"t": "stream", "path": rel, "key": "%d/%s" % (seed, rel), "max": n,
+                   "pos": self.pos()})
+        return content(seed, rel, n)
 
     def rename(self, rel, old, new):
         self._put({"t": "rename", "path": rel, "old": hashlib.sha256(old).hexdigest(),
@@ -325,8 +329,7 @@ def durability(mnt, rec, seed, nfiles):
         rel = "%s/f%d" % (d, i)
         size = r.choice(SIZES[:-2])     # up to 1 MiB: small images
         mode = r.choice(("fsync", "fdatasync", "none", "none", "append"))
-        data = content(seed, rel, size + (65536 + 33 if mode == "append" else 0))
-        rec.stream(rel, "%d/%s" % (seed, rel), len(data))    # content()'s key
+        data = rec.stream(seed, rel, size + (65536 + 33 if mode == "append" else 0))
         fd = os.open(os.path.join(mnt, rel), os.O_CREAT | os.O_WRONLY, 0o644)
         off = 0
         while off < size:
@@ -399,7 +402,6 @@ def ordered(mnt, rec, seed, nfiles):
     then closes over allocations whose data writes are in flight. Every
     file is a stream record: a block its metadata reaches before its data
     shows the image's stale pattern. Returns the files written."""
-    import threading
     top = "o%d" % seed
     os.mkdir(os.path.join(mnt, top))
     done = threading.Event()
@@ -410,8 +412,7 @@ def ordered(mnt, rec, seed, nfiles):
         try:
             for i in range(nfiles):
                 rel = "%s/big%d" % (top, i)
-                data = content(seed, rel, r.choice((256, 640, 1024, 2048)) * 1024)
-                rec.stream(rel, "%d/%s" % (seed, rel), len(data))
+                data = rec.stream(seed, rel, r.choice((256, 640, 1024, 2048)) * 1024)
                 with open(os.path.join(mnt, rel), "wb") as f:
                     for off in range(0, len(data), 65536):
                         f.write(data[off:off + 65536])
@@ -425,8 +426,7 @@ def ordered(mnt, rec, seed, nfiles):
     i = 0
     while not done.is_set():
         rel = "%s/small%d" % (top, i)
-        data = content(seed, rel, 4096 * (1 + i % 3) + 100)
-        rec.stream(rel, "%d/%s" % (seed, rel), len(data))
+        data = rec.stream(seed, rel, 4096 * (1 + i % 3) + 100)
         fd = os.open(os.path.join(mnt, rel), os.O_CREAT | os.O_WRONLY, 0o644)
         os.write(fd, data)
         os.fsync(fd)
