@@ -168,6 +168,7 @@ void bdi_destroy(struct bdi *b)
 	ls_mutex_unlock(&b->lock);
 	for (i = 0; i < b->nr_flushers; i++)
 		pthread_join(b->threads[i], NULL);
+	wb_sync_ctxs_free(b);
 	bdi_free(b);
 }
 
@@ -261,7 +262,7 @@ int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t 
 		.inode = wi, .start = start, .end = end, .datasync = datasync,
 	};
 	unsigned long errors = atomic_load(&wi->nr_write_errors);
-	int ret = bdi_queue_work_wait(b, &w);
+	int ret = bdi_run_work_here(b, &w);
 
 	if (atomic_load(&wi->nr_write_errors) != errors) {
 		int err = mapping_check_error_since(wi->mapping, 0);	/* its errno */

@@ -11,9 +11,14 @@
  * worker's own io engine. The metadata inode is written only after every
  * data write in flight has completed (ordered mode).
  *
- * Where I/O runs: every write, sync and fsync runs on a flusher worker
- * (bdi_sync*, bdi_sync_inode queue a work item and sleep on its completion),
- * so each io engine has exactly one owning thread.
+ * Where I/O runs: background, periodic and sync(fs) writeback run on a
+ * flusher worker (bdi_sync and bdi_sync_meta queue a work item and sleep
+ * on its completion). fsync writes its file in the caller's thread, as
+ * the kernel's fsync does (filemap_write_and_wait_range): fsyncs of
+ * different files then overlap instead of queueing behind each other on
+ * the worker. The caller borrows a writeback context (engine and batch)
+ * from the bdi's free list for the call and drains it before giving it
+ * back, so each io engine still has one owning thread at a time.
  *
  * Lock ordering:
  *   page lock (pages of one batch, ascending index)
@@ -79,6 +84,7 @@ struct wb_ctx {
 	struct page *pages[WB_BATCH];	/* current batch */
 	uint64_t idx[WB_BATCH];		/* its page indices */
 	uint64_t pblk[WB_BATCH];	/* and device blocks (map_pages) */
+	struct wb_ctx *next_free;	/* b->lock: on b->sync_ctxs (fsync's) */
 };
 
 /* One device write of physically contiguous pages. */
@@ -893,6 +899,73 @@ static void wb_run_work(struct wb_ctx *x, struct wb_work *w)
 		break;
 	}
 	io_engine_drain(x->eng);
+}
+
+/* ---- fsync in the caller's thread ---------------------------------------- */
+
+/*
+ * At most this many fsyncs of one device write in their callers' threads
+ * at once (each with a context of its own); more wait for the worker.
+ */
+#define WB_SYNC_CTX_MAX 32
+
+static void wb_engine_init(struct wb_ctx *x, const char *name, enum io_engine_type engine,
+			   unsigned queue_depth, bool fault_inject);
+
+/* A free fsync context of @b, made when none is free; NULL: use the worker. */
+static struct wb_ctx *wb_sync_ctx_get(struct bdi *b)
+{
+	struct wb_ctx *x;
+
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
+	x = b->sync_ctxs;
+	if (x) {
+		b->sync_ctxs = x->next_free;
+	} else if (b->nr_sync_ctxs < WB_SYNC_CTX_MAX) {
+		b->nr_sync_ctxs++;
+		ls_mutex_unlock(&b->lock);
+		x = calloc(1, sizeof(*x));
+		if (x) {
+			x->b = b;
+			wb_engine_init(x, b->name, b->engine, b->queue_depth, b->fault_inject);
+			return x;
+		}
+		ls_mutex_lock(&b->lock, &lc_bdi_lock);
+		b->nr_sync_ctxs--;
+	}
+	ls_mutex_unlock(&b->lock);
+	return x;
+}
+
+static void wb_sync_ctx_put(struct bdi *b, struct wb_ctx *x)
+{
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
+	x->next_free = b->sync_ctxs;
+	b->sync_ctxs = x;
+	ls_mutex_unlock(&b->lock);
+}
+
+int bdi_run_work_here(struct bdi *b, struct wb_work *w)
+{
+	struct wb_ctx *x = w->kind == WORK_INODE ? wb_sync_ctx_get(b) : NULL;
+
+	if (!x)
+		return bdi_queue_work_wait(b, w);
+	wb_run_work(x, w);	/* drains the engine: nothing left in flight */
+	wb_sync_ctx_put(b, x);
+	return w->ret;
+}
+
+void wb_sync_ctxs_free(struct bdi *b)
+{
+	struct wb_ctx *x;
+
+	while ((x = b->sync_ctxs)) {
+		b->sync_ctxs = x->next_free;
+		io_engine_exit(x->eng);
+		free(x);
+	}
+	b->nr_sync_ctxs = 0;
 }
 
 int bdi_queue_work_wait(struct bdi *b, struct wb_work *w)
