@@ -1264,6 +1264,131 @@ void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
 }
 
 /*
+ * Is @buf, as the iomgr would store it at @blk (busy blocks free:
+ * wbfs_bitmap_written), what the cache holds there already? A dirty page
+ * that is then left alone gets the journal's note_same, as meta_store
+ * gives it. Context: fs_lock.
+ */
+static bool bitmap_unchanged(struct wbfs *w, blk64_t blk, const char *buf)
+{
+	char scratch[PAGE_SIZE] __attribute__((aligned(64)));
+	struct page *p = mapping_get_page(&w->meta_map, blk);
+	bool same = false;
+
+	if (!p)
+		return false;
+	memcpy(scratch, buf, PAGE_SIZE);
+	if (w->hidden_last || w->nr_busy)
+		wbfs_bitmap_written(w, blk, scratch);
+	lock_page(p);
+	if (page_test(p, PG_uptodate) && !memcmp(page_address(p), scratch, PAGE_SIZE)) {
+		same = true;
+		if (page_test(p, PG_dirty))
+			wbfs_journal_note_same(w, p);
+	}
+	unlock_page(p);
+	page_put(p);
+	return same;
+}
+
+/*
+ * One group's bitmap, as libext2fs writes it (its checksum in the group
+ * descriptor, then the block), unless the cache has it unchanged.
+ */
+static errcode_t bitmap_put(struct wbfs *w, dgrp_t g, blk64_t blk, char *buf, int nbytes,
+			    bool inode)
+{
+	ext2_filsys fs = w->fs;
+	errcode_t err;
+
+	if (!blk || blk >= ext2fs_blocks_count(fs->super) || bitmap_unchanged(w, blk, buf))
+		return 0;
+	err = inode ? ext2fs_inode_bitmap_csum_set(fs, g, buf, nbytes)
+		    : ext2fs_block_bitmap_csum_set(fs, g, buf, nbytes);
+	if (err)
+		return err;
+	ext2fs_group_desc_csum_set(fs, g);
+	fs->flags |= EXT2_FLAG_DIRTY;
+	err = io_channel_write_blk64(fs->io, blk, 1, buf);
+	if (err)
+		return inode ? EXT2_ET_INODE_BITMAP_WRITE : EXT2_ET_BLOCK_BITMAP_WRITE;
+	return 0;
+}
+
+/*
+ * The changed groups' bitmaps, as libext2fs's write_bitmaps lays them out
+ * (clusters per group bits, the last group's tail padded with ones, an
+ * uninitialised group skipped). Context: fs_lock.
+ */
+static errcode_t write_changed_bitmaps(struct wbfs *w, bool do_block, bool do_inode)
+{
+	char bb[PAGE_SIZE] __attribute__((aligned(64)));
+	char ib[PAGE_SIZE] __attribute__((aligned(64)));
+	ext2_filsys fs = w->fs;
+	int bnbytes = (int)(EXT2_CLUSTERS_PER_GROUP(fs->super) / 8);
+	int inbytes = (int)((EXT2_INODES_PER_GROUP(fs->super) + 7) / 8);
+	blk64_t bitr = EXT2FS_B2C(fs, fs->super->s_first_data_block);
+	ext2_ino_t iitr = 1;
+	bool csum = ext2fs_has_group_desc_csum(fs);
+	errcode_t err;
+	dgrp_t g;
+
+	memset(bb, 0xff, sizeof(bb));
+	memset(ib, 0xff, sizeof(ib));
+	for (g = 0; g < fs->group_desc_count; g++) {
+		if (do_block && !(csum && ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT))) {
+			err = ext2fs_get_block_bitmap_range2(fs->block_map, bitr,
+							     (size_t)bnbytes << 3, bb);
+			if (err)
+				return err;
+			if (g == fs->group_desc_count - 1) {
+				/* padding: the bits past the filesystem's end are set */
+				unsigned nbits = EXT2FS_NUM_B2C(fs,
+					((ext2fs_blocks_count(fs->super) -
+					  (uint64_t)fs->super->s_first_data_block) %
+					 (uint64_t)EXT2_BLOCKS_PER_GROUP(fs->super)));
+
+				if (nbits)
+					for (unsigned k = nbits; k < fs->blocksize * 8; k++)
+						ext2fs_set_bit(k, bb);
+			}
+			err = bitmap_put(w, g, ext2fs_block_bitmap_loc(fs, g), bb, bnbytes, false);
+			if (err)
+				return err;
+		}
+		bitr += (blk64_t)bnbytes << 3;
+		if (do_inode && !(csum && ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT))) {
+			err = ext2fs_get_inode_bitmap_range2(fs->inode_map, iitr,
+							     (size_t)inbytes << 3, ib);
+			if (err)
+				return err;
+			err = bitmap_put(w, g, ext2fs_inode_bitmap_loc(fs, g), ib, inbytes, true);
+			if (err)
+				return err;
+		}
+		iitr += (ext2_ino_t)inbytes << 3;
+	}
+	return 0;
+}
+
+errcode_t wbfs_flush_locked(struct wbfs *w)
+{
+	ext2_filsys fs = w->fs;
+	bool do_block = fs->block_map && ext2fs_test_bb_dirty(fs);
+	bool do_inode = fs->inode_map && ext2fs_test_ib_dirty(fs);
+
+	if ((do_block || do_inode) && (fs->flags & EXT2_FLAG_RW) && fs->blocksize == PAGE_SIZE) {
+		errcode_t err = write_changed_bitmaps(w, do_block, do_inode);
+
+		if (err)
+			return err;
+		/* written: ext2fs_flush writes the superblock and descriptors */
+		fs->flags &= ~(EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY);
+	}
+	return ext2fs_flush(fs);
+}
+
+/*
  * ext2fs_punch of logical blocks [start, end] of @ino. When the file maps
  * the filesystem's last block there (it did before mount: the block is
  * not hidden) and libext2fs cannot free it, that block is unmapped and

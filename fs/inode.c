@@ -1528,7 +1528,7 @@ static int wbfs_sync_fs(struct bdi *b)
 		return wbfs_journal_commit(w, NULL);	/* with the busy blocks */
 	wbfs_lock(w);
 	if (w->fs && !w->ro) {
-		err = ext2fs_flush(w->fs);
+		err = wbfs_flush_locked(w);
 		/* as a commit: what was freed before may be reused now */
 		if (!err)
 			wbfs_release_busy_locked(w);
@@ -1590,7 +1590,7 @@ int wbfs_sync_durable(struct wbfs *w)
 	/* the bitmaps and descriptors too: what the file owns must be in use
 	 * on disk, or e2fsck finds its inode in a group's unused area */
 	wbfs_lock(w);
-	ret = w->fs ? -wbfs_errno(ext2fs_flush(w->fs)) : 0;
+	ret = w->fs ? -wbfs_errno(wbfs_flush_locked(w)) : 0;
 	wbfs_unlock(w);
 	r = bdi_sync_meta(w->bdi);
 	if (!ret)

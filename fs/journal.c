@@ -830,7 +830,7 @@ static errcode_t flush_fs_locked(struct wbfs *w)
 	errcode_t err;
 
 	w->fs->flags |= EXT2_FLAG_MASTER_SB_ONLY;
-	err = ext2fs_flush(w->fs);
+	err = wbfs_flush_locked(w);
 	w->fs->flags = (w->fs->flags & ~EXT2_FLAG_MASTER_SB_ONLY) | saved;
 	return err;
 }

@@ -264,6 +264,13 @@ void wbfs_refresh_free_locked(struct wbfs *w);
 bool wbfs_group_bad(struct wbfs *w, dgrp_t g);
 bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count);
 void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data);
+/*
+ * ext2fs_flush, but a group's bitmap is written (and checksummed) only
+ * when it changed: ext2fs_flush rewrites every group's two bitmaps when
+ * any bit changed, a pass over the whole filesystem's bitmaps per journal
+ * commit or fsync. Context: fs_lock, read-write.
+ */
+errcode_t wbfs_flush_locked(struct wbfs *w);
 void wbfs_release_busy_locked(struct wbfs *w);
 errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got,
 			 blk64_t *glen);
