@@ -973,6 +973,51 @@ static int bb_locs_build(struct wbfs *w)
 	return 0;
 }
 
+/* Sorted inode table locations: which inodes an inode table block holds. */
+static int it_locs_build(struct wbfs *w)
+{
+	ext2_filsys fs = w->fs;
+	dgrp_t g;
+
+	w->it_locs = calloc(fs->group_desc_count, sizeof(*w->it_locs));
+	if (!w->it_locs)
+		return -ENOMEM;
+	for (g = 0; g < fs->group_desc_count; g++)
+		w->it_locs[g] = (struct bb_loc){ ext2fs_inode_table_loc(fs, g), g };
+	qsort(w->it_locs, fs->group_desc_count, sizeof(*w->it_locs), bb_loc_cmp);
+	return 0;
+}
+
+bool wbfs_itable_inodes(struct wbfs *w, uint64_t blk, ext2_ino_t *first, unsigned *n)
+{
+	ext2_filsys fs = w->fs;
+	size_t lo = 0, hi;
+	unsigned per;
+	blk64_t off;
+
+	if (!fs || !w->it_locs)
+		return false;
+	/* the last table starting at or before @blk */
+	hi = fs->group_desc_count;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (w->it_locs[mid].blk <= blk)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return false;
+	off = blk - w->it_locs[lo - 1].blk;
+	if (off >= fs->inode_blocks_per_group)
+		return false;
+	per = fs->blocksize / EXT2_INODE_SIZE(fs->super);
+	*first = w->it_locs[lo - 1].g * fs->super->s_inodes_per_group + (ext2_ino_t)off * per + 1;
+	*n = per;
+	return true;
+}
+
 static bool bb_group(struct wbfs *w, blk64_t blk, dgrp_t *g)
 {
 	size_t lo = 0, hi = w->fs->group_desc_count;
@@ -1173,7 +1218,7 @@ static int validate_block_bitmaps(struct wbfs *w, const char *dev)
 	free(buf);
 	free(bad);
 	fs->priv_data = w;
-	if (!w->ro && (bb_locs_build(w) ||
+	if (!w->ro && (bb_locs_build(w) || it_locs_build(w) ||
 		       ext2fs_allocate_block_bitmap(fs, "busy blocks", &w->busy)))
 		return -ENOMEM;
 	if (!w->ro) {
@@ -1861,6 +1906,7 @@ int wbfs_close(struct wbfs *w)
 	free(w->bad_groups);
 	free(w->bad_igroups);
 	free(w->bb_locs);
+	free(w->it_locs);
 	free(w->trimmed_groups);
 	free(w->bb_scratch);
 	if (atomic_load(&w->lost_pages)) {

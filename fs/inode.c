@@ -138,6 +138,10 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 	if (!wi) {
 		wi = nw;
 		nw = NULL;
+		/* a change to its inode since the read was made in this
+		 * transaction or an older one (winode_note_itable_change
+		 * did not find it in the table) */
+		wi->sync_tid = wbfs_journal_tid(w);
 		wi->hash_next = w->itable[itable_slot(w, ino)];
 		w->itable[itable_slot(w, ino)] = wi;
 		w->nr_winodes++;
@@ -457,6 +461,34 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
 	wi->folding = false;
 	wi->fold_seq++;
 	ls_mutex_unlock(&wi->attr_lock);
+}
+
+void winode_note_itable_change(struct wbfs *w, uint64_t blk, const void *old, size_t in,
+			       const void *b, size_t n)
+{
+	size_t isz, k, end = in + n;
+	ext2_ino_t first;
+	unsigned per;
+	uint32_t tid;
+
+	if (!w->journal || !n || !wbfs_itable_inodes(w, blk, &first, &per))
+		return;
+	isz = EXT2_INODE_SIZE(w->fs->super);
+	tid = wbfs_journal_tid(w);
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
+	/* only the inodes whose bytes differ: a block holds many files' */
+	for (k = in / isz; k * isz < end && k < per; k++) {
+		size_t lo = k * isz > in ? k * isz : in;
+		size_t hi = (k + 1) * isz < end ? (k + 1) * isz : end;
+		struct winode *wi;
+
+		if (old && !memcmp((const char *)old + lo, (const char *)b + (lo - in), hi - lo))
+			continue;
+		wi = itable_find_locked(w, first + (ext2_ino_t)k);
+		if (wi)
+			wi->sync_tid = tid;
+	}
+	ls_mutex_unlock(&w->itable_lock);
 }
 
 /* Is an access at @now due to update @wi's atime? Context: attr_lock held. */
@@ -1457,6 +1489,9 @@ static int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *in
 	int ret;
 
 	wbfs_lock(c.w);
+	/* allocation and unwritten conversion change its extents (maybe
+	 * only leaf blocks, not its inode): its fsync commits them */
+	c.wi->sync_tid = wbfs_journal_tid(c.w);
 	if (c.wi->freed) {
 		/* the file is gone: nothing to write its pages to */
 		for (i = 0; i < n; i++)
@@ -1558,15 +1593,25 @@ const struct bdi_ops wbfs_bdi_ops = {
 /*
  * fsync: the file's data, then its inode, then every dirty metadata page
  * (directory entries, inode table, extent blocks), then the device cache.
+ * With a journal: the data, then a commit of the transactions up to the
+ * file's newest metadata change (none when that one has committed
+ * already), then the device cache unless that commit flushed it.
  */
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync)
 {
+	bool flushed = false;
 	int ret, r;
 
 	if (w->ro)
 		return 0;
 	ret = bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, datasync);
-	r = wbfs_sync_durable(w);
+	if (!w->journal)
+		return ret ? ret : wbfs_sync_durable(w);
+	/* as ext4: only the transactions up to the file's newest change;
+	 * one already committed leaves just the device cache to flush */
+	r = wbfs_journal_commit_tid(w, wi->sync_tid, &flushed);
+	if (!r && !flushed)
+		r = bdi_flush_device(w->bdi);
 	return ret ? ret : r;
 }
 

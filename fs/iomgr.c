@@ -118,6 +118,8 @@ static int meta_store(struct wbfs *w, struct page *p, size_t in, const void *b, 
 			wbfs_journal_note_same(w, p);
 		return 0;
 	}
+	winode_note_itable_change(w, p->index, page_test(p, PG_uptodate) ? page_address(p) : NULL,
+				  in, b, n);
 	memcpy((char *)page_address(p) + in, b, n);
 	page_set(p, PG_uptodate);
 	set_page_dirty(p);

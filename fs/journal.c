@@ -75,7 +75,8 @@ struct wjournal {
 	bool have_committed;		/* commit_mutex: since mount */
 
 	bool on;			/* fs_lock: changes join transactions */
-	uint32_t seq;			/* fs_lock: the running transaction's id */
+	uint32_t seq;			/* fs_lock (written; read atomically without
+					 * it): the running transaction's id */
 	struct page **run;		/* fs_lock: its pages (referenced) */
 	size_t nr_run, cap_run;		/* fs_lock */
 	struct jtab runset;		/* fs_lock: their blocks */
@@ -899,7 +900,7 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 	if (ret)
 		return journal_abort(w, j, ret);
 	if (!t->home)
-		j->seq++;
+		__atomic_store_n(&j->seq, j->seq + 1, __ATOMIC_RELEASE);
 	busy_to_commit(w, j);
 	/* data writes mapped from here on belong to the next transaction:
 	 * this one's commit does not wait for them */
@@ -1001,16 +1002,23 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 	tx_done(w, j, t);
 }
 
+uint32_t wbfs_journal_tid(struct wbfs *w)
+{
+	return w->journal ? __atomic_load_n(&w->journal->seq, __ATOMIC_ACQUIRE) : 0;
+}
+
 /*
- * Commit the running transaction and wait until it is on the device.
- * *@flushed: the device cache was flushed after every data write that
- * completed before the call. Returns 0 or -errno. Context: no lock held.
+ * Commit transactions up to @tid (or the running one, @upto false) and
+ * wait until they are on the device. *@flushed: the device cache was
+ * flushed after every data write that completed before the call: true
+ * when the commit that covers @tid was prepared after the call began.
+ * Returns 0 or -errno. Context: no lock held.
  */
-int wbfs_journal_commit(struct wbfs *w, bool *flushed)
+static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed)
 {
 	struct wjournal *j = w->journal;
 	struct jtx t = { 0 };
-	uint32_t target;
+	uint32_t target, cur;
 	int ret;
 
 	if (flushed)
@@ -1019,18 +1027,20 @@ int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 		return 0;
 	/* every change made before this call is in this transaction or an older one */
 	wbfs_lock(w);
-	target = j->seq;
+	cur = j->seq;
 	wbfs_unlock(w);
+	target = upto && !jbd2_tid_gt(tid, cur) ? tid : cur;
 	ls_mutex_lock(&j->commit_mutex, &lc_journal_commit);
 	if (j->err) {
 		ret = j->err;
 		goto out;
 	}
 	if (j->have_committed && !jbd2_tid_gt(target, j->committed)) {
-		/* group commit: another caller committed it while we waited,
-		 * and flushed after our data */
+		/* committed already, or group commit: another caller committed
+		 * it while we waited; its flush followed our data writes only
+		 * if it began after this call (it held the running transaction) */
 		if (flushed)
-			*flushed = true;
+			*flushed = !jbd2_tid_gt(cur, j->committed);
 		ret = 0;
 		goto out;
 	}
@@ -1051,6 +1061,16 @@ out:
 	tx_free(&t);
 	ls_mutex_unlock(&j->commit_mutex);
 	return ret;
+}
+
+int wbfs_journal_commit(struct wbfs *w, bool *flushed)
+{
+	return journal_commit(w, false, 0, flushed);
+}
+
+int wbfs_journal_commit_tid(struct wbfs *w, uint32_t tid, bool *flushed)
+{
+	return journal_commit(w, true, tid, flushed);
 }
 
 /* ---- the commit thread ------------------------------------------------ */

@@ -76,6 +76,11 @@ struct winode {
 	bool unlinked;				/* fs_lock: links hit 0, free at last forget */
 	bool freed;				/* fs_lock: on-disk inode released */
 	bool orphan;				/* fs_lock: on the on-disk orphan list */
+	_Atomic uint32_t sync_tid;		/* set under fs_lock: the transaction with
+						 * its newest metadata change (its inode
+						 * table block, its extents at writeback),
+						 * what its fsync commits (ext4's
+						 * i_sync_tid) */
 	mode_t mode;				/* fs_lock (format bits constant) */
 
 	pthread_rwlock_t ilock;			/* protects: the page range and i_size
@@ -206,6 +211,7 @@ struct wbfs {
 	bool orphan_tracked;		/* fs_lock: orphan_prev holds the whole list */
 	struct bb_loc *bb_locs;		/* constant: block bitmap locations,
 					 * sorted, for the iomgr */
+	struct bb_loc *it_locs;		/* constant: inode table locations, sorted */
 	struct wjournal *journal;	/* journal.c; NULL without a journal */
 	uint8_t *trimmed_groups;	/* fs_lock: FITRIM's groups with nothing
 					 * freed since (ioctl.c), or NULL */
@@ -216,7 +222,16 @@ struct wbfs {
 /* journal.c */
 int wbfs_journal_load(struct wbfs *w, const char *dev);
 int wbfs_journal_start(struct wbfs *w);
+/*
+ * Commit the running transaction (or those up to @tid: a file's sync_tid)
+ * and wait until it is on the device. *@flushed: the device cache was
+ * flushed after every data write completed before the call; when false,
+ * the caller flushes it. Returns 0 or -errno. Context: no lock held.
+ */
 int wbfs_journal_commit(struct wbfs *w, bool *flushed);
+int wbfs_journal_commit_tid(struct wbfs *w, uint32_t tid, bool *flushed);
+/* The running transaction's id (0 without a journal). Context: any. */
+uint32_t wbfs_journal_tid(struct wbfs *w);
 int wbfs_journal_shutdown(struct wbfs *w);
 void wbfs_journal_free(struct wbfs *w);
 void wbfs_journal_note_write(struct wbfs *w, struct page *p);
@@ -271,6 +286,8 @@ void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data);
  * commit or fsync. Context: fs_lock, read-write.
  */
 errcode_t wbfs_flush_locked(struct wbfs *w);
+/* Block @blk of an inode table holds inodes [*@first, *@first + *@n). */
+bool wbfs_itable_inodes(struct wbfs *w, uint64_t blk, ext2_ino_t *first, unsigned *n);
 void wbfs_release_busy_locked(struct wbfs *w);
 errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got,
 			 blk64_t *glen);
@@ -301,6 +318,14 @@ void winode_touch(struct wbfs *w, struct winode *wi);
 bool winode_atime_due(struct wbfs *w, struct winode *wi);
 void winode_accessed(struct wbfs *w, struct winode *wi, int oflags);
 void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode_large *in);
+/*
+ * Bytes [@in, @in+@n) of block @blk become @b (they were @old's, NULL:
+ * unknown). When @blk is in an inode table, each inode in memory whose
+ * bytes change must commit the running transaction at its next fsync.
+ * Context: fs_lock.
+ */
+void winode_note_itable_change(struct wbfs *w, uint64_t blk, const void *old, size_t in,
+			       const void *b, size_t n);
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino);

@@ -17,8 +17,11 @@ ext4 as oracles.
    file then fills the filesystem (reusing those blocks) and is fsync'ed;
    after SIGKILL every replay keeps the file's data (the revoke records
    stop the old directory blocks from being written over it).
-4. Commits: an fsync costs one commit; commit=1 commits on its own within a
-   few seconds; a filesystem without a journal says so and mounts as before.
+4. Commits: an fsync costs one commit; an fsync of a file whose changes
+   have all committed costs none, though other files' changes are pending,
+   and one after a change to its inode costs one; commit=1 commits on its
+   own within a few seconds; a filesystem without a journal says so and
+   mounts as before.
 """
 
 import os
@@ -299,6 +302,21 @@ def part_commits(env):
     os.close(fd)
     after = journal_stats(m.mnt)
     t_eq(after["commits"] - before["commits"], 1, "commits for one fsync")
+
+    # as ext4's i_sync_tid: an fsync commits up to the file's own newest
+    # change, not whatever else the running transaction holds
+    with open(os.path.join(m.mnt, "h"), "wb") as f:
+        f.write(b"h" * 5000)       # someone else's changes, not synced
+    before = journal_stats(m.mnt)
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)                   # f is committed already
+    t_eq(journal_stats(m.mnt)["commits"] - before["commits"], 0,
+         "commits for the fsync of a file committed already")
+    os.chmod(path, 0o600)          # its inode changes: the next fsync commits
+    os.fsync(fd)
+    os.close(fd)
+    t_eq(journal_stats(m.mnt)["commits"] - before["commits"], 1,
+         "commits for the fsync of a file whose inode changed")
     env.umount(m)
     m = env.mount(dev, ["cache_size=256M", "commit=1"])
     before = journal_stats(m.mnt)
