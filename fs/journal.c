@@ -88,6 +88,7 @@ struct wjournal {
 					 * being committed */
 	ext2fs_block_bitmap busy_commit;	/* fs_lock: blocks freed by the
 						 * committing transaction */
+	blk64_t nr_busy_commit;		/* fs_lock: blocks in it (0: nothing to scan) */
 
 	pthread_t thread;
 	pthread_mutex_t tlock;		/* protects: stop, kick */
@@ -365,16 +366,30 @@ static void unmark_unless_busy(struct wbfs *w, blk64_t blk, blk64_t n)
 			ext2fs_unmark_block_bitmap2(w->fs->block_map, blk);
 }
 
+/*
+ * Call @fn on each run of the committing transaction's busy blocks and
+ * empty the set; nothing to do (no scan of a whole-filesystem bitmap at
+ * every commit) when it is empty. Context: fs_lock.
+ */
+static void drain_busy_commit(struct wbfs *w, struct wjournal *j,
+			      void (*fn)(struct wbfs *w, blk64_t blk, blk64_t n))
+{
+	if (!j->busy_commit || !w->fs || !j->nr_busy_commit)
+		return;
+	wbfs_bitmap_drain(w, j->busy_commit, fn);
+	j->nr_busy_commit = 0;
+}
+
 /* Blocks freed by the transaction that just committed may be reused. Context: fs_lock. */
 static void release_busy_commit(struct wbfs *w, struct wjournal *j)
 {
-	if (j->busy_commit && w->fs)
-		wbfs_bitmap_drain(w, j->busy_commit, unmark_unless_busy);
+	drain_busy_commit(w, j, unmark_unless_busy);
 }
 
 static void mark_busy_commit(struct wbfs *w, blk64_t blk, blk64_t n)
 {
 	ext2fs_mark_block_bitmap_range2(w->journal->busy_commit, blk, (unsigned)n);
+	w->journal->nr_busy_commit += n;
 }
 
 static void mark_busy(struct wbfs *w, blk64_t blk, blk64_t n)
@@ -404,8 +419,8 @@ void wbfs_journal_release_busy(struct wbfs *w)
 {
 	struct wjournal *j = w->journal;
 
-	if (j && j->busy_commit)
-		wbfs_bitmap_drain(w, j->busy_commit, wbfs_busy_unmark);
+	if (j)
+		drain_busy_commit(w, j, wbfs_busy_unmark);
 }
 
 /* ---- checkpoint ------------------------------------------------------- */
@@ -805,8 +820,7 @@ static void tx_undo(struct wbfs *w, struct wjournal *j, struct jtx *t)
 			jtab_put(&j->revoke, t->rev[i], 1);
 	jtab_clear(&j->ctab);
 	/* what it freed stays busy */
-	if (j->busy_commit)
-		wbfs_bitmap_drain(w, j->busy_commit, mark_busy);
+	drain_busy_commit(w, j, mark_busy);
 }
 
 /* A failed journal write: nothing more is committed, nothing uncommitted reaches home. */
@@ -984,8 +998,8 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 		t->nr_pages = 0;
 		if (!ret)
 			release_busy_commit(w, j);
-		else if (j->busy_commit)
-			wbfs_bitmap_drain(w, j->busy_commit, mark_busy);
+		else
+			drain_busy_commit(w, j, mark_busy);
 		return;
 	}
 	if (ret) {
