@@ -32,6 +32,7 @@ struct t_inode {
 	int map_err;
 	bool redirty_on_map;	/* dirty a new page at 100000 + n per map call */
 	_Atomic int map_calls;
+	pthread_t map_thread;	/* the thread of the last map call */
 };
 
 static void t_dirty(struct t_inode *ti, uint64_t first, unsigned n, char fill);
@@ -49,6 +50,7 @@ static int t_map(struct bdi *b, struct wb_inode *wi, const uint64_t *index, unsi
 	unsigned i;
 
 	ti->map_calls++;
+	ti->map_thread = pthread_self();
 	if (ti->redirty_on_map)
 		t_dirty(ti, 100000 + (uint64_t)ti->map_calls, 1, 'r');
 	if (ti->map_err)
@@ -584,6 +586,34 @@ START_TEST(concurrent_fsync)
 }
 END_TEST
 
+/*
+ * fsync writes in its caller's thread, as the kernel's does: two fsyncs
+ * of different files need not queue behind each other on the worker.
+ */
+START_TEST(fsync_in_caller)
+{
+	struct t_env e;
+	struct t_inode a;
+
+	t_env_init(&e, 1024, false);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);	/* no kupdate */
+	t_inode_init(&e, &a, 0);
+	t_dirty(&a, 0, 8, 'c');
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	ck_assert_int_eq(a.map_calls, 1);
+	ck_assert(pthread_equal(a.map_thread, pthread_self()));
+	ck_assert(t_block_is(&e, 7, 'c', 7));
+	/* the context goes back to the bdi: a second fsync reuses it */
+	t_dirty(&a, 8, 8, 'd');
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	ck_assert(pthread_equal(a.map_thread, pthread_self()));
+	ck_assert(t_block_is(&e, 15, 'd', 15));
+	ck_assert_int_eq(a.m.nrdirty, 0);
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
 START_TEST(map_eio_reaches_fsync)
 {
 	struct t_env e;
@@ -883,6 +913,7 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, metadata_after_data);
 	tcase_add_test(tc, towrite_no_livelock);
 	tcase_add_test(tc, concurrent_fsync);
+	tcase_add_test(tc, fsync_in_caller);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("background");
 	tcase_set_timeout(tc, 30);
