@@ -461,6 +461,10 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
 	wi->folding = false;
 	wi->fold_seq++;
 	ls_mutex_unlock(&wi->attr_lock);
+	/* even when its bytes did not change (a clock stepped back leaves
+	 * the stamps equal): what the caller changed besides, an xattr
+	 * block say, is in the running transaction */
+	wi->sync_tid = wbfs_journal_tid(w);
 }
 
 void winode_note_itable_change(struct wbfs *w, uint64_t blk, const void *old, size_t in,
