@@ -65,6 +65,9 @@ def pauses_over_min(recs, pids, t_from_ms=0, t_to_ms=None, max_pause_ms=200,
     """bdp records of `pids` in [t_from_ms, t_to_ms) whose pause exceeds
     the min_pause bound computed from the bdi's latest bw record;
     returns (bad records, number of records seen, max pause seen).
+    The bound is stretched by dirty_ratelimit / task_ratelimit when the
+    task's rate is below the bdi's (dirty above the setpoint), as the
+    kernel's pause for nr_dirtied_pause pages is.
     A task is looked at once it has dirtied its dirtied_pause pages, but
     only at the end of a write: with writes of write_pages pages, up to
     write_pages - 1 more pages are paid for at task_ratelimit (KB/s) on
@@ -89,6 +92,13 @@ def pauses_over_min(recs, pids, t_from_ms=0, t_to_ms=None, max_pause_ms=200,
                                  max_pause_ms)
         else:
             bound = 1 + max_pause_ms // 2
+        # nr_dirtied_pause is sized for min_pause at dirty_ratelimit, and
+        # the task pays for those pages at task_ratelimit: above the
+        # setpoint (pos_ratio < 1) the same pages take longer
+        # (wb_min_pause: pause = HZ * pages / task_ratelimit)
+        trl, drl = kv.get("task_ratelimit", 0), kv.get("dirty_ratelimit", 0)
+        if 0 < trl < drl:
+            bound = min(-(-bound * drl // trl), max_pause_ms)
         over = min(kv.get("dirtied", 0) - kv.get("dirtied_pause", 0), write_pages - 1)
         if over > 0 and kv.get("task_ratelimit", 0) > 0:
             bound += -(-over * 4 * 1000 // kv["task_ratelimit"])   # ms, rounded up
