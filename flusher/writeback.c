@@ -901,73 +901,6 @@ static void wb_run_work(struct wb_ctx *x, struct wb_work *w)
 	io_engine_drain(x->eng);
 }
 
-/* ---- fsync in the caller's thread ---------------------------------------- */
-
-/*
- * At most this many fsyncs of one device write in their callers' threads
- * at once (each with a context of its own); more wait for the worker.
- */
-#define WB_SYNC_CTX_MAX 32
-
-static void wb_engine_init(struct wb_ctx *x, const char *name, enum io_engine_type engine,
-			   unsigned queue_depth, bool fault_inject);
-
-/* A free fsync context of @b, made when none is free; NULL: use the worker. */
-static struct wb_ctx *wb_sync_ctx_get(struct bdi *b)
-{
-	struct wb_ctx *x;
-
-	ls_mutex_lock(&b->lock, &lc_bdi_lock);
-	x = b->sync_ctxs;
-	if (x) {
-		b->sync_ctxs = x->next_free;
-	} else if (b->nr_sync_ctxs < WB_SYNC_CTX_MAX) {
-		b->nr_sync_ctxs++;
-		ls_mutex_unlock(&b->lock);
-		x = calloc(1, sizeof(*x));
-		if (x) {
-			x->b = b;
-			wb_engine_init(x, b->name, b->engine, b->queue_depth, b->fault_inject);
-			return x;
-		}
-		ls_mutex_lock(&b->lock, &lc_bdi_lock);
-		b->nr_sync_ctxs--;
-	}
-	ls_mutex_unlock(&b->lock);
-	return x;
-}
-
-static void wb_sync_ctx_put(struct bdi *b, struct wb_ctx *x)
-{
-	ls_mutex_lock(&b->lock, &lc_bdi_lock);
-	x->next_free = b->sync_ctxs;
-	b->sync_ctxs = x;
-	ls_mutex_unlock(&b->lock);
-}
-
-int bdi_run_work_here(struct bdi *b, struct wb_work *w)
-{
-	struct wb_ctx *x = w->kind == WORK_INODE ? wb_sync_ctx_get(b) : NULL;
-
-	if (!x)
-		return bdi_queue_work_wait(b, w);
-	wb_run_work(x, w);	/* drains the engine: nothing left in flight */
-	wb_sync_ctx_put(b, x);
-	return w->ret;
-}
-
-void wb_sync_ctxs_free(struct bdi *b)
-{
-	struct wb_ctx *x;
-
-	while ((x = b->sync_ctxs)) {
-		b->sync_ctxs = x->next_free;
-		io_engine_exit(x->eng);
-		free(x);
-	}
-	b->nr_sync_ctxs = 0;
-}
-
 int bdi_queue_work_wait(struct bdi *b, struct wb_work *w)
 {
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
@@ -1142,6 +1075,70 @@ void *bdi_flusher_main(void *arg)
 	io_engine_exit(x->eng);
 	free(x);
 	return NULL;
+}
+
+/* ---- fsync in the caller's thread ---------------------------------------- */
+
+/*
+ * At most this many fsyncs of one device write in their callers' threads
+ * at once (each with a context of its own); more wait for the worker.
+ */
+#define WB_SYNC_CTX_MAX 32
+
+/* A free fsync context of @b, made when none is free; NULL: use the worker. */
+static struct wb_ctx *wb_sync_ctx_get(struct bdi *b)
+{
+	struct wb_ctx *x;
+
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
+	x = b->sync_ctxs;
+	if (x) {
+		b->sync_ctxs = x->next_free;
+	} else if (b->nr_sync_ctxs < WB_SYNC_CTX_MAX) {
+		b->nr_sync_ctxs++;
+		ls_mutex_unlock(&b->lock);
+		x = calloc(1, sizeof(*x));
+		if (x) {
+			x->b = b;
+			wb_engine_init(x, b->name, b->engine, b->queue_depth, b->fault_inject);
+			return x;
+		}
+		ls_mutex_lock(&b->lock, &lc_bdi_lock);
+		b->nr_sync_ctxs--;
+	}
+	ls_mutex_unlock(&b->lock);
+	return x;
+}
+
+static void wb_sync_ctx_put(struct bdi *b, struct wb_ctx *x)
+{
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
+	x->next_free = b->sync_ctxs;
+	b->sync_ctxs = x;
+	ls_mutex_unlock(&b->lock);
+}
+
+int bdi_run_work_here(struct bdi *b, struct wb_work *w)
+{
+	struct wb_ctx *x = w->kind == WORK_INODE ? wb_sync_ctx_get(b) : NULL;
+
+	if (!x)
+		return bdi_queue_work_wait(b, w);
+	wb_run_work(x, w);	/* drains the engine: nothing left in flight */
+	wb_sync_ctx_put(b, x);
+	return w->ret;
+}
+
+void wb_sync_ctxs_free(struct bdi *b)
+{
+	struct wb_ctx *x;
+
+	while ((x = b->sync_ctxs)) {
+		b->sync_ctxs = x->next_free;
+		io_engine_exit(x->eng);
+		free(x);
+	}
+	b->nr_sync_ctxs = 0;
 }
 
 /* ---- pool threads (pdflush.c) ---------------------------------------------- */

@@ -958,83 +958,65 @@ static int bb_loc_cmp(const void *a, const void *b)
 	return x->blk < y->blk ? -1 : x->blk > y->blk;
 }
 
-/* Sorted block bitmap locations: which group's bitmap a write is. */
-static int bb_locs_build(struct wbfs *w)
+/*
+ * Each group's block bitmap or inode table location (@loc), sorted: for
+ * the iomgr, which group's bitmap a write is and which inodes an inode
+ * table block holds.
+ */
+static struct bb_loc *locs_build(ext2_filsys fs, blk64_t (*loc)(ext2_filsys, dgrp_t))
 {
-	ext2_filsys fs = w->fs;
+	struct bb_loc *l = calloc(fs->group_desc_count, sizeof(*l));
 	dgrp_t g;
 
-	w->bb_locs = calloc(fs->group_desc_count, sizeof(*w->bb_locs));
-	if (!w->bb_locs)
-		return -ENOMEM;
+	if (!l)
+		return NULL;
 	for (g = 0; g < fs->group_desc_count; g++)
-		w->bb_locs[g] = (struct bb_loc){ ext2fs_block_bitmap_loc(fs, g), g };
-	qsort(w->bb_locs, fs->group_desc_count, sizeof(*w->bb_locs), bb_loc_cmp);
-	return 0;
+		l[g] = (struct bb_loc){ loc(fs, g), g };
+	qsort(l, fs->group_desc_count, sizeof(*l), bb_loc_cmp);
+	return l;
 }
 
-/* Sorted inode table locations: which inodes an inode table block holds. */
-static int it_locs_build(struct wbfs *w)
+/* The last of the @n sorted @locs at or before @blk, or NULL. */
+static const struct bb_loc *locs_floor(const struct bb_loc *locs, size_t n, blk64_t blk)
 {
-	ext2_filsys fs = w->fs;
-	dgrp_t g;
+	size_t lo = 0, hi = n;
 
-	w->it_locs = calloc(fs->group_desc_count, sizeof(*w->it_locs));
-	if (!w->it_locs)
-		return -ENOMEM;
-	for (g = 0; g < fs->group_desc_count; g++)
-		w->it_locs[g] = (struct bb_loc){ ext2fs_inode_table_loc(fs, g), g };
-	qsort(w->it_locs, fs->group_desc_count, sizeof(*w->it_locs), bb_loc_cmp);
-	return 0;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (locs[mid].blk <= blk)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? &locs[lo - 1] : NULL;
 }
 
 bool wbfs_itable_inodes(struct wbfs *w, uint64_t blk, ext2_ino_t *first, unsigned *n)
 {
 	ext2_filsys fs = w->fs;
-	size_t lo = 0, hi;
+	const struct bb_loc *l;
 	unsigned per;
-	blk64_t off;
 
 	if (!fs || !w->it_locs)
 		return false;
-	/* the last table starting at or before @blk */
-	hi = fs->group_desc_count;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (w->it_locs[mid].blk <= blk)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (!lo)
-		return false;
-	off = blk - w->it_locs[lo - 1].blk;
-	if (off >= fs->inode_blocks_per_group)
+	l = locs_floor(w->it_locs, fs->group_desc_count, blk);
+	if (!l || blk - l->blk >= fs->inode_blocks_per_group)
 		return false;
 	per = fs->blocksize / EXT2_INODE_SIZE(fs->super);
-	*first = w->it_locs[lo - 1].g * fs->super->s_inodes_per_group + (ext2_ino_t)off * per + 1;
+	*first = l->g * fs->super->s_inodes_per_group + (ext2_ino_t)(blk - l->blk) * per + 1;
 	*n = per;
 	return true;
 }
 
 static bool bb_group(struct wbfs *w, blk64_t blk, dgrp_t *g)
 {
-	size_t lo = 0, hi = w->fs->group_desc_count;
+	const struct bb_loc *l = locs_floor(w->bb_locs, w->fs->group_desc_count, blk);
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (w->bb_locs[mid].blk == blk) {
-			*g = w->bb_locs[mid].g;
-			return true;
-		}
-		if (w->bb_locs[mid].blk < blk)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
+	if (!l || l->blk != blk)
+		return false;
+	*g = l->g;
+	return true;
 }
 
 /*
@@ -1218,9 +1200,13 @@ static int validate_block_bitmaps(struct wbfs *w, const char *dev)
 	free(buf);
 	free(bad);
 	fs->priv_data = w;
-	if (!w->ro && (bb_locs_build(w) || it_locs_build(w) ||
-		       ext2fs_allocate_block_bitmap(fs, "busy blocks", &w->busy)))
-		return -ENOMEM;
+	if (!w->ro) {
+		w->bb_locs = locs_build(fs, ext2fs_block_bitmap_loc);
+		w->it_locs = locs_build(fs, ext2fs_inode_table_loc);
+		if (!w->bb_locs || !w->it_locs ||
+		    ext2fs_allocate_block_bitmap(fs, "busy blocks", &w->busy))
+			return -ENOMEM;
+	}
 	if (!w->ro) {
 		ext2fs_set_block_alloc_stats_callback(fs, bad_group_keep, NULL);
 		ext2fs_set_block_alloc_stats_range_callback(fs, bad_group_keep_range, NULL);
@@ -1322,11 +1308,13 @@ static bool bitmap_unchanged(struct wbfs *w, blk64_t blk, const char *buf)
 
 	if (!p)
 		return false;
-	memcpy(scratch, buf, PAGE_SIZE);
-	if (w->hidden_last || w->nr_busy)
+	if (w->hidden_last || w->nr_busy) {
+		memcpy(scratch, buf, PAGE_SIZE);
 		wbfs_bitmap_written(w, blk, scratch);
+		buf = scratch;
+	}
 	lock_page(p);
-	if (page_test(p, PG_uptodate) && !memcmp(page_address(p), scratch, PAGE_SIZE)) {
+	if (page_test(p, PG_uptodate) && !memcmp(page_address(p), buf, PAGE_SIZE)) {
 		same = true;
 		if (page_test(p, PG_dirty))
 			wbfs_journal_note_same(w, p);
@@ -1360,6 +1348,18 @@ static errcode_t bitmap_put(struct wbfs *w, dgrp_t g, blk64_t blk, char *buf, in
 	return 0;
 }
 
+/* The last group's block bitmap: the bits past the filesystem's end are set. */
+static void pad_last_group(ext2_filsys fs, char *bb)
+{
+	unsigned nbits = EXT2FS_NUM_B2C(fs, ((ext2fs_blocks_count(fs->super) -
+					      (uint64_t)fs->super->s_first_data_block) %
+					     (uint64_t)EXT2_BLOCKS_PER_GROUP(fs->super)));
+
+	if (nbits)
+		for (unsigned k = nbits; k < fs->blocksize * 8; k++)
+			ext2fs_set_bit(k, bb);
+}
+
 /*
  * The changed groups' bitmaps, as libext2fs's write_bitmaps lays them out
  * (clusters per group bits, the last group's tail padded with ones, an
@@ -1386,17 +1386,8 @@ static errcode_t write_changed_bitmaps(struct wbfs *w, bool do_block, bool do_in
 							     (size_t)bnbytes << 3, bb);
 			if (err)
 				return err;
-			if (g == fs->group_desc_count - 1) {
-				/* padding: the bits past the filesystem's end are set */
-				unsigned nbits = EXT2FS_NUM_B2C(fs,
-					((ext2fs_blocks_count(fs->super) -
-					  (uint64_t)fs->super->s_first_data_block) %
-					 (uint64_t)EXT2_BLOCKS_PER_GROUP(fs->super)));
-
-				if (nbits)
-					for (unsigned k = nbits; k < fs->blocksize * 8; k++)
-						ext2fs_set_bit(k, bb);
-			}
+			if (g == fs->group_desc_count - 1)
+				pad_last_group(fs, bb);
 			err = bitmap_put(w, g, ext2fs_block_bitmap_loc(fs, g), bb, bnbytes, false);
 			if (err)
 				return err;
