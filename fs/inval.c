@@ -13,9 +13,17 @@
  * file whose pages the kernel may hold, the changed range is queued here
  * and a notifier thread sends FUSE_NOTIFY_INVAL_INODE for it.
  *
- * Which files: page-cache READs are page aligned in offset and size
- * (wbfs_inval_note_read marks the inode), and a direct read(2) that happens
- * to be aligned only costs a notification per change. A fault whose READ
+ * Which files: those the kernel has read into its page cache. Its
+ * page-cache READs (faults, readahead) carry no lock owner and are page
+ * aligned in offset and size, while a read(2) of a direct_io file always
+ * names its caller's file table as lock owner (FUSE_READ_LOCKOWNER), so
+ * wbfs_inval_note_read marks the inode on an aligned READ without one. A
+ * read(2) from a thread with no file table (a kernel thread) looks like a
+ * page-cache READ when aligned and only costs a notification per change;
+ * the other way round cannot happen. Before this test every aligned
+ * read(2) marked its file, and then each write to it sent a notification,
+ * which also dropped the kernel's attributes (a GETATTR more): a thousand
+ * a second under dbench, whose reads are mostly aligned. A fault whose READ
  * copied the old bytes marked the inode before copying, so the write that
  * changed them sees the mark (both sequentially consistent) and queues;
  * the kernel's invalidation then waits for the faulting page's lock and
@@ -75,10 +83,13 @@ struct inval_queue {
 /* A mount's workers that may wait in a notification at once (up to 16 run). */
 #define INVAL_SYNC_MAX 4
 
-/** A READ of [off, off+size): page aligned means the kernel's page cache. */
-void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size)
+/**
+ * A READ of [off, off+size) with @lock_owner (0: none given): page aligned
+ * and no owner means the kernel's page cache.
+ */
+void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size, uint64_t lock_owner)
 {
-	if (((off | size) & (PAGE_SIZE - 1)) || !size)
+	if (((off | size) & (PAGE_SIZE - 1)) || !size || lock_owner)
 		return;
 	if (!atomic_load(&wi->kcached))
 		atomic_store(&wi->kcached, true);

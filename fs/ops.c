@@ -531,7 +531,7 @@ static void wbcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int ret;
 
 	CTL_ROUTE(ino, read, req, ino, size, off, fi);
-	wbfs_inval_note_read(fi_file(fi)->wi, (uint64_t)off, size);
+	wbfs_inval_note_read(fi_file(fi)->wi, (uint64_t)off, size, fi->lock_owner);
 	ret = data_read(req_wbfs(req), fi_file(fi), (uint64_t)off, size, &rr);
 	if (ret) {
 		fuse_reply_err(req, -ret);

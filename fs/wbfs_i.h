@@ -447,7 +447,7 @@ void wbfs_bmap(fuse_req_t req, fuse_ino_t ino, size_t blocksize, uint64_t idx);
 
 /* inval.c */
 struct inval_queue;
-void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size);
+void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size, uint64_t lock_owner);
 void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
 void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
 void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,

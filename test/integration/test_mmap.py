@@ -590,11 +590,19 @@ def t_parallel_create_fd(env, dev, opts):
     t_log("%d rounds of parallel writes" % rnd)
     want = [piece(i, rnd) for i in range(nr)]
     check_pieces(path, want, "after parallel writes through the O_CREAT descriptor")
+    # a page-aligned read(2) must not make wbcfs take the file for one the
+    # kernel caches: then this write (same bytes) sends no invalidation, as
+    # nothing in this mount is mapped
+    rfd = os.open(path, os.O_RDONLY)
+    t_eq(t_read_all(rfd, PAGE, PAGE), want[0][PAGE:2 * PAGE], "an aligned read(2)")
+    os.close(rfd)
+    t_write_all(fd, want[0], 0)
     os.close(fd)
     log = m.log
     env.umount(m)
     if not t_is_kernel():
         check_parallel_counter(log)
+        check_no_invalidations(log)
     return bytearray(b"".join(want))
 
 
@@ -629,6 +637,15 @@ def check_parallel_counter(log):
     n = int(mo.group(1))
     t_log("nr_parallel_writes_max %d" % n)
     t_check(n > 1, "nr_parallel_writes_max is %d: writes to one file were serialised" % n)
+
+
+def check_no_invalidations(log):
+    t_step("aligned read(2)s of a file nobody maps cost its writes no invalidation")
+    with open(log, errors="replace") as f:
+        text = f.read()
+    mo = re.search(r"nr_inval_sent (\d+)", text)
+    t_check(mo is not None, "no nr_inval_sent in the daemon log:\n" + text[-2000:])
+    t_eq(int(mo.group(1)), 0, "invalidations sent in a mount without mappings")
 
 
 # --------------------------------------------------------------------------
