@@ -1368,9 +1368,10 @@ int wbfs_journal_show(struct wbfs *w, char *buf, size_t len)
 	return snprintf(buf, len,
 			"journal 1\ncommit_ms %u\nlog_blocks %u\nhead %u\nmax_transaction %u\n"
 			"csum_v3 %d\n64bit %d\ncommits %ld\nblocks_logged %ld\nrevokes %ld\n"
-			"checkpoints %ld\nunjournaled %ld\nfailed %ld\naborted %d\n",
+			"checkpoints %ld\nunjournaled %ld\nfailed %ld\naborted %d\ncrc32c_hw %d\n",
 			j->commit_ms, j->last - j->first, j->head, j->max_tx, j->csum3, j->is64,
 			atomic_load(&j->commits), atomic_load(&j->blocks),
 			atomic_load(&j->revokes), atomic_load(&j->checkpoints),
-			atomic_load(&j->unjournaled), atomic_load(&j->failed), j->err);
+			atomic_load(&j->unjournaled), atomic_load(&j->failed), j->err,
+			wbfs_crc32c_is_hw());
 }

@@ -445,6 +445,11 @@ void wbfs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		size_t in_bufsz, size_t out_bufsz);
 void wbfs_bmap(fuse_req_t req, fuse_ino_t ino, size_t blocksize, uint64_t idx);
 
+/* crc32c.c: ext2fs_crc32c_le is defined there too (see it) */
+bool wbfs_crc32c_is_hw(void);
+unsigned long wbfs_crc32c_calls(void);
+uint32_t wbfs_crc32c_library(uint32_t crc, const void *p, size_t len);
+
 /* inval.c */
 struct inval_queue;
 void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size, uint64_t lock_owner);

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * crc32c.c: the crc32 instruction's crc32c is libext2fs's, bit for bit,
+ * for any length, alignment and starting value, and libext2fs's own
+ * checksum code calls it (the executable's ext2fs_crc32c_le takes the
+ * library's place).
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ext2fs/ext2fs.h>
+#include "helpers.h"
+
+#include "../../fs/wbfs_i.h"
+
+START_TEST(known_value)
+{
+	/* the check value of CRC-32C (Castagnoli): inverted in and out */
+	ck_assert_uint_eq(~ext2fs_crc32c_le(~0U, (unsigned char const *)"123456789", 9),
+			  0xE3069283U);
+	ck_assert_uint_eq(ext2fs_crc32c_le(0x1234U, NULL, 0), 0x1234U);
+}
+END_TEST
+
+START_TEST(same_as_library)
+{
+	static unsigned char buf[8192 + 64];
+	unsigned seed = 12345;
+	int i;
+
+	srand(seed);
+	for (i = 0; i < (int)sizeof(buf); i++)
+		buf[i] = (unsigned char)rand();
+	for (i = 0; i < 4000; i++) {
+		size_t off = (size_t)(rand() % 64);
+		size_t len = (size_t)(i < 200 ? i : rand() % 8193);
+		uint32_t crc = (uint32_t)rand() ^ ((uint32_t)rand() << 16);
+
+		ck_assert_msg(ext2fs_crc32c_le(crc, buf + off, len) ==
+			      wbfs_crc32c_library(crc, buf + off, len),
+			      "crc32c differs at offset %zu length %zu", off, len);
+	}
+	/* a whole block, as the journal and the metadata checksums use it */
+	ck_assert_uint_eq(ext2fs_crc32c_le(~0U, buf, 4096), wbfs_crc32c_library(~0U, buf, 4096));
+}
+END_TEST
+
+START_TEST(continues)
+{
+	unsigned char buf[1000];
+	size_t cut;
+
+	for (cut = 0; cut < sizeof(buf); cut++)
+		buf[cut] = (unsigned char)(cut * 7 + 3);
+	for (cut = 0; cut <= sizeof(buf); cut += 37)
+		ck_assert_uint_eq(ext2fs_crc32c_le(ext2fs_crc32c_le(~0U, buf, cut), buf + cut,
+						   sizeof(buf) - cut),
+				  ext2fs_crc32c_le(~0U, buf, sizeof(buf)));
+}
+END_TEST
+
+START_TEST(library_calls_reach_it)
+{
+	struct struct_ext2_filsys fs;
+	struct ext2_super_block sb;
+	unsigned long before;
+	int i;
+
+	memset(&fs, 0, sizeof(fs));
+	memset(&sb, 0, sizeof(sb));
+	for (i = 0; i < (int)sizeof(sb.s_uuid); i++)
+		sb.s_uuid[i] = (unsigned char)(0x10 + i);
+	ext2fs_set_feature_metadata_csum(&sb);
+	fs.super = &sb;
+	before = wbfs_crc32c_calls();
+	/* libext2fs computes the seed, crc32c(~0, uuid), through its PLT */
+	ext2fs_init_csum_seed(&fs);
+	ck_assert_uint_gt(wbfs_crc32c_calls(), before);
+	ck_assert_uint_eq(fs.csum_seed, wbfs_crc32c_library(~0U, sb.s_uuid, sizeof(sb.s_uuid)));
+}
+END_TEST
+
+START_TEST(hardware_when_the_cpu_has_it)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_cpu_init();
+	ck_assert_int_eq(wbfs_crc32c_is_hw(), __builtin_cpu_supports("sse4.2") != 0);
+#else
+	ck_assert(!wbfs_crc32c_is_hw());
+#endif
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("crc32c");
+	TCase *tc = tcase_create("crc32c");
+
+	tcase_add_test(tc, known_value);
+	tcase_add_test(tc, same_as_library);
+	tcase_add_test(tc, continues);
+	tcase_add_test(tc, library_calls_reach_it);
+	tcase_add_test(tc, hardware_when_the_cpu_has_it);
+	suite_add_tcase(s, tc);
+	return t_run(s);
+}
