@@ -122,6 +122,7 @@ struct furing {
 	_Atomic bool active;		/* atomic */
 	_Atomic int spinner;		/* atomic: 1 while a ring thread busy-polls */
 	_Atomic int serving;		/* atomic: requests being served */
+	_Atomic int spin_gate;		/* atomic: spin_gate_note */
 
 	pthread_mutex_t start_lock;	/* protects: rings[].start_ret */
 	pthread_cond_t start_cond;	/* start_lock: a ring reported */
@@ -309,7 +310,7 @@ static void furing_serve(struct furing_ring *q, struct furing_ent *e)
 		return;
 	}
 	furing_cur = e;
-	atomic_fetch_add(&fr->serving, 1);
+	spin_gate_note(&fr->spin_gate, atomic_fetch_add(&fr->serving, 1));
 	if (!fr->take(fr->take_arg, fr->fd, msg, &len)) {
 		struct fuse_buf fb = { .mem = msg, .size = len };
 
@@ -455,7 +456,8 @@ static uint64_t furing_now_ns(void)
  * microseconds after our reply, and waking a sleeping thread costs an IPI
  * to a halted vCPU. The kernel gives the next request of the queue to the
  * entry committed last, this thread's. One thread at a time, and only
- * while nobody is serving: with many clients requests wait anyway. (Per
+ * while nobody is serving and the gate is open (spin_gate_note): with many
+ * clients requests wait anyway, and the CPU is theirs. (Per
  * connection: a thread polling one mount's rings gains nothing for the
  * clients of another.)
  * (The kernel's completion work reaches a thread polling in user space:
@@ -468,6 +470,7 @@ static void furing_spin(struct furing_ring *q)
 	uint64_t end;
 
 	if (!fr->poll_us || io_uring_cq_ready(&q->ring) || atomic_load(&fr->serving) ||
+	    !spin_gate_open(&fr->spin_gate) ||
 	    !atomic_compare_exchange_strong(&fr->spinner, &idle, 1))
 		return;
 	end = furing_now_ns() + (uint64_t)fr->poll_us * 1000;

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "../../fs/wbfs_i.h"
+#include "../../fs/fuse_uring.h"
 
 #define ALLOW_MMAP_FLAGS2 (1u << 4)	/* FUSE_DIRECT_IO_ALLOW_MMAP >> 32 */
 
@@ -540,6 +541,34 @@ START_TEST(held_per_connection)
 }
 END_TEST
 
+/*
+ * The busy-poll gate: open for a lone synchronous client, closed by one
+ * request that overlaps another, open again after SPIN_GATE_HOLD lone
+ * requests in a row.
+ */
+START_TEST(spin_gate_overlap)
+{
+	_Atomic int gate = 0;
+	int i;
+
+	for (i = 0; i < 3 * SPIN_GATE_HOLD; i++)
+		spin_gate_note(&gate, 0);
+	ck_assert(spin_gate_open(&gate));
+	spin_gate_note(&gate, 1);
+	ck_assert(!spin_gate_open(&gate));
+	for (i = 0; i < SPIN_GATE_HOLD - 1; i++)
+		spin_gate_note(&gate, 0);
+	ck_assert(!spin_gate_open(&gate));
+	/* an overlap before the hold ran out starts it over */
+	spin_gate_note(&gate, 3);
+	for (i = 0; i < SPIN_GATE_HOLD - 1; i++)
+		spin_gate_note(&gate, 0);
+	ck_assert(!spin_gate_open(&gate));
+	spin_gate_note(&gate, 0);
+	ck_assert(spin_gate_open(&gate));
+}
+END_TEST
+
 static Suite *fuse_io_suite(void)
 {
 	Suite *s = suite_create("fuse_io");
@@ -565,6 +594,7 @@ static Suite *fuse_io_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("held");
 	tcase_add_test(tc, held_per_connection);
+	tcase_add_test(tc, spin_gate_overlap);
 	suite_add_tcase(s, tc);
 	return s;
 }
