@@ -71,8 +71,10 @@ struct wjournal {
 	uint32_t head;			/* commit_mutex: next log block */
 	bool empty;			/* commit_mutex: s_start == 0 on disk */
 	int err;			/* commit_mutex (read anywhere): aborted */
-	uint32_t committed;		/* commit_mutex: the last transaction committed */
-	bool have_committed;		/* commit_mutex: since mount */
+	uint32_t committed;		/* commit_mutex (written; read atomically
+					 * without it): the last transaction
+					 * committed, on the device */
+	bool have_committed;		/* commit_mutex (the same): since mount */
 
 	bool on;			/* fs_lock: changes join transactions */
 	uint32_t seq;			/* fs_lock (written; read atomically without
@@ -827,7 +829,7 @@ static void tx_undo(struct wbfs *w, struct wjournal *j, struct jtx *t)
 static int journal_abort(struct wbfs *w, struct wjournal *j, int err)
 {
 	if (!j->err) {
-		j->err = err ? err : -EIO;
+		__atomic_store_n(&j->err, err ? err : -EIO, __ATOMIC_RELAXED);
 		jlog(w, "%s: %s; no more changes are committed (run e2fsck after unmount)",
 		     "aborted", -j->err);
 	}
@@ -1008,8 +1010,8 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 	}
 	j->head = t->start + t->nblk;
 	j->empty = false;
-	j->committed = t->tid;
-	j->have_committed = true;
+	__atomic_store_n(&j->committed, t->tid, __ATOMIC_RELEASE);
+	__atomic_store_n(&j->have_committed, true, __ATOMIC_RELEASE);
 	atomic_fetch_add(&j->commits, 1);
 	/* the pages may go home now, with periodic writeback (a wakeup here
 	 * would put their writes in front of the next fsync's) */
@@ -1019,6 +1021,35 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 uint32_t wbfs_journal_tid(struct wbfs *w)
 {
 	return w->journal ? __atomic_load_n(&w->journal->seq, __ATOMIC_ACQUIRE) : 0;
+}
+
+/*
+ * Without commit_mutex: is transaction @tid on the device already (and the
+ * journal not aborted)? Then *@flushed as journal_commit sets it. An fsync
+ * of a file whose changes have all committed needs only a device flush,
+ * and must not wait for a commit of other files' changes to find that
+ * out: under dbench -F such fsyncs waited ~0.6 ms for the mutex (ext4's
+ * fsync does not wait for an unrelated commit either). A stale reading
+ * only sends the caller the locked way.
+ */
+static bool committed_already(struct wjournal *j, uint32_t tid, bool *flushed)
+{
+	uint32_t cur, done;
+
+	if (!__atomic_load_n(&j->have_committed, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&j->err, __ATOMIC_RELAXED))
+		return false;
+	cur = __atomic_load_n(&j->seq, __ATOMIC_ACQUIRE);
+	done = __atomic_load_n(&j->committed, __ATOMIC_ACQUIRE);
+	if (jbd2_tid_gt(tid, cur))
+		tid = cur;
+	if (jbd2_tid_gt(tid, done))
+		return false;
+	/* @cur was running after the caller's data writes completed: if it
+	 * has committed, its commit's flush came after them */
+	if (flushed)
+		*flushed = !jbd2_tid_gt(cur, done);
+	return true;
 }
 
 /*
@@ -1038,6 +1069,8 @@ static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed
 	if (flushed)
 		*flushed = false;
 	if (!j)
+		return 0;
+	if (upto && committed_already(j, tid, flushed))
 		return 0;
 	/* every change made before this call is in this transaction or an older one */
 	wbfs_lock(w);
