@@ -7,17 +7,17 @@
  * v3) every block it logs. libext2fs computes crc32c in software (a
  * table per byte), and verifies a directory or extent block's checksum
  * each time it reads it, from our cache too: under dbench -F that was a
- * tenth of the daemon's CPU. x86's SSE4.2 crc32 instruction computes the
- * same polynomial, reflected, 8 bytes at a time.
+ * tenth of the daemon's CPU. x86-64's SSE4.2 crc32 instruction computes
+ * the same polynomial, reflected, 8 bytes at a time.
  *
  * libext2fs calls ext2fs_crc32c_le through its PLT, so the definition
  * below, in the executable, takes its place for libext2fs's own callers
  * as well as ours (ELF symbol interposition, as malloc replacements do).
  * The function is the same: crc32c of @len bytes at @p continuing from
- * @crc, without inversion before or after. A CPU without SSE4.2 gets
- * libext2fs's own, found with dlsym(RTLD_NEXT) at startup. test_crc32c
- * checks both against each other and that libext2fs's calls reach this
- * one.
+ * @crc, without inversion before or after. Other CPUs (not x86-64, or
+ * without SSE4.2) get libext2fs's own, found with dlsym(RTLD_NEXT) at
+ * startup. test_crc32c checks both against each other and that
+ * libext2fs's calls reach this one.
  */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -30,40 +30,24 @@
 typedef uint32_t (*crc32c_fn)(uint32_t crc, unsigned char const *p, size_t len);
 
 static crc32c_fn crc32c_impl;		/* set before main(), then constant */
+static bool crc32c_hw;			/* the same: crc32c_impl is crc32c_sse42 */
 static __thread unsigned long nr_calls;	/* this thread's calls (test_crc32c) */
 
-#if defined(__x86_64__) || defined(__i386__)
+#ifdef __x86_64__
 #include <nmmintrin.h>
 
 __attribute__((target("sse4.2")))
 static uint32_t crc32c_sse42(uint32_t crc, unsigned char const *p, size_t len)
 {
-#ifdef __x86_64__
 	uint64_t c = crc;
 
-	while (len && ((uintptr_t)p & 7)) {
-		c = _mm_crc32_u8((uint32_t)c, *p++);
-		len--;
-	}
-	while (len >= 8) {
+	for (; len >= 8; p += 8, len -= 8) {
 		uint64_t v;
 
 		memcpy(&v, p, sizeof(v));
 		c = _mm_crc32_u64(c, v);
-		p += 8;
-		len -= 8;
 	}
 	crc = (uint32_t)c;
-#else
-	while (len >= 4) {
-		uint32_t v;
-
-		memcpy(&v, p, sizeof(v));
-		crc = _mm_crc32_u32(crc, v);
-		p += 4;
-		len -= 4;
-	}
-#endif
 	while (len--)
 		crc = _mm_crc32_u8(crc, *p++);
 	return crc;
@@ -79,10 +63,11 @@ static crc32c_fn crc32c_library(void)
 __attribute__((constructor))
 static void crc32c_init(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
+#ifdef __x86_64__
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("sse4.2")) {
 		crc32c_impl = crc32c_sse42;
+		crc32c_hw = true;
 		return;
 	}
 #endif
@@ -101,7 +86,7 @@ uint32_t ext2fs_crc32c_le(uint32_t crc, unsigned char const *p, size_t len)
 
 bool wbfs_crc32c_is_hw(void)
 {
-	return crc32c_impl != crc32c_library();
+	return crc32c_hw;
 }
 
 unsigned long wbfs_crc32c_calls(void)

@@ -1206,8 +1206,6 @@ static int validate_block_bitmaps(struct wbfs *w, const char *dev)
 		if (!w->bb_locs || !w->it_locs ||
 		    ext2fs_allocate_block_bitmap(fs, "busy blocks", &w->busy))
 			return -ENOMEM;
-	}
-	if (!w->ro) {
 		ext2fs_set_block_alloc_stats_callback(fs, bad_group_keep, NULL);
 		ext2fs_set_block_alloc_stats_range_callback(fs, bad_group_keep_range, NULL);
 		ext2fs_set_alloc_block_callback(fs, busy_alloc_block, NULL);

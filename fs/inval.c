@@ -20,10 +20,9 @@
  * wbfs_inval_note_read marks the inode on an aligned READ without one. A
  * read(2) from a thread with no file table (a kernel thread) looks like a
  * page-cache READ when aligned and only costs a notification per change;
- * the other way round cannot happen. Before this test every aligned
- * read(2) marked its file, and then each write to it sent a notification,
- * which also dropped the kernel's attributes (a GETATTR more): a thousand
- * a second under dbench, whose reads are mostly aligned. A fault whose READ
+ * the other way round cannot happen. (Aligned alone is not enough: most
+ * of dbench's read(2)s are, and each notification also drops the
+ * kernel's attributes, a GETATTR more.) A fault whose READ
  * copied the old bytes marked the inode before copying, so the write that
  * changed them sees the mark (both sequentially consistent) and queues;
  * the kernel's invalidation then waits for the faulting page's lock and

@@ -1023,33 +1023,44 @@ uint32_t wbfs_journal_tid(struct wbfs *w)
 	return w->journal ? __atomic_load_n(&w->journal->seq, __ATOMIC_ACQUIRE) : 0;
 }
 
+/* What a commit for @tid (@upto) or for the running transaction @cur must reach. */
+static uint32_t commit_target(bool upto, uint32_t tid, uint32_t cur)
+{
+	return upto && !jbd2_tid_gt(tid, cur) ? tid : cur;
+}
+
+/*
+ * Is @target on the device, @done being the last transaction committed?
+ * Then *@flushed: that commit's flush followed the caller's data writes
+ * only if @cur, running when the call began, has committed too.
+ */
+static bool tid_covered(uint32_t target, uint32_t cur, uint32_t done, bool *flushed)
+{
+	if (jbd2_tid_gt(target, done))
+		return false;
+	if (flushed)
+		*flushed = !jbd2_tid_gt(cur, done);
+	return true;
+}
+
 /*
  * Without commit_mutex: is transaction @tid on the device already (and the
  * journal not aborted)? Then *@flushed as journal_commit sets it. An fsync
  * of a file whose changes have all committed needs only a device flush,
  * and must not wait for a commit of other files' changes to find that
- * out: under dbench -F such fsyncs waited ~0.6 ms for the mutex (ext4's
- * fsync does not wait for an unrelated commit either). A stale reading
- * only sends the caller the locked way.
+ * out (ext4's fsync does not wait for an unrelated commit either). A stale
+ * reading only sends the caller the locked way.
  */
 static bool committed_already(struct wjournal *j, uint32_t tid, bool *flushed)
 {
-	uint32_t cur, done;
+	uint32_t cur;
 
 	if (!__atomic_load_n(&j->have_committed, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&j->err, __ATOMIC_RELAXED))
 		return false;
 	cur = __atomic_load_n(&j->seq, __ATOMIC_ACQUIRE);
-	done = __atomic_load_n(&j->committed, __ATOMIC_ACQUIRE);
-	if (jbd2_tid_gt(tid, cur))
-		tid = cur;
-	if (jbd2_tid_gt(tid, done))
-		return false;
-	/* @cur was running after the caller's data writes completed: if it
-	 * has committed, its commit's flush came after them */
-	if (flushed)
-		*flushed = !jbd2_tid_gt(cur, done);
-	return true;
+	return tid_covered(commit_target(true, tid, cur), cur,
+			   __atomic_load_n(&j->committed, __ATOMIC_ACQUIRE), flushed);
 }
 
 /*
@@ -1076,18 +1087,15 @@ static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed
 	wbfs_lock(w);
 	cur = j->seq;
 	wbfs_unlock(w);
-	target = upto && !jbd2_tid_gt(tid, cur) ? tid : cur;
+	target = commit_target(upto, tid, cur);
 	ls_mutex_lock(&j->commit_mutex, &lc_journal_commit);
 	if (j->err) {
 		ret = j->err;
 		goto out;
 	}
-	if (j->have_committed && !jbd2_tid_gt(target, j->committed)) {
-		/* committed already, or group commit: another caller committed
-		 * it while we waited; its flush followed our data writes only
-		 * if it began after this call (it held the running transaction) */
-		if (flushed)
-			*flushed = !jbd2_tid_gt(cur, j->committed);
+	/* committed already, or group commit: another caller committed it
+	 * while we waited */
+	if (j->have_committed && tid_covered(target, cur, j->committed, flushed)) {
 		ret = 0;
 		goto out;
 	}

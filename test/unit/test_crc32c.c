@@ -82,7 +82,7 @@ END_TEST
 
 START_TEST(hardware_when_the_cpu_has_it)
 {
-#if defined(__x86_64__) || defined(__i386__)
+#ifdef __x86_64__
 	__builtin_cpu_init();
 	ck_assert_int_eq(wbfs_crc32c_is_hw(), __builtin_cpu_supports("sse4.2") != 0);
 #else
