@@ -33,6 +33,8 @@ struct wb_work {
 	struct wb_inode *inode;		/* WORK_INODE */
 	uint64_t start, end;		/* WORK_INODE page range */
 	bool datasync;
+	bool nowait;			/* WORK_INODE: leave its writes in flight
+					 * (bdi_sync_inode_start) */
 	bool done;			/* bdi->lock */
 	int ret;			/* first error */
 };

@@ -605,10 +605,12 @@ static long wb_single_inode(struct wb_ctx *x, struct wb_inode *wi, struct wb_wor
 	ls_mutex_unlock(&b->lock);
 
 	written = wb_write_pages(x, wi, sync, start, end, budget);
-	if (sync || dirty_inode)
-		wb_drain_before_sleep(x);
-	if (sync)
-		mapping_wait_writeback(wi->mapping, start, end);
+	if (!w->nowait) {
+		if (sync || dirty_inode)
+			wb_drain_before_sleep(x);
+		if (sync)
+			mapping_wait_writeback(wi->mapping, start, end);
+	}
 	/* the inode after its pages: its size may only cover written data */
 	if (dirty_inode && !wi->is_meta && b->ops->write_inode)
 		ret = b->ops->write_inode(b, wi, w->sync_mode);
@@ -898,7 +900,8 @@ static void wb_run_work(struct wb_ctx *x, struct wb_work *w)
 			wb_write_meta(x, w);
 		break;
 	}
-	io_engine_drain(x->eng);
+	if (!w->nowait)
+		io_engine_drain(x->eng);
 }
 
 int bdi_queue_work_wait(struct bdi *b, struct wb_work *w)
@@ -1127,6 +1130,52 @@ int bdi_run_work_here(struct bdi *b, struct wb_work *w)
 	wb_run_work(x, w);	/* drains the engine: nothing left in flight */
 	wb_sync_ctx_put(b, x);
 	return w->ret;
+}
+
+void bdi_sync_inode_start(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
+			  bool datasync, struct bdi_sync_io *io)
+{
+	struct wb_work w = {
+		.kind = WORK_INODE, .sync_mode = WB_SYNC_ALL, .reason = WB_REASON_FSYNC,
+		.inode = wi, .start = start, .end = end, .datasync = datasync, .nowait = true,
+	};
+
+	*io = (struct bdi_sync_io){ .wi = wi, .start = start, .end = end,
+				    .errors = atomic_load(&wi->nr_write_errors) };
+	io->x = wb_sync_ctx_get(b);
+	if (!io->x) {
+		/* the worker runs it, to the end */
+		w.nowait = false;
+		io->ret = bdi_queue_work_wait(b, &w);
+		return;
+	}
+	wb_run_work(io->x, &w);
+	io->ret = w.ret;
+}
+
+bool bdi_sync_io_step(void *arg)
+{
+	struct bdi_sync_io *io = arg;
+
+	if (!io->x || !io->x->eng->inflight)
+		return false;
+	return io_engine_reap(io->x->eng, 1) >= 0;
+}
+
+int bdi_sync_inode_finish(struct bdi *b, struct bdi_sync_io *io)
+{
+	if (io->x) {
+		io_engine_drain(io->x->eng);
+		wb_sync_ctx_put(b, io->x);
+		io->x = NULL;
+		mapping_wait_writeback(io->wi->mapping, io->start, io->end);
+	}
+	if (atomic_load(&io->wi->nr_write_errors) != io->errors) {
+		int err = mapping_check_error_since(io->wi->mapping, 0);	/* its errno */
+
+		return err ? err : -EIO;
+	}
+	return io->ret;
 }
 
 void wb_sync_ctxs_free(struct bdi *b)

@@ -939,26 +939,39 @@ static int tx_write_home(struct wjournal *j, struct jtx *t)
 }
 
 /*
+ * The ordered-data wait of @t: the caller's own data writes (@io, which
+ * only it completes) first, then everyone's.
+ */
+static void ordered_wait(struct wbfs *w, struct jtx *t, struct bdi_sync_io *io)
+{
+	while (io && bdi_sync_io_step(io))
+		;
+	bdi_ordered_wait(w->bdi, t->ord);
+}
+
+/*
  * Write @t after the data its metadata points at (ordered mode): log
  * blocks, a flush, the commit block, a flush (or the commit block with FUA
  * where the device offers it: one round trip less per commit). The log
  * blocks go out while @t's data writes may still be in flight: only the
  * commit block must follow them (with the flush between), so the wait for
  * them overlaps the log writes. Home writes do wait first: they make the
- * metadata live. Context: commit_mutex only.
+ * metadata live. @io: the committing fsync's data writes, in flight.
+ * Context: commit_mutex only.
  */
-static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t)
+static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
+			struct bdi_sync_io *io)
 {
 	int ret;
 
 	if (t->home) {
-		bdi_ordered_wait(w->bdi, t->ord);
+		ordered_wait(w, t, io);
 		return tx_write_home(j, t);
 	}
 	ret = jwrite(j, t->start, t->bufs, t->nblk - 1);
 	/* always: a failed @t is retried inside the next transaction, whose
 	 * commit waits on the next epoch only */
-	bdi_ordered_wait(w->bdi, t->ord);
+	ordered_wait(w, t, io);
 	if (!ret && j->empty) {
 		/* the log starts here: replay must find it */
 		j->jsb->s_start = htobe32(t->start);
@@ -1068,9 +1081,12 @@ static bool committed_already(struct wjournal *j, uint32_t tid, bool *flushed)
  * wait until they are on the device. *@flushed: the device cache was
  * flushed after every data write that completed before the call: true
  * when the commit that covers @tid was prepared after the call began.
+ * @io: the caller's data writes still in flight (bdi_sync_inode_start),
+ * or NULL; a commit prepared after the call began waits for them too.
  * Returns 0 or -errno. Context: no lock held.
  */
-static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed)
+static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed,
+			  struct bdi_sync_io *io)
 {
 	struct wjournal *j = w->journal;
 	struct jtx t = { 0 };
@@ -1088,7 +1104,11 @@ static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed
 	cur = j->seq;
 	wbfs_unlock(w);
 	target = commit_target(upto, tid, cur);
-	ls_mutex_lock(&j->commit_mutex, &lc_journal_commit);
+	/* its holder may be in an ordered wait for @io's writes */
+	if (io)
+		ls_mutex_lock_stepping(&j->commit_mutex, &lc_journal_commit, bdi_sync_io_step, io);
+	else
+		ls_mutex_lock(&j->commit_mutex, &lc_journal_commit);
 	if (j->err) {
 		ret = j->err;
 		goto out;
@@ -1106,7 +1126,7 @@ static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed
 		ret = ret > 0 ? 0 : ret;
 		goto out;
 	}
-	ret = commit_write(w, j, &t);
+	ret = commit_write(w, j, &t, io);
 	wbfs_lock(w);
 	commit_finish_locked(w, j, &t, ret);
 	wbfs_unlock(w);
@@ -1120,12 +1140,13 @@ out:
 
 int wbfs_journal_commit(struct wbfs *w, bool *flushed)
 {
-	return journal_commit(w, false, 0, flushed);
+	return journal_commit(w, false, 0, flushed, NULL);
 }
 
-int wbfs_journal_commit_tid(struct wbfs *w, uint32_t tid, bool *flushed)
+int wbfs_journal_commit_tid(struct wbfs *w, uint32_t tid, bool *flushed,
+			    struct bdi_sync_io *io)
 {
-	return journal_commit(w, true, tid, flushed);
+	return journal_commit(w, true, tid, flushed, io);
 }
 
 /* ---- the commit thread ------------------------------------------------ */

@@ -225,11 +225,14 @@ int wbfs_journal_start(struct wbfs *w);
 /*
  * Commit the running transaction (or those up to @tid: a file's sync_tid)
  * and wait until it is on the device. *@flushed: the device cache was
- * flushed after every data write completed before the call; when false,
- * the caller flushes it. Returns 0 or -errno. Context: no lock held.
+ * flushed after every data write completed before the call, and after
+ * @io's (the caller's writes still in flight, bdi_sync_inode_start; NULL:
+ * none); when false, the caller completes @io and flushes it. Returns 0 or
+ * -errno. Context: no lock held.
  */
 int wbfs_journal_commit(struct wbfs *w, bool *flushed);
-int wbfs_journal_commit_tid(struct wbfs *w, uint32_t tid, bool *flushed);
+int wbfs_journal_commit_tid(struct wbfs *w, uint32_t tid, bool *flushed,
+			    struct bdi_sync_io *io);
 /* The running transaction's id (0 without a journal). Context: any. */
 uint32_t wbfs_journal_tid(struct wbfs *w);
 int wbfs_journal_shutdown(struct wbfs *w);

@@ -146,6 +146,31 @@ void bdi_wakeup(struct bdi *b, long nr_pages, enum wb_reason why);
  */
 int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
 		   bool datasync);
+/**
+ * bdi_sync_inode in two halves, for a caller with work of its own to do
+ * while the data writes are in flight (a journal commit, its log writes).
+ * bdi_sync_inode_start() writes as bdi_sync_inode does, inode included,
+ * but returns with the data writes in flight on @io, written before its
+ * inode is: only for a caller whose metadata reaches the device after the
+ * data it points at (a journal in ordered mode). Only the caller completes
+ * those writes: bdi_sync_io_step() completes one at least, waiting, and is
+ * false when none is left. The caller must not sleep on a thread that may
+ * wait for them (an ordered wait: step while trying its lock, or drain
+ * first). bdi_sync_inode_finish() completes the rest, waits for writes of
+ * the range that others started, and returns what bdi_sync_inode would.
+ */
+struct wb_ctx;
+struct bdi_sync_io {
+	struct wb_ctx *x;		/* its writes, on this context's engine */
+	struct wb_inode *wi;
+	uint64_t start, end;
+	unsigned long errors;		/* wi->nr_write_errors at the start */
+	int ret;			/* write_inode's */
+};
+void bdi_sync_inode_start(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
+			  bool datasync, struct bdi_sync_io *io);
+bool bdi_sync_io_step(void *io);
+int bdi_sync_inode_finish(struct bdi *b, struct bdi_sync_io *io);
 /** Write every dirty metadata page and wait (data must be written first). */
 int bdi_sync_meta(struct bdi *b);
 /**

@@ -96,6 +96,15 @@ static inline int ls_mutex_lock(pthread_mutex_t *m, struct lock_class *c)
 	return pthread_mutex_lock(m);
 }
 
+/*
+ * Lock @m, calling @step(@arg) each time it is found taken, until @step
+ * returns false (nothing left to do: then block). For a thread that must
+ * not sleep on @m while it holds up @m's holder: @step does what the
+ * holder may be waiting for (completes the thread's own writes).
+ */
+int ls_mutex_lock_stepping(pthread_mutex_t *m, struct lock_class *c, bool (*step)(void *),
+			   void *arg);
+
 static inline int ls_mutex_unlock(pthread_mutex_t *m)
 {
 	if (lockstat_enabled())

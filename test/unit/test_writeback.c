@@ -22,6 +22,7 @@
 #include "wbcfs/bdi.h"
 #include "wbcfs/cache.h"
 #include "wbcfs/clock.h"
+#include "wbcfs/lockstat.h"
 #include "helpers.h"
 
 struct t_inode {
@@ -614,6 +615,86 @@ START_TEST(fsync_in_caller)
 }
 END_TEST
 
+LOCK_CLASS(lc_test_lock, "test_lock")
+
+/* A thread that holds a lock while it waits for an ordered epoch, as a journal commit does. */
+struct t_orderer {
+	struct t_env *e;
+	pthread_mutex_t *lock;
+	pthread_barrier_t *held;
+	int mark;
+};
+
+static void *t_orderer_main(void *arg)
+{
+	struct t_orderer *o = arg;
+
+	pthread_mutex_lock(o->lock);
+	pthread_barrier_wait(o->held);
+	bdi_ordered_wait(o->e->b, o->mark);
+	pthread_mutex_unlock(o->lock);
+	return NULL;
+}
+
+/*
+ * bdi_sync_inode_start: the pages are mapped in the caller and written, but
+ * the writes stay in flight until the caller steps them (nobody else
+ * completes them); a thread that holds a lock while it waits for them
+ * (ordered wait) does not deadlock a caller that steps while it tries that
+ * lock; finish reports what bdi_sync_inode would, a write fault included.
+ */
+START_TEST(sync_start_steps)
+{
+	struct t_env e;
+	struct t_inode a;
+	struct bdi_sync_io io;
+	struct t_orderer o;
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_barrier_t held;
+	pthread_t th;
+
+	t_fault_inject = true;
+	t_env_init(&e, 1024, false);
+	t_fault_inject = false;
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);	/* no kupdate */
+	t_inode_init(&e, &a, 0);
+	t_dirty(&a, 0, 8, 's');
+	bdi_sync_inode_start(e.b, &a.wb, 0, UINT64_MAX, false, &io);
+	ck_assert_int_eq(a.map_calls, 1);
+	ck_assert(pthread_equal(a.map_thread, pthread_self()));
+	ck_assert_int_eq(a.m.nrdirty, 0);
+	ck_assert_int_eq(bdi_get_stats(e.b)->writeback, 8);	/* not completed yet */
+
+	/* the orderer holds the lock and waits for our writes: stepping gets it */
+	o = (struct t_orderer){ .e = &e, .lock = &lock, .held = &held,
+				.mark = bdi_ordered_mark(e.b) };
+	pthread_barrier_init(&held, NULL, 2);
+	ck_assert_int_eq(pthread_create(&th, NULL, t_orderer_main, &o), 0);
+	pthread_barrier_wait(&held);
+	ck_assert_int_eq(ls_mutex_lock_stepping(&lock, &lc_test_lock, bdi_sync_io_step, &io), 0);
+	pthread_mutex_unlock(&lock);
+	pthread_join(th, NULL);
+	pthread_barrier_destroy(&held);
+	ck_assert_int_eq(bdi_get_stats(e.b)->writeback, 0);
+	ck_assert(!bdi_sync_io_step(&io));	/* nothing left */
+	ck_assert_int_eq(bdi_sync_inode_finish(e.b, &io), 0);
+	ck_assert(t_block_is(&e, 7, 's', 7));
+
+	/* a write that fails reaches finish, and the page stays dirty */
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &a.wb, WB_FAULT_WRITE), 0);
+	t_dirty(&a, 8, 1, 'x');
+	bdi_sync_inode_start(e.b, &a.wb, 0, UINT64_MAX, false, &io);
+	ck_assert_int_eq(bdi_sync_inode_finish(e.b, &io), -EIO);
+	ck_assert_int_eq(a.m.nrdirty, 1);
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &a.wb, 0), 0);
+	bdi_sync_inode_start(e.b, &a.wb, 0, UINT64_MAX, false, &io);
+	ck_assert_int_eq(bdi_sync_inode_finish(e.b, &io), 0);
+	ck_assert(t_block_is(&e, 8, 'x', 8));
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
 START_TEST(map_eio_reaches_fsync)
 {
 	struct t_env e;
@@ -914,6 +995,7 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, towrite_no_livelock);
 	tcase_add_test(tc, concurrent_fsync);
 	tcase_add_test(tc, fsync_in_caller);
+	tcase_add_test(tc, sync_start_steps);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("background");
 	tcase_set_timeout(tc, 30);
