@@ -195,28 +195,33 @@ int __lockstat_mutex_lock(pthread_mutex_t *m, struct lock_class *c)
 	return lockstat_acquire(m, c, pthread_mutex_trylock(m), mutex_lock_fn, m);
 }
 
+struct stepping {
+	pthread_mutex_t *m;
+	bool (*step)(void *);
+	void *arg;
+};
+
+/* The lock found taken: step until it is free or nothing is left to do. */
+static int stepping_lock_fn(void *p)
+{
+	struct stepping *s = p;
+	int ret;
+
+	while ((ret = pthread_mutex_trylock(s->m)) == EBUSY)
+		if (!s->step(s->arg))
+			return pthread_mutex_lock(s->m);
+	return ret;
+}
+
 int ls_mutex_lock_stepping(pthread_mutex_t *m, struct lock_class *c, bool (*step)(void *),
 			   void *arg)
 {
-	uint64_t t0 = 0, now;
-	int ret;
+	struct stepping s = { m, step, arg };
+	int tried = pthread_mutex_trylock(m);
 
-	while ((ret = pthread_mutex_trylock(m)) == EBUSY) {
-		if (!t0 && lockstat_enabled())
-			t0 = lockstat_now_ns();
-		if (!step(arg)) {
-			ret = pthread_mutex_lock(m);
-			break;
-		}
-	}
-	if (ret || !lockstat_enabled())
-		return ret;
-	now = lockstat_now_ns();
-	if (t0)
-		class_add_wait(c, now - t0);
-	atomic_fetch_add_explicit(&c->acquired, 1, memory_order_relaxed);
-	held_push(m, c, now);
-	return 0;
+	if (lockstat_enabled())
+		return lockstat_acquire(m, c, tried, stepping_lock_fn, &s);
+	return tried ? stepping_lock_fn(&s) : 0;
 }
 
 int __lockstat_rdlock(pthread_rwlock_t *l, struct lock_class *c)

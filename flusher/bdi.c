@@ -254,24 +254,6 @@ void bdi_set_congested(struct bdi *b, bool on)
 		flusher_pool_uncongested(b->pool);
 }
 
-int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
-		   bool datasync)
-{
-	struct wb_work w = {
-		.kind = WORK_INODE, .sync_mode = WB_SYNC_ALL, .reason = WB_REASON_FSYNC,
-		.inode = wi, .start = start, .end = end, .datasync = datasync,
-	};
-	unsigned long errors = atomic_load(&wi->nr_write_errors);
-	int ret = bdi_run_work_here(b, &w);
-
-	if (atomic_load(&wi->nr_write_errors) != errors) {
-		int err = mapping_check_error_since(wi->mapping, 0);	/* its errno */
-
-		return err ? err : -EIO;
-	}
-	return ret;
-}
-
 int bdi_sync_meta(struct bdi *b)
 {
 	struct wb_work w = { .kind = WORK_META, .sync_mode = WB_SYNC_ALL,

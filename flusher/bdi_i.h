@@ -91,20 +91,13 @@ struct bdi {
 	bool pool_busy;			/* pool->lock: a pool thread is writing this bdi
 					 * (2.6.2x's BDI_pdflush bit: one at a time) */
 	struct wb_ctx *sync_ctxs;	/* lock: free contexts of fsyncs run in their
-					 * callers' threads (bdi_run_work_here) */
+					 * callers' threads (sync_inode_begin) */
 	unsigned nr_sync_ctxs;		/* lock: made, free or in use */
 };
 
 /* writeback.c */
 void *bdi_flusher_main(void *arg);
 int bdi_queue_work_wait(struct bdi *b, struct wb_work *w);
-/*
- * Run @w in the calling thread with a context borrowed from @b (fsync's
- * WORK_INODE), or queue it to the worker and wait when it cannot (other
- * kinds, or no context to be had). Returns @w's first error.
- * Context: no lock held.
- */
-int bdi_run_work_here(struct bdi *b, struct wb_work *w);
 /* Free @b's fsync contexts. Context: @b stopping, none in use. */
 void wb_sync_ctxs_free(struct bdi *b);
 

@@ -1121,36 +1121,49 @@ static void wb_sync_ctx_put(struct bdi *b, struct wb_ctx *x)
 	ls_mutex_unlock(&b->lock);
 }
 
-int bdi_run_work_here(struct bdi *b, struct wb_work *w)
-{
-	struct wb_ctx *x = w->kind == WORK_INODE ? wb_sync_ctx_get(b) : NULL;
-
-	if (!x)
-		return bdi_queue_work_wait(b, w);
-	wb_run_work(x, w);	/* drains the engine: nothing left in flight */
-	wb_sync_ctx_put(b, x);
-	return w->ret;
-}
-
-void bdi_sync_inode_start(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
-			  bool datasync, struct bdi_sync_io *io)
+/*
+ * fsync's writeback of @wi in the calling thread, with a context borrowed
+ * from @b (the worker runs it, to the end, when none is to be had). With
+ * @nowait the writes are left in flight on io->x; without, io->x is NULL
+ * on return and only the error report is left for bdi_sync_inode_finish.
+ */
+static void sync_inode_begin(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
+			     bool datasync, bool nowait, struct bdi_sync_io *io)
 {
 	struct wb_work w = {
 		.kind = WORK_INODE, .sync_mode = WB_SYNC_ALL, .reason = WB_REASON_FSYNC,
-		.inode = wi, .start = start, .end = end, .datasync = datasync, .nowait = true,
+		.inode = wi, .start = start, .end = end, .datasync = datasync, .nowait = nowait,
 	};
 
 	*io = (struct bdi_sync_io){ .wi = wi, .start = start, .end = end,
 				    .errors = atomic_load(&wi->nr_write_errors) };
 	io->x = wb_sync_ctx_get(b);
 	if (!io->x) {
-		/* the worker runs it, to the end */
 		w.nowait = false;
 		io->ret = bdi_queue_work_wait(b, &w);
 		return;
 	}
 	wb_run_work(io->x, &w);
 	io->ret = w.ret;
+	if (!nowait) {
+		wb_sync_ctx_put(b, io->x);	/* drained: nothing left in flight */
+		io->x = NULL;
+	}
+}
+
+int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
+		   bool datasync)
+{
+	struct bdi_sync_io io;
+
+	sync_inode_begin(b, wi, start, end, datasync, false, &io);
+	return bdi_sync_inode_finish(b, &io);
+}
+
+void bdi_sync_inode_start(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
+			  bool datasync, struct bdi_sync_io *io)
+{
+	sync_inode_begin(b, wi, start, end, datasync, true, io);
 }
 
 bool bdi_sync_io_step(void *arg)
