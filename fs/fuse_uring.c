@@ -462,6 +462,15 @@ static uint64_t furing_now_ns(void)
  * clients of another.)
  * (The kernel's completion work reaches a thread polling in user space:
  * the ring is set up without COOP_TASKRUN, so it is signalled.)
+ *
+ * The poll yields the CPU instead of spinning on it. The thread is pinned
+ * to its queue's CPU, and the kernel queues a request on the queue of the
+ * CPU its client runs on: the client we just woke is most likely waiting
+ * for this very CPU. A pause loop held it there: a 4 KiB dd's client
+ * waited out the whole poll_us (perf sched: 56 us wait, 73 us a request
+ * against 19). sched_yield() hands the CPU to the client at once; this
+ * thread stays runnable, so the client's next request needs no wakeup
+ * (dd 4 KiB without fsync: 258 -> 272 MB/s, mean of 20 runs each).
  */
 static void furing_spin(struct furing_ring *q)
 {
@@ -475,7 +484,7 @@ static void furing_spin(struct furing_ring *q)
 		return;
 	end = furing_now_ns() + (uint64_t)fr->poll_us * 1000;
 	while (!io_uring_cq_ready(&q->ring) && furing_now_ns() < end)
-		__builtin_ia32_pause();
+		sched_yield();
 	atomic_store(&fr->spinner, 0);
 }
 
