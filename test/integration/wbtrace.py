@@ -74,6 +74,7 @@ def pauses_over_min(recs, pids, t_from_ms=0, t_to_ms=None, max_pause_ms=200,
     top of the bound, as the kernel's tasks pay for the pages of their
     last write_begin beyond nr_dirtied_pause."""
     last_bw = None
+    sized = {}      # pid: (min_pause bound, dirty_ratelimit) at its last decision
     bad, seen, maxp = [], 0, None
     for ms, ev, kv in recs:
         if ev == "bw":
@@ -81,24 +82,30 @@ def pauses_over_min(recs, pids, t_from_ms=0, t_to_ms=None, max_pause_ms=200,
             continue
         if ev != "bdp" or kv.get("pid") not in pids:
             continue
-        if ms < t_from_ms or (t_to_ms is not None and ms >= t_to_ms):
-            continue
-        seen += 1
-        p = kv.get("pause", 0)
-        maxp = p if maxp is None else max(maxp, p)
         if last_bw:
             bound = min_pause_ms(last_bw.get("avg_write_bw", 1),
                                  last_bw.get("dirty_ratelimit", 1),
                                  max_pause_ms)
         else:
             bound = 1 + max_pause_ms // 2
-        # nr_dirtied_pause is sized for min_pause at dirty_ratelimit, and
-        # the task pays for those pages at task_ratelimit: above the
+        trl, drl = kv.get("task_ratelimit", 0), kv.get("dirty_ratelimit", 0)
+        # nr_dirtied_pause was sized at the task's previous decision, for
+        # that decision's min_pause at that decision's dirty_ratelimit; a
+        # bw update since may have lowered both
+        prev_bound, prev_drl = sized.get(kv.get("pid"), (bound, drl))
+        sized[kv.get("pid")] = (bound, drl)
+        if ms < t_from_ms or (t_to_ms is not None and ms >= t_to_ms):
+            continue
+        seen += 1
+        p = kv.get("pause", 0)
+        maxp = p if maxp is None else max(maxp, p)
+        bound, drl = max(bound, prev_bound), max(drl, prev_drl)
+        # and the task pays for those pages at task_ratelimit: above the
         # setpoint (pos_ratio < 1) the same pages take longer
         # (wb_min_pause: pause = HZ * pages / task_ratelimit)
-        trl, drl = kv.get("task_ratelimit", 0), kv.get("dirty_ratelimit", 0)
         if 0 < trl < drl:
             bound = min(-(-bound * drl // trl), max_pause_ms)
+        bound += 1      # the pause is whole ms, the period is not
         over = min(kv.get("dirtied", 0) - kv.get("dirtied_pause", 0), write_pages - 1)
         if over > 0 and kv.get("task_ratelimit", 0) > 0:
             bound += -(-over * 4 * 1000 // kv["task_ratelimit"])   # ms, rounded up
