@@ -450,20 +450,124 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Read the newest committed copy of a block back from the log. */
-static int read_logged(struct wjournal *j, uint32_t v, char *buf)
+/*
+ * The checkpoint's writes home, issued together: a batch of up to
+ * CKPT_BATCH blocks in runs of up to 64 consecutive blocks, all in flight
+ * at once on an engine of the mount's type, and so are the reads of the
+ * copies that only the log holds. One by one they cost a device round trip
+ * each under fs_lock. dbench -F 8 checkpoints ~130 blocks in ~100 runs:
+ * 6.5-8.5 ms one by one, 3.4-5.3 ms together (flushes included); the
+ * first of a run, ~600 blocks: 49 ms, then 19-23 ms.
+ */
+#define CKPT_BATCH 1024U
+#define CKPT_RUN 64U
+
+struct ckpt_io {
+	struct io_engine eng;
+	char *buf;			/* CKPT_BATCH blocks */
+	uint64_t blk[CKPT_BATCH];	/* home block of each slot */
+	bool esc[CKPT_BATCH];		/* the slot is read from the log, escaped */
+	struct iovec iov[CKPT_BATCH];
+	struct io_req req[CKPT_BATCH];
+	unsigned n;			/* slots filled */
+	int err;			/* first failure */
+};
+
+static void ckpt_done(struct io_req *req, int res)
 {
-	uint32_t jb = v & ~ESC_BIT;
-	ssize_t r = blk_pread(j->w->dev_fd, buf, JBS, jb_off(j, jb));
+	struct ckpt_io *c = req->priv;
 
-	if (r != (ssize_t)JBS)
-		return r < 0 ? (int)r : -EIO;
-	if (v & ESC_BIT) {
-		uint32_t m = htobe32(JBD2_MAGIC);
+	if (res < 0 && !c->err)
+		c->err = res;
+	else if (res >= 0 && (size_t)res != (size_t)req->iovcnt * JBS && !c->err)
+		c->err = -EIO;
+}
 
-		memcpy(buf, &m, sizeof(m));
+/*
+ * Fill the next slot from the log: the newest committed copy of a block
+ * that the running transaction has changed since. Read with the batch's
+ * other reads; an escaped copy gets its magic back before it is written.
+ */
+static int ckpt_read_logged(struct wjournal *j, struct ckpt_io *c, uint32_t v)
+{
+	unsigned i = c->n;
+
+	c->esc[i] = v & ESC_BIT;
+	c->iov[i] = (struct iovec){ c->buf + (size_t)i * JBS, JBS };
+	c->req[i] = (struct io_req){ .op = IO_READ, .fd = j->w->dev_fd,
+				     .off = (uint64_t)jb_off(j, v & ~ESC_BIT), .iov = &c->iov[i],
+				     .iovcnt = 1, .done = ckpt_done, .priv = c };
+	return io_engine_queue(&c->eng, &c->req[i]);
+}
+
+/* Write the batch's slots home, runs of consecutive blocks as one request. */
+static int ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c)
+{
+	uint32_t magic = htobe32(JBD2_MAGIC);
+	unsigned i = 0, nreq = 0;
+	int ret;
+
+	if (!c->n)
+		return 0;
+	/* the slots read from the log first */
+	ret = io_engine_drain(&c->eng) ? -EIO : c->err;
+	for (i = 0; i < c->n && !ret; i++)
+		if (c->esc[i])
+			memcpy(c->buf + (size_t)i * JBS, &magic, sizeof(magic));
+	i = 0;
+	if (!ret && j->w->opts.fault_inject &&
+	    (atomic_load(&j->w->meta_wb.fault) & WB_FAULT_WRITE))
+		ret = -EIO;
+	while (i < c->n && !ret) {
+		unsigned k = 1;
+		struct io_req *r = &c->req[nreq++];
+
+		c->iov[i] = (struct iovec){ c->buf + (size_t)i * JBS, JBS };
+		while (i + k < c->n && k < CKPT_RUN && c->blk[i + k] == c->blk[i] + k) {
+			c->iov[i + k] = (struct iovec){ c->buf + (size_t)(i + k) * JBS, JBS };
+			k++;
+		}
+		*r = (struct io_req){ .op = IO_WRITE, .fd = j->w->dev_fd,
+				      .off = c->blk[i] * (uint64_t)JBS, .iov = &c->iov[i],
+				      .iovcnt = (int)k, .done = ckpt_done, .priv = c };
+		ret = io_engine_queue(&c->eng, r);
+		i += k;
 	}
-	return 0;
+	if (io_engine_drain(&c->eng) && !ret)
+		ret = -EIO;
+	c->n = 0;
+	memset(c->esc, 0, sizeof(c->esc));
+	return ret ? ret : c->err;
+}
+
+static void ckpt_io_free(struct ckpt_io *c)
+{
+	if (!c)
+		return;
+	io_engine_drain(&c->eng);	/* nothing may still land in buf */
+	io_engine_exit(&c->eng);
+	free(c->buf);
+	free(c);
+}
+
+static struct ckpt_io *ckpt_io_new(struct wbfs *w)
+{
+	struct ckpt_io *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->buf = jalloc((size_t)CKPT_BATCH * JBS);
+	if (!c->buf) {
+		free(c);
+		return NULL;
+	}
+	if (io_engine_init(&c->eng, w->opts.io_engine, CKPT_BATCH / CKPT_RUN * 2) &&
+	    io_engine_init(&c->eng, IO_ENGINE_PSYNC, CKPT_BATCH / CKPT_RUN * 2)) {
+		free(c->buf);
+		free(c);
+		return NULL;
+	}
+	return c;
 }
 
 /*
@@ -474,14 +578,14 @@ static int read_logged(struct wjournal *j, uint32_t v, char *buf)
 static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 {
 	size_t n = j->logged.n, i, k = 0;
+	struct ckpt_io *c = NULL;
 	uint64_t *blks = NULL;
-	char *buf = NULL;
 	int ret = 0;
 
 	if (n) {
 		blks = malloc(n * sizeof(*blks));
-		buf = jalloc(64 * (size_t)JBS);
-		if (!blks || !buf) {
+		c = ckpt_io_new(w);
+		if (!blks || !c) {
 			ret = -ENOMEM;
 			goto out;
 		}
@@ -490,43 +594,35 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 				blks[k++] = j->logged.key[i];
 		qsort(blks, n, sizeof(*blks), cmp_u64);
 	}
-	for (i = 0; i < n && !ret;) {
-		struct iovec iov[64];
-		size_t m = 0;
+	for (i = 0; i < n && !ret; i++) {
+		char *dst = c->buf + (size_t)c->n * JBS;
+		uint32_t v = *jtab_find(&j->logged, blks[i]);
+		struct page *p = mapping_get_page(&w->meta_map, blks[i]);
+		bool home = false;
 
-		/* up to 64 consecutive blocks per write */
-		while (i < n && m < 64 && (!m || blks[i] == blks[i - 1] + 1)) {
-			char *dst = buf + m * JBS;
-			uint32_t v = *jtab_find(&j->logged, blks[i]);
-			struct page *p = mapping_get_page(&w->meta_map, blks[i]);
-			bool home = false;
-
-			if (p && page_test(p, PG_uptodate) && !page_test(p, PG_jdirty)) {
-				/* not changed since its commit: the cache has it,
-				 * and once written back (this flush makes that
-				 * durable) it is home already */
-				if (page_test(p, PG_writeback))
-					wait_on_page_writeback(p);
-				if (page_test(p, PG_dirty))
-					memcpy(dst, page_address(p), JBS);
-				else
-					home = true;
-			} else {
-				ret = read_logged(j, v, dst);
-			}
-			if (p)
-				page_put(p);
-			if (ret || (home && m))
-				break;	/* a run ends before a block already home */
-			i++;
-			if (home)
-				continue;
-			iov[m] = (struct iovec){ dst, JBS };
-			m++;
+		if (p && page_test(p, PG_uptodate) && !page_test(p, PG_jdirty)) {
+			/* not changed since its commit: the cache has it, and
+			 * once written back (this flush makes that durable) it
+			 * is home already */
+			if (page_test(p, PG_writeback))
+				wait_on_page_writeback(p);
+			if (page_test(p, PG_dirty))
+				memcpy(dst, page_address(p), JBS);
+			else
+				home = true;
+		} else {
+			ret = ckpt_read_logged(j, c, v);
 		}
-		if (!ret && m)
-			ret = jdev_write(j, iov, (int)m, (off_t)(blks[i - m] * (uint64_t)JBS));
+		if (p)
+			page_put(p);
+		if (ret || home)
+			continue;
+		c->blk[c->n++] = blks[i];
+		if (c->n == CKPT_BATCH)
+			ret = ckpt_flush_batch(j, c);
 	}
+	if (!ret && c)
+		ret = ckpt_flush_batch(j, c);
 	if (!ret)
 		ret = devlog_flush(w->dev_fd);
 	for (i = 0; i < n && !ret; i++) {
@@ -552,7 +648,7 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 	}
 out:
 	free(blks);
-	free(buf);
+	ckpt_io_free(c);
 	return ret;
 }
 
