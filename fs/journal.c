@@ -540,6 +540,14 @@ static int ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c)
 	return ret ? ret : c->err;
 }
 
+/* Queue @src (one block) for home block @blk. */
+static int ckpt_add(struct wjournal *j, struct ckpt_io *c, uint64_t blk, const void *src)
+{
+	memcpy(c->buf + (size_t)c->n * JBS, src, JBS);
+	c->blk[c->n++] = blk;
+	return c->n == CKPT_BATCH ? ckpt_flush_batch(j, c) : 0;
+}
+
 static void ckpt_io_free(struct ckpt_io *c)
 {
 	if (!c)
@@ -1023,14 +1031,15 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 /* @t's pages home (tx_build_home), then a flush. */
 static int tx_write_home(struct wjournal *j, struct jtx *t)
 {
+	struct ckpt_io *c = ckpt_io_new(j->w);
 	size_t i;
-	int ret = 0;
+	int ret = c ? 0 : -ENOMEM;
 
-	for (i = 0; i < t->nr_pages && !ret; i++) {
-		struct iovec v = { t->mem + i * JBS, JBS };
-
-		ret = jdev_write(j, &v, 1, (off_t)(t->pages[i]->index * (uint64_t)JBS));
-	}
+	for (i = 0; i < t->nr_pages && !ret; i++)
+		ret = ckpt_add(j, c, t->pages[i]->index, t->mem + i * JBS);
+	if (!ret)
+		ret = ckpt_flush_batch(j, c);
+	ckpt_io_free(c);
 	return ret ? ret : devlog_flush(j->w->dev_fd);
 }
 
