@@ -483,22 +483,6 @@ static void ckpt_done(struct io_req *req, int res)
 		c->err = -EIO;
 }
 
-/*
- * Fill the next slot from the log: the newest committed copy of a block
- * that the running transaction has changed since. Read with the batch's
- * other reads; an escaped copy gets its magic back before it is written.
- */
-static int ckpt_read_logged(struct wjournal *j, struct ckpt_io *c, uint32_t v)
-{
-	unsigned i = c->n;
-
-	c->esc[i] = v & ESC_BIT;
-	c->iov[i] = (struct iovec){ c->buf + (size_t)i * JBS, JBS };
-	c->req[i] = (struct io_req){ .op = IO_READ, .fd = j->w->dev_fd,
-				     .off = (uint64_t)jb_off(j, v & ~ESC_BIT), .iov = &c->iov[i],
-				     .iovcnt = 1, .done = ckpt_done, .priv = c };
-	return io_engine_queue(&c->eng, &c->req[i]);
-}
 
 /* Write the batch's slots home, runs of consecutive blocks as one request. */
 static int ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c)
@@ -544,6 +528,29 @@ static int ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c)
 static int ckpt_add(struct wjournal *j, struct ckpt_io *c, uint64_t blk, const void *src)
 {
 	memcpy(c->buf + (size_t)c->n * JBS, src, JBS);
+	c->blk[c->n++] = blk;
+	return c->n == CKPT_BATCH ? ckpt_flush_batch(j, c) : 0;
+}
+
+/*
+ * Queue home block @blk from the log (journal block @v, maybe escaped):
+ * the newest committed copy of a block that the running transaction has
+ * changed since. Read with the batch's other reads; an escaped copy gets
+ * its magic back before it is written.
+ */
+static int ckpt_add_logged(struct wjournal *j, struct ckpt_io *c, uint64_t blk, uint32_t v)
+{
+	unsigned i = c->n;
+	int ret;
+
+	c->esc[i] = v & ESC_BIT;
+	c->iov[i] = (struct iovec){ c->buf + (size_t)i * JBS, JBS };
+	c->req[i] = (struct io_req){ .op = IO_READ, .fd = j->w->dev_fd,
+				     .off = (uint64_t)jb_off(j, v & ~ESC_BIT), .iov = &c->iov[i],
+				     .iovcnt = 1, .done = ckpt_done, .priv = c };
+	ret = io_engine_queue(&c->eng, &c->req[i]);
+	if (ret)
+		return ret;
 	c->blk[c->n++] = blk;
 	return c->n == CKPT_BATCH ? ckpt_flush_batch(j, c) : 0;
 }
@@ -603,10 +610,7 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 		qsort(blks, n, sizeof(*blks), cmp_u64);
 	}
 	for (i = 0; i < n && !ret; i++) {
-		char *dst = c->buf + (size_t)c->n * JBS;
-		uint32_t v = *jtab_find(&j->logged, blks[i]);
 		struct page *p = mapping_get_page(&w->meta_map, blks[i]);
-		bool home = false;
 
 		if (p && page_test(p, PG_uptodate) && !page_test(p, PG_jdirty)) {
 			/* not changed since its commit: the cache has it, and
@@ -615,19 +619,12 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 			if (page_test(p, PG_writeback))
 				wait_on_page_writeback(p);
 			if (page_test(p, PG_dirty))
-				memcpy(dst, page_address(p), JBS);
-			else
-				home = true;
+				ret = ckpt_add(j, c, blks[i], page_address(p));
 		} else {
-			ret = ckpt_read_logged(j, c, v);
+			ret = ckpt_add_logged(j, c, blks[i], *jtab_find(&j->logged, blks[i]));
 		}
 		if (p)
 			page_put(p);
-		if (ret || home)
-			continue;
-		c->blk[c->n++] = blks[i];
-		if (c->n == CKPT_BATCH)
-			ret = ckpt_flush_batch(j, c);
 	}
 	if (!ret && c)
 		ret = ckpt_flush_batch(j, c);
