@@ -58,6 +58,7 @@
 #include <linux/fuse.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -283,6 +284,11 @@ static size_t fio_note_request(struct fio_conn *c, void *buf, size_t len)
  * on 2 CPUs). The device fds
  * are made non-blocking once. The gate is per connection: a worker
  * polling one mount's device gains nothing for another mount's clients.
+ * Between reads the worker yields the CPU: the client it has just
+ * answered is often woken on the same CPU, and a pause loop kept it off
+ * until the poll ran out (as fuse_uring.c's ring threads did). 4 KiB dd
+ * without fsync, 9 runs each: 178 MB/s polling with pause, 236 without
+ * polling, 245 polling with sched_yield.
  */
 static __thread int fio_nonblock_fd = -1;
 
@@ -309,7 +315,7 @@ static ssize_t fio_spin_read(struct fio_conn *c, int fd, void *buf, size_t buf_l
 		n = read(fd, buf, buf_len);
 		if (n >= 0 || errno != EAGAIN)
 			break;
-		__builtin_ia32_pause();
+		sched_yield();
 	} while (fio_now_ns() < end);
 	atomic_store(&c->spinner, 0);
 	return n;
