@@ -115,28 +115,30 @@ static off_t jb_off(const struct wjournal *j, uint32_t jb)
 }
 
 /*
- * A metadata write of the device: the log, the journal superblock, a
- * checkpoint. fault_meta=write (fault_inject mounts) fails them as it
- * fails metadata writeback.
+ * The journal's metadata writes of the device (the log, the journal
+ * superblock, a checkpoint) fail under fault_meta=write (fault_inject
+ * mounts) as metadata writeback does.
  */
+static bool jwrite_faulted(const struct wjournal *j)
+{
+	return j->w->opts.fault_inject && (atomic_load(&j->w->meta_wb.fault) & WB_FAULT_WRITE);
+}
+
 static int jdev_write(struct wjournal *j, const struct iovec *iov, int n, off_t off)
 {
-	struct wbfs *w = j->w;
-
-	if (w->opts.fault_inject && (atomic_load(&w->meta_wb.fault) & WB_FAULT_WRITE))
+	if (jwrite_faulted(j))
 		return -EIO;
-	return devlog_pwritev(w->dev_fd, iov, n, off);
+	return devlog_pwritev(j->w->dev_fd, iov, n, off);
 }
 
 /* The commit block: durable on return (FUA, or a write and a flush). */
 static int jwrite_commit(struct wjournal *j, uint32_t jb, char *buf)
 {
 	struct iovec v = { buf, JBS };
-	struct wbfs *w = j->w;
 
-	if (w->opts.fault_inject && (atomic_load(&w->meta_wb.fault) & WB_FAULT_WRITE))
+	if (jwrite_faulted(j))
 		return -EIO;
-	return devlog_pwritev_fua(w->dev_fd, &v, 1, jb_off(j, jb));
+	return devlog_pwritev_fua(j->w->dev_fd, &v, 1, jb_off(j, jb));
 }
 
 /*
@@ -483,7 +485,6 @@ static void ckpt_done(struct io_req *req, int res)
 		c->err = -EIO;
 }
 
-
 /* Write the batch's slots home, runs of consecutive blocks as one request. */
 static int ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c)
 {
@@ -499,8 +500,7 @@ static int ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c)
 		if (c->esc[i])
 			memcpy(c->buf + (size_t)i * JBS, &magic, sizeof(magic));
 	i = 0;
-	if (!ret && j->w->opts.fault_inject &&
-	    (atomic_load(&j->w->meta_wb.fault) & WB_FAULT_WRITE))
+	if (!ret && jwrite_faulted(j))
 		ret = -EIO;
 	while (i < c->n && !ret) {
 		unsigned k = 1;
@@ -520,7 +520,6 @@ static int ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c)
 	if (io_engine_drain(&c->eng) && !ret)
 		ret = -EIO;
 	c->n = 0;
-	memset(c->esc, 0, sizeof(c->esc));
 	return ret ? ret : c->err;
 }
 
@@ -528,6 +527,7 @@ static int ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c)
 static int ckpt_add(struct wjournal *j, struct ckpt_io *c, uint64_t blk, const void *src)
 {
 	memcpy(c->buf + (size_t)c->n * JBS, src, JBS);
+	c->esc[c->n] = false;
 	c->blk[c->n++] = blk;
 	return c->n == CKPT_BATCH ? ckpt_flush_batch(j, c) : 0;
 }
@@ -565,6 +565,11 @@ static void ckpt_io_free(struct ckpt_io *c)
 	free(c);
 }
 
+/*
+ * One per checkpoint (or oversized transaction), freed at its end: an
+ * engine belongs to one thread, and checkpoints run in whichever thread
+ * commits.
+ */
 static struct ckpt_io *ckpt_io_new(struct wbfs *w)
 {
 	struct ckpt_io *c = calloc(1, sizeof(*c));
