@@ -1126,6 +1126,10 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 	}
 	if (ret) {
 		tx_undo(w, j, t);
+		/* the retry is this transaction again, and takes its id: a
+		 * replay stops at the first gap in the ids, so a skipped one
+		 * would leave every later commit out of it */
+		__atomic_store_n(&j->seq, t->tid, __ATOMIC_RELEASE);
 		return;
 	}
 	j->head = t->start + t->nblk;

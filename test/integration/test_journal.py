@@ -25,6 +25,7 @@ ext4 as oracles.
 """
 
 import os
+import errno
 import re
 import signal
 import sys
@@ -33,7 +34,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crashwork  # noqa: E402
 from wbtest import (GIB, MIB, TFail, TSkip, t_check, t_compare, t_content_hash,  # noqa: E402
-                    t_eq, t_is_kernel, t_log, t_main, t_manifest, t_run, t_step)
+                    t_eq, t_errno, t_is_kernel, t_log, t_main, t_manifest, t_run,
+                    t_step)
 
 OPTS = ["cache_size=256M", "commit=60"]
 
@@ -213,6 +215,32 @@ def part_crash(env):
     env.detach(dev)
 
 
+def part_retry(env):
+    t_step("a failed commit, retried: the retry replays after a crash")
+    dev = env.new_fs(128 * MIB, name="retry.img")
+    m = env.mount(dev, OPTS + ["fault_inject"])
+    mnt = m.mnt
+    write_sync(os.path.join(mnt, "before"), b"committed before the fault\n")
+    os.setxattr(mnt, "trusted.wbcfs.fault_meta", b"write")
+    fd = os.open(os.path.join(mnt, "during"), os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"written under the fault\n")
+    t_errno(errno.EIO, os.fsync, fd, what="fsync under a metadata write fault")
+    failed = journal_stats(mnt)["failed"]
+    t_check(failed >= 1, "the failed commit is counted (failed %d)" % failed)
+    os.setxattr(mnt, "trusted.wbcfs.fault_meta", b"none")
+    os.fsync(fd)
+    os.close(fd)
+    write_sync(os.path.join(mnt, "after"), b"committed after the retry\n")
+    st = journal_stats(mnt)
+    t_log("journal before the crash: %r" % st)
+    kill_daemon(env, m)
+    man = three_replays(env, dev, "retry")
+    for name in ("before", "during", "after"):
+        t_check(name in man, "fsync'ed %s lost in the replay (a failed commit's "
+                "id skipped: the replay stops at the gap)" % name)
+    env.detach(dev)
+
+
 def part_revoke(env):
     t_step("revoke: directory blocks logged, freed, reused by fsync'ed data")
     dev = env.new_fs(64 * MIB, name="revoke.img")
@@ -349,6 +377,7 @@ def body(env):
     part_crash(env)
     part_revoke(env)
     part_oversize(env)
+    part_retry(env)
 
 
 t_main("journal", body, deadline_s=400)
