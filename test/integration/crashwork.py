@@ -16,6 +16,9 @@ every record of an fsync that returned is inside it.
               rmdir, xattrs, fsync and fdatasync. Files under s/ are the
               recorded ones (each change of one is a "mod"); d/ gets the
               rest, unrecorded, and is where directories come and go.
+  faults      random, with now and then a few operations run while every
+              metadata write fails (fault_meta=write on a fault_inject
+              mount): their commits fail, and are retried once it heals.
   durability  the durability writer of test_durability.py: files of the
               sizes it uses, a third fsync'ed or fdatasync'ed (recorded),
               some appended to afterwards; every file's content is a
@@ -110,9 +113,17 @@ class Model:
         self.synced = set()     # rel whose content was fsync'ed, unchanged since
 
 
-def random_ops(mnt, rec, seed, nops):
+FAULT_META = "trusted.wbcfs.fault_meta"
+
+
+def random_ops(mnt, rec, seed, nops, faults=False):
+    """Random namespace and data operations.  @faults (a fault_inject
+    mount): now and then a few of them run with the device failing every
+    metadata write (fault_meta=write), so that commits fail and are
+    retried once it heals; an fsync that fails there promises nothing."""
     r = random.Random(seed)
     m = Model()
+    faulty = [0]    # operations left in the fault window
     for d in ("s", "d"):
         os.makedirs(os.path.join(mnt, d), exist_ok=True)
     dirs = ["d"]
@@ -130,6 +141,10 @@ def random_ops(mnt, rec, seed, nops):
         fd = os.open(full(rel), os.O_RDONLY)
         try:
             os.fdatasync(fd) if data else os.fsync(fd)
+        except OSError as e:
+            if e.errno != errno.EIO or not faulty[0]:
+                raise
+            return
         finally:
             os.close(fd)
         rec.fsynced(rel, bytes(m.data[rel]), rec.pos())
@@ -311,8 +326,25 @@ def random_ops(mnt, rec, seed, nops):
            (op_rename_over, 3), (op_unlink_s, 1), (op_xattr_s, 1), (op_mkdir, 1),
            (op_rmdir, 1), (op_create_d, 2), (op_churn_d, 3)]
     fns = [f for f, w in ops for _ in range(w)]
+    # in a fault window: operations whose fsync may fail without a promise
+    # made on it (a rename-over needs its temp file fsync'ed)
+    window = [f for f, w in ops if f in (op_create_s, op_write_s, op_truncate_s,
+                                         op_xattr_s, op_mkdir, op_create_d)
+              for _ in range(w)]
     for _ in range(nops):
-        r.choice(fns)()
+        if faults and not faulty[0] and r.random() < 0.08:
+            faulty[0] = r.randrange(2, 7)
+            os.setxattr(mnt, FAULT_META, b"write")
+        if faulty[0]:
+            r.choice(window)()
+            faulty[0] -= 1
+            if not faulty[0]:
+                os.setxattr(mnt, FAULT_META, b"none")
+        else:
+            r.choice(fns)()
+    if faulty[0]:
+        faulty[0] = 0
+        os.setxattr(mnt, FAULT_META, b"none")
     return len(m.data)
 
 
@@ -456,8 +488,8 @@ def dbench(mnt, seconds, clients=2):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("workload", choices=("random", "durability", "ordered", "dbench",
-                                         "checkpoint"))
+    ap.add_argument("workload", choices=("random", "faults", "durability", "ordered",
+                                         "dbench", "checkpoint"))
     ap.add_argument("--mnt", required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--record", required=True)
@@ -466,8 +498,8 @@ def main():
     a = ap.parse_args()
     rec = Record(a.log, a.record)
     try:
-        if a.workload == "random":
-            random_ops(a.mnt, rec, a.seed, a.ops)
+        if a.workload in ("random", "faults"):
+            random_ops(a.mnt, rec, a.seed, a.ops, faults=a.workload == "faults")
         elif a.workload == "durability":
             durability(a.mnt, rec, a.seed, a.ops)
         elif a.workload == "ordered":

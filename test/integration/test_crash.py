@@ -4,7 +4,8 @@
 consistent and keeps what fsync promised.
 
 For each workload of crashwork.py (random namespace and data operations,
-the durability writer, unsynced files written back while small files are
+the same with metadata writes failing now and then (commits retried), the
+durability writer, unsynced files written back while small files are
 fsync'ed (ordered mode under load), dbench, and checkpoints of a full 4 MiB journal
 while the running transaction has freed logged blocks) on a small
 filesystem made on an image filled with a pattern (stale data: no block
@@ -55,7 +56,7 @@ STALE = b"stale block, never file data "
 # share of the states, per workload; None: every flush and prefix state
 # (the checkpoint workload's window is two flushes wide: sampling could
 # miss it)
-WORKLOADS = (("random", 0.35), ("durability", 0.20), ("ordered", 0.25),
+WORKLOADS = (("random", 0.25), ("faults", 0.10), ("durability", 0.20), ("ordered", 0.25),
              ("dbench", 0.20), ("checkpoint", None))
 # the ordered workload's streamer must be written back while the syncer
 # commits: background writeback from 1 MiB of dirty data on, expiry 1 s
@@ -96,13 +97,14 @@ def run_workload(env, name, seed, size=1):
     record = os.path.join(env.tmp, name + ".rec")
     copy_dev(dev, base)
     m = env.mount(dev, opts=["write_log=" + log, "cache_size=64M"] +
-                  (ORDERED_OPTS if name == "ordered" else []))
+                  (ORDERED_OPTS if name == "ordered" else []) +
+                  (["fault_inject"] if name == "faults" else []))
     full = journal_mode(m.mnt)
     rec = crashwork.Record(log, record)
     ran = True
     try:
-        if name == "random":
-            crashwork.random_ops(m.mnt, rec, seed, 160 * size)
+        if name in ("random", "faults"):
+            crashwork.random_ops(m.mnt, rec, seed, 160 * size, faults=name == "faults")
         elif name == "durability":
             crashwork.durability(m.mnt, rec, seed, 30 * size)
         elif name == "ordered":
