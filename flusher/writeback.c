@@ -211,8 +211,11 @@ static void wb_page_end(struct bdi *b, struct page *p, int err)
  * its writeback. Redirtying first means the page is never clean in
  * between, so reclaim cannot drop it. The redirty is not a new dirtying.
  */
-static void wb_page_fail(struct bdi *b, struct page *p, int err)
+static void wb_page_fail(struct bdi *b, struct wb_inode *wi, struct page *p, int err)
 {
+	/* its block holds nothing of it: the owner keeps that out of commits */
+	if (page_test(p, PG_newblock) && !wi->is_meta && b->ops->newblock_failed)
+		b->ops->newblock_failed(b, wi, p->index);
 	if (set_page_dirty(p))
 		atomic_fetch_sub(&b->stats.dirtied, 1);
 	wb_page_end(b, p, err);
@@ -278,7 +281,7 @@ static void wb_io_done(struct io_req *req, int res)
 				strerror(-err));
 		wb_inode_failed(io->b, wi, io->pages[0]->index, io->n, err);
 		for (i = 0; i < io->n; i++)
-			wb_page_fail(io->b, io->pages[i], err);
+			wb_page_fail(io->b, wi, io->pages[i], err);
 	} else {
 		for (i = 0; i < io->n; i++)
 			wb_page_end(io->b, io->pages[i], 0);
@@ -334,7 +337,7 @@ static void wb_submit_run(struct wb_ctx *x, struct mapping *m, struct page **pag
 	if (!io) {
 		wb_inode_failed(x->b, m->host, pages[0]->index, n, -ENOMEM);
 		for (i = 0; i < n; i++)
-			wb_page_fail(x->b, pages[i], -ENOMEM);
+			wb_page_fail(x->b, m->host, pages[i], -ENOMEM);
 		wb_inflight_sub(x->b, n);
 		wb_inflight_ios_dec(x->b);
 		return;
@@ -458,7 +461,7 @@ static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, unsigned n)
 	if (ret) {
 		wb_inode_failed(b, wi, x->idx[0], n, ret);
 		for (i = 0; i < n; i++)
-			wb_page_fail(b, x->pages[i], ret);
+			wb_page_fail(b, wi, x->pages[i], ret);
 	} else {
 		wb_submit_runs(x, wi->mapping, n, ord);
 	}

@@ -98,6 +98,7 @@ LOCK_CLASS(lc_itable_lock, "itable_lock")
 LOCK_CLASS(lc_resv_lock, "resv_lock")
 LOCK_CLASS(lc_attr_lock, "attr_lock")
 LOCK_CLASS(lc_ec_lock, "ec_lock")
+LOCK_CLASS(lc_hide_lock, "hide_lock")
 LOCK_CLASS(lc_ilock_r, "ilock(r)")
 LOCK_CLASS(lc_ilock_w, "ilock(w)")
 LOCK_CLASS(lc_ra_lock, "ra_lock")
@@ -1690,6 +1691,7 @@ static int wbfs_init_locks(struct wbfs *w)
 	pthread_mutex_init(&w->resv_lock, NULL);
 	pthread_mutex_init(&w->itable_lock, NULL);
 	pthread_cond_init(&w->itable_cond, NULL);
+	pthread_mutex_init(&w->hide_lock, NULL);
 	w->itable_size = 4096;
 	w->itable = calloc(w->itable_size, sizeof(*w->itable));
 	return w->itable ? 0 : -ENOMEM;
@@ -1898,6 +1900,7 @@ int wbfs_close(struct wbfs *w)
 	free(w->it_locs);
 	free(w->trimmed_groups);
 	free(w->bb_scratch);
+	free(w->hide);
 	if (atomic_load(&w->lost_pages)) {
 		fprintf(wbfs_msg(), "wbcfs: %s: %ld dirty pages could not be written and are lost\n",
 			w->dev_path, atomic_load(&w->lost_pages));

@@ -1576,6 +1576,124 @@ static int wbfs_sync_fs(struct bdi *b)
 	return -wbfs_errno(err);
 }
 
+/* ---- failed writes to new blocks ------------------------------------ */
+
+/* Record page @index of inode @ino for wbfs_hide_failed_locked. */
+static void hide_record(struct wbfs *w, ext2_ino_t ino, uint64_t index)
+{
+	ls_mutex_lock(&w->hide_lock, &lc_hide_lock);
+	if (w->nr_hide == w->cap_hide) {
+		size_t cap = w->cap_hide ? w->cap_hide * 2 : 64;
+		struct hide_rec *v = realloc(w->hide, cap * sizeof(*v));
+
+		if (!v) {
+			w->hide_overflow = true;
+			goto out;
+		}
+		w->hide = v;
+		w->cap_hide = cap;
+	}
+	w->hide[w->nr_hide++] = (struct hide_rec){ ino, index };
+out:
+	atomic_store(&w->hide_pending, true);
+	ls_mutex_unlock(&w->hide_lock);
+}
+
+/*
+ * The write of page @index failed while its block was new: the block
+ * holds stale data (another file's, or the device's old contents), and
+ * the allocation or unwritten conversion that mapped it is in the running
+ * transaction, or in the one whose ordered wait this write ends. Recorded
+ * here; the commit makes the block unwritten first (journal.c). Context:
+ * flusher thread, maybe I/O completion: a short mutex, no I/O.
+ */
+static void wbfs_newblock_failed(struct bdi *b, struct wb_inode *wb, uint64_t index)
+{
+	struct wbfs *w = bdi_owner(b);
+
+	/* without a journal nothing orders metadata after data anyway */
+	if (wbfs_journal_on(w))
+		hide_record(w, container_of(wb, struct winode, wb)->ino, index);
+}
+
+/*
+ * Make the block of page @index of @wi unwritten, unless the page has
+ * been written since (PG_newblock cleared) or is gone (truncated: its
+ * block with it). The flusher maps a page only with fs_lock, which we
+ * hold: a retry that starts now finds the extent unwritten and converts
+ * it back, in the transaction its write is ordered before. A page being
+ * written again may turn out either way: it stays recorded (the commit
+ * builds again once the write is done). Files without extents keep the
+ * block as it is (there is no unwritten state to give it).
+ * Context: fs_lock held.
+ */
+static int hide_block_locked(struct wbfs *w, struct winode *wi, uint64_t index)
+{
+	struct map_ctx c = { .w = w, .wi = wi };
+	struct page *p = mapping_get_page(&wi->map, index);
+	struct ext_run r;
+	bool hide, busy;
+	int ret;
+
+	if (!p)
+		return 0;
+	hide = page_test(p, PG_newblock) && !wi->freed;
+	busy = page_test(p, PG_writeback);
+	page_put(p);
+	if (hide && busy) {
+		hide_record(w, wi->ino, index);
+		return 0;
+	}
+	if (!hide)
+		return 0;
+	ret = map_open(&c);
+	if (!ret && c.h) {
+		ls_mutex_lock(&wi->ec_lock, &lc_ec_lock);
+		ret = ec_lookup_locked(wi, index, &r);
+		ls_mutex_unlock(&wi->ec_lock);
+		if (!ret && r.pblk && !r.uninit) {
+			ret = -wbfs_errno(ext2fs_extent_set_bmap(c.h, index, r.pblk,
+								 EXT2_EXTENT_SET_BMAP_UNINIT));
+			c.ec_dirty = true;
+			if (!ret)
+				atomic_fetch_add(&w->nr_hidden, 1);
+		}
+	}
+	ret = map_close(&c, ret);
+	wi->sync_tid = wbfs_journal_tid(w);
+	return ret;
+}
+
+int wbfs_hide_failed_locked(struct wbfs *w)
+{
+	struct hide_rec *v;
+	size_t n, i;
+	bool over;
+	int ret = 0;
+
+	ls_mutex_lock(&w->hide_lock, &lc_hide_lock);
+	v = w->hide;
+	n = w->nr_hide;
+	over = w->hide_overflow;
+	w->hide = NULL;
+	w->nr_hide = w->cap_hide = 0;
+	w->hide_overflow = false;
+	atomic_store(&w->hide_pending, false);
+	ls_mutex_unlock(&w->hide_lock);
+	if (over)
+		ret = -ENOMEM;
+	/* a winode found under fs_lock is not freed before we let go of it */
+	for (i = 0; i < n; i++) {
+		struct winode *wi = winode_find(w, v[i].ino);
+		int r = wi ? hide_block_locked(w, wi, v[i].index) : 0;
+
+		if (r && !ret)
+			ret = r;
+	}
+	free(v);
+	return ret;
+}
+
 /* The first failed write of a file after a success: one line, not one per retry. */
 static void wbfs_write_error(struct bdi *b, struct wb_inode *wb, uint64_t index, int err)
 {
@@ -1592,6 +1710,7 @@ const struct bdi_ops wbfs_bdi_ops = {
 	.write_inode = wbfs_write_inode_op,
 	.sync_fs = wbfs_sync_fs,
 	.write_error = wbfs_write_error,
+	.newblock_failed = wbfs_newblock_failed,
 };
 
 /*

@@ -54,6 +54,8 @@ LOCK_CLASS(lc_journal_commit, "journal_commit")
 
 #define JBS 4096U			/* journal block = filesystem block */
 #define ESC_BIT 0x80000000U		/* logged: the copy was escaped */
+#define COMMIT_RETRIES 8		/* builds of one commit while data writes
+					 * it waits for keep failing on new blocks */
 
 /* ---- the journal ------------------------------------------------------ */
 
@@ -999,6 +1001,14 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 
 	if (!w->fs || !j->on)
 		return 1;
+	/* new blocks whose data write failed: unwritten before they commit */
+	if (wbfs_hide_pending(w)) {
+		ret = wbfs_hide_failed_locked(w);
+		if (ret) {
+			jlog(w, "%s: %s", "cannot make the blocks of failed writes unwritten", -ret);
+			return journal_abort(w, j, ret);
+		}
+	}
 	if (flush_fs_locked(w))
 		return journal_abort(w, j, -EIO);
 	if (!j->nr_run && !j->revoke.n) {
@@ -1073,12 +1083,19 @@ static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
 
 	if (t->home) {
 		ordered_wait(w, t, io);
+		/* as below: its copies may map a failed write's block as written */
+		if (wbfs_hide_pending(w))
+			return -EAGAIN;
 		return tx_write_home(j, t);
 	}
 	ret = jwrite(j, t->start, t->bufs, t->nblk - 1);
 	/* always: a failed @t is retried inside the next transaction, whose
 	 * commit waits on the next epoch only */
 	ordered_wait(w, t, io);
+	/* a data write it waited for failed on a new block, which @t may map
+	 * as written: build it again with that block unwritten */
+	if (!ret && wbfs_hide_pending(w))
+		ret = -EAGAIN;
 	if (!ret && j->empty) {
 		/* the log starts here: replay must find it */
 		j->jsb->s_start = htobe32(t->start);
@@ -1104,7 +1121,7 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 {
 	size_t i;
 
-	if (ret) {
+	if (ret && ret != -EAGAIN) {
 		atomic_fetch_add(&j->failed, 1);
 		jlog(w, t->home ? "%s: %s; its pages are left to writeback" :
 			"%s: %s; the transaction stays in memory and is retried",
@@ -1112,10 +1129,19 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 	}
 	if (t->home) {
 		for (i = 0; i < t->nr_pages; i++) {
-			page_clear(t->pages[i], PG_jcommit);
+			struct page *p = t->pages[i];
+
+			page_clear(p, PG_jcommit);
+			/* built again: its pages go back into the running transaction */
+			if (ret == -EAGAIN && p->mapping == &w->meta_map &&
+			    !page_test(p, PG_jdirty) && !add_run(j, p)) {
+				page_set(p, PG_jdirty);
+				jtab_put(&j->runset, p->index, 1);
+				continue;	/* its reference moved to the running list */
+			}
 			if (!ret)
-				page_home(t->pages[i]);
-			page_put(t->pages[i]);
+				page_home(p);
+			page_put(p);
 		}
 		t->nr_pages = 0;
 		if (!ret)
@@ -1202,6 +1228,7 @@ static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed
 	struct wjournal *j = w->journal;
 	struct jtx t = { 0 };
 	uint32_t target, cur;
+	unsigned tries;
 	int ret;
 
 	if (flushed)
@@ -1230,17 +1257,31 @@ static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed
 		ret = 0;
 		goto out;
 	}
-	wbfs_lock(w);
-	ret = commit_prepare_locked(w, j, &t);
-	wbfs_unlock(w);
-	if (ret) {
-		ret = ret > 0 ? 0 : ret;
-		goto out;
+	for (tries = 0;; tries++) {
+		wbfs_lock(w);
+		ret = commit_prepare_locked(w, j, &t);
+		wbfs_unlock(w);
+		if (ret) {
+			ret = ret > 0 ? 0 : ret;
+			goto out;
+		}
+		ret = commit_write(w, j, &t, io);
+		wbfs_lock(w);
+		commit_finish_locked(w, j, &t, ret);
+		wbfs_unlock(w);
+		if (ret != -EAGAIN)
+			break;
+		/* undone: again, with the failed writes' blocks unwritten,
+		 * once the writes in flight (a retry of one of them may be)
+		 * are done */
+		tx_free(&t);
+		memset(&t, 0, sizeof(t));
+		if (tries == COMMIT_RETRIES) {
+			ret = -EIO;
+			goto out;
+		}
+		bdi_ordered_wait(w->bdi, bdi_ordered_mark(w->bdi));
 	}
-	ret = commit_write(w, j, &t, io);
-	wbfs_lock(w);
-	commit_finish_locked(w, j, &t, ret);
-	wbfs_unlock(w);
 	if (!ret && flushed)
 		*flushed = true;
 out:
@@ -1541,10 +1582,11 @@ int wbfs_journal_show(struct wbfs *w, char *buf, size_t len)
 	return snprintf(buf, len,
 			"journal 1\ncommit_ms %u\nlog_blocks %u\nhead %u\nmax_transaction %u\n"
 			"csum_v3 %d\n64bit %d\ncommits %ld\nblocks_logged %ld\nrevokes %ld\n"
-			"checkpoints %ld\nunjournaled %ld\nfailed %ld\naborted %d\ncrc32c_hw %d\n",
+			"checkpoints %ld\nunjournaled %ld\nfailed %ld\naborted %d\ncrc32c_hw %d\n"
+			"unwritten_after_error %ld\n",
 			j->commit_ms, j->last - j->first, j->head, j->max_tx, j->csum3, j->is64,
 			atomic_load(&j->commits), atomic_load(&j->blocks),
 			atomic_load(&j->revokes), atomic_load(&j->checkpoints),
 			atomic_load(&j->unjournaled), atomic_load(&j->failed), j->err,
-			wbfs_crc32c_is_hw());
+			wbfs_crc32c_is_hw(), atomic_load(&w->nr_hidden));
 }

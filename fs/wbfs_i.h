@@ -63,6 +63,7 @@ extern struct lock_class lc_itable_lock;	/* wbfs->itable_lock */
 extern struct lock_class lc_resv_lock;		/* wbfs->resv_lock */
 extern struct lock_class lc_attr_lock;		/* winode->attr_lock */
 extern struct lock_class lc_ec_lock;		/* winode->ec_lock */
+extern struct lock_class lc_hide_lock;		/* wbfs->hide_lock */
 extern struct lock_class lc_ilock_r;		/* winode->ilock, shared */
 extern struct lock_class lc_ilock_w;		/* winode->ilock, exclusive */
 extern struct lock_class lc_ra_lock;		/* wfile->ra_lock */
@@ -193,6 +194,17 @@ struct wbfs {
 	bool destroyed;
 	int close_ret;			/* wbfs_close's result, for the exit status */
 	_Atomic long lost_pages;	/* atomic: dirty pages dropped unwritten */
+
+	/* new blocks whose data write failed (inode.c, wbfs_hide_failed_locked) */
+	pthread_mutex_t hide_lock;	/* protects: hide, nr_hide, cap_hide, hide_overflow */
+	struct hide_rec {
+		ext2_ino_t ino;
+		uint64_t index;
+	} *hide;
+	size_t nr_hide, cap_hide;
+	bool hide_overflow;		/* hide_lock: a record could not be kept */
+	_Atomic bool hide_pending;	/* atomic: records wait */
+	_Atomic long nr_hidden;		/* atomic: blocks made unwritten for them */
 	dgrp_t *bad_groups;		/* constant after mount: groups whose block
 					 * bitmap failed validation, sorted */
 	unsigned nr_bad_groups;		/* constant after mount */
@@ -242,6 +254,18 @@ void wbfs_journal_note_same(struct wbfs *w, struct page *p);
 void wbfs_journal_note_freed(struct wbfs *w, uint64_t blk, uint64_t n);
 void wbfs_journal_note_reused(struct wbfs *w, uint64_t blk, uint64_t n);
 void wbfs_journal_release_busy(struct wbfs *w);
+/*
+ * Blocks allocated (or made written) for pages whose write then failed
+ * hold stale data: before a commit can record them as written, they are
+ * made unwritten again (reads give zeros; the retried write converts them
+ * back). Returns 0 or -errno (no record could be kept, or a conversion
+ * failed: the commit must not go ahead). Context: fs_lock held.
+ */
+int wbfs_hide_failed_locked(struct wbfs *w);
+static inline bool wbfs_hide_pending(struct wbfs *w)
+{
+	return atomic_load(&w->hide_pending);
+}
 bool wbfs_journal_on(const struct wbfs *w);
 bool wbfs_journal_aborted(const struct wbfs *w);
 int wbfs_journal_show(struct wbfs *w, char *buf, size_t len);

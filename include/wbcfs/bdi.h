@@ -80,6 +80,15 @@ struct bdi_ops {
 	 * completion; must not sleep or take locks that wait on writeback.
 	 */
 	void (*write_error)(struct bdi *b, struct wb_inode *wi, uint64_t index, int err);
+	/*
+	 * Optional: the write (or the mapping) of page @index of @wi failed
+	 * while the page's block was new (PG_newblock: just allocated, or
+	 * unwritten until this write), so the block holds stale data that
+	 * the committed metadata must not point at as written. Called before
+	 * the write's ordered epoch ends. Context: flusher thread, maybe
+	 * from I/O completion; must not sleep or wait on writeback.
+	 */
+	void (*newblock_failed)(struct bdi *b, struct wb_inode *wi, uint64_t index);
 };
 
 struct bdi_config {

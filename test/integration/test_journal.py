@@ -241,6 +241,52 @@ def part_retry(env):
     env.detach(dev)
 
 
+STALE = b"stale block, never file data "
+
+
+def part_failed_data(env):
+    t_step("a data write that failed on new blocks: they never commit as written")
+    dev = env.new_fs(128 * MIB, name="faildata.img", fill=STALE)
+    m = env.mount(dev, OPTS + ["fault_inject"])
+    mnt = m.mnt
+    x, z = os.path.join(mnt, "x"), os.path.join(mnt, "z")
+    zdata = b"z" * (300 * 1024 + 17)
+    fx = os.open(x, os.O_CREAT | os.O_WRONLY, 0o644)
+    fz = os.open(z, os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        for path in (x, z):
+            os.setxattr(path, "trusted.wbcfs.fault", b"write")
+        os.write(fx, b"x" * (MIB + 5000))
+        os.write(fz, zdata)
+        t_errno(errno.EIO, os.fsync, fx, what="fsync of x under a write fault")
+        t_errno(errno.EIO, os.fsync, fz, what="fsync of z under a write fault")
+        # another file's commit takes x's and z's allocations along
+        write_sync(os.path.join(mnt, "y"), b"y" * 5000)
+        st = journal_stats(mnt)
+        t_check(st["unwritten_after_error"] >= 2,
+                "blocks of the failed writes made unwritten: %r" % st)
+        os.setxattr(z, "trusted.wbcfs.fault", b"none")
+        os.fsync(fz)
+        t_log("journal before the crash: %r" % journal_stats(mnt))
+    finally:
+        os.close(fx)
+        os.close(fz)
+    kill_daemon(env, m)
+    man = three_replays(env, dev, "faildata")
+    t_check("x" in man and "z" in man, "x and z after the replay: %r" % sorted(man))
+    m = env.mount(dev, OPTS)
+    with open(os.path.join(m.mnt, "x"), "rb") as f:
+        got = f.read()
+    t_check(STALE[:16] not in got, "x shows stale data after the crash")
+    t_check(got.count(0) == len(got), "x reads zeros where its write failed "
+            "(%d bytes, %d zero)" % (len(got), got.count(0)))
+    with open(os.path.join(m.mnt, "z"), "rb") as f:
+        t_check(f.read() == zdata, "z, fsync'ed once the fault was cleared, differs")
+    env.umount(m)
+    env.fsck(dev)
+    env.detach(dev)
+
+
 def part_revoke(env):
     t_step("revoke: directory blocks logged, freed, reused by fsync'ed data")
     dev = env.new_fs(64 * MIB, name="revoke.img")
@@ -378,6 +424,7 @@ def body(env):
     part_revoke(env)
     part_oversize(env)
     part_retry(env)
+    part_failed_data(env)
 
 
 t_main("journal", body, deadline_s=400)

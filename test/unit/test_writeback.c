@@ -32,6 +32,7 @@ struct t_inode {
 	uint64_t skip_from;	/* pages at or past this index are skipped */
 	int map_err;
 	bool redirty_on_map;	/* dirty a new page at 100000 + n per map call */
+	bool mark_new;		/* map gives its pages new blocks (PG_newblock) */
 	_Atomic int map_calls;
 	pthread_t map_thread;	/* the thread of the last map call */
 };
@@ -56,9 +57,23 @@ static int t_map(struct bdi *b, struct wb_inode *wi, const uint64_t *index, unsi
 		t_dirty(ti, 100000 + (uint64_t)ti->map_calls, 1, 'r');
 	if (ti->map_err)
 		return ti->map_err;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		pblk[i] = index[i] >= ti->skip_from ? BDI_PBLK_SKIP : ti->base + index[i];
+		if (ti->mark_new) {
+			struct page *p = mapping_get_page(&ti->m, index[i]);
+
+			page_set(p, PG_newblock);
+			page_put(p);
+		}
+	}
 	return 0;
+}
+
+static _Atomic int newblock_failed_calls;
+
+static void t_newblock_failed(struct bdi *b, struct wb_inode *wi, uint64_t index)
+{
+	newblock_failed_calls++;
 }
 
 static int t_write_inode(struct bdi *b, struct wb_inode *wi, enum wb_sync_mode mode)
@@ -83,7 +98,7 @@ static int t_sync_fs(struct bdi *b)
 }
 
 static const struct bdi_ops t_ops = { .map_pages = t_map, .write_inode = t_write_inode,
-				      .sync_fs = t_sync_fs };
+				      .sync_fs = t_sync_fs, .newblock_failed = t_newblock_failed };
 static enum io_engine_type t_engine = IO_ENGINE_URING;
 static unsigned t_flushers = 1;
 static bool t_fault_inject;
@@ -769,6 +784,54 @@ START_TEST(fault_write_then_recover)
 END_TEST
 
 /*
+ * A write that fails on a page whose block is new (PG_newblock, set by the
+ * owner's map) is reported to the owner (newblock_failed), once per page
+ * and failed write, before the sync returns; pages whose blocks held data
+ * are not; a write that succeeds clears PG_newblock.
+ */
+START_TEST(newblock_failure_reported)
+{
+	struct t_env e;
+	struct t_inode a, b;
+	struct page *p;
+
+	t_fault_inject = true;
+	t_env_init(&e, 1024, false);
+	t_fault_inject = false;
+	t_inode_init(&e, &a, 0);
+	t_inode_init(&e, &b, 1000);
+	a.mark_new = true;
+	newblock_failed_calls = 0;
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &a.wb, WB_FAULT_WRITE), 0);
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &b.wb, WB_FAULT_WRITE), 0);
+	t_dirty(&a, 0, 8, 'n');
+	t_dirty(&b, 0, 4, 'o');
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -EIO);
+	ck_assert_int_eq(newblock_failed_calls, 8);
+	ck_assert_int_eq(bdi_sync_inode(e.b, &b.wb, 0, UINT64_MAX, false), -EIO);
+	ck_assert_int_eq(newblock_failed_calls, 8);	/* b's blocks held data */
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -EIO);
+	ck_assert_int_eq(newblock_failed_calls, 16);	/* each failed write */
+	p = mapping_get_page(&a.m, 5);
+	ck_assert(page_test(p, PG_newblock) && page_test(p, PG_dirty));
+	page_put(p);
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &a.wb, 0), 0);
+	ck_assert_int_eq(bdi_inode_set_fault(e.b, &b.wb, 0), 0);
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	ck_assert_int_eq(bdi_sync_inode(e.b, &b.wb, 0, UINT64_MAX, false), 0);
+	ck_assert_int_eq(newblock_failed_calls, 16);
+	p = mapping_get_page(&a.m, 5);
+	ck_assert(!page_test(p, PG_newblock) && !page_test(p, PG_dirty));
+	page_put(p);
+	ck_assert(t_block_is(&e, 7, 'n', 7));
+	a.mark_new = false;
+	t_inode_done(&e, &a);
+	t_inode_done(&e, &b);
+	t_env_done(&e);
+}
+END_TEST
+
+/*
  * A failed metadata write is kept dirty and reported by the next metadata
  * sync (one bdi-wide cursor), and by sync(2) while it keeps failing.
  */
@@ -1011,6 +1074,7 @@ static Suite *writeback_suite(void)
 	tc = tcase_create("errors");
 	tcase_add_loop_test(tc, write_error_reaches_fsync, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
 	tcase_add_test(tc, meta_error_reported_once);
+	tcase_add_test(tc, newblock_failure_reported);
 	tcase_add_test(tc, map_error_reaches_fsync);
 	tcase_add_test(tc, map_eio_reaches_fsync);
 	tcase_set_timeout(tc, 30);
