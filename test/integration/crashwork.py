@@ -18,7 +18,10 @@ every record of an fsync that returned is inside it.
               rest, unrecorded, and is where directories come and go.
   faults      random, with now and then a few operations run while every
               metadata write fails (fault_meta=write on a fault_inject
-              mount): their commits fail, and are retried once it heals.
+              mount): their commits fail, and are retried once it heals;
+              then durability, with the data writes of some files failing
+              for a while (fault=write): their new blocks, committed along
+              with other files, must never show stale data.
   durability  the durability writer of test_durability.py: files of the
               sizes it uses, a third fsync'ed or fdatasync'ed (recorded),
               some appended to afterwards; every file's content is a
@@ -114,6 +117,7 @@ class Model:
 
 
 FAULT_META = "trusted.wbcfs.fault_meta"
+FAULT_DATA = "trusted.wbcfs.fault"
 
 
 def random_ops(mnt, rec, seed, nops, faults=False):
@@ -348,12 +352,22 @@ def random_ops(mnt, rec, seed, nops, faults=False):
     return len(m.data)
 
 
-def durability(mnt, rec, seed, nfiles):
-    """test_durability.py's writer, keeping the log position of each promise."""
+def durability(mnt, rec, seed, nfiles, faults=False):
+    """test_durability.py's writer, keeping the log position of each promise.
+    @faults (a fault_inject mount): the data writes of some files fail for
+    a while (trusted.wbcfs.fault=write): their fsync promises nothing, but
+    their stream records hold, so their blocks never show stale data, also
+    while other files' commits take their allocations along."""
     r = random.Random(seed)
     top = "r%d" % seed
     d = top
     os.mkdir(os.path.join(mnt, d))
+    failing = []
+
+    def heal(rel):
+        os.setxattr(os.path.join(mnt, rel), FAULT_DATA, b"none")
+        failing.remove(rel)
+
     for i in range(nfiles):
         if i % 7 == 0:
             d = "%s/d%d" % (top, i)
@@ -363,21 +377,38 @@ def durability(mnt, rec, seed, nfiles):
         mode = r.choice(("fsync", "fdatasync", "none", "none", "append"))
         data = rec.stream(seed, rel, size + (65536 + 33 if mode == "append" else 0))
         fd = os.open(os.path.join(mnt, rel), os.O_CREAT | os.O_WRONLY, 0o644)
+        bad = faults and r.random() < 0.3
+        if bad:
+            os.setxattr(os.path.join(mnt, rel), FAULT_DATA, b"write")
+            failing.append(rel)
         off = 0
         while off < size:
             n = min(size - off, r.choice((1, 512, 4096, 65536, 262144 + 7)))
             os.write(fd, data[off:off + n])
             off += n
-        if mode in ("fsync", "append"):
-            os.fsync(fd)
-            rec.fsynced(rel, data[:size], rec.pos())
-        elif mode == "fdatasync":
-            os.fdatasync(fd)
-            rec.fsynced(rel, data[:size], rec.pos())
+        try:
+            if mode in ("fsync", "append"):
+                os.fsync(fd)
+                rec.fsynced(rel, data[:size], rec.pos())
+            elif mode == "fdatasync":
+                os.fdatasync(fd)
+                rec.fsynced(rel, data[:size], rec.pos())
+        except OSError as e:
+            if not bad or e.errno != errno.EIO:
+                raise
         if mode == "append":
             rec.mod(rel)
             os.write(fd, data[size:])
-        os.close(fd)
+        try:
+            os.close(fd)
+        except OSError as e:
+            # close reports the failed writes too
+            if not bad or e.errno != errno.EIO:
+                raise
+        if failing and r.random() < 0.3:
+            heal(r.choice(failing))
+    while failing:
+        heal(failing[0])
     return nfiles
 
 
@@ -500,6 +531,8 @@ def main():
     try:
         if a.workload in ("random", "faults"):
             random_ops(a.mnt, rec, a.seed, a.ops, faults=a.workload == "faults")
+            if a.workload == "faults":
+                durability(a.mnt, rec, a.seed, max(a.ops // 8, 1), faults=True)
         elif a.workload == "durability":
             durability(a.mnt, rec, a.seed, a.ops)
         elif a.workload == "ordered":

@@ -4,8 +4,9 @@
 consistent and keeps what fsync promised.
 
 For each workload of crashwork.py (random namespace and data operations,
-the same with metadata writes failing now and then (commits retried), the
-durability writer, unsynced files written back while small files are
+the same with metadata writes failing now and then (commits retried) and
+then the durability writer with some files' data writes failing for a
+while, the durability writer, unsynced files written back while small files are
 fsync'ed (ordered mode under load), dbench, and checkpoints of a full 4 MiB journal
 while the running transaction has freed logged blocks) on a small
 filesystem made on an image filled with a pattern (stale data: no block
@@ -105,6 +106,8 @@ def run_workload(env, name, seed, size=1):
     try:
         if name in ("random", "faults"):
             crashwork.random_ops(m.mnt, rec, seed, 160 * size, faults=name == "faults")
+            if name == "faults":
+                crashwork.durability(m.mnt, rec, seed, 20 * size, faults=True)
         elif name == "durability":
             crashwork.durability(m.mnt, rec, seed, 30 * size)
         elif name == "ordered":
