@@ -90,7 +90,9 @@ def run_workload(env, name, seed, size=1):
     the paths (base, log, record, after) and whether the mount has a
     journal, or None when the workload cannot run here. @size scales it."""
     # checkpoint: a 4 MiB journal (mkfs -J size=4), so that it fills
-    mkfs = ["-J", "size=4"] if name == "checkpoint" else None
+    # checkpoint and faults: a 4 MiB journal (mkfs -J size=4), so that it
+    # fills (faults: checkpoints meet failing writes too)
+    mkfs = ["-J", "size=4"] if name in ("checkpoint", "faults") else None
     dev = env.new_fs(IMG_BYTES, mkfs_opts=mkfs, name=name + ".img", fill=STALE)
     base = os.path.join(env.tmp, name + "-base.img")
     after = os.path.join(env.tmp, name + "-after.img")
@@ -123,6 +125,13 @@ def run_workload(env, name, seed, size=1):
                 raise TFail("dbench: exit %d" % rc)
     finally:
         rec.close()
+    jpath = os.path.join(m.mnt, ".wbcfs", "journal")
+    if os.path.exists(jpath):
+        with open(jpath) as f:
+            st = dict(line.split() for line in f if line.strip())
+        t_log("%s: journal: %s" % (name, ", ".join(
+            "%s %s" % (k, st.get(k)) for k in ("commits", "checkpoints", "failed",
+                                               "unwritten_after_error"))))
     env.umount(m)
     copy_dev(dev, after)
     env.detach(dev)
