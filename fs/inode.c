@@ -1660,7 +1660,9 @@ static int hide_block_locked(struct wbfs *w, struct winode *wi, uint64_t index)
 		}
 	}
 	ret = map_close(&c, ret);
-	wi->sync_tid = wbfs_journal_tid(w);
+	/* its extents changed: its fsync commits that */
+	if (c.ec_dirty)
+		wi->sync_tid = wbfs_journal_tid(w);
 	return ret;
 }
 
