@@ -1001,14 +1001,16 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 
 	if (!w->fs || !j->on)
 		return 1;
-	/* new blocks whose data write failed: unwritten before they commit */
-	if (wbfs_hide_pending(w)) {
-		ret = wbfs_hide_failed_locked(w);
-		if (ret) {
-			jlog(w, "%s: %s", "cannot make the blocks of failed writes unwritten", -ret);
-			return journal_abort(w, j, ret);
-		}
-	}
+	/*
+	 * New blocks whose data write failed: unwritten before they commit.
+	 * Where that fails (no room to split an extent on a full disk) the
+	 * commit goes on, as the kernel's ext4 commits them: refusing would
+	 * also keep deletes, which make room, from committing.
+	 */
+	ret = wbfs_hide_pending(w) ? wbfs_hide_failed_locked(w) : 0;
+	if (ret)
+		jlog(w, "%s: %s; a crash before their writes succeed may show their old contents",
+		     "cannot make the blocks of failed writes unwritten", -ret);
 	if (flush_fs_locked(w))
 		return journal_abort(w, j, -EIO);
 	if (!j->nr_run && !j->revoke.n) {

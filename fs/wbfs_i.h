@@ -258,8 +258,9 @@ void wbfs_journal_release_busy(struct wbfs *w);
  * Blocks allocated (or made written) for pages whose write then failed
  * hold stale data: before a commit can record them as written, they are
  * made unwritten again (reads give zeros; the retried write converts them
- * back). Returns 0 or -errno (no record could be kept, or a conversion
- * failed: the commit must not go ahead). Context: fs_lock held.
+ * back). Returns 0 or the first -errno (a record that could not be kept,
+ * a conversion that failed: the others are still done; the caller says
+ * so). Context: fs_lock held.
  */
 int wbfs_hide_failed_locked(struct wbfs *w);
 static inline bool wbfs_hide_pending(struct wbfs *w)
