@@ -1640,12 +1640,12 @@ static int hide_block_locked(struct wbfs *w, struct winode *wi, uint64_t index)
 	hide = page_test(p, PG_newblock) && !wi->freed;
 	busy = page_test(p, PG_writeback);
 	page_put(p);
-	if (hide && busy) {
+	if (!hide)
+		return 0;
+	if (busy) {
 		hide_record(w, wi->ino, index);
 		return 0;
 	}
-	if (!hide)
-		return 0;
 	ret = map_open(&c);
 	if (!ret && c.h) {
 		ls_mutex_lock(&wi->ec_lock, &lc_ec_lock);

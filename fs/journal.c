@@ -908,6 +908,21 @@ static void tx_done(struct wbfs *w, struct wjournal *j, struct jtx *t)
  * one (pages, revokes, busy blocks), to be committed by the next try; its
  * log blocks, without a commit block, are never replayed. Context: fs_lock.
  */
+/*
+ * Page @p of a transaction that was not written goes back into the
+ * running one, unless it is there already (PG_jdirty: changed again) or
+ * no longer metadata. True when its reference moved to the running list.
+ * Context: fs_lock.
+ */
+static bool run_take_back(struct wbfs *w, struct wjournal *j, struct page *p)
+{
+	if (p->mapping != &w->meta_map || page_test(p, PG_jdirty) || add_run(j, p))
+		return false;
+	page_set(p, PG_jdirty);
+	jtab_put(&j->runset, p->index, 1);
+	return true;
+}
+
 static void tx_undo(struct wbfs *w, struct wjournal *j, struct jtx *t)
 {
 	size_t i;
@@ -916,12 +931,8 @@ static void tx_undo(struct wbfs *w, struct wjournal *j, struct jtx *t)
 		struct page *p = t->pages[i];
 
 		page_clear(p, PG_jcommit);
-		if (jtab_find(&j->ctab, p->index) && p->mapping == &w->meta_map &&
-		    !page_test(p, PG_jdirty) && !add_run(j, p)) {
-			page_set(p, PG_jdirty);
-			jtab_put(&j->runset, p->index, 1);
-			continue;	/* its reference moved to the running list */
-		}
+		if (jtab_find(&j->ctab, p->index) && run_take_back(w, j, p))
+			continue;
 		page_put(p);
 	}
 	t->nr_pages = 0;
@@ -1135,12 +1146,8 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 
 			page_clear(p, PG_jcommit);
 			/* built again: its pages go back into the running transaction */
-			if (ret == -EAGAIN && p->mapping == &w->meta_map &&
-			    !page_test(p, PG_jdirty) && !add_run(j, p)) {
-				page_set(p, PG_jdirty);
-				jtab_put(&j->runset, p->index, 1);
-				continue;	/* its reference moved to the running list */
-			}
+			if (ret == -EAGAIN && run_take_back(w, j, p))
+				continue;
 			if (!ret)
 				page_home(p);
 			page_put(p);
@@ -1216,6 +1223,42 @@ static bool committed_already(struct wjournal *j, uint32_t tid, bool *flushed)
 }
 
 /*
+ * Commit the running transaction: build it, write it, settle the log.
+ * One that a data write it waited for undid (-EAGAIN: the write failed
+ * on a new block) is built again, with that block unwritten, once the
+ * writes in flight (a retry of one of them may be) are done; at most
+ * COMMIT_RETRIES times. Returns 0, 1 (nothing to commit) or -errno.
+ * Context: commit_mutex only.
+ */
+static int commit_running(struct wbfs *w, struct wjournal *j, struct bdi_sync_io *io)
+{
+	unsigned tries;
+	int ret;
+
+	for (tries = 0;; tries++) {
+		struct jtx t = { 0 };
+
+		wbfs_lock(w);
+		ret = commit_prepare_locked(w, j, &t);
+		wbfs_unlock(w);
+		if (ret) {
+			tx_free(&t);
+			return ret;
+		}
+		ret = commit_write(w, j, &t, io);
+		wbfs_lock(w);
+		commit_finish_locked(w, j, &t, ret);
+		wbfs_unlock(w);
+		tx_free(&t);
+		if (ret != -EAGAIN)
+			return ret;
+		if (tries == COMMIT_RETRIES)
+			return -EIO;
+		bdi_ordered_wait(w->bdi, bdi_ordered_mark(w->bdi));
+	}
+}
+
+/*
  * Commit transactions up to @tid (or the running one, @upto false) and
  * wait until they are on the device. *@flushed: the device cache was
  * flushed after every data write that completed before the call: true
@@ -1228,9 +1271,7 @@ static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed
 			  struct bdi_sync_io *io)
 {
 	struct wjournal *j = w->journal;
-	struct jtx t = { 0 };
 	uint32_t target, cur;
-	unsigned tries;
 	int ret;
 
 	if (flushed)
@@ -1259,35 +1300,12 @@ static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed
 		ret = 0;
 		goto out;
 	}
-	for (tries = 0;; tries++) {
-		wbfs_lock(w);
-		ret = commit_prepare_locked(w, j, &t);
-		wbfs_unlock(w);
-		if (ret) {
-			ret = ret > 0 ? 0 : ret;
-			goto out;
-		}
-		ret = commit_write(w, j, &t, io);
-		wbfs_lock(w);
-		commit_finish_locked(w, j, &t, ret);
-		wbfs_unlock(w);
-		if (ret != -EAGAIN)
-			break;
-		/* undone: again, with the failed writes' blocks unwritten,
-		 * once the writes in flight (a retry of one of them may be)
-		 * are done */
-		tx_free(&t);
-		memset(&t, 0, sizeof(t));
-		if (tries == COMMIT_RETRIES) {
-			ret = -EIO;
-			goto out;
-		}
-		bdi_ordered_wait(w->bdi, bdi_ordered_mark(w->bdi));
-	}
-	if (!ret && flushed)
+	ret = commit_running(w, j, io);
+	if (ret > 0)
+		ret = 0;	/* nothing to commit */
+	else if (!ret && flushed)
 		*flushed = true;
 out:
-	tx_free(&t);
 	ls_mutex_unlock(&j->commit_mutex);
 	return ret;
 }

@@ -196,7 +196,9 @@ struct wbfs {
 	_Atomic long lost_pages;	/* atomic: dirty pages dropped unwritten */
 
 	/* new blocks whose data write failed (inode.c, wbfs_hide_failed_locked) */
-	pthread_mutex_t hide_lock;	/* protects: hide, nr_hide, cap_hide, hide_overflow */
+	pthread_mutex_t hide_lock;	/* protects: hide, nr_hide, cap_hide, hide_overflow;
+					 * a leaf (taken in I/O completion, and
+					 * under fs_lock by the commit) */
 	struct hide_rec {
 		ext2_ino_t ino;
 		uint64_t index;

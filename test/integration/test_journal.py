@@ -221,13 +221,13 @@ def part_retry(env):
     m = env.mount(dev, OPTS + ["fault_inject"])
     mnt = m.mnt
     write_sync(os.path.join(mnt, "before"), b"committed before the fault\n")
-    os.setxattr(mnt, "trusted.wbcfs.fault_meta", b"write")
+    os.setxattr(mnt, crashwork.FAULT_META, b"write")
     fd = os.open(os.path.join(mnt, "during"), os.O_WRONLY | os.O_CREAT, 0o644)
     os.write(fd, b"written under the fault\n")
     t_errno(errno.EIO, os.fsync, fd, what="fsync under a metadata write fault")
     failed = journal_stats(mnt)["failed"]
     t_check(failed >= 1, "the failed commit is counted (failed %d)" % failed)
-    os.setxattr(mnt, "trusted.wbcfs.fault_meta", b"none")
+    os.setxattr(mnt, crashwork.FAULT_META, b"none")
     os.fsync(fd)
     os.close(fd)
     write_sync(os.path.join(mnt, "after"), b"committed after the retry\n")
@@ -255,7 +255,7 @@ def part_failed_data(env):
     fz = os.open(z, os.O_CREAT | os.O_WRONLY, 0o644)
     try:
         for path in (x, z):
-            os.setxattr(path, "trusted.wbcfs.fault", b"write")
+            os.setxattr(path, crashwork.FAULT_DATA, b"write")
         os.write(fx, b"x" * (MIB + 5000))
         os.write(fz, zdata)
         t_errno(errno.EIO, os.fsync, fx, what="fsync of x under a write fault")
@@ -265,7 +265,7 @@ def part_failed_data(env):
         st = journal_stats(mnt)
         t_check(st["unwritten_after_error"] >= 2,
                 "blocks of the failed writes made unwritten: %r" % st)
-        os.setxattr(z, "trusted.wbcfs.fault", b"none")
+        os.setxattr(z, crashwork.FAULT_DATA, b"none")
         os.fsync(fz)
         t_log("journal before the crash: %r" % journal_stats(mnt))
     finally:
