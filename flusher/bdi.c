@@ -129,6 +129,7 @@ int bdi_create(struct bdi **out, const struct bdi_config *cfg)
 	b->ops = cfg->ops;
 	b->owner = cfg->owner;
 	b->fault_inject = cfg->fault_inject;
+	atomic_store(&b->fault_flush, -1);
 	b->bw.write_bw = b->bw.avg_write_bw = 25600;	/* 100 MB/s */
 	b->bw.stamp_ms = clock_now_ms();
 	atomic_store(&b->stats.write_bw, 25600);
@@ -264,6 +265,8 @@ int bdi_sync_meta(struct bdi *b)
 
 int bdi_flush_device(struct bdi *b)
 {
+	if (bdi_flush_fault_take(b))
+		return -EIO;
 	return devlog_flush(b->fd);
 }
 
@@ -311,6 +314,31 @@ int bdi_set_fault_rate(struct bdi *b, unsigned per_mille)
 unsigned bdi_fault_rate(struct bdi *b)
 {
 	return atomic_load(&b->fault_rate);
+}
+
+int bdi_set_fault_flush(struct bdi *b, int after)
+{
+	if (!b->fault_inject)
+		return -EPERM;
+	atomic_store(&b->fault_flush, after < 0 ? -1 : after);
+	return 0;
+}
+
+bool bdi_flush_faulted(struct bdi *b)
+{
+	return b->fault_inject && atomic_load(&b->fault_flush) >= 0;
+}
+
+bool bdi_flush_fault_take(struct bdi *b)
+{
+	int n;
+
+	if (!b->fault_inject)
+		return false;
+	n = atomic_load(&b->fault_flush);
+	while (n > 0 && !atomic_compare_exchange_weak(&b->fault_flush, &n, n - 1))
+		;
+	return n == 0;
 }
 
 const struct bdi_stats *bdi_get_stats(const struct bdi *b)

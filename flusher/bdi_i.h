@@ -61,6 +61,8 @@ struct bdi {
 	bool fault_inject;		/* constant */
 	_Atomic unsigned fault_rate;	/* atomic: per mille of device writes that
 					 * fail (fault_inject only) */
+	_Atomic int fault_flush;	/* atomic: -1, or the device flushes that still
+					 * succeed before all fail (fault_inject only) */
 
 	unsigned ord_epoch;		/* lock: ordered-data epoch (bdi_ordered_mark) */
 	long ord_cnt[2];		/* lock: data batches and writes per epoch parity */

@@ -450,7 +450,12 @@ out:
  * for as long as the inode stays in memory; trusted.wbcfs.fault_meta, on
  * any file, does the same for the filesystem's metadata I/O (the device's
  * own mapping: superblock, bitmaps, inode tables, directories, extent
- * blocks). trusted.wbcfs.fault_rate, on any file, is the per mille (0 to
+ * blocks, the journal), and with "flush" ("flush", "write+flush", ...)
+ * fails every flush of the device's cache too: a device that takes
+ * writes but cannot make them durable, so that no commit completes;
+ * "flush:N" lets N more flushes succeed first (the first of a commit's
+ * two, say). Reading it back gives the name without the count.
+ * trusted.wbcfs.fault_rate, on any file, is the per mille (0 to
  * 1000) of all device writes, data and metadata, that fail at random.
  * On other mounts they are ordinary attributes with no effect.
  */
@@ -477,14 +482,36 @@ static const char *const fault_names[] = {
 	[WB_FAULT_READ] = "read",
 	[WB_FAULT_WRITE] = "write",
 	[WB_FAULT_READ | WB_FAULT_WRITE] = "rw",
+	[WB_FAULT_FLUSH] = "flush",
+	[WB_FAULT_READ | WB_FAULT_FLUSH] = "read+flush",
+	[WB_FAULT_WRITE | WB_FAULT_FLUSH] = "write+flush",
+	[WB_FAULT_READ | WB_FAULT_WRITE | WB_FAULT_FLUSH] = "rw+flush",
 };
 
-static int fault_parse(const char *v, size_t len, unsigned *out)
+/* "NAME" or "NAME:N" (N flushes before the flush fault; *@after, else 0). */
+static int fault_parse(const char *v, size_t len, unsigned *out, int *after)
 {
+	const char *colon;
 	unsigned i;
 
 	while (len && (v[len - 1] == '\n' || v[len - 1] == '\0'))
 		len--;
+	*after = 0;
+	colon = memchr(v, ':', len);
+	if (colon) {
+		size_t k = (size_t)(colon - v) + 1;
+		long n = 0;
+
+		if (k == len || len - k > 6)
+			return -EINVAL;
+		for (; k < len; k++) {
+			if (v[k] < '0' || v[k] > '9')
+				return -EINVAL;
+			n = n * 10 + (v[k] - '0');
+		}
+		*after = (int)n;
+		len = (size_t)(colon - v);
+	}
 	for (i = 0; i < sizeof(fault_names) / sizeof(fault_names[0]); i++) {
 		if (strlen(fault_names[i]) == len && !memcmp(v, fault_names[i], len)) {
 			*out = i;
@@ -517,15 +544,22 @@ int xattr_fault_set(struct wbfs *w, ext2_ino_t ino, const char *name, const char
 {
 	struct wb_inode *wb;
 	unsigned fault;
+	int ret, after;
 
 	if (!strcmp(name, WBFS_FAULT_RATE_XATTR))
 		return fault_rate_set(w, v, len);
-	if (fault_parse(v, len, &fault))
+	if (fault_parse(v, len, &fault, &after))
+		return -EINVAL;
+	/* a flush is the device's, not a file's; a count is a flush's */
+	if ((fault & WB_FAULT_FLUSH) ? strcmp(name, WBFS_FAULT_META_XATTR) != 0 : after != 0)
 		return -EINVAL;
 	wb = fault_target(w, ino, name);
 	if (!wb)
 		return -EIO;
-	return bdi_inode_set_fault(w->bdi, wb, fault);
+	ret = bdi_inode_set_fault(w->bdi, wb, fault);
+	if (!ret && wb == &w->meta_wb)
+		ret = bdi_set_fault_flush(w->bdi, (fault & WB_FAULT_FLUSH) ? after : -1);
+	return ret;
 }
 
 /* Returns the value's length, or -errno (-ERANGE when @len is too small). */
@@ -533,6 +567,7 @@ int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, const char *name, char *buf,
 {
 	struct wb_inode *wb;
 	const char *val;
+	unsigned fault;
 	char rate[16];
 	size_t n;
 
@@ -544,7 +579,10 @@ int xattr_fault_get(struct wbfs *w, ext2_ino_t ino, const char *name, char *buf,
 	wb = fault_target(w, ino, name);
 	if (!wb)
 		return -EIO;
-	val = fault_names[atomic_load(&wb->fault) & (WB_FAULT_READ | WB_FAULT_WRITE)];
+	fault = atomic_load(&wb->fault) & (WB_FAULT_READ | WB_FAULT_WRITE);
+	if (wb == &w->meta_wb && bdi_flush_faulted(w->bdi))
+		fault |= WB_FAULT_FLUSH;
+	val = fault_names[fault];
 out:
 	n = strlen(val);
 	if (!len)

@@ -32,6 +32,8 @@
 /* wb_inode.fault bits (fault injection, honoured only with bdi_config.fault_inject) */
 #define WB_FAULT_READ	0x1	/* reads of its pages fail with EIO */
 #define WB_FAULT_WRITE	0x2	/* writes of its pages fail with EIO */
+#define WB_FAULT_FLUSH	0x4	/* the device's cache flushes fail with EIO (a
+				 * device-wide fault: bdi_set_fault_flush) */
 
 /* map_pages result for a page that must not be written (beyond EOF). */
 #define BDI_PBLK_SKIP UINT64_MAX
@@ -192,6 +194,10 @@ int bdi_sync_meta(struct bdi *b);
 int bdi_ordered_mark(struct bdi *b);
 void bdi_ordered_wait(struct bdi *b, int mark);
 /** Flush the device's volatile cache (fdatasync). */
+/**
+ * The device's volatile cache to stable media (devlog_flush). -EIO
+ * without issuing it while bdi_set_fault_flush is on.
+ */
 int bdi_flush_device(struct bdi *b);
 /**
  * sync(2)/syncfs/umount: all data inodes with WB_SYNC_ALL, their
@@ -219,6 +225,19 @@ int bdi_inode_set_fault(struct bdi *b, struct wb_inode *wi, unsigned fault);
  */
 int bdi_set_fault_rate(struct bdi *b, unsigned per_mille);
 unsigned bdi_fault_rate(struct bdi *b);
+/**
+ * Fault injection (testing aid): with @after >= 0, the next @after device
+ * cache flushes succeed and every one after them fails with EIO, as a
+ * device whose cache can no longer be written out; -1 turns it off.
+ * Flushes are bdi_flush_device's and its users' own (the journal's FUA
+ * commit block), each of which asks bdi_flush_fault_take. Returns 0, or
+ * -EPERM when the bdi was not created with fault_inject.
+ */
+int bdi_set_fault_flush(struct bdi *b, int after);
+/* Is the flush fault armed (counting down or failing)? */
+bool bdi_flush_faulted(struct bdi *b);
+/* A flush is about to be issued: true when it must fail instead. */
+bool bdi_flush_fault_take(struct bdi *b);
 
 const struct bdi_stats *bdi_get_stats(const struct bdi *b);
 

@@ -373,6 +373,48 @@ START_TEST(map_error_reaches_fsync)
 }
 END_TEST
 
+/*
+ * fault_meta=flush:N: N device flushes succeed, every later one fails
+ * until it is turned off; a syncer sees the failed flush; without
+ * fault_inject the knob is refused and flushes never fail.
+ */
+START_TEST(flush_fault_countdown)
+{
+	struct t_env e;
+	struct t_inode a;
+
+	t_env_init(&e, 1024, false);
+	ck_assert_int_eq(bdi_set_fault_flush(e.b, 0), -EPERM);
+	ck_assert(!bdi_flush_faulted(e.b));
+	ck_assert_int_eq(bdi_flush_device(e.b), 0);
+	t_env_done(&e);
+
+	t_fault_inject = true;
+	t_env_init(&e, 1024, false);
+	t_fault_inject = false;
+	ck_assert(!bdi_flush_faulted(e.b));
+	ck_assert_int_eq(bdi_flush_device(e.b), 0);	/* off by default */
+	ck_assert_int_eq(bdi_set_fault_flush(e.b, 2), 0);
+	ck_assert(bdi_flush_faulted(e.b));
+	ck_assert(!bdi_flush_fault_take(e.b));		/* one: a FUA write's */
+	ck_assert_int_eq(bdi_flush_device(e.b), 0);	/* two */
+	ck_assert_int_eq(bdi_flush_device(e.b), -EIO);
+	ck_assert(bdi_flush_fault_take(e.b));
+	ck_assert_int_eq(bdi_flush_device(e.b), -EIO);
+	/* sync writes the data, then its flush fails */
+	t_inode_init(&e, &a, 0);
+	t_dirty(&a, 0, 4, 'q');
+	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), -EIO);
+	ck_assert(t_block_is(&e, 3, 'q', 3));
+	ck_assert_int_eq(bdi_set_fault_flush(e.b, -1), 0);
+	ck_assert(!bdi_flush_faulted(e.b));
+	ck_assert_int_eq(bdi_flush_device(e.b), 0);
+	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), 0);
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
 START_TEST(bandwidth_estimator)
 {
 	struct bdi_bw bw = { .stamp_ms = 1000, .written_stamp = 0,
@@ -1084,6 +1126,7 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, fault_backoff);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("bandwidth");
+	tcase_add_test(tc, flush_fault_countdown);
 	tcase_add_test(tc, bandwidth_estimator);
 	tcase_add_test(tc, bandwidth_idle_reset);
 	tcase_add_test(tc, bandwidth_late_sampler);
