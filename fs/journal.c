@@ -72,6 +72,13 @@ struct wjournal {
 	pthread_mutex_t commit_mutex;
 	uint32_t head;			/* commit_mutex: next log block */
 	bool empty;			/* commit_mutex: s_start == 0 on disk */
+	bool jsb_unsure;		/* commit_mutex: a journal superblock write
+					 * may or may not have reached the device:
+					 * the next commit writes it again */
+	bool stale_commit;		/* commit_mutex: a commit block that failed
+					 * may be on the device, at stale_jb */
+	uint32_t stale_jb;		/* commit_mutex */
+	char *zero;			/* constant: a zeroed journal block */
 	int err;			/* commit_mutex (read anywhere): aborted */
 	uint32_t committed;		/* commit_mutex (written; read atomically
 					 * without it): the last transaction
@@ -133,13 +140,28 @@ static int jdev_write(struct wjournal *j, const struct iovec *iov, int n, off_t 
 	return devlog_pwritev(j->w->dev_fd, iov, n, off);
 }
 
-/* The commit block: durable on return (FUA, or a write and a flush). */
+/* The device cache to stable media: the bdi's flush, with its faults. */
+static int jflush(struct wjournal *j)
+{
+	return j->w->bdi ? bdi_flush_device(j->w->bdi) : devlog_flush(j->w->dev_fd);
+}
+
+/*
+ * The commit block: durable on return (FUA, or a write and a flush). On
+ * failure it may be on the device all the same (fault_meta=flush: written,
+ * not flushed), which commit_stale_clear then undoes.
+ */
 static int jwrite_commit(struct wjournal *j, uint32_t jb, char *buf)
 {
 	struct iovec v = { buf, JBS };
+	int ret;
 
 	if (jwrite_faulted(j))
 		return -EIO;
+	if (j->w->bdi && bdi_flush_fault_take(j->w->bdi)) {
+		ret = devlog_pwritev(j->w->dev_fd, &v, 1, jb_off(j, jb));
+		return ret ? ret : -EIO;
+	}
 	return devlog_pwritev_fua(j->w->dev_fd, &v, 1, jb_off(j, jb));
 }
 
@@ -636,7 +658,7 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 	if (!ret && c)
 		ret = ckpt_flush_batch(j, c);
 	if (!ret)
-		ret = devlog_flush(w->dev_fd);
+		ret = jflush(j);
 	for (i = 0; i < n && !ret; i++) {
 		struct page *p = mapping_get_page(&w->meta_map, blks[i]);
 
@@ -646,15 +668,32 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 		}
 	}
 	if (!ret && !j->empty) {
+		uint32_t start = j->jsb->s_start, seq = j->jsb->s_sequence;
+
 		j->jsb->s_start = 0;
 		j->jsb->s_sequence = htobe32(j->seq);
 		ret = jsb_write(j);
 		if (!ret)
-			ret = devlog_flush(w->dev_fd);
+			ret = jflush(j);
+		if (ret) {
+			/*
+			 * The log stays as it was, but the device may hold
+			 * either superblock. "Empty" is harmless while no
+			 * commit is appended (the home writes are flushed,
+			 * and commit_prepare_locked retries the checkpoint
+			 * before any commit), but it would hide one from
+			 * replay: keep the in-memory copy true to the log,
+			 * and let the next commit write it again first.
+			 */
+			j->jsb->s_start = start;
+			j->jsb->s_sequence = seq;
+			j->jsb_unsure = true;
+		}
 	}
 	if (!ret) {
 		j->head = j->first;
 		j->empty = true;
+		j->jsb_unsure = false;
 		jtab_clear(&j->logged);
 		atomic_fetch_add(&j->checkpoints, 1);
 	}
@@ -1065,7 +1104,7 @@ static int tx_write_home(struct wjournal *j, struct jtx *t)
 	if (!ret)
 		ret = ckpt_flush_batch(j, c);
 	ckpt_io_free(c);
-	return ret ? ret : devlog_flush(j->w->dev_fd);
+	return ret ? ret : jflush(j);
 }
 
 /*
@@ -1077,6 +1116,29 @@ static void ordered_wait(struct wbfs *w, struct jtx *t, struct bdi_sync_io *io)
 	while (io && bdi_sync_io_step(io))
 		;
 	bdi_ordered_wait(w->bdi, t->ord);
+}
+
+/*
+ * A commit block that failed to write or to flush may be on the device
+ * all the same. Its retry takes the same id and starts at the same log
+ * block, maybe with other contents: a crash while it is being written
+ * would let replay pair the old commit block with the new blocks (same
+ * id, same place), whose checksums then fail. So the old one is zeroed,
+ * durably, before the log is written again. Context: commit_mutex.
+ */
+static int commit_stale_clear(struct wjournal *j)
+{
+	char *b = j->zero;
+	int ret;
+
+	if (!j->stale_commit)
+		return 0;
+	ret = jwrite(j, j->stale_jb, &b, 1);
+	if (!ret)
+		ret = jflush(j);
+	if (!ret)
+		j->stale_commit = false;
+	return ret;
 }
 
 /*
@@ -1094,14 +1156,19 @@ static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
 {
 	int ret;
 
+	/* before the log or home is written: either would outdate it */
+	ret = commit_stale_clear(j);
 	if (t->home) {
 		ordered_wait(w, t, io);
-		/* as below: its copies may map a failed write's block as written */
-		if (wbfs_hide_pending(w))
+		/* as below: its copies may map a failed write's block as
+		 * written; and pages left to writeback would go home under
+		 * the stale commit: back into the running transaction */
+		if (ret || wbfs_hide_pending(w))
 			return -EAGAIN;
 		return tx_write_home(j, t);
 	}
-	ret = jwrite(j, t->start, t->bufs, t->nblk - 1);
+	if (!ret)
+		ret = jwrite(j, t->start, t->bufs, t->nblk - 1);
 	/* always: a failed @t is retried inside the next transaction, whose
 	 * commit waits on the next epoch only */
 	ordered_wait(w, t, io);
@@ -1109,18 +1176,27 @@ static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
 	 * as written: build it again with that block unwritten */
 	if (!ret && wbfs_hide_pending(w))
 		ret = -EAGAIN;
-	if (!ret && j->empty) {
-		/* the log starts here: replay must find it */
-		j->jsb->s_start = htobe32(t->start);
-		j->jsb->s_sequence = htobe32(t->tid);
+	if (!ret && (j->empty || j->jsb_unsure)) {
+		/* the log starts here (or where it started: a superblock
+		 * write that failed may have left "empty"): replay must find it */
+		if (j->empty) {
+			j->jsb->s_start = htobe32(t->start);
+			j->jsb->s_sequence = htobe32(t->tid);
+		}
 		ret = jsb_write(j);
 	}
 	if (!ret)
-		ret = devlog_flush(w->dev_fd);
+		ret = jflush(j);
 	if (!ret) {
 		commit_block_fill(j, t);
 		ret = jwrite_commit(j, t->start + t->nblk - 1, t->bufs[t->nblk - 1]);
+		if (ret) {
+			j->stale_commit = true;
+			j->stale_jb = t->start + t->nblk - 1;
+		}
 	}
+	if (!ret)
+		j->jsb_unsure = false;
 	return ret;
 }
 
@@ -1383,8 +1459,10 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 		return -ENOMEM;
 	j->w = w;
 	j->jsb = jalloc(JBS);
-	if (!j->jsb)
+	j->zero = jalloc(JBS);
+	if (!j->jsb || !j->zero)
 		goto nomem;
+	memset(j->zero, 0, JBS);
 	if (ext2fs_read_inode_full(fs, fs->super->s_journal_inum, (struct ext2_inode *)&in,
 				   sizeof(in))) {
 		fprintf(wbfs_msg(), "wbcfs: %s: cannot read the journal inode; run e2fsck\n", dev);
@@ -1462,7 +1540,7 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	j->commit_ms = w->opts.commit_s ? w->opts.commit_s * 1000 : 5000;
 	ret = jsb_write(j);
 	if (!ret)
-		ret = devlog_flush(w->dev_fd);
+		ret = jflush(j);
 	if (ret) {
 		fprintf(wbfs_msg(), "wbcfs: %s: cannot write the journal superblock: %s\n", dev,
 			strerror(-ret));
@@ -1488,6 +1566,7 @@ nomem:
 fail:
 	free(j->map);
 	free(j->jsb);
+	free(j->zero);
 	free(j);
 	return ret;
 }
@@ -1575,6 +1654,7 @@ void wbfs_journal_free(struct wbfs *w)
 		ext2fs_free_block_bitmap(j->busy_commit);
 	free(j->map);
 	free(j->jsb);
+	free(j->zero);
 	pthread_mutex_destroy(&j->commit_mutex);
 	pthread_mutex_destroy(&j->tlock);
 	pthread_cond_destroy(&j->tcond);

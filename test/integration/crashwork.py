@@ -18,7 +18,9 @@ every record of an fsync that returned is inside it.
               rest, unrecorded, and is where directories come and go.
   faults      random, with now and then a few operations run while every
               metadata write fails (fault_meta=write on a fault_inject
-              mount): their commits fail, and are retried once it heals;
+              mount) or the device's cache flushes fail (fault_meta=flush,
+              or flush:N, after N more): their commits fail, and are
+              retried once it heals;
               then durability, with the data writes of some files failing
               for a while (fault=write): their new blocks, committed along
               with other files, must never show stale data.
@@ -123,8 +125,9 @@ FAULT_DATA = "trusted.wbcfs.fault"
 def random_ops(mnt, rec, seed, nops, faults=False):
     """Random namespace and data operations.  @faults (a fault_inject
     mount): now and then a few of them run with the device failing every
-    metadata write (fault_meta=write), so that commits fail and are
-    retried once it heals; an fsync that fails there promises nothing."""
+    metadata write (fault_meta=write) or its cache flushes (fault_meta=
+    flush, flush:N), so that commits fail and are retried once it heals;
+    an fsync that fails there promises nothing."""
     r = random.Random(seed)
     m = Model()
     faulty = [0]    # operations left in the fault window
@@ -338,7 +341,11 @@ def random_ops(mnt, rec, seed, nops, faults=False):
     for _ in range(nops):
         if faults and not faulty[0] and r.random() < 0.08:
             faulty[0] = r.randrange(2, 7)
-            os.setxattr(mnt, FAULT_META, b"write")
+            # a log write fails, or the device's flushes do: all of them,
+            # or from the second or third on (a commit block written but
+            # not flushed; a checkpoint's home writes flushed, its journal
+            # superblock not)
+            os.setxattr(mnt, FAULT_META, r.choice((b"write", b"flush", b"flush:1", b"flush:2")))
         if faulty[0]:
             r.choice(window)()
             faulty[0] -= 1

@@ -216,26 +216,35 @@ def part_crash(env):
 
 
 def part_retry(env):
-    t_step("a failed commit, retried: the retry replays after a crash")
+    t_step("failed commits, retried: the retries replay after a crash")
     dev = env.new_fs(128 * MIB, name="retry.img")
     m = env.mount(dev, OPTS + ["fault_inject"])
     mnt = m.mnt
     write_sync(os.path.join(mnt, "before"), b"committed before the fault\n")
-    os.setxattr(mnt, crashwork.FAULT_META, b"write")
-    fd = os.open(os.path.join(mnt, "during"), os.O_WRONLY | os.O_CREAT, 0o644)
-    os.write(fd, b"written under the fault\n")
-    t_errno(errno.EIO, os.fsync, fd, what="fsync under a metadata write fault")
-    failed = journal_stats(mnt)["failed"]
-    t_check(failed >= 1, "the failed commit is counted (failed %d)" % failed)
-    os.setxattr(mnt, crashwork.FAULT_META, b"none")
-    os.fsync(fd)
-    os.close(fd)
-    write_sync(os.path.join(mnt, "after"), b"committed after the retry\n")
+    t_errno(errno.EINVAL, os.setxattr, os.path.join(mnt, "before"), crashwork.FAULT_DATA,
+            b"flush", what="a flush fault on a file (flushes are the device's)")
+    # a log write fails; every flush fails; the commit block is written
+    # but its flush fails (it may be on the device: the retry, same id and
+    # same place, must not meet it)
+    for i, fault in enumerate((b"write", b"flush", b"flush:1")):
+        failed = journal_stats(mnt)["failed"]
+        os.setxattr(mnt, crashwork.FAULT_META, fault)
+        t_eq(os.getxattr(mnt, crashwork.FAULT_META), fault.split(b":")[0],
+             "fault_meta reads back")
+        fd = os.open(os.path.join(mnt, "during%d" % i), os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, b"written under fault_meta=%s\n" % fault)
+        t_errno(errno.EIO, os.fsync, fd, what="fsync under fault_meta=%s" % fault.decode())
+        t_check(journal_stats(mnt)["failed"] > failed,
+                "the failed commit under %s is counted" % fault.decode())
+        os.setxattr(mnt, crashwork.FAULT_META, b"none")
+        os.fsync(fd)
+        os.close(fd)
+    write_sync(os.path.join(mnt, "after"), b"committed after the retries\n")
     st = journal_stats(mnt)
     t_log("journal before the crash: %r" % st)
     kill_daemon(env, m)
     man = three_replays(env, dev, "retry")
-    for name in ("before", "during", "after"):
+    for name in ("before", "during0", "during1", "during2", "after"):
         t_check(name in man, "fsync'ed %s lost in the replay (a failed commit's "
                 "id skipped: the replay stops at the gap)" % name)
     env.detach(dev)
