@@ -764,6 +764,52 @@ struct throttle_verdict throttle_resume(struct throttle_wb *tw, pid_t pid)
 	return v;
 }
 
+/* ---- throttle=writeback: the dirtier writes (2.6.24-3.1) ----------------------------- */
+
+bool throttle_writeback_due(struct throttle_wb *tw, pid_t pid, long nr, long ratelimit)
+{
+	struct throttle_domain *d = tw->dom;
+	struct throttle_task *t;
+	uint64_t now = clock_now_ms();
+	bool due = false;
+
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
+	tasks_reap(d, now);
+	t = task_get(d, pid, now);
+	if (t) {
+		t->nr_dirtied += nr;
+		t->last_seen = now;
+		if (tw->dirty_exceeded && ratelimit > 8)
+			ratelimit = 8;
+		due = t->nr_dirtied >= ratelimit;
+		if (due)
+			t->nr_dirtied = 0;
+	}
+	ls_mutex_unlock(&d->lock);
+	return due;
+}
+
+bool throttle_writeback_over(struct throttle_wb *tw)
+{
+	struct throttle_domain *d = tw->dom;
+	bool over, kick;
+	struct dtc c;
+
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
+	domain_limits(d, &c);
+	wb_limits(tw, &c, clock_now_ms());
+	/* throttled only when background writeback cannot catch up */
+	over = c.wb_dirty > c.wb_thresh && c.dirty >= (c.bg_thresh + c.thresh) / 2;
+	tw->dirty_exceeded = over;
+	kick = c.nr_dirty > c.bg_thresh;
+	ls_mutex_unlock(&d->lock);
+	if (over)
+		atomic_fetch_add(&d->stats.nr_dirtier_evals, 1);
+	if (kick)
+		tw->ops->kick(tw);	/* pdflush_operation(background_writeout) */
+	return over;
+}
+
 /* ---- setup, queries ----------------------------------------------------------------- */
 
 int throttle_domain_init(struct throttle_domain *d,
@@ -950,6 +996,8 @@ int throttle_mode_parse(const char *s, size_t len, enum throttle_mode *out)
 		*out = THROTTLE_IOLESS;
 	else if (len == 6 && !memcmp(s, "simple", 6))
 		*out = THROTTLE_SIMPLE;
+	else if (len == 9 && !memcmp(s, "writeback", 9))
+		*out = THROTTLE_WRITEBACK;
 	else
 		return -EINVAL;
 	return 0;
@@ -957,5 +1005,5 @@ int throttle_mode_parse(const char *s, size_t len, enum throttle_mode *out)
 
 const char *throttle_mode_name(enum throttle_mode m)
 {
-	return m == THROTTLE_SIMPLE ? "simple" : "ioless";
+	return m == THROTTLE_SIMPLE ? "simple" : m == THROTTLE_WRITEBACK ? "writeback" : "ioless";
 }

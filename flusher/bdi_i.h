@@ -117,7 +117,7 @@ void wb_pool_ctx_destroy(struct wb_ctx *x);
  * left for later. Returns pages written. Context: pool thread, no lock.
  */
 long wb_pool_visit(struct wb_ctx *x, struct bdi *b, enum wb_reason why, long budget,
-		   bool *congested, bool *more_io);
+		   bool nonblocking, bool *congested, bool *more_io);
 /* Is there anything for background or periodic writeback? Context: b->lock held. */
 bool wb_has_dirty_io_locked(struct bdi *b);
 /* The domain over its background threshold, or @b over its strictlimit share. */

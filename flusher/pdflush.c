@@ -206,7 +206,7 @@ static void pdflush_round(struct pdflush_thread *t, enum wb_reason why, struct p
 		}
 		b->pool_busy = true;
 		ls_mutex_unlock(&p->lock);
-		got = wb_pool_visit(t->x, b, why, budget, &congested, &more_io);
+		got = wb_pool_visit(t->x, b, why, budget, true, &congested, &more_io);
 		ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 		b->pool_busy = false;
 		pthread_cond_broadcast(&p->congestion_cond);

@@ -693,7 +693,10 @@ static bool wb_should_stop(struct bdi *b, struct wb_work *w)
 		return true;
 	if (w->reason == WB_REASON_BACKGROUND && !wb_over_bg(b))
 		return true;
-	return w->reason != WB_REASON_SYNC && !list_empty(&b->work_list);
+	/* queued work goes first, but not before a sync, nor before a
+	 * dirtier's own writeback (it is not this worker's to yield) */
+	return w->reason != WB_REASON_SYNC && w->reason != WB_REASON_DIRTIER &&
+	       !list_empty(&b->work_list);
 }
 
 /* The dirtied_when cutoff of a round (ALGORITHMS.md §3 wb_writeback). */
@@ -1234,10 +1237,10 @@ void wb_pool_ctx_destroy(struct wb_ctx *x)
 }
 
 long wb_pool_visit(struct wb_ctx *x, struct bdi *b, enum wb_reason why, long budget,
-		   bool *congested, bool *more_io)
+		   bool nonblocking, bool *congested, bool *more_io)
 {
 	struct wb_work w = { .kind = WORK_PAGES, .sync_mode = WB_SYNC_NONE, .reason = why,
-			     .nr_pages = budget, .nonblocking = true };
+			     .nr_pages = budget, .nonblocking = nonblocking };
 	long got;
 
 	if (b->engine == IO_ENGINE_NBD) {
@@ -1274,4 +1277,57 @@ long wb_pool_visit(struct wb_ctx *x, struct bdi *b, enum wb_reason why, long bud
 	*congested = w.encountered_congestion;
 	*more_io = w.more_io;
 	return got;
+}
+
+/* ---- the dirtier's own writeback (throttle=writeback) ------------------------- */
+
+static pthread_key_t dirtier_key;
+static pthread_once_t dirtier_once = PTHREAD_ONCE_INIT;
+
+static void dirtier_ctx_free(void *x)
+{
+	wb_pool_ctx_destroy(x);
+}
+
+static void dirtier_key_init(void)
+{
+	pthread_key_create(&dirtier_key, dirtier_ctx_free);
+}
+
+/*
+ * writeback_inodes() from balance_dirty_pages, before 3.2: the calling
+ * thread writes up to @nr_pages of @b's inodes itself, any inode's, with
+ * WB_SYNC_NONE, and blocks while the device's queue is full (as in
+ * get_request_wait). Its engine is the thread's own, made at its first
+ * call and freed when it exits. Returns pages written.
+ */
+long bdi_writeback_dirtier(struct bdi *b, long nr_pages)
+{
+	struct wb_ctx *x;
+	bool congested, more_io;
+
+	pthread_once(&dirtier_once, dirtier_key_init);
+	x = pthread_getspecific(dirtier_key);
+	if (!x) {
+		x = wb_pool_ctx_create(b->engine, b->queue_depth, "dirtier");
+		if (!x)
+			return 0;
+		if (pthread_setspecific(dirtier_key, x)) {
+			wb_pool_ctx_destroy(x);
+			return 0;
+		}
+	}
+	return wb_pool_visit(x, b, WB_REASON_DIRTIER, nr_pages, false, &congested, &more_io);
+}
+
+/*
+ * congestion_wait(WRITE, HZ/10) for @b: until a write completes that
+ * leaves its queue with room, or @ms pass. A queue that is not full
+ * wakes nobody: the wait is then the whole @ms, as it was.
+ */
+void bdi_congestion_wait(struct bdi *b, unsigned ms)
+{
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
+	clock_cond_wait_ms(&b->done_cond, &b->lock, ms);
+	ls_mutex_unlock(&b->lock);
 }

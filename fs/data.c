@@ -528,10 +528,54 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 }
 
 /*
+ * ratelimit_pages of 2.6.24-3.1 (writeback_set_ratelimit): the cache's
+ * pages / (CPUs * 32), from 16 pages to 4 MiB.
+ */
+static long dirtier_ratelimit(struct wbfs *w)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	long rl = (long)w->cache->nr_pages / ((cpus > 0 ? cpus : 1) * 32);
+	long max = (long)((4UL << 20) / PAGE_SIZE);
+
+	return rl < 16 ? 16 : rl > max ? max : rl;
+}
+
+/*
+ * throttle=writeback: balance_dirty_pages as it was before IO-less
+ * throttling (2.6.24-3.1), the writers seed 001 ran with. Every
+ * ratelimit_pages (8 while over) a dirtier looks at its device; while it
+ * is over its share and the domain past the middle of the thresholds,
+ * the dirtier writes write_chunk (1.5 ratelimit_pages) of the device's
+ * pages itself, any inode's, blocking on a full queue, and waits for the
+ * queue (congestion_wait, 100 ms) when it wrote less. This FUSE worker
+ * does the I/O before it replies: the writer waits for it.
+ */
+static void data_balance_writeback(struct wbfs *w, pid_t pid, long nr)
+{
+	struct throttle_wb *tw = bdi_throttle_wb(w->bdi);
+	struct throttle_stats *ts = &w->cache->throttle.stats;
+	long rl = dirtier_ratelimit(w), chunk = rl + rl / 2, written = 0;
+
+	if (nr <= 0 || !throttle_writeback_due(tw, pid, nr, rl))
+		return;
+	while (!w->destroyed && throttle_writeback_over(tw)) {
+		long got = bdi_writeback_dirtier(w->bdi, chunk);
+
+		written += got;
+		atomic_fetch_add(&ts->nr_dirtier_pages, got);
+		if (written >= chunk || !throttle_writeback_over(tw))
+			break;
+		atomic_fetch_add(&ts->nr_dirtier_waits, 1);
+		bdi_congestion_wait(w->bdi, 100);
+	}
+}
+
+/*
  * A write by task @pid dirtied @nr pages: the throttle's turn
  * (balance_dirty_pages_ratelimited). The IO-less controller's pause is
  * served by holding the write's reply (fuse_io.c), so this returns at
- * once; the simple throttle blocks here until under the limit.
+ * once; the simple throttle blocks here until under the limit, and
+ * throttle=writeback makes this worker write.
  * Context: a WRITE's worker, after data_write, before the reply.
  */
 void data_balance_dirty(struct wbfs *w, pid_t pid, long nr)
@@ -539,9 +583,15 @@ void data_balance_dirty(struct wbfs *w, pid_t pid, long nr)
 	struct throttle_wb *tw = bdi_throttle_wb(w->bdi);
 	struct throttle_verdict v;
 
-	if (atomic_load(&w->cache->throttle.mode) == THROTTLE_SIMPLE) {
+	switch (atomic_load(&w->cache->throttle.mode)) {
+	case THROTTLE_SIMPLE:
 		dirty_balance_simple(w->cache);
 		return;
+	case THROTTLE_WRITEBACK:
+		data_balance_writeback(w, pid, nr);
+		return;
+	default:
+		break;
 	}
 	if (nr <= 0)
 		return;

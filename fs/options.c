@@ -504,7 +504,7 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 		enum throttle_mode m;
 
 		if (!val || throttle_mode_parse(val, strlen(val), &m)) {
-			snprintf(err, errlen, "throttle: '%s' is not one of ioless, simple",
+			snprintf(err, errlen, "throttle: '%s' is not one of ioless, simple, writeback",
 				 val ? val : "");
 			return -EINVAL;
 		}
@@ -607,7 +607,9 @@ void options_usage(FILE *out)
 		"  dirty_background_bytes=SIZE    background threshold in bytes [0]\n"
 		"  dirty_expire_centisecs=N       age at which dirty data is written [3000]\n"
 		"  dirty_writeback_centisecs=N    periodic writeback interval, 0 = off [500]\n"
-		"  throttle=ioless|simple         dirty throttling: paced pauses or block at the limit [ioless]\n"
+		"  throttle=ioless|simple|writeback\n"
+		"                                 dirty throttling: paced pauses, block at the limit,\n"
+		"                                 or the writer writes (before 3.2) [ioless]\n"
 		"  min_ratio=N                    %% of the dirty threshold the device is guaranteed [0]\n"
 		"  max_ratio=N                    %% of the dirty threshold the device may use [100]\n"
 		"  strictlimit[=0|1]              throttle on the device's own share of the limit [0]\n"

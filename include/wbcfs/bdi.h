@@ -292,6 +292,14 @@ void bdi_bw_start(struct bdi_bw *bw, uint64_t now_ms, long written_total, bool i
  */
 bool bdi_write_congested(struct bdi *b);
 /**
+ * throttle=writeback: the calling thread (a dirtier) writes up to
+ * @nr_pages of @b itself, blocking on a full queue, with an engine of its
+ * own. Returns pages written.
+ */
+long bdi_writeback_dirtier(struct bdi *b, long nr_pages);
+/** congestion_wait: until @b's full queue has room, or @ms pass. */
+void bdi_congestion_wait(struct bdi *b, unsigned ms);
+/**
  * The owner declares the device congested (@on) or no longer, whatever its
  * queue holds (the kernel's set_bdi_congested, as FUSE and NFS use it).
  */

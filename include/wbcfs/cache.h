@@ -26,6 +26,7 @@ enum wb_reason {
 	WB_REASON_PERIODIC,
 	WB_REASON_FSYNC,
 	WB_REASON_UMOUNT,
+	WB_REASON_DIRTIER,	/* the dirtier writes (throttle=writeback) */
 };
 
 struct cache_ops {

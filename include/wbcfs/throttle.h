@@ -33,7 +33,12 @@
 #define THROTTLE_MAX_PAUSE_MS_DEFAULT 200	/* MAX_PAUSE = HZ/5 */
 #define THROTTLE_MAX_PAUSE_MS_MAX 10000
 
-enum throttle_mode { THROTTLE_IOLESS, THROTTLE_SIMPLE };
+/*
+ * ioless: paced pauses (3.2 on). simple: block while over the limit.
+ * writeback: the dirtier writes its device's pages itself, as
+ * balance_dirty_pages did from 2.6.24 to 3.1 (throttle_writeback_*).
+ */
+enum throttle_mode { THROTTLE_IOLESS, THROTTLE_SIMPLE, THROTTLE_WRITEBACK };
 
 /* The global domain's counters (pages), read at each evaluation. */
 struct throttle_global {
@@ -121,6 +126,10 @@ struct throttle_stats {
 	_Atomic long nr_tasks_reaped;
 	_Atomic long trace_records;
 	_Atomic long trace_lost;	/* records dropped (ring full, oldest first) */
+	/* throttle=writeback */
+	_Atomic long nr_dirtier_evals;	/* looks that found the device over */
+	_Atomic long nr_dirtier_pages;	/* pages the dirtiers wrote */
+	_Atomic long nr_dirtier_waits;	/* their congestion waits */
 };
 
 /* A trace record: one throttle decision (bdp) or one bandwidth update (bw). */
@@ -249,7 +258,22 @@ int throttle_trace_format(const struct throttle_trace_rec *r, char *buf, size_t 
 /** The oldest-first position a new reader starts from. */
 uint64_t throttle_trace_start(struct throttle_domain *d);
 
-/** Parse "ioless"/"simple". Returns 0 or -EINVAL. */
+/**
+ * throttle=writeback, balance_dirty_pages_ratelimited before 3.2: task
+ * @pid dirtied @nr pages of @tw; true once it has dirtied @ratelimit
+ * since its last look (8 while its device is over its limit).
+ */
+bool throttle_writeback_due(struct throttle_wb *tw, pid_t pid, long nr, long ratelimit);
+/**
+ * One look of that balance_dirty_pages: true when the dirtier must write
+ * (its device is over its share of the threshold, and the domain's dirty
+ * and writeback pages past the middle of the background and hard
+ * thresholds). Kicks background writeback when the domain's dirty pages
+ * are over the background threshold.
+ */
+bool throttle_writeback_over(struct throttle_wb *tw);
+
+/** Parse "ioless"/"simple"/"writeback". Returns 0 or -EINVAL. */
 int throttle_mode_parse(const char *s, size_t len, enum throttle_mode *out);
 const char *throttle_mode_name(enum throttle_mode m);
 

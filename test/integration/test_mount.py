@@ -18,6 +18,7 @@ import errno
 import os
 import signal
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -338,6 +339,42 @@ def check_pdflush(env, dev):
     env.verify_after_umount(dev, man)
 
 
+def check_dirtier(env, dev):
+    t_step("-o throttle=writeback, per-device workers and pdflush: writers over "
+           "the limit write pages themselves; readback, unmount, e2fsck")
+    for model in ("bdi", "pdflush"):
+        m = env.mount(dev, ["throttle=writeback", "flusher_model=" + model,
+                            "cache_size=64M", "dirty_ratio=10", "dirty_background_ratio=5"])
+        t_eq(read_ctl(m.mnt, "throttle").strip(), "writeback", "/.wbcfs/throttle")
+        datas = [os.urandom(24 * MIB) for _ in range(3)]
+        paths = [os.path.join(m.mnt, "dirtier-%s-%d.bin" % (model, i)) for i in range(3)]
+        ths = []
+        for path, data in zip(paths, datas):
+            def write(path=path, data=data):
+                fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+                for off in range(0, len(data), 256 * 1024):
+                    t_write_all(fd, data[off:off + 256 * 1024])
+                os.close(fd)
+            ths.append(threading.Thread(target=write))
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join()
+        v = vmstat(m.mnt)
+        t_log("%s: dirtiers looked over %d times, wrote %d pages, waited %d times"
+              % (model, v["nr_dirtier_evals"], v["nr_dirtier_pages"], v["nr_dirtier_waits"]))
+        # 72 MiB into a 64 MiB cache with a 10% limit: the writers must have written
+        t_check(v["nr_dirtier_evals"] > 0, "no dirtier was over the limit: %r" % v)
+        t_check(v["nr_dirtier_pages"] > 0, "the dirtiers wrote nothing: %r" % v)
+        t_eq(v["nr_throttle_pauses"], 0, "IO-less pauses under throttle=writeback")
+        for path, data in zip(paths, datas):
+            with open(path, "rb") as f:
+                t_check(f.read() == data, "%s reads back different" % path)
+        man = t_manifest(m.mnt)
+        env.umount(m)
+        env.verify_after_umount(dev, man)
+
+
 def body(env):
     if not t_is_kernel():
         check_help(env)
@@ -357,6 +394,7 @@ def body(env):
     if not t_is_kernel():
         check_not_clean(env, dev)
         check_pdflush(env, dev)
+        check_dirtier(env, dev)
     else:
         t_log("kernel target: --help, options, second mount and e2fsck "
               "refusal are wbcfs-only; skipped")

@@ -267,6 +267,8 @@ START_TEST(throttle_options)
 	ck_assert_int_eq(t_parse("strictlimit=0,throttle=ioless"), 0);
 	ck_assert(!o.strictlimit);
 	ck_assert_uint_eq(o.throttle, THROTTLE_IOLESS);
+	ck_assert_int_eq(t_parse("throttle=writeback"), 0);
+	ck_assert_uint_eq(o.throttle, THROTTLE_WRITEBACK);
 }
 END_TEST
 
@@ -318,7 +320,7 @@ START_TEST(bad_values_named)
 	t_refused("readahead_kb=-4", "readahead_kb");
 	t_refused("io_engine=spdk", "io_engine");
 	t_refused("transport=splice", "transport");
-	t_refused("throttle=fast", "throttle: 'fast' is not one of ioless, simple");
+	t_refused("throttle=fast", "throttle: 'fast' is not one of ioless, simple, writeback");
 	t_refused("strictlimit=2", "strictlimit");
 	t_refused("max_pause_ms=0", "max_pause_ms");
 	t_refused("max_ratio=101", "max_ratio");

@@ -707,8 +707,56 @@ START_TEST(mode_names)
 	ck_assert_int_eq(m, THROTTLE_SIMPLE);
 	ck_assert_int_eq(throttle_mode_parse("ioless", 6, &m), 0);
 	ck_assert_int_eq(m, THROTTLE_IOLESS);
+	ck_assert_int_eq(throttle_mode_parse("writeback\n", 10, &m), 0);
+	ck_assert_int_eq(m, THROTTLE_WRITEBACK);
 	ck_assert_int_eq(throttle_mode_parse("fast", 4, &m), -EINVAL);
 	ck_assert_str_eq(throttle_mode_name(THROTTLE_SIMPLE), "simple");
+	ck_assert_str_eq(throttle_mode_name(THROTTLE_WRITEBACK), "writeback");
+}
+END_TEST
+
+/*
+ * throttle=writeback (balance_dirty_pages before 3.2): a dirtier is looked
+ * at every ratelimit pages, 8 while its device is over; it must write
+ * only when its device is over its share and the domain past the middle
+ * of the background and hard thresholds; over the background threshold
+ * background writeback is kicked either way.
+ */
+START_TEST(writeback_mode_decisions)
+{
+	struct sim *s = sim_new(100);		/* thresh 25600 pages, bg 12800 */
+	struct sim_dev *a = sim_add_dev(s, 100), *b = sim_add_dev(s, 100);
+
+	throttle_wb_completed(&b->tw, 1000);	/* b has the whole share */
+	ck_assert(!throttle_writeback_due(&a->tw, 1, 10, 32));
+	ck_assert(throttle_writeback_due(&a->tw, 1, 22, 32));
+	ck_assert(!throttle_writeback_due(&a->tw, 1, 31, 32));	/* counted afresh */
+	ck_assert(!throttle_writeback_due(&a->tw, 2, 31, 32));	/* per task */
+
+	a->reclaimable = 1000;
+	ck_assert(!throttle_writeback_over(&a->tw));
+	ck_assert(!a->bg_active);
+	/* over the background threshold, below the middle: kicked, not made to write */
+	a->reclaimable = 14000;
+	ck_assert(!throttle_writeback_over(&a->tw));
+	ck_assert(a->bg_active);
+	ck_assert(!a->tw.dirty_exceeded);
+	/* past the middle (19200) and over its (small) share: it writes */
+	a->reclaimable = 15000;
+	a->writeback = 5000;
+	ck_assert(throttle_writeback_over(&a->tw));
+	ck_assert(a->tw.dirty_exceeded);
+	ck_assert_int_eq(atomic_load(&s->dom.stats.nr_dirtier_evals), 1);
+	ck_assert(throttle_writeback_due(&a->tw, 1, 8, 32));	/* 8 while over */
+	/* b, with the share, is under its threshold at the same domain count */
+	b->reclaimable = 1000;
+	ck_assert(!throttle_writeback_over(&b->tw));
+	/* written down: a is under again, and its ratelimit is back */
+	a->reclaimable = 2000;
+	a->writeback = 0;
+	ck_assert(!throttle_writeback_over(&a->tw));
+	ck_assert(!throttle_writeback_due(&a->tw, 1, 8, 32));
+	sim_free(s);
 }
 END_TEST
 
@@ -731,6 +779,7 @@ static Suite *throttle_suite(void)
 	tcase_add_test(tc, tasks_reaped);
 	tcase_add_test(tc, trace_ring);
 	tcase_add_test(tc, mode_names);
+	tcase_add_test(tc, writeback_mode_decisions);
 	suite_add_tcase(s, tc);
 	return s;
 }
