@@ -7,7 +7,9 @@ device refused, the superblock not clean while mounted and clean after,
 cleanly unmounted refused (message names e2fsck) unless -o fsck, one
 marked needs_recovery recovered at mount, and -o flusher_model=pdflush
 (background writeback by the shared pool) writing, reading back and
-leaving a filesystem e2fsck passes.
+leaving a filesystem e2fsck passes; -o throttle=writeback under both
+flusher models: writers over the limit write pages themselves (vmstat's
+nr_dirtier_pages), no IO-less pause, data and e2fsck intact.
 
     WBCFS_BIN=build/wbcfs test/integration/test_mount.py
     test/integration/test_mount.py --kernel   # the parts that apply to ext4
