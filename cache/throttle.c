@@ -709,6 +709,27 @@ static void tasks_reap(struct throttle_domain *d, uint64_t now)
 	}
 }
 
+/* Task @pid dirtied @nr pages: its state, charged with them. Context: domain lock. */
+static struct throttle_task *task_dirtied_locked(struct throttle_domain *d, pid_t pid,
+						 long nr, uint64_t now)
+{
+	struct throttle_task *t;
+
+	tasks_reap(d, now);
+	t = task_get(d, pid, now);
+	if (t) {
+		t->nr_dirtied += nr;
+		t->last_seen = now;
+	}
+	return t;
+}
+
+/* The count of pages at which a task is looked at: 8 (32 KiB, poll often) while @tw is over. */
+static long poll_limit(const struct throttle_wb *tw, long rl)
+{
+	return tw->dirty_exceeded && rl > 8 ? 8 : rl;
+}
+
 struct throttle_verdict throttle_dirtied(struct throttle_wb *tw, pid_t pid, long nr)
 {
 	struct throttle_domain *d = tw->dom;
@@ -718,15 +739,10 @@ struct throttle_verdict throttle_dirtied(struct throttle_wb *tw, pid_t pid, long
 	long rl;
 
 	ls_mutex_lock(&d->lock, &lc_throttle_lock);
-	tasks_reap(d, now);
-	t = task_get(d, pid, now);
+	t = task_dirtied_locked(d, pid, nr, now);
 	if (!t)
 		goto out;
-	t->nr_dirtied += nr;
-	t->last_seen = now;
-	rl = t->nr_dirtied_pause;
-	if (tw->dirty_exceeded && rl > 8)
-		rl = 8;		/* 32 KiB: poll often while over the limit */
+	rl = poll_limit(tw, t->nr_dirtied_pause);
 	if (d->dirty_leaks > 0 && t->nr_dirtied < rl) {
 		long take = d->dirty_leaks < rl - t->nr_dirtied ? d->dirty_leaks
 								 : rl - t->nr_dirtied;
@@ -774,16 +790,10 @@ bool throttle_writeback_due(struct throttle_wb *tw, pid_t pid, long nr, long rat
 	bool due = false;
 
 	ls_mutex_lock(&d->lock, &lc_throttle_lock);
-	tasks_reap(d, now);
-	t = task_get(d, pid, now);
-	if (t) {
-		t->nr_dirtied += nr;
-		t->last_seen = now;
-		if (tw->dirty_exceeded && ratelimit > 8)
-			ratelimit = 8;
-		due = t->nr_dirtied >= ratelimit;
-		if (due)
-			t->nr_dirtied = 0;
+	t = task_dirtied_locked(d, pid, nr, now);
+	if (t && t->nr_dirtied >= poll_limit(tw, ratelimit)) {
+		t->nr_dirtied = 0;
+		due = true;
 	}
 	ls_mutex_unlock(&d->lock);
 	return due;

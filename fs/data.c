@@ -529,12 +529,20 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 
 /*
  * ratelimit_pages of 2.6.24-3.1 (writeback_set_ratelimit): the cache's
- * pages / (CPUs * 32), from 16 pages to 4 MiB.
+ * pages / (CPUs * 32), from 16 pages to 4 MiB. The CPUs are counted once
+ * (sysconf reads sysfs: not for every write).
  */
 static long dirtier_ratelimit(struct wbfs *w)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	long rl = (long)w->cache->nr_pages / ((cpus > 0 ? cpus : 1) * 32);
+	static _Atomic long cpus;
+	long n = atomic_load_explicit(&cpus, memory_order_relaxed), rl;
+
+	if (!n) {
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+		n = n > 0 ? n : 1;
+		atomic_store_explicit(&cpus, n, memory_order_relaxed);
+	}
+	rl = (long)w->cache->nr_pages / (n * 32);
 	long max = (long)((4UL << 20) / PAGE_SIZE);
 
 	return rl < 16 ? 16 : rl > max ? max : rl;

@@ -75,9 +75,9 @@ struct wjournal {
 	bool jsb_unsure;		/* commit_mutex: a journal superblock write
 					 * may or may not have reached the device:
 					 * the next commit writes it again */
-	bool stale_commit;		/* commit_mutex: a commit block that failed
-					 * may be on the device, at stale_jb */
-	uint32_t stale_jb;		/* commit_mutex */
+	uint32_t stale_jb;		/* commit_mutex: a commit block that failed
+					 * may be on the device there (0: none; the
+					 * log starts after the superblock) */
 	char *zero;			/* constant: a zeroed journal block */
 	int err;			/* commit_mutex (read anywhere): aborted */
 	uint32_t committed;		/* commit_mutex (written; read atomically
@@ -143,7 +143,7 @@ static int jdev_write(struct wjournal *j, const struct iovec *iov, int n, off_t 
 /* The device cache to stable media: the bdi's flush, with its faults. */
 static int jflush(struct wjournal *j)
 {
-	return j->w->bdi ? bdi_flush_device(j->w->bdi) : devlog_flush(j->w->dev_fd);
+	return bdi_flush_device(j->w->bdi);
 }
 
 /*
@@ -158,7 +158,7 @@ static int jwrite_commit(struct wjournal *j, uint32_t jb, char *buf)
 
 	if (jwrite_faulted(j))
 		return -EIO;
-	if (j->w->bdi && bdi_flush_fault_take(j->w->bdi)) {
+	if (bdi_flush_fault_take(j->w->bdi)) {
 		ret = devlog_pwritev(j->w->dev_fd, &v, 1, jb_off(j, jb));
 		return ret ? ret : -EIO;
 	}
@@ -1131,13 +1131,45 @@ static int commit_stale_clear(struct wjournal *j)
 	char *b = j->zero;
 	int ret;
 
-	if (!j->stale_commit)
+	if (!j->stale_jb)
 		return 0;
 	ret = jwrite(j, j->stale_jb, &b, 1);
 	if (!ret)
 		ret = jflush(j);
 	if (!ret)
-		j->stale_commit = false;
+		j->stale_jb = 0;
+	return ret;
+}
+
+/*
+ * After @t's log blocks and its data: the journal superblock when the log
+ * starts with @t (or may read "empty"), a flush, and the commit block.
+ * Context: commit_mutex.
+ */
+static int commit_seal(struct wjournal *j, struct jtx *t)
+{
+	uint32_t cb = t->start + t->nblk - 1;
+	int ret = 0;
+
+	if (j->empty || j->jsb_unsure) {
+		/* the log starts here (or where it started: a superblock
+		 * write that failed may have left "empty"): replay must find it */
+		if (j->empty) {
+			j->jsb->s_start = htobe32(t->start);
+			j->jsb->s_sequence = htobe32(t->tid);
+		}
+		ret = jsb_write(j);
+	}
+	if (!ret)
+		ret = jflush(j);
+	if (ret)
+		return ret;
+	commit_block_fill(j, t);
+	ret = jwrite_commit(j, cb, t->bufs[t->nblk - 1]);
+	if (ret)
+		j->stale_jb = cb;
+	else
+		j->jsb_unsure = false;
 	return ret;
 }
 
@@ -1176,28 +1208,7 @@ static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
 	 * as written: build it again with that block unwritten */
 	if (!ret && wbfs_hide_pending(w))
 		ret = -EAGAIN;
-	if (!ret && (j->empty || j->jsb_unsure)) {
-		/* the log starts here (or where it started: a superblock
-		 * write that failed may have left "empty"): replay must find it */
-		if (j->empty) {
-			j->jsb->s_start = htobe32(t->start);
-			j->jsb->s_sequence = htobe32(t->tid);
-		}
-		ret = jsb_write(j);
-	}
-	if (!ret)
-		ret = jflush(j);
-	if (!ret) {
-		commit_block_fill(j, t);
-		ret = jwrite_commit(j, t->start + t->nblk - 1, t->bufs[t->nblk - 1]);
-		if (ret) {
-			j->stale_commit = true;
-			j->stale_jb = t->start + t->nblk - 1;
-		}
-	}
-	if (!ret)
-		j->jsb_unsure = false;
-	return ret;
+	return ret ? ret : commit_seal(j, t);
 }
 
 /*

@@ -488,30 +488,46 @@ static const char *const fault_names[] = {
 	[WB_FAULT_READ | WB_FAULT_WRITE | WB_FAULT_FLUSH] = "rw+flush",
 };
 
+/* A value's length without the trailing newline or NULs setfattr may add. */
+static size_t fault_value_len(const char *v, size_t len)
+{
+	while (len && (v[len - 1] == '\n' || v[len - 1] == '\0'))
+		len--;
+	return len;
+}
+
+/* @len decimal digits, at most @max of them, into *@out. */
+static int fault_digits(const char *v, size_t len, size_t max, unsigned *out)
+{
+	size_t i;
+
+	if (!len || len > max)
+		return -EINVAL;
+	*out = 0;
+	for (i = 0; i < len; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return -EINVAL;
+		*out = *out * 10 + (unsigned)(v[i] - '0');
+	}
+	return 0;
+}
+
 /* "NAME" or "NAME:N" (N flushes before the flush fault; *@after, else 0). */
 static int fault_parse(const char *v, size_t len, unsigned *out, int *after)
 {
 	const char *colon;
-	unsigned i;
+	unsigned i, n = 0;
 
-	while (len && (v[len - 1] == '\n' || v[len - 1] == '\0'))
-		len--;
-	*after = 0;
+	len = fault_value_len(v, len);
 	colon = memchr(v, ':', len);
 	if (colon) {
 		size_t k = (size_t)(colon - v) + 1;
-		long n = 0;
 
-		if (k == len || len - k > 6)
+		if (fault_digits(v + k, len - k, 6, &n))
 			return -EINVAL;
-		for (; k < len; k++) {
-			if (v[k] < '0' || v[k] > '9')
-				return -EINVAL;
-			n = n * 10 + (v[k] - '0');
-		}
-		*after = (int)n;
 		len = (size_t)(colon - v);
 	}
+	*after = (int)n;
 	for (i = 0; i < sizeof(fault_names) / sizeof(fault_names[0]); i++) {
 		if (strlen(fault_names[i]) == len && !memcmp(v, fault_names[i], len)) {
 			*out = i;
@@ -524,18 +540,10 @@ static int fault_parse(const char *v, size_t len, unsigned *out, int *after)
 /* "0" to "1000": the per mille of device writes that fail. */
 static int fault_rate_set(struct wbfs *w, const char *v, size_t len)
 {
-	unsigned rate = 0;
-	size_t i;
+	unsigned rate;
 
-	while (len && (v[len - 1] == '\n' || v[len - 1] == '\0'))
-		len--;
-	if (!len || len > 4)
+	if (fault_digits(v, fault_value_len(v, len), 4, &rate))
 		return -EINVAL;
-	for (i = 0; i < len; i++) {
-		if (v[i] < '0' || v[i] > '9')
-			return -EINVAL;
-		rate = rate * 10 + (unsigned)(v[i] - '0');
-	}
 	return bdi_set_fault_rate(w->bdi, rate);
 }
 

@@ -193,7 +193,6 @@ int bdi_sync_meta(struct bdi *b);
  */
 int bdi_ordered_mark(struct bdi *b);
 void bdi_ordered_wait(struct bdi *b, int mark);
-/** Flush the device's volatile cache (fdatasync). */
 /**
  * The device's volatile cache to stable media (devlog_flush). -EIO
  * without issuing it while bdi_set_fault_flush is on.
