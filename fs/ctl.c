@@ -512,6 +512,8 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_parallel_writes_max", atomic_load(&w->stats.nr_parallel_writes_max) },
 			{ "nr_inval_sent", atomic_load(&w->stats.nr_inval_sent) },
 			{ "nr_stat_unlocked", atomic_load(&w->stats.nr_stat_unlocked) },
+			{ "nr_lookup_unlocked", atomic_load(&w->stats.nr_lookup_unlocked) },
+			{ "nr_readdir_unlocked", atomic_load(&w->stats.nr_readdir_unlocked) },
 			{ "nr_corrupt_groups", atomic_load(&w->stats.nr_corrupt_groups) },
 			{ "nr_throttle_evaluations", atomic_load(&ts->nr_evaluations) },
 			{ "nr_throttle_pauses", atomic_load(&ts->nr_pauses) },

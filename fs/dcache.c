@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * A name -> inode cache for large directories. libext2fs directories are
+ * A name -> inode cache of one directory. libext2fs directories are
  * linear here (no htree is built), so every lookup, create and unlink
  * would scan the whole directory; the kernel sends a LOOKUP before each
- * create, so a create costs three scans. A directory of at least
- * DCACHE_MIN_BLOCKS blocks gets a hash of its entries, built by one scan
- * and kept exact by dir.c, which updates it after every entry it adds,
- * removes or repoints. Context: every function runs under wbfs->fs_lock.
+ * create, so a create costs three scans. A directory gets a hash of its
+ * entries at its first lookup, built by one scan and kept exact by dir.c,
+ * which updates it after every entry it adds, removes or repoints; it
+ * also answers LOOKUPs without fs_lock (dir.c: dir_lookup).
+ * Context: the caller serialises changes against lookups (dir.c: fs_lock
+ * and the directory's dc_lock).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -154,20 +156,30 @@ static int dcache_build_cb(ext2_ino_t dir, int entry, struct ext2_dir_entry *d, 
 	return b->err ? DIRENT_ABORT : 0;
 }
 
+/* An empty cache, or NULL without memory. */
+struct dcache *dcache_new(void)
+{
+	struct dcache *dc = calloc(1, sizeof(*dc));
+
+	if (!dc)
+		return NULL;
+	dc->nbuckets = 16;	/* most directories are small; it grows */
+	dc->bucket = calloc(dc->nbuckets, sizeof(*dc->bucket));
+	if (!dc->bucket) {
+		free(dc);
+		return NULL;
+	}
+	return dc;
+}
+
 /* Read every entry of @dir into a new cache. Returns NULL on failure. */
 struct dcache *dcache_build(struct wbfs *w, ext2_ino_t dir)
 {
-	struct build_ctx b = { calloc(1, sizeof(struct dcache)), 0 };
+	struct build_ctx b = { dcache_new(), 0 };
 	errcode_t err;
 
 	if (!b.dc)
 		return NULL;
-	b.dc->nbuckets = 256;
-	b.dc->bucket = calloc(b.dc->nbuckets, sizeof(*b.dc->bucket));
-	if (!b.dc->bucket) {
-		free(b.dc);
-		return NULL;
-	}
 	err = ext2fs_dir_iterate2(w->fs, dir, 0, NULL, dcache_build_cb, &b);
 	if (err || b.err) {
 		dcache_free(b.dc);

@@ -16,6 +16,8 @@
 #include <sys/sysmacros.h>
 #include <linux/fs.h>
 
+#include <ext2fs/ext3_extents.h>
+
 #include "wbfs_i.h"
 
 static int ftype_of(mode_t mode)
@@ -39,19 +41,30 @@ static int ftype_of(mode_t mode)
  */
 #define DIR_NO_REMOVE_FL (EXT2_IMMUTABLE_FL | EXT2_APPEND_FL)
 
-/* The name cache of @dir, built on demand when @build and @dir is large. */
+/*
+ * The name cache of @dir, built on demand when @build. Every directory
+ * that has an in-memory inode gets one at its first lookup (one scan, the
+ * cost of the lookup it serves): from then on a LOOKUP in it is answered
+ * from the cache, without fs_lock (dir_lookup), and creates and unlinks
+ * find a name without scanning. It lives as long as the directory's
+ * in-memory inode, until the kernel forgets the directory.
+ * Context: fs_lock.
+ */
 static struct dcache *dir_dcache_locked(struct wbfs *w, ext2_ino_t dir, bool build)
 {
 	struct winode *wi = winode_find(w, dir);
 	struct ext2_inode_large in;
+	struct dcache *dc;
 
 	if (!wi || wi->dcache || !build)
 		return wi ? wi->dcache : NULL;
-	if (wbfs_read_inode(w, dir, &in) || !LINUX_S_ISDIR(in.i_mode) ||
-	    EXT2_I_SIZE(&in) < (uint64_t)DCACHE_MIN_BLOCKS * w->fs->blocksize)
+	if (wbfs_read_inode(w, dir, &in) || !LINUX_S_ISDIR(in.i_mode))
 		return NULL;
-	wi->dcache = dcache_build(w, dir);
-	return wi->dcache;
+	dc = dcache_build(w, dir);
+	ls_rwlock_wrlock(&wi->dc_lock, &lc_dcache_w);
+	wi->dcache = dc;
+	ls_rwlock_unlock(&wi->dc_lock);
+	return dc;
 }
 
 /* Keep a cached directory exact: @name now points at @ino (0: removed). */
@@ -61,12 +74,14 @@ static void dir_dcache_note(struct wbfs *w, ext2_ino_t dir, const char *name, ex
 
 	if (!wi || !wi->dcache)
 		return;
+	ls_rwlock_wrlock(&wi->dc_lock, &lc_dcache_w);
 	if (!ino) {
 		dcache_remove(wi->dcache, name);
 	} else if (dcache_set(wi->dcache, name, ino)) {
 		dcache_free(wi->dcache);	/* out of memory: scan instead */
 		wi->dcache = NULL;
 	}
+	ls_rwlock_unlock(&wi->dc_lock);
 }
 
 /* The directory itself, never the cache. */
@@ -97,10 +112,29 @@ static int name_free_locked(struct wbfs *w, ext2_ino_t dir, const char *name)
 	return ret ? ret : -EEXIST;
 }
 
+/*
+ * A LOOKUP: from @parent's name cache under its dc_lock alone when it has
+ * one, so lookups run beside each other and beside every operation that
+ * holds fs_lock; else under fs_lock, building the cache. The in-memory
+ * inode is used without a reference: the kernel holds @parent while its
+ * LOOKUP is in flight (and the root for the mount's life), as for
+ * winode_stat's unlocked path.
+ */
 int dir_lookup(struct wbfs *w, ext2_ino_t parent, const char *name, ext2_ino_t *ino)
 {
-	int ret;
+	struct winode *wi = winode_find(w, parent);
+	int ret = -EAGAIN;
 
+	if (wi) {
+		ls_rwlock_rdlock(&wi->dc_lock, &lc_dcache_r);
+		if (wi->dcache)
+			ret = dcache_lookup(wi->dcache, name, ino);
+		ls_rwlock_unlock(&wi->dc_lock);
+	}
+	if (ret != -EAGAIN) {
+		atomic_fetch_add(&w->stats.nr_lookup_unlocked, 1);
+		return ret;
+	}
 	wbfs_lock(w);
 	ret = lookup_locked(w, parent, name, ino);
 	wbfs_unlock(w);
@@ -998,21 +1032,118 @@ static int dir_block_emit(struct wbfs *w, const char *buf, uint64_t lblk, uint64
 	return 0;
 }
 
+/*
+ * Is @buf, block of directory @ino (inode @in), whole by its tail checksum
+ * (metadata_csum)? ext2fs_dir_block_csum_verify reads the inode through
+ * libext2fs for its generation, so the sum is taken here from @in, as the
+ * kernel's ext4 takes it: crc32c over the inode number, the generation
+ * and the entries before the tail. A block without a leaf's tail (an
+ * htree node) is not judged here: false.
+ */
+static bool dir_block_csum_ok(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode_large *in,
+			      const char *buf)
+{
+	unsigned bs = w->fs->blocksize;
+	const struct ext2_dir_entry_tail *t = (const void *)(buf + bs - sizeof(*t));
+	uint32_t le_ino = ext2fs_cpu_to_le32(ino), crc;
+
+	if (!ext2fs_has_feature_metadata_csum(w->fs->super))
+		return true;
+	if (t->det_reserved_zero1 || ext2fs_le16_to_cpu(t->det_rec_len) != sizeof(*t) ||
+	    ext2fs_le16_to_cpu(t->det_reserved_name_len) != EXT2_DIR_NAME_LEN_CSUM)
+		return false;
+	crc = ext2fs_crc32c_le(w->fs->csum_seed, (const unsigned char *)&le_ino, sizeof(le_ino));
+	crc = ext2fs_crc32c_le(crc, (const unsigned char *)&in->i_generation,
+			       sizeof(in->i_generation));
+	crc = ext2fs_crc32c_le(crc, (const unsigned char *)buf, bs - sizeof(*t));
+	return ext2fs_le32_to_cpu(t->det_checksum) == crc;
+}
+
+/*
+ * Block @lblk of directory @ino (inode @in) without fs_lock: mapped
+ * through the extents the inode holds itself (a tree of depth 0, a
+ * directory of up to four extents: all but the largest) and copied from
+ * the metadata cache (wbfs_meta_peek), its checksum verified. The kernel
+ * holds the directory's i_rwsem over a READDIR and over every change to
+ * its entries, so @in and the block are of one moment. Returns 1 with the
+ * block in @buf, 0 for a hole, -EAGAIN when the block is not served this
+ * way (not cached, a deeper tree, an unwritten extent, an htree node, a
+ * checksum that fails): the read under fs_lock decides.
+ */
+static int dir_block_peek(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode_large *in,
+			  uint64_t lblk, char *buf)
+{
+	const struct ext3_extent_header *eh = (const void *)in->i_block;
+	const struct ext3_extent *ex = (const void *)(eh + 1);
+	unsigned bs = w->fs->blocksize, n, i;
+
+	if (!(in->i_flags & EXT4_EXTENTS_FL) || bs > PAGE_SIZE ||
+	    ext2fs_le16_to_cpu(eh->eh_magic) != EXT3_EXT_MAGIC || eh->eh_depth)
+		return -EAGAIN;
+	n = ext2fs_le16_to_cpu(eh->eh_entries);
+	if (n > (sizeof(in->i_block) - sizeof(*eh)) / sizeof(*ex))
+		return -EAGAIN;
+	for (i = 0; i < n; i++, ex++) {
+		uint64_t first = ext2fs_le32_to_cpu(ex->ee_block), pblk;
+		unsigned len = ext2fs_le16_to_cpu(ex->ee_len);
+
+		if (lblk < first || lblk >= first + (len > EXT_INIT_MAX_LEN ? len - EXT_INIT_MAX_LEN : len))
+			continue;
+		if (len > EXT_INIT_MAX_LEN)
+			return -EAGAIN;
+		pblk = ((uint64_t)ext2fs_le16_to_cpu(ex->ee_start_hi) << 32) +
+		       ext2fs_le32_to_cpu(ex->ee_start) + (lblk - first);
+		if (pblk >= ext2fs_blocks_count(w->fs->super) ||
+		    !wbfs_meta_peek(w, pblk * bs, buf, bs) || !dir_block_csum_ok(w, ino, in, buf))
+			return -EAGAIN;
+		return 1;
+	}
+	return 0;
+}
+
+/* Block @lblk of directory @ino (inode @in) through libext2fs; 0 and no block for a hole. */
+static int dir_block_read_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
+				 uint64_t lblk, char *buf)
+{
+	blk64_t pblk = 0;
+	int ret = -wbfs_errno(ext2fs_bmap2(w->fs, ino, (struct ext2_inode *)in, NULL, 0, lblk,
+					   NULL, &pblk));
+
+	if (ret || !pblk)
+		return ret;
+	ret = -wbfs_errno(ext2fs_read_dir_block4(w->fs, pblk, buf, 0, ino));
+	return ret ? ret : 1;
+}
+
+/*
+ * A listing from position @pos: without fs_lock block by block
+ * (dir_block_peek) when the directory's inode is cached; a block that is
+ * not, and the whole listing of an uncached or inline-data directory,
+ * under fs_lock.
+ */
 int dir_read_at(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit, void *priv)
 {
 	unsigned bs = w->fs->blocksize;
 	struct ext2_inode_large in;
+	bool locked = false;
 	uint64_t size, lblk;
 	char *buf = NULL;
-	int ret;
+	int ret = 0;
 
-	wbfs_lock(w);
-	ret = wbfs_read_inode(w, ino, &in);
+	if (!winode_peek_inode(w, ino, &in)) {
+		wbfs_lock(w);
+		locked = true;
+		ret = wbfs_read_inode(w, ino, &in);
+	}
 	if (!ret && !LINUX_S_ISDIR(in.i_mode))
 		ret = -ENOTDIR;
 	if (ret)
 		goto out;
 	if (in.i_flags & EXT4_INLINE_DATA_FL) {
+		if (!locked) {
+			wbfs_lock(w);
+			locked = true;
+		}
 		ret = dir_read_inline(w, ino, pos, emit, priv);
 		goto out;
 	}
@@ -1023,20 +1154,24 @@ int dir_read_at(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit, v
 	}
 	size = EXT2_I_SIZE(&in);
 	for (lblk = pos / bs; !ret && lblk * bs < size; lblk++) {
-		blk64_t pblk = 0;
-
-		ret = -wbfs_errno(ext2fs_bmap2(w->fs, ino, (struct ext2_inode *)&in, NULL, 0,
-					       lblk, NULL, &pblk));
-		if (ret || !pblk)
-			continue;	/* an error ends the loop; a hole has no entries */
-		ret = -wbfs_errno(ext2fs_read_dir_block4(w->fs, pblk, buf, 0, ino));
-		if (!ret)
+		ret = locked ? -EAGAIN : dir_block_peek(w, ino, &in, lblk, buf);
+		if (ret > 0) {
+			atomic_fetch_add(&w->stats.nr_readdir_unlocked, 1);
+		} else if (ret == -EAGAIN) {
+			if (!locked)
+				wbfs_lock(w);
+			ret = dir_block_read_locked(w, ino, &in, lblk, buf);
+			if (!locked)
+				wbfs_unlock(w);
+		}
+		if (ret > 0)
 			ret = dir_block_emit(w, buf, lblk, pos, emit, priv);
 	}
 	if (ret > 0)
 		ret = 0;	/* the caller's buffer is full */
 out:
-	wbfs_unlock(w);
+	if (locked)
+		wbfs_unlock(w);
 	free(buf);
 	return ret;
 }

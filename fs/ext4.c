@@ -102,6 +102,8 @@ LOCK_CLASS(lc_hide_lock, "hide_lock")
 LOCK_CLASS(lc_ilock_r, "ilock(r)")
 LOCK_CLASS(lc_ilock_w, "ilock(w)")
 LOCK_CLASS(lc_ra_lock, "ra_lock")
+LOCK_CLASS(lc_dcache_r, "dc_lock(r)")
+LOCK_CLASS(lc_dcache_w, "dc_lock(w)")
 
 void wbfs_lock(struct wbfs *w)
 {

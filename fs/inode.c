@@ -76,6 +76,7 @@ static struct winode *winode_alloc(struct wbfs *w, ext2_ino_t ino,
 	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&wi->ilock, &ra);
 	pthread_rwlockattr_destroy(&ra);
+	pthread_rwlock_init(&wi->dc_lock, NULL);
 	pthread_mutex_init(&wi->attr_lock, NULL);
 	pthread_mutex_init(&wi->ec_lock, NULL);
 	mapping_init(&wi->map, w->cache, &bdi_mapping_ops, &wi->wb);
@@ -88,6 +89,7 @@ static void winode_free_mem(struct winode *wi)
 	dcache_free(wi->dcache);
 	mapping_destroy(&wi->map);
 	pthread_rwlock_destroy(&wi->ilock);
+	pthread_rwlock_destroy(&wi->dc_lock);
 	pthread_mutex_destroy(&wi->attr_lock);
 	pthread_mutex_destroy(&wi->ec_lock);
 	free(wi->runs);
@@ -652,27 +654,31 @@ static bool inode_read_cached(struct wbfs *w, ext2_ino_t ino, char *buf, size_t 
 	uint32_t ipg = fs->super->s_inodes_per_group;
 	unsigned isz = EXT2_INODE_SIZE(fs->super);
 	uint64_t byte;
-	struct page *p;
-	bool ok;
 
 	if (isz > buf_len || !ino || ino > fs->super->s_inodes_count)
 		return false;
 	byte = ext2fs_inode_table_loc(fs, (dgrp_t)((ino - 1) / ipg)) * (uint64_t)fs->blocksize +
 	       (uint64_t)((ino - 1) % ipg) * isz;
-	p = mapping_get_page(&w->meta_map, byte >> PAGE_SHIFT);
-	if (!p)
+	if (!wbfs_meta_peek(w, byte, buf, isz))
 		return false;
-	lock_page(p);
-	ok = page_test(p, PG_uptodate);
-	if (ok) {
-		memcpy(buf, (char *)page_address(p) + (byte & (PAGE_SIZE - 1)), isz);
-		/* a 128-byte inode has no extra fields: zero, as libext2fs reads it */
-		if (isz < sizeof(struct ext2_inode_large))
-			memset(buf + isz, 0, sizeof(struct ext2_inode_large) - isz);
-	}
-	unlock_page(p);
-	page_put(p);
-	return ok && ext2fs_inode_csum_verify(fs, ino, (struct ext2_inode_large *)buf);
+	/* a 128-byte inode has no extra fields: zero, as libext2fs reads it */
+	if (isz < sizeof(struct ext2_inode_large))
+		memset(buf + isz, 0, sizeof(struct ext2_inode_large) - isz);
+	return ext2fs_inode_csum_verify(fs, ino, (struct ext2_inode_large *)buf);
+}
+
+/* inode_read_cached into @in (the large inode's fields; the rest dropped). */
+bool winode_peek_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
+{
+	union {
+		struct ext2_inode_large in;
+		char b[1024];
+	} u;
+
+	if (!w->fs || !inode_read_cached(w, ino, u.b, sizeof(u.b)))
+		return false;
+	*in = u.in;
+	return true;
 }
 
 /*

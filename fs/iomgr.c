@@ -180,6 +180,35 @@ static errcode_t meta_rw(struct wbfs *w, uint64_t off, size_t len, void *buf, bo
 	return 0;
 }
 
+/*
+ * Copy @len bytes at device offset @off, inside one page, from the
+ * metadata cache without fs_lock: every metadata write goes through
+ * meta_rw under the page lock, so a cached, up-to-date page holds a
+ * whole, current copy of each block libext2fs wrote. Returns false when
+ * the page is not cached (the caller reads under fs_lock). The page is not
+ * marked accessed: a peek is cheap and takes no LRU lock; pages in use are
+ * read through libext2fs often enough. Context: any.
+ */
+bool wbfs_meta_peek(struct wbfs *w, uint64_t off, void *buf, size_t len)
+{
+	size_t in = off & (PAGE_SIZE - 1);
+	struct page *p;
+	bool ok;
+
+	if (!len || in + len > PAGE_SIZE)
+		return false;
+	p = mapping_get_page(&w->meta_map, off >> PAGE_SHIFT);
+	if (!p)
+		return false;
+	lock_page(p);
+	ok = page_test(p, PG_uptodate);
+	if (ok)
+		memcpy(buf, (char *)page_address(p) + in, len);
+	unlock_page(p);
+	page_put(p);
+	return ok;
+}
+
 static size_t chan_bytes(io_channel ch, int count)
 {
 	return count < 0 ? (size_t)-count : (size_t)count * (size_t)ch->block_size;

@@ -67,6 +67,8 @@ extern struct lock_class lc_hide_lock;		/* wbfs->hide_lock */
 extern struct lock_class lc_ilock_r;		/* winode->ilock, shared */
 extern struct lock_class lc_ilock_w;		/* winode->ilock, exclusive */
 extern struct lock_class lc_ra_lock;		/* wfile->ra_lock */
+extern struct lock_class lc_dcache_r;		/* winode->dc_lock, shared */
+extern struct lock_class lc_dcache_w;		/* winode->dc_lock, exclusive */
 
 struct winode {
 	ext2_ino_t ino;				/* constant */
@@ -120,7 +122,11 @@ struct winode {
 						 * most): the extents they will need */
 	long meta_resv;				/* resv_lock: extent tree blocks
 						 * reserved for those extents */
-	struct dcache *dcache;			/* fs_lock: names of a large directory */
+	pthread_rwlock_t dc_lock;		/* protects, with fs_lock: dcache (changed
+						 * under both, dc_lock exclusive; read
+						 * under either: a LOOKUP takes dc_lock
+						 * shared only) */
+	struct dcache *dcache;			/* fs_lock + dc_lock: a directory's names */
 	struct mapping map;
 	struct wb_inode wb;
 };
@@ -143,6 +149,9 @@ struct wbfs_stats {
 						 * sent to the kernel */
 	_Atomic long nr_corrupt_groups;		/* atomic: groups refused at mount */
 	_Atomic long nr_stat_unlocked;		/* atomic: stats served without fs_lock */
+	_Atomic long nr_lookup_unlocked;	/* atomic: lookups served without fs_lock */
+	_Atomic long nr_readdir_unlocked;	/* atomic: directory blocks listed without
+						 * fs_lock */
 };
 
 struct wbfs {
@@ -328,12 +337,14 @@ errcode_t wbfs_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in
 extern struct struct_io_manager wbfs_io_manager;
 void wbfs_iomgr_set(struct wbfs *w);
 void wbfs_iomgr_forget_range(struct wbfs *w, uint64_t blk, uint64_t count);
+bool wbfs_meta_peek(struct wbfs *w, uint64_t off, void *buf, size_t len);
 
 /* inode.c */
 struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup);
 void winode_forget(struct wbfs *w, struct winode *wi, uint64_t nlookup);
 void winode_forget_ino(struct wbfs *w, ext2_ino_t ino, uint64_t nlookup);
 struct winode *winode_find(struct wbfs *w, ext2_ino_t ino);
+bool winode_peek_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 void winode_put_open(struct wbfs *w, struct winode *wi);
 void winode_put_open_ino(struct wbfs *w, ext2_ino_t ino);
 void winode_release_all(struct wbfs *w);
@@ -427,8 +438,8 @@ int dir_read_at(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit, v
 void dir_snap_free(struct dir_snap *snap);
 
 /* dcache.c */
-#define DCACHE_MIN_BLOCKS 4
 struct dcache;
+struct dcache *dcache_new(void);
 struct dcache *dcache_build(struct wbfs *w, ext2_ino_t dir);
 int dcache_lookup(struct dcache *dc, const char *name, ext2_ino_t *ino);
 int dcache_set(struct dcache *dc, const char *name, ext2_ino_t ino);
