@@ -120,12 +120,15 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 	if (wi)
 		return wi;
 
-	wbfs_lock(w);
-	if (wbfs_read_inode(w, ino, &in)) {
+	/* from the inode table's cached page when it can (no fs_lock) */
+	if (!winode_peek_inode(w, ino, &in)) {
+		wbfs_lock(w);
+		if (wbfs_read_inode(w, ino, &in)) {
+			wbfs_unlock(w);
+			return NULL;
+		}
 		wbfs_unlock(w);
-		return NULL;
 	}
-	wbfs_unlock(w);
 	nw = winode_alloc(w, ino, &in);
 	if (!nw)
 		return NULL;
@@ -195,11 +198,16 @@ static bool winode_is_dirty(struct winode *wi)
  */
 static void winode_evict(struct wbfs *w, struct winode *wi, bool final)
 {
-	bool unlinked;
+	/*
+	 * unlinked and freed are set under fs_lock, but not while @wi is
+	 * evicting: only an operation the kernel makes on the inode (which
+	 * holds a lookup or an open, so no eviction begins) or that finds it
+	 * through winode_get (which waits for the eviction) changes them.
+	 * So they are read here without it, as their writer left them.
+	 */
+	bool unlinked = __atomic_load_n(&wi->unlinked, __ATOMIC_ACQUIRE) &&
+			!__atomic_load_n(&wi->freed, __ATOMIC_ACQUIRE);
 
-	wbfs_lock(w);
-	unlinked = wi->unlinked && !wi->freed;
-	wbfs_unlock(w);
 	/* the pages and attributes die with @wi: write them first; what
 	 * still cannot be written is reported lost, never dropped silently */
 	if (!unlinked && !w->ro && winode_is_dirty(wi) &&
