@@ -13,9 +13,11 @@ After each write, truncate and link the writer's stat of the file
 equals the model's.  Two reader threads list and stat the shared
 directories all the while:
 a listing never holds a name twice, a name listed either stats or has
-just gone (ENOENT).  At the end the tree (type, size, content, link
-counts) equals the model; after unmount e2fsck -fn is clean and the
-kernel's ext4 sees the model's tree.
+just gone (ENOENT).  Lookups and listings are served without fs_lock
+(from the directories' name caches and cached blocks) while the writers
+change the same directories under it; vmstat must show both.  At the
+end the tree (type, size, content, link counts) equals the model; after
+unmount e2fsck -fn is clean and the kernel's ext4 sees the model's tree.
 
     WBCFS_BIN=build/wbcfs test/integration/test_stress.py
 Env: WBCFS_SEED (default: random, printed), WBCFS_STRESS_SECONDS (15).
@@ -266,6 +268,14 @@ def body(env):
         ", ".join("%s=%d" % kv for kv in sorted(total.items())),
         sum(r.lists for r in readers), sum(r.stats for r in readers)))
     t_check(sum(total.values()) > NWRITERS * 20, "too few operations ran: %s" % total)
+    # the paths that run beside fs_lock (issue 13) met the writers: lookups
+    # from the directories' name caches, listings from cached blocks
+    with open(os.path.join(m.mnt, ".wbcfs", "vmstat")) as f:
+        vm = dict((k, int(v)) for k, v in (line.split() for line in f))
+    t_log("served without fs_lock: %d lookups, %d directory blocks, %d stats" % (
+        vm["nr_lookup_unlocked"], vm["nr_readdir_unlocked"], vm["nr_stat_unlocked"]))
+    t_check(vm["nr_lookup_unlocked"] > 0 and vm["nr_readdir_unlocked"] > 0,
+            "no lookup or listing served without fs_lock")
     t_step("the tree equals the model: names, types, sizes, contents, link counts")
     man_t = t_manifest(m.mnt, exclude=("lost+found",))
     man_m = t_manifest(model)
