@@ -11,7 +11,9 @@ htree the kernel's ext4 built (index blocks between the leaves) and
 directories whose blocks the kernel interleaved, so that their extent
 trees have more than the four extents an inode holds itself (the listing
 then reads those blocks through libext2fs), on a filesystem with
-metadata_csum and on one without.
+metadata_csum and on one without.  A directory whose block's checksum
+fails is listed neither under the lock nor from the cache (the unlocked
+path verifies it too).
 
 For each: the kernel's ext4 makes the directories and records every name's
 inode number; wbcfs lists each directory and looks up every name (the
@@ -148,6 +150,68 @@ def change(mnt, model, rng):
             del model[a][n]
 
 
+def corrupt_case(env):
+    """A directory /bad (made by the kernel's ext4, metadata_csum) whose
+    only block has one byte of a name flipped, beside a sound /good. The
+    first listing of /bad reads the block under fs_lock; the second finds
+    it in the metadata cache, where the unlocked path must refuse it too.
+    Neither lists it, its names do not resolve, /good is unaffected, and
+    e2fsck -fn still finds the checksum error after unmount (the block
+    was left as it was)."""
+    t_step("a directory block whose checksum fails: refused locked and unlocked")
+    dev = env.new_fs(64 * 1024 * 1024, name="corrupt.img")
+    k = kernel_rw(env, dev)
+    try:
+        for d in ("bad", "good"):
+            os.mkdir(os.path.join(k.mnt, d))
+            for i in range(10):
+                open(os.path.join(k.mnt, d, "b%d" % i), "w").close()
+    finally:
+        env.umount(k)
+    p = t_run(["debugfs", "-R", "blocks /bad", dev], quiet=True)
+    # debugfs's banner comes first (t_run merges stderr)
+    blk = int([w for w in p.stdout.split() if w.isdigit()][0])
+    with open(dev, "r+b") as f:
+        # "." and ".." take 12 bytes each, b0 the next 12: byte 44 is the
+        # first of b1's name, so the entries stay sound and the sum fails
+        f.seek(blk * 4096 + 44)
+        b = f.read(1)
+        f.seek(blk * 4096 + 44)
+        f.write(bytes([b[0] ^ 0x20]))
+        os.fsync(f.fileno())
+    t_log("/bad: block %d corrupted" % blk)
+    m = env.mount(dev, ["cache_size=64M"])
+    bad = os.path.join(m.mnt, "bad")
+    for attempt in ("first", "cached"):
+        drop_caches()
+        try:
+            names = os.listdir(bad)
+            t_check(False, "%s listing of the corrupt directory gave %s" % (attempt, names))
+        except OSError as e:
+            t_check(e.errno in (errno.EUCLEAN, errno.EBADMSG, errno.EIO),
+                    "%s listing of the corrupt directory: %s" % (attempt, e))
+            t_log("%s listing: %s" % (attempt, e.strerror))
+    try:
+        os.lstat(os.path.join(bad, "b3"))
+        t_check(False, "a name in the corrupt directory resolved")
+    except OSError as e:
+        t_check(e.errno in (errno.EUCLEAN, errno.EBADMSG, errno.EIO),
+                "lookup in the corrupt directory: %s" % e)
+    for attempt in ("first", "cached"):     # under fs_lock, then without
+        drop_caches()
+        t_eq(sorted(os.listdir(os.path.join(m.mnt, "good"))), ["b%d" % i for i in range(10)],
+             "%s listing of the sound directory" % attempt)
+    t_check(vmstat(m.mnt)["nr_readdir_unlocked"] > 0, "the sound directory listed unlocked")
+    t_run(["umount", m.mnt])
+    m.proc.wait(120)
+    m.mounted = False
+    env.mounts.remove(m)
+    p = t_run(["e2fsck", "-fn", dev], check=False, quiet=True)
+    t_check(p.returncode != 0 and "checksum" in p.stdout.lower(),
+            "e2fsck -fn no longer sees the corrupt block: exit %d\n%s" % (p.returncode, p.stdout))
+    env.detach(dev)
+
+
 def one_fs(env, rng, label, mkfs_opts):
     t_step("%s: the kernel's ext4 makes the directories" % label)
     dev = env.new_fs(1 * GIB, mkfs_opts=mkfs_opts, name="%s.img" % label)
@@ -206,6 +270,7 @@ def body(env):
     rng = random.Random(seed)
     one_fs(env, rng, "csum", None)
     one_fs(env, rng, "nocsum", ["-O", "^metadata_csum"])
+    corrupt_case(env)
 
 
 if __name__ == "__main__":
