@@ -55,33 +55,46 @@ static void make_names(struct model *m, unsigned seed)
 	}
 }
 
+/* The cache answers name @i as the model says. */
+static void check_one(struct dcache *dc, const struct model *m, int i)
+{
+	ext2_ino_t ino = 0;
+	int ret = dcache_lookup(dc, m->name[i], &ino);
+
+	if (m->ino[i]) {
+		ck_assert_msg(ret == 0, "name %d (%zu bytes) lost", i, strlen(m->name[i]));
+		ck_assert_uint_eq(ino, m->ino[i]);
+	} else {
+		ck_assert_msg(ret == -ENOENT, "name %d (%zu bytes) kept after removal", i,
+			      strlen(m->name[i]));
+	}
+}
+
 static void check_all(struct dcache *dc, const struct model *m)
 {
-	ext2_ino_t ino;
 	int i;
 
-	for (i = 0; i < NNAMES; i++) {
-		int ret = dcache_lookup(dc, m->name[i], &ino);
+	for (i = 0; i < NNAMES; i++)
+		check_one(dc, m, i);
+}
 
-		if (m->ino[i]) {
-			ck_assert_msg(ret == 0, "name %d (%zu bytes) lost", i, strlen(m->name[i]));
-			ck_assert_uint_eq(ino, m->ino[i]);
-		} else {
-			ck_assert_msg(ret == -ENOENT, "name %d (%zu bytes) kept after removal", i,
-				      strlen(m->name[i]));
-		}
-	}
+/* An empty cache, and a model of its names (all absent) from @seed. */
+static struct dcache *setup(struct model *m, unsigned seed)
+{
+	struct dcache *dc = dcache_new();
+
+	ck_assert_ptr_nonnull(dc);
+	memset(m, 0, sizeof(*m));
+	make_names(m, seed);
+	return dc;
 }
 
 START_TEST(matches_a_model)
 {
 	static struct model m;
-	struct dcache *dc = dcache_new();
+	struct dcache *dc = setup(&m, 4242);
 	int op;
 
-	ck_assert_ptr_nonnull(dc);
-	memset(&m, 0, sizeof(m));
-	make_names(&m, 4242);
 	for (op = 0; op < 60000; op++) {
 		int i = rand() % NNAMES, r = rand() % 10;
 
@@ -92,12 +105,7 @@ START_TEST(matches_a_model)
 			m.ino[i] = 0;
 			dcache_remove(dc, m.name[i]);
 		} else {
-			ext2_ino_t ino = 0;
-			int ret = dcache_lookup(dc, m.name[i], &ino);
-
-			ck_assert_int_eq(ret, m.ino[i] ? 0 : -ENOENT);
-			if (m.ino[i])
-				ck_assert_uint_eq(ino, m.ino[i]);
+			check_one(dc, &m, i);
 		}
 		if (op % 10000 == 0)
 			check_all(dc, &m);
@@ -110,12 +118,9 @@ END_TEST
 START_TEST(grows_and_empties)
 {
 	static struct model m;
-	struct dcache *dc = dcache_new();
+	struct dcache *dc = setup(&m, 7);
 	int i;
 
-	ck_assert_ptr_nonnull(dc);
-	memset(&m, 0, sizeof(m));
-	make_names(&m, 7);
 	/* every name in, one by one, checked as the hash doubles past 16 */
 	for (i = 0; i < NNAMES; i++) {
 		m.ino[i] = (ext2_ino_t)(i + 11);
