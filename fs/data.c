@@ -536,6 +536,7 @@ static long dirtier_ratelimit(struct wbfs *w)
 {
 	static _Atomic long cpus;
 	long n = atomic_load_explicit(&cpus, memory_order_relaxed), rl;
+	long max = (long)((4UL << 20) / PAGE_SIZE);
 
 	if (!n) {
 		n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -543,7 +544,6 @@ static long dirtier_ratelimit(struct wbfs *w)
 		atomic_store_explicit(&cpus, n, memory_order_relaxed);
 	}
 	rl = (long)w->cache->nr_pages / (n * 32);
-	long max = (long)((4UL << 20) / PAGE_SIZE);
 
 	return rl < 16 ? 16 : rl > max ? max : rl;
 }

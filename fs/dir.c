@@ -53,12 +53,11 @@ static int ftype_of(mode_t mode)
 static struct dcache *dir_dcache_locked(struct wbfs *w, ext2_ino_t dir, bool build)
 {
 	struct winode *wi = winode_find(w, dir);
-	struct ext2_inode_large in;
 	struct dcache *dc;
 
 	if (!wi || wi->dcache || !build)
 		return wi ? wi->dcache : NULL;
-	if (wbfs_read_inode(w, dir, &in) || !LINUX_S_ISDIR(in.i_mode))
+	if (!LINUX_S_ISDIR(wi->mode))	/* its format bits never change */
 		return NULL;
 	dc = dcache_build(w, dir);
 	ls_rwlock_wrlock(&wi->dc_lock, &lc_dcache_w);
@@ -1086,10 +1085,13 @@ static int dir_block_peek(struct wbfs *w, ext2_ino_t ino, const struct ext2_inod
 	for (i = 0; i < n; i++, ex++) {
 		uint64_t first = ext2fs_le32_to_cpu(ex->ee_block), pblk;
 		unsigned len = ext2fs_le16_to_cpu(ex->ee_len);
+		bool unwritten = len > EXT_INIT_MAX_LEN;
 
-		if (lblk < first || lblk >= first + (len > EXT_INIT_MAX_LEN ? len - EXT_INIT_MAX_LEN : len))
+		if (unwritten)
+			len -= EXT_INIT_MAX_LEN;
+		if (lblk < first || lblk >= first + len)
 			continue;
-		if (len > EXT_INIT_MAX_LEN)
+		if (unwritten)
 			return -EAGAIN;
 		pblk = ((uint64_t)ext2fs_le16_to_cpu(ex->ee_start_hi) << 32) +
 		       ext2fs_le32_to_cpu(ex->ee_start) + (lblk - first);
@@ -1116,10 +1118,32 @@ static int dir_block_read_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_ino
 }
 
 /*
- * A listing from position @pos: without fs_lock block by block
- * (dir_block_peek) when the directory's inode is cached; a block that is
- * not, and the whole listing of an uncached or inline-data directory,
- * under fs_lock.
+ * Block @lblk of directory @ino (inode @in): without fs_lock when it can
+ * (dir_block_peek), else through libext2fs, under fs_lock for this block
+ * alone unless @locked (the caller holds it). 1 with the block in @buf,
+ * 0 for a hole, or -errno.
+ */
+static int dir_block_get(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
+			 uint64_t lblk, char *buf, bool locked)
+{
+	int ret = locked ? -EAGAIN : dir_block_peek(w, ino, in, lblk, buf);
+
+	if (ret > 0)
+		atomic_fetch_add(&w->stats.nr_readdir_unlocked, 1);
+	if (ret != -EAGAIN)
+		return ret;
+	if (!locked)
+		wbfs_lock(w);
+	ret = dir_block_read_locked(w, ino, in, lblk, buf);
+	if (!locked)
+		wbfs_unlock(w);
+	return ret;
+}
+
+/*
+ * A listing from position @pos: block by block (dir_block_get) when the
+ * directory's inode is cached; the whole listing of an uncached or
+ * inline-data directory under fs_lock.
  */
 int dir_read_at(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit, void *priv)
 {
@@ -1154,16 +1178,7 @@ int dir_read_at(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit, v
 	}
 	size = EXT2_I_SIZE(&in);
 	for (lblk = pos / bs; !ret && lblk * bs < size; lblk++) {
-		ret = locked ? -EAGAIN : dir_block_peek(w, ino, &in, lblk, buf);
-		if (ret > 0) {
-			atomic_fetch_add(&w->stats.nr_readdir_unlocked, 1);
-		} else if (ret == -EAGAIN) {
-			if (!locked)
-				wbfs_lock(w);
-			ret = dir_block_read_locked(w, ino, &in, lblk, buf);
-			if (!locked)
-				wbfs_unlock(w);
-		}
+		ret = dir_block_get(w, ino, &in, lblk, buf, locked);
 		if (ret > 0)
 			ret = dir_block_emit(w, buf, lblk, pos, emit, priv);
 	}

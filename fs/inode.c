@@ -647,43 +647,40 @@ static int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st,
 }
 
 /*
- * Inode @ino as libext2fs last wrote it, without fs_lock: every inode
- * write goes through the metadata page cache (iomgr.c) under the page
- * lock, so a cached inode table page holds a whole, current copy. The
- * checksum is verified, as a read through libext2fs does. Returns false
- * when the page is not cached or the copy does not verify: the caller
- * reads it under fs_lock, which reports what is wrong. The inode table's
- * place never changes on a mounted filesystem. Context: any; @buf holds
- * EXT2_INODE_SIZE bytes.
+ * Inode @ino as libext2fs last wrote it, without fs_lock, into @in (the
+ * large inode's fields): every inode write goes through the metadata
+ * page cache (iomgr.c) under the page lock, so a cached inode table page
+ * holds a whole, current copy. The checksum is verified over the whole
+ * on-disk inode, as a read through libext2fs does. Returns false when the
+ * page is not cached or the copy does not verify: the caller reads it
+ * under fs_lock, which reports what is wrong. The inode table's place
+ * never changes on a mounted filesystem. Context: any.
  */
-static bool inode_read_cached(struct wbfs *w, ext2_ino_t ino, char *buf, size_t buf_len)
+bool winode_peek_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
 {
 	ext2_filsys fs = w->fs;
-	uint32_t ipg = fs->super->s_inodes_per_group;
-	unsigned isz = EXT2_INODE_SIZE(fs->super);
+	union {
+		struct ext2_inode_large in;
+		char b[1024];	/* the largest on-disk inode */
+	} u;
+	uint32_t ipg;
+	unsigned isz;
 	uint64_t byte;
 
-	if (isz > buf_len || !ino || ino > fs->super->s_inodes_count)
+	if (!fs)
+		return false;
+	ipg = fs->super->s_inodes_per_group;
+	isz = EXT2_INODE_SIZE(fs->super);
+	if (isz > sizeof(u) || !ino || ino > fs->super->s_inodes_count)
 		return false;
 	byte = ext2fs_inode_table_loc(fs, (dgrp_t)((ino - 1) / ipg)) * (uint64_t)fs->blocksize +
 	       (uint64_t)((ino - 1) % ipg) * isz;
-	if (!wbfs_meta_peek(w, byte, buf, isz))
+	if (!wbfs_meta_peek(w, byte, u.b, isz))
 		return false;
 	/* a 128-byte inode has no extra fields: zero, as libext2fs reads it */
 	if (isz < sizeof(struct ext2_inode_large))
-		memset(buf + isz, 0, sizeof(struct ext2_inode_large) - isz);
-	return ext2fs_inode_csum_verify(fs, ino, (struct ext2_inode_large *)buf);
-}
-
-/* inode_read_cached into @in (the large inode's fields; the rest dropped). */
-bool winode_peek_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
-{
-	union {
-		struct ext2_inode_large in;
-		char b[1024];
-	} u;
-
-	if (!w->fs || !inode_read_cached(w, ino, u.b, sizeof(u.b)))
+		memset(u.b + isz, 0, sizeof(struct ext2_inode_large) - isz);
+	if (!ext2fs_inode_csum_verify(fs, ino, &u.in))
 		return false;
 	*in = u.in;
 	return true;
@@ -700,29 +697,26 @@ static bool winode_stat_cached(struct wbfs *w, ext2_ino_t ino, struct stat *st,
 			       uint32_t *generation)
 {
 	struct winode *wi = winode_find(w, ino);
-	union {
-		struct ext2_inode_large in;
-		char b[1024];
-	} u;
+	struct ext2_inode_large in;
 	unsigned seq;
 	bool ok;
 
-	if (!wi || !w->fs)
+	if (!wi)
 		return false;
 	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	ok = !wi->folding;
 	seq = wi->fold_seq;
 	ls_mutex_unlock(&wi->attr_lock);
-	if (!ok || !inode_read_cached(w, ino, u.b, sizeof(u.b)) || !u.in.i_mode)
+	if (!ok || !winode_peek_inode(w, ino, &in) || !in.i_mode)
 		return false;
-	stat_fill(w, ino, &u.in, st);
+	stat_fill(w, ino, &in, st);
 	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	ok = !wi->folding && wi->fold_seq == seq;
 	if (ok)
 		stat_overlay(wi, st);
 	ls_mutex_unlock(&wi->attr_lock);
 	if (ok && generation)
-		*generation = u.in.i_generation;
+		*generation = in.i_generation;
 	if (ok)
 		atomic_fetch_add(&w->stats.nr_stat_unlocked, 1);
 	return ok;
