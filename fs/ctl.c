@@ -515,6 +515,7 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_lookup_unlocked", atomic_load(&w->stats.nr_lookup_unlocked) },
 			{ "nr_readdir_unlocked", atomic_load(&w->stats.nr_readdir_unlocked) },
 			{ "nr_corrupt_groups", atomic_load(&w->stats.nr_corrupt_groups) },
+			{ "nr_bitmap_untracked", atomic_load(&w->stats.nr_bitmap_untracked) },
 			{ "nr_throttle_evaluations", atomic_load(&ts->nr_evaluations) },
 			{ "nr_throttle_pauses", atomic_load(&ts->nr_pauses) },
 			{ "throttle_pause_ms_total", atomic_load(&ts->pause_ms_total) },

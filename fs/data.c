@@ -923,14 +923,13 @@ static int falloc_fill_hole(struct wbfs *w, ext2_extent_handle_t h,
 
 		if (err)
 			return -wbfs_errno(err);
-		ext2fs_block_alloc_stats_range(fs, got, (blk_t)glen, +1);
+		wbfs_block_alloc_stats_range(w, got, glen, +1);
 		wbfs_iomgr_forget_range(w, got, glen);
 		ret = falloc_map_unwritten(h, lblk, got, glen, &done);
 		ext2fs_iblk_add_blocks(fs, (struct ext2_inode *)in, done);
 		if (ret) {
 			if (done < glen)
-				ext2fs_block_alloc_stats_range(fs, got + done,
-							       (blk_t)(glen - done), -1);
+				wbfs_block_alloc_stats_range(w, got + done, glen - done, -1);
 			return ret;
 		}
 		lblk += glen;

@@ -308,7 +308,7 @@ static void undo_new_locked(struct wbfs *w, ext2_ino_t parent, const char *name,
 		if (!ret && is_dir)
 			ret = dir_touch_locked(w, parent, -1);
 		if (rd)
-			ext2fs_inode_alloc_stats2(w->fs, ino, -1, is_dir);
+			wbfs_inode_alloc_stats(w, ino, -1, is_dir);
 		else if (!ret)
 			ret = winode_free_locked(w, ino);
 	} else if (!rd && in.i_links_count) {
@@ -346,7 +346,7 @@ int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	ret = dir_add_locked(w, parent, name, *ino, ftype_of(mode),
 			     wbfs_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0);
 	if (!ret) {
-		ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
+		wbfs_inode_alloc_stats(w, *ino, +1, 0);
 		ret = new_inode_locked(w, parent, mode, rdev, ctx, *ino);
 	}
 	if (!ret)
@@ -384,7 +384,7 @@ int dir_tmpfile(struct wbfs *w, ext2_ino_t parent, mode_t mode, const struct fus
 		ret = -wbfs_errno(ext2fs_new_inode(w->fs, parent, (int)mode, NULL, ino));
 	if (ret)
 		goto out;
-	ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
+	wbfs_inode_alloc_stats(w, *ino, +1, 0);
 	ret = new_inode_locked(w, parent, mode, 0, ctx, *ino);
 	if (!ret)
 		ret = xattr_acl_inherit_store_locked(w, *ino, &ai);
@@ -463,6 +463,9 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 		if (!err)
 			err = ext2fs_mkdir(w->fs, parent, *ino, name);
 	}
+	/* ext2fs_mkdir marks the inode in use itself (even when it fails late) */
+	if (*ino)
+		wbfs_ib_changed(w, *ino);
 	ret = -wbfs_errno(err);
 	if (!err) {
 		dir_dcache_note(w, parent, name, *ino);
@@ -519,6 +522,9 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 		if (!err)
 			err = ext2fs_symlink(w->fs, parent, *ino, name, target);
 	}
+	/* as for ext2fs_mkdir */
+	if (*ino)
+		wbfs_ib_changed(w, *ino);
 	ret = -wbfs_errno(err);
 	if (!err) {
 		dir_dcache_note(w, parent, name, *ino);
@@ -756,7 +762,7 @@ static int whiteout_new_locked(struct wbfs *w, ext2_ino_t dir, const struct fuse
 		ret = -wbfs_errno(ext2fs_new_inode(w->fs, dir, S_IFCHR, NULL, ino));
 	if (ret)
 		return ret;
-	ext2fs_inode_alloc_stats2(w->fs, *ino, +1, 0);
+	wbfs_inode_alloc_stats(w, *ino, +1, 0);
 	ret = new_inode_locked(w, dir, S_IFCHR, makedev(0, 0), ctx, *ino);
 	if (ret)
 		winode_free_locked(w, *ino);

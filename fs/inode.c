@@ -983,7 +983,7 @@ int winode_free_locked(struct wbfs *w, ext2_ino_t ino)
 	ret = wbfs_write_inode(w, ino, &in);
 	if (ret)
 		return ret;
-	ext2fs_inode_alloc_stats2(w->fs, ino, -1, LINUX_S_ISDIR(in.i_mode));
+	wbfs_inode_alloc_stats(w, ino, -1, LINUX_S_ISDIR(in.i_mode));
 	if (wi) {
 		wi->freed = true;
 		wi->orphan = false;
@@ -1376,7 +1376,7 @@ static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_
 		err = wbfs_new_range(c->w, goal, len - done, &got, &glen);
 		if (err)
 			return -wbfs_errno(err);
-		ext2fs_block_alloc_stats_range(fs, got, (blk_t)glen, +1);
+		wbfs_block_alloc_stats_range(c->w, got, glen, +1);
 		wbfs_iomgr_forget_range(c->w, got, glen);
 		ret = map_set_range(c, lblk + done, got, (uint32_t)glen, &mapped);
 		/* an error midway (no room for an extent block): the blocks in
@@ -1384,7 +1384,7 @@ static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_
 		 * go back to the bitmap, so the tree, i_blocks and the bitmap
 		 * agree; their pages stay dirty for the next attempt */
 		if (ret && mapped < glen)
-			ext2fs_block_alloc_stats_range(fs, got + mapped, (blk_t)(glen - mapped), -1);
+			wbfs_block_alloc_stats_range(c->w, got + mapped, glen - mapped, -1);
 		for (i = 0; i < mapped; i++) {
 			pblk_out[done + i] = got + i;
 			if (map_take_delalloc(c->wi, lblk + done + i, true))
@@ -1571,6 +1571,11 @@ static int wbfs_sync_fs(struct bdi *b)
 	/* files just deleted: their FORGET frees them, part of what is synced */
 	while (winode_should_retry_alloc(w, &waits))
 		;
+	/* syncfs checks that every changed bitmap was tracked (ext4.c) */
+	wbfs_lock(w);
+	if (w->fs && !w->ro)
+		w->bm_scan = BM_SCAN_CHECK;
+	wbfs_unlock(w);
 	if (w->journal)
 		return wbfs_journal_commit(w, NULL);	/* with the busy blocks */
 	wbfs_lock(w);

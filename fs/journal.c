@@ -100,6 +100,7 @@ struct wjournal {
 	ext2fs_block_bitmap busy_commit;	/* fs_lock: blocks freed by the
 						 * committing transaction */
 	blk64_t nr_busy_commit;		/* fs_lock: blocks in it (0: nothing to scan) */
+	struct bm_runs busy_commit_runs;	/* fs_lock: where they are */
 
 	pthread_t thread;
 	pthread_mutex_t tlock;		/* protects: stop, kick */
@@ -404,7 +405,7 @@ static void drain_busy_commit(struct wbfs *w, struct wjournal *j,
 {
 	if (!j->busy_commit || !w->fs || !j->nr_busy_commit)
 		return;
-	wbfs_bitmap_drain(w, j->busy_commit, fn);
+	wbfs_bitmap_drain(w, j->busy_commit, &j->busy_commit_runs, fn);
 	j->nr_busy_commit = 0;
 }
 
@@ -417,12 +418,14 @@ static void release_busy_commit(struct wbfs *w, struct wjournal *j)
 static void mark_busy_commit(struct wbfs *w, blk64_t blk, blk64_t n)
 {
 	ext2fs_mark_block_bitmap_range2(w->journal->busy_commit, blk, (unsigned)n);
+	wbfs_bm_runs_add(&w->journal->busy_commit_runs, blk, n);
 	w->journal->nr_busy_commit += n;
 }
 
 static void mark_busy(struct wbfs *w, blk64_t blk, blk64_t n)
 {
 	ext2fs_mark_block_bitmap_range2(w->busy, blk, (unsigned)n);
+	wbfs_bm_runs_add(&w->busy_runs, blk, n);
 	w->nr_busy += n;
 }
 
@@ -434,7 +437,7 @@ static void busy_to_commit(struct wbfs *w, struct wjournal *j)
 {
 	if (!w->nr_busy || !j->busy_commit)
 		return;
-	wbfs_bitmap_drain(w, w->busy, mark_busy_commit);
+	wbfs_bitmap_drain(w, w->busy, &w->busy_runs, mark_busy_commit);
 	w->nr_busy = 0;
 }
 
@@ -1663,6 +1666,7 @@ void wbfs_journal_free(struct wbfs *w)
 	jtab_free(&j->ctab);
 	if (j->busy_commit)
 		ext2fs_free_block_bitmap(j->busy_commit);
+	wbfs_bm_runs_free(&j->busy_commit_runs);
 	free(j->map);
 	free(j->jsb);
 	free(j->zero);

@@ -148,10 +148,25 @@ struct wbfs_stats {
 	_Atomic long nr_inval_sent;		/* atomic: page cache invalidations
 						 * sent to the kernel */
 	_Atomic long nr_corrupt_groups;		/* atomic: groups refused at mount */
+	_Atomic long nr_bitmap_untracked;	/* atomic: bitmaps found changed by a
+						 * full scan, not marked in bm_changed */
 	_Atomic long nr_stat_unlocked;		/* atomic: stats served without fs_lock */
 	_Atomic long nr_lookup_unlocked;	/* atomic: lookups served without fs_lock */
 	_Atomic long nr_readdir_unlocked;	/* atomic: directory blocks listed without
 						 * fs_lock */
+};
+
+/*
+ * Where the set bits of a sparse block bitmap (busy blocks) can be: the
+ * runs marked since it was last drained, so that a drain at every commit
+ * visits those and not the whole filesystem (ext4.c).
+ */
+struct bm_runs {
+	struct bm_run {
+		blk64_t blk, n;
+	} *v;
+	size_t nr, cap;
+	bool all;			/* too many kept: a drain scans it all */
 };
 
 struct wbfs {
@@ -229,6 +244,7 @@ struct wbfs {
 	ext2fs_block_bitmap busy;	/* fs_lock: blocks freed since the last
 					 * sync, not yet reused (ext4.c) */
 	blk64_t nr_busy;		/* fs_lock: blocks in it */
+	struct bm_runs busy_runs;	/* fs_lock: where they are */
 	struct jtab orphan_prev;	/* fs_lock: orphan inode -> the orphan
 					 * before it on the list (0: the head) */
 	bool orphan_tracked;		/* fs_lock: orphan_prev holds the whole list */
@@ -240,7 +256,18 @@ struct wbfs {
 					 * freed since (ioctl.c), or NULL */
 	uint64_t trim_last_minlen;	/* fs_lock: that FITRIM's minlen, blocks */
 	unsigned char *bb_scratch;	/* fs_lock: a block bitmap as written (ext4.c) */
+	uint8_t *bm_changed;		/* fs_lock: per group, BM_BLOCK | BM_INODE:
+					 * its bitmap changed in memory since it
+					 * was last written (ext4.c), or NULL */
+	bool bm_in_range;		/* fs_lock: in wbfs_block_alloc_stats_range */
+	enum { BM_SCAN_NONE, BM_SCAN_QUIET, BM_SCAN_CHECK } bm_scan;
+					/* fs_lock: the next bitmap write looks at
+					 * every group (CHECK: counting changes
+					 * that bm_changed missed) */
 };
+
+#define BM_BLOCK 1
+#define BM_INODE 2
 
 /* journal.c */
 int wbfs_journal_load(struct wbfs *w, const char *dev);
@@ -282,9 +309,15 @@ bool wbfs_journal_on(const struct wbfs *w);
 bool wbfs_journal_aborted(const struct wbfs *w);
 int wbfs_journal_show(struct wbfs *w, char *buf, size_t len);
 int wbfs_sync_durable(struct wbfs *w);
-void wbfs_bitmap_drain(struct wbfs *w, ext2fs_block_bitmap bm,
+void wbfs_bm_runs_add(struct bm_runs *r, blk64_t blk, blk64_t n);
+void wbfs_bm_runs_free(struct bm_runs *r);
+void wbfs_bitmap_drain(struct wbfs *w, ext2fs_block_bitmap bm, struct bm_runs *r,
 		       void (*fn)(struct wbfs *w, blk64_t blk, blk64_t n));
 void wbfs_busy_unmark(struct wbfs *w, blk64_t blk, blk64_t n);
+void wbfs_bb_changed(struct wbfs *w, blk64_t blk, blk64_t n);
+void wbfs_ib_changed(struct wbfs *w, ext2_ino_t ino);
+void wbfs_inode_alloc_stats(struct wbfs *w, ext2_ino_t ino, int inuse, int isdir);
+void wbfs_block_alloc_stats_range(struct wbfs *w, blk64_t blk, blk64_t n, int inuse);
 /* ioctl.c */
 void wbfs_trim_note_freed(struct wbfs *w, blk64_t blk, blk64_t num);
 

@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (MIB, GIB, TFail, t_check, t_compare, t_log, t_main,  # noqa: E402
-                    t_manifest, t_read_all, t_step, t_write_all)
+                    t_check_bitmaps_tracked, t_manifest, t_read_all, t_step, t_write_all)
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64,
@@ -396,6 +396,7 @@ def body(env):
     man_m = t_manifest(model)
     t_compare(man_m, man_t, "model", "mount", keys=keys)
     t_step("after a sync the tree still equals the model")
+    t_check_bitmaps_tracked(m.mnt)
     os.sync()
     env.umount(m)
     env.verify_after_umount(dev, man_t, exclude=("lost+found",))

@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (GIB, TFail, t_check, t_compare, t_log, t_main,  # noqa: E402
-                    t_manifest, t_step)
+                    t_check_bitmaps_tracked, t_manifest, t_step)
 
 NDIRS = 4
 NWRITERS = 8
@@ -276,6 +276,7 @@ def body(env):
         vm["nr_lookup_unlocked"], vm["nr_readdir_unlocked"], vm["nr_stat_unlocked"]))
     t_check(vm["nr_lookup_unlocked"] > 0 and vm["nr_readdir_unlocked"] > 0,
             "no lookup or listing served without fs_lock")
+    t_check_bitmaps_tracked(m.mnt)
     t_step("the tree equals the model: names, types, sizes, contents, link counts")
     man_t = t_manifest(m.mnt, exclude=("lost+found",))
     man_m = t_manifest(model)

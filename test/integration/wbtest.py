@@ -79,6 +79,16 @@ def t_check(cond, msg):
         raise TFail(msg)
 
 
+def t_check_bitmaps_tracked(mnt):
+    """syncfs, which writes every group's bitmaps and counts those that
+    changed without the daemon having noted it (nr_bitmap_untracked): a
+    commit writes only the noted ones, so any such change was late."""
+    subprocess.run(["sync", "-f", mnt], check=True)
+    with open(os.path.join(mnt, ".wbcfs", "vmstat")) as f:
+        vm = dict((k, int(v)) for k, v in (line.split() for line in f))
+    t_eq(vm["nr_bitmap_untracked"], 0, "bitmaps changed without being noted")
+
+
 def t_eq(got, want, what):
     if got != want:
         raise TFail("%s: expected %r, got %r" % (what, want, got))
