@@ -849,17 +849,6 @@ bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count)
 }
 
 /*
- * Blocks freed since the last sync are busy, as the kernel's ext4 keeps
- * freed blocks from reuse until the transaction that freed them commits:
- * new data written into them before the freeing is on disk would, after
- * a crash, show in the file that owned them (or, with blocks shared by
- * two files, overwrite the other file at once). A busy block is free on
- * disk (group and superblock counts, and the bitmap as written:
- * wbfs_bitmap_written) but marked in use in the in-memory bitmap the
- * allocators search. The next sync_fs, or an allocation that finds no
- * other room, makes them free in memory too.
- */
-/*
  * Which groups' bitmaps changed in memory since they were last written:
  * a commit writes those alone, not every group's (at a commit per fsync,
  * a scan of every group under fs_lock made dbench -F on a 256 GiB
@@ -883,6 +872,18 @@ void wbfs_bb_changed(struct wbfs *w, blk64_t blk, blk64_t n)
 	last = ext2fs_group_of_blk2(fs, blk + n - 1);
 	for (g = ext2fs_group_of_blk2(fs, blk); g <= last; g++)
 		w->bm_changed[g] |= BM_BLOCK;
+}
+
+/*
+ * The next bitmap write looks at every group and counts the changes the
+ * notes missed (syncfs, unmount). Context: fs_lock not held.
+ */
+void wbfs_bitmaps_check_next(struct wbfs *w)
+{
+	wbfs_lock(w);
+	if (w->fs && !w->ro)
+		w->bm_scan = BM_SCAN_CHECK;
+	wbfs_unlock(w);
 }
 
 void wbfs_ib_changed(struct wbfs *w, ext2_ino_t ino)
@@ -916,9 +917,19 @@ void wbfs_inode_alloc_stats(struct wbfs *w, ext2_ino_t ino, int inuse, int isdir
 	wbfs_ib_changed(w, ino);
 }
 
+/*
+ * Blocks freed since the last sync are busy, as the kernel's ext4 keeps
+ * freed blocks from reuse until the transaction that freed them commits:
+ * new data written into them before the freeing is on disk would, after
+ * a crash, show in the file that owned them (or, with blocks shared by
+ * two files, overwrite the other file at once). A busy block is free on
+ * disk (group and superblock counts, and the bitmap as written:
+ * wbfs_bitmap_written) but marked in use in the in-memory bitmap the
+ * allocators search. The next sync_fs, or an allocation that finds no
+ * other room, makes them free in memory too.
+ */
 static void busy_add(struct wbfs *w, blk64_t blk, blk_t n)
 {
-	wbfs_bb_changed(w, blk, n);
 	ext2fs_mark_block_bitmap_range2(w->fs->block_map, blk, n);
 	ext2fs_mark_block_bitmap_range2(w->busy, blk, n);
 	wbfs_bm_runs_add(&w->busy_runs, blk, n);
@@ -1004,10 +1015,9 @@ void wbfs_bitmap_drain(struct wbfs *w, ext2fs_block_bitmap bm, struct bm_runs *r
 	r->all = false;
 }
 
-/* Blocks [blk, blk+n) may be allocated again. */
+/* Blocks [blk, blk+n) may be allocated again (a drain's @fn: noted there). */
 void wbfs_busy_unmark(struct wbfs *w, blk64_t blk, blk64_t n)
 {
-	wbfs_bb_changed(w, blk, n);
 	ext2fs_unmark_block_bitmap_range2(w->fs->block_map, blk, (unsigned)n);
 }
 
@@ -1157,11 +1167,13 @@ static void bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inu
 {
 	struct wbfs *w = fs->priv_data;
 
-	if (w && !num && !w->bm_in_range && w->bm_scan == BM_SCAN_NONE)
+	if (!w)
+		return;
+	/* busy_add below needs no note of its own: this covers the range */
+	if (!num && !w->bm_in_range && w->bm_scan == BM_SCAN_NONE)
 		w->bm_scan = BM_SCAN_QUIET;	/* which groups: unknown */
-	if (w)
-		wbfs_bb_changed(w, blk, num);
-	if (inuse >= 0 || !w)
+	wbfs_bb_changed(w, blk, num);
+	if (inuse >= 0)
 		return;
 	wbfs_trim_note_freed(w, blk, num);
 	while (num) {
@@ -1499,65 +1511,74 @@ static void pad_last_group(ext2_filsys fs, char *bb)
 }
 
 /*
- * The changed groups' bitmaps, as libext2fs's write_bitmaps lays them out
- * (clusters per group bits, the last group's tail padded with ones, an
- * uninitialised group skipped): those marked in bm_changed, or with
- * bm_scan every group, each still compared with what the cache holds.
+ * Group @g's block (@kind BM_BLOCK) or inode bitmap, as libext2fs's
+ * write_bitmaps lays it out (clusters per group bits, the last group's
+ * tail padded with ones), into @buf (filled with ones beyond it) and out
+ * unless the cache has it unchanged. A difference the group's notes
+ * (@changed) did not announce counts as untracked in a checking scan.
  * Context: fs_lock.
+ */
+static errcode_t group_bitmap_put(struct wbfs *w, dgrp_t g, uint8_t kind, uint8_t changed,
+				  char *buf)
+{
+	ext2_filsys fs = w->fs;
+	bool block = kind == BM_BLOCK, differs;
+	int nbytes = block ? (int)(EXT2_CLUSTERS_PER_GROUP(fs->super) / 8)
+			   : (int)((EXT2_INODES_PER_GROUP(fs->super) + 7) / 8);
+	errcode_t err;
+
+	if (block) {
+		err = ext2fs_get_block_bitmap_range2(fs->block_map,
+						     EXT2FS_B2C(fs, fs->super->s_first_data_block) +
+						     ((blk64_t)g * nbytes << 3),
+						     (size_t)nbytes << 3, buf);
+		if (!err && g == fs->group_desc_count - 1)
+			pad_last_group(fs, buf);
+	} else {
+		err = ext2fs_get_inode_bitmap_range2(fs->inode_map,
+						     1 + ((ext2_ino_t)g * nbytes << 3),
+						     (size_t)nbytes << 3, buf);
+	}
+	if (!err)
+		err = bitmap_put(w, g, block ? ext2fs_block_bitmap_loc(fs, g)
+					     : ext2fs_inode_bitmap_loc(fs, g),
+				 buf, nbytes, !block, &differs);
+	if (!err && differs && !(changed & kind) && w->bm_scan == BM_SCAN_CHECK)
+		atomic_fetch_add(&w->stats.nr_bitmap_untracked, 1);
+	return err;
+}
+
+/*
+ * The changed groups' bitmaps (an uninitialised group skipped): those
+ * marked in bm_changed, or with bm_scan every group, each still compared
+ * with what the cache holds. Context: fs_lock.
  */
 static errcode_t write_changed_bitmaps(struct wbfs *w, bool do_block, bool do_inode)
 {
 	char bb[PAGE_SIZE] __attribute__((aligned(64)));
 	char ib[PAGE_SIZE] __attribute__((aligned(64)));
 	ext2_filsys fs = w->fs;
-	int bnbytes = (int)(EXT2_CLUSTERS_PER_GROUP(fs->super) / 8);
-	int inbytes = (int)((EXT2_INODES_PER_GROUP(fs->super) + 7) / 8);
-	blk64_t bit0 = EXT2FS_B2C(fs, fs->super->s_first_data_block);
 	bool csum = ext2fs_has_group_desc_csum(fs);
 	bool all = w->bm_scan != BM_SCAN_NONE || !w->bm_changed;
+	uint8_t due = (do_block ? BM_BLOCK : 0) | (do_inode ? BM_INODE : 0);
 	errcode_t err;
-	bool differs;
 	dgrp_t g;
 
 	memset(bb, 0xff, sizeof(bb));
 	memset(ib, 0xff, sizeof(ib));
 	for (g = 0; g < fs->group_desc_count; g++) {
 		uint8_t changed = w->bm_changed ? w->bm_changed[g] : BM_BLOCK | BM_INODE;
+		uint8_t look = all ? due : changed & due;
 
-		if (do_block && (all || (changed & BM_BLOCK)) &&
-		    !(csum && ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT))) {
-			err = ext2fs_get_block_bitmap_range2(fs->block_map,
-							     bit0 + ((blk64_t)g * bnbytes << 3),
-							     (size_t)bnbytes << 3, bb);
-			if (err)
-				return err;
-			if (g == fs->group_desc_count - 1)
-				pad_last_group(fs, bb);
-			err = bitmap_put(w, g, ext2fs_block_bitmap_loc(fs, g), bb, bnbytes, false,
-					 &differs);
-			if (err)
-				return err;
-			if (differs && !(changed & BM_BLOCK) && w->bm_scan == BM_SCAN_CHECK)
-				atomic_fetch_add(&w->stats.nr_bitmap_untracked, 1);
-		}
-		if (do_inode && (all || (changed & BM_INODE)) &&
-		    !(csum && ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT))) {
-			err = ext2fs_get_inode_bitmap_range2(fs->inode_map,
-							     1 + ((ext2_ino_t)g * inbytes << 3),
-							     (size_t)inbytes << 3, ib);
-			if (err)
-				return err;
-			err = bitmap_put(w, g, ext2fs_inode_bitmap_loc(fs, g), ib, inbytes, true,
-					 &differs);
-			if (err)
-				return err;
-			if (differs && !(changed & BM_INODE) && w->bm_scan == BM_SCAN_CHECK)
-				atomic_fetch_add(&w->stats.nr_bitmap_untracked, 1);
-		}
+		if ((look & BM_BLOCK) && !(csum && ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT)) &&
+		    (err = group_bitmap_put(w, g, BM_BLOCK, changed, bb)))
+			return err;
+		if ((look & BM_INODE) && !(csum && ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT)) &&
+		    (err = group_bitmap_put(w, g, BM_INODE, changed, ib)))
+			return err;
 		/* written (or the same): only what changes from now on is due */
 		if (w->bm_changed)
-			w->bm_changed[g] &= (uint8_t)~((do_block ? BM_BLOCK : 0) |
-						       (do_inode ? BM_INODE : 0));
+			w->bm_changed[g] &= (uint8_t)~due;
 	}
 	if (do_block && do_inode)
 		w->bm_scan = BM_SCAN_NONE;
@@ -2006,12 +2027,7 @@ int wbfs_close(struct wbfs *w)
 			ret = r;
 		}
 	}
-	if (!w->ro) {
-		/* the last bitmap write looks at every group */
-		wbfs_lock(w);
-		w->bm_scan = BM_SCAN_CHECK;
-		wbfs_unlock(w);
-	}
+	wbfs_bitmaps_check_next(w);	/* the last bitmap write: every group */
 	if (w->journal) {
 		/* commit, checkpoint: the log is empty on disk */
 		r = wbfs_journal_shutdown(w);

@@ -1571,11 +1571,7 @@ static int wbfs_sync_fs(struct bdi *b)
 	/* files just deleted: their FORGET frees them, part of what is synced */
 	while (winode_should_retry_alloc(w, &waits))
 		;
-	/* syncfs checks that every changed bitmap was tracked (ext4.c) */
-	wbfs_lock(w);
-	if (w->fs && !w->ro)
-		w->bm_scan = BM_SCAN_CHECK;
-	wbfs_unlock(w);
+	wbfs_bitmaps_check_next(w);	/* every changed bitmap was noted? */
 	if (w->journal)
 		return wbfs_journal_commit(w, NULL);	/* with the busy blocks */
 	wbfs_lock(w);

@@ -316,6 +316,7 @@ void wbfs_bitmap_drain(struct wbfs *w, ext2fs_block_bitmap bm, struct bm_runs *r
 void wbfs_busy_unmark(struct wbfs *w, blk64_t blk, blk64_t n);
 void wbfs_bb_changed(struct wbfs *w, blk64_t blk, blk64_t n);
 void wbfs_ib_changed(struct wbfs *w, ext2_ino_t ino);
+void wbfs_bitmaps_check_next(struct wbfs *w);
 void wbfs_inode_alloc_stats(struct wbfs *w, ext2_ino_t ino, int inuse, int isdir);
 void wbfs_block_alloc_stats_range(struct wbfs *w, blk64_t blk, blk64_t n, int inuse);
 /* ioctl.c */
