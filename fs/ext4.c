@@ -94,6 +94,9 @@ int wbfs_errno(errcode_t err)
 }
 
 LOCK_CLASS(lc_fs_lock, "fs_lock")
+LOCK_CLASS(lc_fs_lock_r, "fs_lock(r)")
+LOCK_CLASS(lc_group_lock, "group_lock")
+LOCK_CLASS(lc_claim_lock, "claim_lock")
 LOCK_CLASS(lc_itable_lock, "itable_lock")
 LOCK_CLASS(lc_resv_lock, "resv_lock")
 LOCK_CLASS(lc_attr_lock, "attr_lock")
@@ -107,7 +110,18 @@ LOCK_CLASS(lc_dcache_w, "dc_lock(w)")
 
 void wbfs_lock(struct wbfs *w)
 {
-	ls_mutex_lock(&w->fs_lock, &lc_fs_lock);
+	ls_rwlock_wrlock(&w->fs_lock, &lc_fs_lock);
+}
+
+/* fs_lock shared: for block claims only (wbfs_claim_blocks). */
+void wbfs_lock_shared(struct wbfs *w)
+{
+	ls_rwlock_rdlock(&w->fs_lock, &lc_fs_lock_r);
+}
+
+void wbfs_unlock_shared(struct wbfs *w)
+{
+	ls_rwlock_unlock(&w->fs_lock);
 }
 
 void wbfs_refresh_free_locked(struct wbfs *w)
@@ -124,7 +138,7 @@ void wbfs_refresh_free_locked(struct wbfs *w)
 void wbfs_unlock(struct wbfs *w)
 {
 	wbfs_refresh_free_locked(w);
-	ls_mutex_unlock(&w->fs_lock);
+	ls_rwlock_unlock(&w->fs_lock);
 }
 
 /*
@@ -1040,6 +1054,9 @@ static void busy_free(struct wbfs *w)
 		ext2fs_free_block_bitmap(w->busy);
 	w->busy = NULL;
 	wbfs_bm_runs_free(&w->busy_runs);
+	free(w->claims);
+	w->claims = NULL;
+	w->nr_claims = w->cap_claims = 0;
 }
 
 /* ext2fs_new_range for writeback; with no other room, busy blocks are used. */
@@ -1053,6 +1070,165 @@ errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got
 		err = ext2fs_new_range(w->fs, 0, goal, len, NULL, got, glen);
 	}
 	return err;
+}
+
+/*
+ * Concurrent block claims (seed 004's per-group allocation). Writeback
+ * finds its data blocks under fs_lock shared and a lock per group, so
+ * that flushers and fsyncs claiming in different groups run at once,
+ * and only the extent-tree change that follows needs fs_lock exclusive.
+ * Nothing else changes under fs_lock shared: every other change to the
+ * bitmaps, and every group descriptor and superblock count, holds it
+ * exclusive, so a claim needs its group's lock against other claims
+ * only. A claim marks the blocks in the in-memory bitmap (allocators
+ * skip them) and no count: the descriptors and the superblock are
+ * changed when the blocks are mapped (wbfs_claim_use), in the same
+ * exclusive section as the extent that points to them, so a commit
+ * never holds one without the other. Until then every bitmap written
+ * shows them free (wbfs_bitmap_written), and a crash loses nothing.
+ * The search and the marks use libext2fs's find and single-bit calls,
+ * which touch the group's own bytes of the bitmap and nothing shared
+ * (its range calls count statistics in the bitmap).
+ */
+
+static pthread_mutex_t *group_lock(struct wbfs *w, dgrp_t g)
+{
+	return &w->group_lock[g % WBFS_GROUP_LOCKS];
+}
+
+/*
+ * Note claim [blk, blk+n), with room kept for one more: claim_del may
+ * split a claim in two, and must not fail. Context: claim_lock.
+ */
+static int claim_add_locked(struct wbfs *w, blk64_t blk, blk64_t n)
+{
+	if (w->nr_claims + 2 > w->cap_claims) {
+		size_t cap = w->cap_claims ? w->cap_claims * 2 : 16;
+		struct bm_run *v = realloc(w->claims, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		w->claims = v;
+		w->cap_claims = cap;
+	}
+	w->claims[w->nr_claims++] = (struct bm_run){ blk, n };
+	return 0;
+}
+
+/*
+ * Forget [blk, blk+n), which lies inside one claim; a claim cut in the
+ * middle leaves two. Returns false when no claim holds it all.
+ */
+static bool claim_del(struct wbfs *w, blk64_t blk, blk64_t n)
+{
+	bool found = false;
+	size_t i;
+
+	ls_mutex_lock(&w->claim_lock, &lc_claim_lock);
+	for (i = 0; i < w->nr_claims; i++) {
+		struct bm_run *r = &w->claims[i];
+		blk64_t end = r->blk + r->n;
+
+		if (blk < r->blk || blk + n > end)
+			continue;
+		found = true;
+		if (blk > r->blk && blk + n < end) {
+			/* the tail becomes a claim of its own (room kept
+			 * by claim_add_locked) */
+			w->claims[w->nr_claims++] = (struct bm_run){ blk + n, end - blk - n };
+			r = &w->claims[i];
+			r->n = blk - r->blk;
+		} else if (blk > r->blk) {
+			r->n = blk - r->blk;
+		} else if (blk + n < end) {
+			r->blk = blk + n;
+			r->n = end - r->blk;
+		} else {
+			*r = w->claims[--w->nr_claims];
+		}
+		break;
+	}
+	ls_mutex_unlock(&w->claim_lock);
+	return found;
+}
+
+/*
+ * Find and take up to @len free blocks, from @goal on (wrapping round
+ * the groups), in the first group that has any: *@got, *@glen. Returns
+ * 0, or -ENOSPC (nothing found: the caller allocates under fs_lock
+ * exclusive, where busy blocks can be released). Context: fs_lock shared.
+ */
+int wbfs_claim_blocks(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, blk64_t *glen)
+{
+	ext2_filsys fs = w->fs;
+	dgrp_t ng, g0, g, i;
+	blk64_t first, last, b, e, s, x;
+	int ret;
+
+	if (!fs || w->ro || !len || fs->cluster_ratio_bits)
+		return -ENOSPC;
+	ng = fs->group_desc_count;
+	first = fs->super->s_first_data_block;
+	last = ext2fs_blocks_count(fs->super) - 1;
+	if (goal < first || goal > last)
+		goal = first;
+	g0 = ext2fs_group_of_blk2(fs, goal);
+	for (i = 0; i <= ng; i++) {
+		pthread_mutex_t *gl;
+		blk64_t gs, ge;
+
+		g = (dgrp_t)(((uint64_t)g0 + i) % ng);
+		gs = i == 0 ? goal : ext2fs_group_first_block2(fs, g);
+		ge = i == ng ? goal - 1 : ext2fs_group_last_block2(fs, g);
+		if (gs < first)
+			gs = first;
+		/* counts change only under fs_lock exclusive: stable here */
+		if (gs > ge || !ext2fs_bg_free_blocks_count(fs, g) || wbfs_group_bad(w, g))
+			continue;
+		gl = group_lock(w, g);
+		ls_mutex_lock(gl, &lc_group_lock);
+		if (ext2fs_find_first_zero_block_bitmap2(fs->block_map, gs, ge, &b)) {
+			ls_mutex_unlock(gl);
+			continue;
+		}
+		e = len - 1 < ge - b ? b + len - 1 : ge;
+		if (!ext2fs_find_first_set_block_bitmap2(fs->block_map, b, e, &s))
+			e = s - 1;
+		ls_mutex_lock(&w->claim_lock, &lc_claim_lock);
+		ret = claim_add_locked(w, b, e - b + 1);
+		ls_mutex_unlock(&w->claim_lock);
+		if (ret) {
+			ls_mutex_unlock(gl);
+			return -ENOSPC;
+		}
+		for (x = b; x <= e; x++)
+			ext2fs_mark_block_bitmap2(fs->block_map, x);
+		ls_mutex_unlock(gl);
+		atomic_fetch_add(&w->stats.nr_blocks_claimed, (long)(e - b + 1));
+		*got = b;
+		*glen = e - b + 1;
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+/* Claimed blocks [blk, blk+n) go into a file: now allocated. Context: fs_lock. */
+void wbfs_claim_use(struct wbfs *w, blk64_t blk, blk64_t n)
+{
+	claim_del(w, blk, n);
+	wbfs_block_alloc_stats_range(w, blk, n, +1);
+}
+
+/* Claimed blocks [blk, blk+n) were not needed: free again. Context: fs_lock. */
+void wbfs_claim_release(struct wbfs *w, blk64_t blk, blk64_t n)
+{
+	if (claim_del(w, blk, n))
+		ext2fs_unmark_block_bitmap_range2(w->fs->block_map, blk, (unsigned)n);
+}
+
+bool wbfs_bitmap_masked(struct wbfs *w)
+{
+	return w->hidden_last || w->nr_busy || w->nr_claims;
 }
 
 /* libext2fs's own single-block allocations (extent, directory blocks): the same. */
@@ -1430,6 +1606,19 @@ void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
 			}
 		}
 	}
+	/* claims (no claim changes under fs_lock exclusive) */
+	for (i = 0; i < w->nr_claims; i++) {
+		blk64_t s = w->claims[i].blk, e = s + w->claims[i].n, b;
+
+		if (s < first)
+			s = first;
+		if (e > first + n)
+			e = first + n;
+		for (b = s; b < e; b++) {
+			d[(b - first) / 8] &= (unsigned char)~(1U << ((b - first) % 8));
+			hit = true;
+		}
+	}
 	if (!hit)
 		return;
 	/* the descriptors are written after the bitmaps: their checksum of
@@ -1453,7 +1642,7 @@ static bool bitmap_unchanged(struct wbfs *w, blk64_t blk, const char *buf, bool 
 	*cached = false;
 	if (!p)
 		return false;
-	if (w->hidden_last || w->nr_busy) {
+	if (wbfs_bitmap_masked(w)) {
 		memcpy(scratch, buf, PAGE_SIZE);
 		wbfs_bitmap_written(w, blk, scratch);
 		buf = scratch;
@@ -1840,6 +2029,9 @@ static int fs_load(struct wbfs *w, const char *dev)
 		goto out_fs;
 	if (w->recovered)
 		sb_recount_free(w);
+	/* the array kind: claims change one group's bytes at a time under
+	 * fs_lock shared (wbfs_claim_blocks); a tree would be shared */
+	w->fs->default_bitmap_type = EXT2FS_BMAP64_BITARRAY;
 	err = ext2fs_read_bitmaps(w->fs);
 	if (err) {
 		wbfs_err(dev, "cannot read the bitmaps: %s", error_message(err));
@@ -1866,7 +2058,18 @@ out_fs:
 
 static int wbfs_init_locks(struct wbfs *w)
 {
-	pthread_mutex_init(&w->fs_lock, NULL);
+	pthread_rwlockattr_t ra;
+	unsigned i;
+
+	/* a writer waiting keeps new claims out: claims are short, and
+	 * everything else needs the lock exclusive */
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&w->fs_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	for (i = 0; i < WBFS_GROUP_LOCKS; i++)
+		pthread_mutex_init(&w->group_lock[i], NULL);
+	pthread_mutex_init(&w->claim_lock, NULL);
 	pthread_mutex_init(&w->resv_lock, NULL);
 	pthread_mutex_init(&w->itable_lock, NULL);
 	pthread_cond_init(&w->itable_cond, NULL);
@@ -2063,7 +2266,7 @@ int wbfs_close(struct wbfs *w)
 	busy_free(w);
 	wbfs_orphan_untrack(w);
 	r = -wbfs_errno(ext2fs_close_free(&w->fs));
-	ls_mutex_unlock(&w->fs_lock);
+	ls_rwlock_unlock(&w->fs_lock);
 	if (r && !ret)
 		ret = r;
 	if (!w->ro) {

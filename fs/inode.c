@@ -1275,6 +1275,8 @@ static void ec_insert_locked(struct winode *wi, uint64_t lblk, uint64_t pblk, ui
 
 /* ---- bdi_ops: the flusher's side -------------------------------------- */
 
+#define MAP_POOL 8	/* claims one mapping takes at most */
+
 struct map_ctx {
 	struct wbfs *w;
 	struct winode *wi;
@@ -1284,6 +1286,8 @@ struct map_ctx {
 	long delalloc_done;	/* reservations converted */
 	bool ec_dirty;		/* unwritten extents converted: reload map */
 	bool size_grown;	/* i_size extended over the pages mapped */
+	struct bm_run pool[MAP_POOL];	/* blocks claimed for the holes, in order */
+	unsigned nr_pool, pool_next;	/* claims; the first not yet used */
 };
 
 static int map_set(struct map_ctx *c, uint64_t lblk, uint64_t pblk)
@@ -1373,10 +1377,23 @@ static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_
 
 	goal = ext2fs_find_inode_goal(fs, c->wi->ino, (struct ext2_inode *)&c->in, lblk);
 	while (done < len) {
-		err = wbfs_new_range(c->w, goal, len - done, &got, &glen);
-		if (err)
-			return -wbfs_errno(err);
-		wbfs_block_alloc_stats_range(c->w, got, glen, +1);
+		if (c->pool_next < c->nr_pool) {
+			/* claimed before fs_lock was taken exclusive */
+			struct bm_run *p = &c->pool[c->pool_next];
+
+			got = p->blk;
+			glen = p->n < len - done ? p->n : len - done;
+			p->blk += glen;
+			p->n -= glen;
+			if (!p->n)
+				c->pool_next++;
+			wbfs_claim_use(c->w, got, glen);
+		} else {
+			err = wbfs_new_range(c->w, goal, len - done, &got, &glen);
+			if (err)
+				return -wbfs_errno(err);
+			wbfs_block_alloc_stats_range(c->w, got, glen, +1);
+		}
 		wbfs_iomgr_forget_range(c->w, got, glen);
 		ret = map_set_range(c, lblk + done, got, (uint32_t)glen, &mapped);
 		/* an error midway (no room for an extent block): the blocks in
@@ -1492,6 +1509,89 @@ static unsigned map_hole_run(const uint64_t *index, unsigned i, unsigned n, cons
 	return k;
 }
 
+/*
+ * Where a new block for hole @lblk should go: after the block mapped
+ * before it, else at the start of the inode's (flex) group, as
+ * ext2fs_find_inode_goal. Context: ec_lock, ec_valid.
+ */
+static blk64_t map_goal_locked(struct wbfs *w, struct winode *wi, uint64_t lblk)
+{
+	ext2_filsys fs = w->fs;
+	bool hit;
+	size_t i = ec_find(wi, lblk, &hit);
+	dgrp_t g;
+
+	if (i > 0 && !hit) {
+		const struct ext_run *r = &wi->runs[i - 1];
+
+		return r->pblk + (lblk - r->lblk);
+	}
+	g = ext2fs_group_of_ino(fs, wi->ino);
+	if (fs->super->s_log_groups_per_flex)
+		g &= ~((1U << fs->super->s_log_groups_per_flex) - 1);
+	return ext2fs_group_first_block2(fs, g);
+}
+
+/*
+ * Claim blocks for the batch's holes before fs_lock is taken exclusive
+ * (wbfs_claim_blocks): what writeback searches for runs concurrently
+ * with other claims, and map_alloc_run uses them in order. Nothing is
+ * claimed when the map is not cached (loading it needs fs_lock), or
+ * when free space is short (claims held by one flusher must not make
+ * another's allocation fail).
+ */
+static void map_claim(struct map_ctx *c, const uint64_t *index, unsigned n, uint64_t size)
+{
+	struct wbfs *w = c->w;
+	struct winode *wi = c->wi;
+	blk64_t want = 0, goal = 0, got, glen;
+	unsigned i;
+	bool room;
+
+	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
+	room = w->free_blocks - w->reserved - w->headroom > 4 * (int64_t)n;
+	ls_mutex_unlock(&w->resv_lock);
+	if (!room)
+		return;
+	wbfs_lock_shared(w);
+	if (!w->fs || wi->freed) {
+		wbfs_unlock_shared(w);
+		return;
+	}
+	ls_mutex_lock(&wi->ec_lock, &lc_ec_lock);
+	for (i = 0; wi->ec_valid && i < n && (index[i] << PAGE_SHIFT) < size; i++) {
+		struct ext_run r;
+
+		if (ec_lookup_locked(wi, index[i], &r) || r.pblk)
+			continue;
+		if (!want)
+			goal = map_goal_locked(w, wi, index[i]);
+		want++;
+	}
+	ls_mutex_unlock(&wi->ec_lock);
+	if (want) {
+		if (atomic_fetch_add(&w->nr_claimers, 1))
+			atomic_fetch_add(&w->stats.nr_claim_overlaps, 1);
+		while (want && c->nr_pool < MAP_POOL &&
+		       !wbfs_claim_blocks(w, goal, want, &got, &glen)) {
+			c->pool[c->nr_pool++] = (struct bm_run){ got, glen };
+			want -= glen;
+			goal = got + glen;
+		}
+		atomic_fetch_sub(&w->nr_claimers, 1);
+	}
+	wbfs_unlock_shared(w);
+}
+
+/* Claims map_alloc_run did not use go back. Context: fs_lock. */
+static void map_unclaim(struct map_ctx *c)
+{
+	for (; c->pool_next < c->nr_pool; c->pool_next++)
+		if (c->pool[c->pool_next].n)
+			wbfs_claim_release(c->w, c->pool[c->pool_next].blk,
+					   c->pool[c->pool_next].n);
+}
+
 static int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
 			  unsigned n, uint64_t *pblk)
 {
@@ -1500,6 +1600,7 @@ static int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *in
 	unsigned i = 0, k;
 	int ret;
 
+	map_claim(&c, index, n, size);
 	wbfs_lock(c.w);
 	/* allocation and unwritten conversion change its extents (maybe
 	 * only leaf blocks, not its inode): its fsync commits them */
@@ -1508,6 +1609,7 @@ static int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *in
 		/* the file is gone: nothing to write its pages to */
 		for (i = 0; i < n; i++)
 			pblk[i] = BDI_PBLK_SKIP;
+		map_unclaim(&c);
 		wbfs_unlock(c.w);
 		return 0;
 	}
@@ -1534,6 +1636,7 @@ static int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *in
 	}
 	if (!ret)
 		map_grow_size(&c, index, pblk, n, size);
+	map_unclaim(&c);
 	ret = map_close(&c, ret);
 	wbfs_unlock(c.w);
 	return ret;

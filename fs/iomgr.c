@@ -103,7 +103,7 @@ static int meta_store(struct wbfs *w, struct page *p, size_t in, const void *b, 
 {
 	/* on the stack: every device of a domain stores under its own fs_lock */
 	char scratch[PAGE_SIZE] __attribute__((aligned(64)));
-	bool fix = n == PAGE_SIZE && (w->hidden_last || w->nr_busy);
+	bool fix = n == PAGE_SIZE && wbfs_bitmap_masked(w);
 
 	if (fix) {
 		/* the bitmap as it is to be written: busy blocks free */

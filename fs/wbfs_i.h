@@ -154,6 +154,10 @@ struct wbfs_stats {
 	_Atomic long nr_lookup_unlocked;	/* atomic: lookups served without fs_lock */
 	_Atomic long nr_readdir_unlocked;	/* atomic: directory blocks listed without
 						 * fs_lock */
+	_Atomic long nr_blocks_claimed;		/* atomic: blocks found and taken for
+						 * writeback under fs_lock shared */
+	_Atomic long nr_claim_overlaps;		/* atomic: claims begun while another
+						 * was running */
 };
 
 /*
@@ -169,10 +173,23 @@ struct bm_runs {
 	bool all;			/* too many kept: a drain scans it all */
 };
 
+/* Group locks, hashed as the kernel's blockgroup_lock. */
+#define WBFS_GROUP_LOCKS 64
+
 struct wbfs {
 	struct wbfs_domain *dom;	/* constant: the cache domain it belongs to */
 	ext2_filsys fs;			/* fs_lock */
-	pthread_mutex_t fs_lock;	/* protects: fs and every libext2fs call */
+	pthread_rwlock_t fs_lock;	/* protects: fs and every libext2fs call
+					 * (held exclusive); shared, only block
+					 * claims run (wbfs_claim_blocks) */
+	pthread_mutex_t group_lock[WBFS_GROUP_LOCKS];
+					/* under fs_lock shared: group g's bits
+					 * of fs->block_map (lock g % N) */
+	pthread_mutex_t claim_lock;	/* protects: claims, nr_claims (a leaf) */
+	_Atomic int nr_claimers;	/* atomic: claims running now */
+	struct bm_run *claims;		/* blocks claimed, not yet in a file: in
+					 * use in memory, free on disk */
+	size_t nr_claims, cap_claims;
 	struct cache *cache;
 	struct bdi *bdi;
 	struct flusher_pool *pool;	/* constant: flusher_model=pdflush: the domain's
@@ -327,6 +344,20 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o);
 int wbfs_close(struct wbfs *w);
 void wbfs_lock(struct wbfs *w);
 void wbfs_unlock(struct wbfs *w);
+void wbfs_lock_shared(struct wbfs *w);
+void wbfs_unlock_shared(struct wbfs *w);
+/*
+ * Block claims: writeback finds and takes free blocks under fs_lock
+ * shared, so that claims in different groups run at once; the blocks
+ * become an allocation (counts, notes) when mapped under fs_lock
+ * exclusive (wbfs_claim_use), or go back (wbfs_claim_release). Until
+ * then they are in use in memory and free in every bitmap written.
+ */
+int wbfs_claim_blocks(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, blk64_t *glen);
+void wbfs_claim_use(struct wbfs *w, blk64_t blk, blk64_t n);
+void wbfs_claim_release(struct wbfs *w, blk64_t blk, blk64_t n);
+/* Does a bitmap block need wbfs_bitmap_written's mask? Context: fs_lock. */
+bool wbfs_bitmap_masked(struct wbfs *w);
 int wbfs_errno(errcode_t err);
 void wbfs_dev_vmsg(const char *dev, const char *tail, const char *fmt, va_list ap);
 int wbfs_read_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);

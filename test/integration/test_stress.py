@@ -15,7 +15,8 @@ directories all the while:
 a listing never holds a name twice, a name listed either stats or has
 just gone (ENOENT).  Lookups and listings are served without fs_lock
 (from the directories' name caches and cached blocks) while the writers
-change the same directories under it; vmstat must show both.  At the
+change the same directories under it; vmstat must show both, and that
+writeback claimed blocks under fs_lock shared (nr_blocks_claimed).  At the
 end the tree (type, size, content, link counts) equals the model; after
 unmount e2fsck -fn is clean and the kernel's ext4 sees the model's tree.
 
@@ -276,6 +277,11 @@ def body(env):
         vm["nr_lookup_unlocked"], vm["nr_readdir_unlocked"], vm["nr_stat_unlocked"]))
     t_check(vm["nr_lookup_unlocked"] > 0 and vm["nr_readdir_unlocked"] > 0,
             "no lookup or listing served without fs_lock")
+    # writeback found its blocks under fs_lock shared (claims), beside
+    # the writers' namespace changes under it exclusive
+    t_log("blocks claimed under fs_lock shared: %d (%d claims began beside another)" % (
+        vm["nr_blocks_claimed"], vm["nr_claim_overlaps"]))
+    t_check(vm["nr_blocks_claimed"] > 0, "no block claimed under fs_lock shared")
     t_check_bitmaps_tracked(m.mnt)
     t_step("the tree equals the model: names, types, sizes, contents, link counts")
     man_t = t_manifest(m.mnt, exclude=("lost+found",))

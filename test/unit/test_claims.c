@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * ext4.c's block claims: writeback finds free blocks under fs_lock
+ * shared and a lock per group, so claims in different groups run at
+ * once. A claimed block is in use in the in-memory bitmap (nobody else
+ * gets it) and changes no count until it is used (then it is an ordinary
+ * allocation: group and superblock counts, its group noted for the next
+ * bitmap write) or released (then it is free again, as if never
+ * claimed). Checked on a filesystem libext2fs makes in memory, with four
+ * groups; the concurrency check runs eight threads claiming at once,
+ * half of them in one group, and requires that no block went to two.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "helpers.h"
+
+#include "../../fs/wbfs_i.h"
+
+#define BPG 8192ULL			/* blocks per group */
+#define NBLOCKS (4 * BPG)
+
+static char t_path[128];
+
+static struct wbfs *t_fs(void)
+{
+	struct ext2_super_block param;
+	struct wbfs *w = calloc(1, sizeof(*w));
+	int fd = t_tmpfile(t_path, NBLOCKS * 4096);
+	unsigned i;
+
+	ck_assert_ptr_nonnull(w);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	memset(&param, 0, sizeof(param));
+	param.s_log_block_size = 2;	/* 4 KiB */
+	param.s_blocks_per_group = BPG;
+	ext2fs_blocks_count_set(&param, NBLOCKS);
+	ck_assert_int_eq(ext2fs_initialize(t_path, EXT2_FLAG_RW | EXT2_FLAG_64BITS, &param,
+					   unix_io_manager, &w->fs), 0);
+	ck_assert_uint_eq(w->fs->group_desc_count, 4);
+	w->bm_changed = calloc(w->fs->group_desc_count, 1);
+	ck_assert_ptr_nonnull(w->bm_changed);
+	pthread_rwlock_init(&w->fs_lock, NULL);
+	for (i = 0; i < WBFS_GROUP_LOCKS; i++)
+		pthread_mutex_init(&w->group_lock[i], NULL);
+	pthread_mutex_init(&w->claim_lock, NULL);
+	pthread_mutex_init(&w->resv_lock, NULL);
+	return w;
+}
+
+static void t_fs_free(struct wbfs *w)
+{
+	free(w->claims);
+	free(w->bm_changed);
+	ext2fs_free(w->fs);
+	unlink(t_path);
+	free(w);
+}
+
+static blk64_t group_start(struct wbfs *w, dgrp_t g)
+{
+	return ext2fs_group_first_block2(w->fs, g);
+}
+
+static bool in_use(struct wbfs *w, blk64_t b)
+{
+	return ext2fs_test_block_bitmap2(w->fs->block_map, b);
+}
+
+static int claim(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, blk64_t *glen)
+{
+	int ret;
+
+	wbfs_lock_shared(w);
+	ret = wbfs_claim_blocks(w, goal, len, got, glen);
+	wbfs_unlock_shared(w);
+	return ret;
+}
+
+START_TEST(claim_takes_a_run_and_changes_no_count)
+{
+	struct wbfs *w = t_fs();
+	blk64_t goal = group_start(w, 2) + 100, got, glen, free_sb;
+	unsigned free_g = ext2fs_bg_free_blocks_count(w->fs, 2);
+
+	free_sb = ext2fs_free_blocks_count(w->fs->super);
+	ck_assert_int_eq(claim(w, goal, 16, &got, &glen), 0);
+	ck_assert_uint_eq(got, goal);
+	ck_assert_uint_eq(glen, 16);
+	for (blk64_t b = got; b < got + glen; b++)
+		ck_assert(in_use(w, b));
+	ck_assert(!in_use(w, got + glen));
+	/* free on disk until used: no count, no note */
+	ck_assert_uint_eq(ext2fs_bg_free_blocks_count(w->fs, 2), free_g);
+	ck_assert_uint_eq(ext2fs_free_blocks_count(w->fs->super), free_sb);
+	ck_assert_uint_eq(w->bm_changed[2], 0);
+	ck_assert_uint_eq(w->nr_claims, 1);
+	ck_assert(wbfs_bitmap_masked(w));
+	/* the next claim does not get them */
+	ck_assert_int_eq(claim(w, goal, 4, &got, &glen), 0);
+	ck_assert_uint_eq(got, goal + 16);
+	ck_assert_uint_eq(atomic_load(&w->stats.nr_blocks_claimed), 20);
+	t_fs_free(w);
+}
+END_TEST
+
+START_TEST(use_counts_release_frees)
+{
+	struct wbfs *w = t_fs();
+	blk64_t goal = group_start(w, 1) + 10, got, glen, free_sb;
+	unsigned free_g = ext2fs_bg_free_blocks_count(w->fs, 1);
+
+	free_sb = ext2fs_free_blocks_count(w->fs->super);
+	ck_assert_int_eq(claim(w, goal, 10, &got, &glen), 0);
+	ck_assert_uint_eq(glen, 10);
+	wbfs_lock(w);
+	/* the middle four go into a file: the claim splits in two */
+	wbfs_claim_use(w, got + 3, 4);
+	ck_assert_uint_eq(w->nr_claims, 2);
+	ck_assert_uint_eq(ext2fs_bg_free_blocks_count(w->fs, 1), free_g - 4);
+	ck_assert_uint_eq(ext2fs_free_blocks_count(w->fs->super), free_sb - 4);
+	ck_assert(w->bm_changed[1] & BM_BLOCK);
+	/* the rest was not needed */
+	wbfs_claim_release(w, got, 3);
+	wbfs_claim_release(w, got + 7, 3);
+	ck_assert_uint_eq(w->nr_claims, 0);
+	ck_assert(!wbfs_bitmap_masked(w));
+	for (blk64_t b = got; b < got + 10; b++)
+		ck_assert(in_use(w, b) == (b >= got + 3 && b < got + 7));
+	ck_assert_uint_eq(ext2fs_bg_free_blocks_count(w->fs, 1), free_g - 4);
+	/* releasing what is not claimed changes nothing */
+	wbfs_claim_release(w, got + 3, 1);
+	ck_assert(in_use(w, got + 3));
+	wbfs_unlock(w);
+	t_fs_free(w);
+}
+END_TEST
+
+START_TEST(claims_stop_at_used_blocks_and_wrap)
+{
+	struct wbfs *w = t_fs();
+	blk64_t g3 = group_start(w, 3), got, glen, b;
+
+	/* a used block cuts the run short */
+	ext2fs_mark_block_bitmap2(w->fs->block_map, g3 + 105);
+	ck_assert_int_eq(claim(w, g3 + 100, 50, &got, &glen), 0);
+	ck_assert_uint_eq(got, g3 + 100);
+	ck_assert_uint_eq(glen, 5);
+	/* a run does not cross into the next group */
+	ck_assert_int_eq(claim(w, group_start(w, 1) - 2, 50, &got, &glen), 0);
+	ck_assert_uint_eq(got, group_start(w, 1) - 2);
+	ck_assert_uint_eq(glen, 2);
+	/* everything from the goal to the end in use: it wraps to the start */
+	ext2fs_mark_block_bitmap_range2(w->fs->block_map, g3, (unsigned)BPG);
+	ck_assert_int_eq(claim(w, g3 + 10, 1, &got, &glen), 0);
+	ck_assert_uint_lt(got, g3);
+	/* nothing free anywhere: -ENOSPC, nothing claimed */
+	for (b = w->fs->super->s_first_data_block; b < NBLOCKS; b++)
+		ext2fs_mark_block_bitmap2(w->fs->block_map, b);
+	ck_assert_int_eq(claim(w, g3, 1, &got, &glen), -ENOSPC);
+	t_fs_free(w);
+}
+END_TEST
+
+/* ---- concurrency ---- */
+
+#define NTHREADS 8
+#define ROUNDS 400
+
+struct claimer {
+	struct wbfs *w;
+	blk64_t goal;
+	unsigned seed;
+	blk64_t got[ROUNDS], n[ROUNDS];
+	int nr;
+};
+
+static void *claimer_run(void *arg)
+{
+	struct claimer *c = arg;
+	int i;
+
+	for (i = 0; i < ROUNDS; i++) {
+		blk64_t len = 1 + (blk64_t)(rand_r(&c->seed) % 8), got, glen;
+
+		if (claim(c->w, c->goal, len, &got, &glen))
+			break;
+		c->got[c->nr] = got;
+		c->n[c->nr++] = glen;
+	}
+	return NULL;
+}
+
+START_TEST(concurrent_claims_never_share_a_block)
+{
+	struct wbfs *w = t_fs();
+	struct claimer *c = calloc(NTHREADS, sizeof(*c));
+	pthread_t tid[NTHREADS];
+	unsigned char *owner = calloc(NBLOCKS, 1);
+	blk64_t total = 0;
+	int i, k;
+
+	ck_assert_ptr_nonnull(c);
+	ck_assert_ptr_nonnull(owner);
+	/* blocks in use before: nobody may claim them */
+	for (blk64_t b = 0; b < NBLOCKS; b++)
+		if (in_use(w, b))
+			owner[b] = 0xff;
+	for (i = 0; i < NTHREADS; i++) {
+		c[i].w = w;
+		c[i].seed = 7u + (unsigned)i;
+		/* four in group 1 from the same goal, one in each group */
+		c[i].goal = i < 4 ? group_start(w, 1) + 1 : group_start(w, (dgrp_t)(i - 4)) + 1;
+		ck_assert_int_eq(pthread_create(&tid[i], NULL, claimer_run, &c[i]), 0);
+	}
+	for (i = 0; i < NTHREADS; i++)
+		pthread_join(tid[i], NULL);
+	for (i = 0; i < NTHREADS; i++) {
+		ck_assert_int_eq(c[i].nr, ROUNDS);
+		for (k = 0; k < c[i].nr; k++) {
+			for (blk64_t b = c[i].got[k]; b < c[i].got[k] + c[i].n[k]; b++) {
+				ck_assert_msg(owner[b] == 0, "block %llu claimed twice",
+					      (unsigned long long)b);
+				owner[b] = (unsigned char)(i + 1);
+				ck_assert(in_use(w, b));
+			}
+			total += c[i].n[k];
+		}
+	}
+	ck_assert_uint_eq(atomic_load(&w->stats.nr_blocks_claimed), total);
+	/* every claim is recorded, and each releases back to free */
+	wbfs_lock(w);
+	for (i = 0; i < NTHREADS; i++)
+		for (k = 0; k < c[i].nr; k++)
+			wbfs_claim_release(w, c[i].got[k], c[i].n[k]);
+	ck_assert_uint_eq(w->nr_claims, 0);
+	wbfs_unlock(w);
+	for (blk64_t b = 0; b < NBLOCKS; b++)
+		if (owner[b] && owner[b] != 0xff)
+			ck_assert(!in_use(w, b));
+	free(owner);
+	free(c);
+	t_fs_free(w);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("claims");
+	TCase *tc = tcase_create("claims");
+
+	tcase_add_test(tc, claim_takes_a_run_and_changes_no_count);
+	tcase_add_test(tc, use_counts_release_frees);
+	tcase_add_test(tc, claims_stop_at_used_blocks_and_wrap);
+	tcase_add_test(tc, concurrent_claims_never_share_a_block);
+	suite_add_tcase(s, tc);
+	return t_run(s);
+}
