@@ -516,6 +516,7 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_readdir_unlocked", atomic_load(&w->stats.nr_readdir_unlocked) },
 			{ "nr_blocks_claimed", atomic_load(&w->stats.nr_blocks_claimed) },
 			{ "nr_claim_overlaps", atomic_load(&w->stats.nr_claim_overlaps) },
+			{ "nr_inodes_claimed", atomic_load(&w->stats.nr_inodes_claimed) },
 			{ "nr_corrupt_groups", atomic_load(&w->stats.nr_corrupt_groups) },
 			{ "nr_bitmap_untracked", atomic_load(&w->stats.nr_bitmap_untracked) },
 			{ "nr_throttle_evaluations", atomic_load(&ts->nr_evaluations) },

@@ -323,14 +323,31 @@ static void undo_new_locked(struct wbfs *w, ext2_ino_t parent, const char *name,
 		dir_left_inconsistent(w, "creation", ino, ret);
 }
 
+/*
+ * The number of a new inode: @claimed (found under fs_lock shared by
+ * wbfs_claim_inode, and taken back since), unless the bitmap has it in
+ * use after all, else ext2fs_new_inode's choice. Context: fs_lock.
+ */
+static errcode_t new_inode_number_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode,
+					 ext2_ino_t claimed, ext2_ino_t *ino)
+{
+	if (claimed && !ext2fs_test_inode_bitmap2(w->fs->inode_map, claimed)) {
+		*ino = claimed;
+		return 0;
+	}
+	return ext2fs_new_inode(w->fs, parent, (int)mode, NULL, ino);
+}
+
 int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	       dev_t rdev, const struct fuse_ctx *ctx, ext2_ino_t *ino)
 {
 	struct acl_inherit ai = { 0 };
-	errcode_t err;
+	ext2_ino_t claimed = wbfs_claim_inode(w, parent);
 	int ret;
 
 	wbfs_lock(w);
+	if (claimed)
+		wbfs_claim_inode_take(w, claimed);
 	ret = name_free_locked(w, parent, name);
 	if (ret)
 		goto out;
@@ -339,8 +356,7 @@ int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 		ret = xattr_acl_inherit_locked(w, parent, &mode, ctx->umask, &ai);
 	if (ret)
 		goto out;
-	err = ext2fs_new_inode(w->fs, parent, (int)mode, NULL, ino);
-	ret = -wbfs_errno(err);
+	ret = -wbfs_errno(new_inode_number_locked(w, parent, mode, claimed, ino));
 	if (ret)
 		goto out;
 	ret = dir_add_locked(w, parent, name, *ino, ftype_of(mode),
@@ -370,9 +386,12 @@ int dir_tmpfile(struct wbfs *w, ext2_ino_t parent, mode_t mode, const struct fus
 {
 	struct acl_inherit ai = { 0 };
 	struct ext2_inode_large in;
+	ext2_ino_t claimed = wbfs_claim_inode(w, parent);
 	int ret;
 
 	wbfs_lock(w);
+	if (claimed)
+		wbfs_claim_inode_take(w, claimed);
 	ret = wbfs_read_inode(w, parent, &in);
 	if (!ret && !LINUX_S_ISDIR(in.i_mode))
 		ret = -ENOTDIR;
@@ -381,7 +400,7 @@ int dir_tmpfile(struct wbfs *w, ext2_ino_t parent, mode_t mode, const struct fus
 	if (!ret)	/* the default ACL, or else the umask, as for create */
 		ret = xattr_acl_inherit_locked(w, parent, &mode, ctx->umask, &ai);
 	if (!ret)
-		ret = -wbfs_errno(ext2fs_new_inode(w->fs, parent, (int)mode, NULL, ino));
+		ret = -wbfs_errno(new_inode_number_locked(w, parent, mode, claimed, ino));
 	if (ret)
 		goto out;
 	wbfs_inode_alloc_stats(w, *ino, +1, 0);
@@ -433,9 +452,13 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	errcode_t err;
 	int ret, before;
 
+	ext2_ino_t claimed = wbfs_claim_inode(w, parent);
+
 	mode = S_IFDIR | (mode & 07777);
 	*ino = 0;
 	wbfs_lock(w);
+	if (claimed)
+		wbfs_claim_inode_take(w, claimed);
 	ret = name_free_locked(w, parent, name);
 	if (ret)
 		goto out;
@@ -451,7 +474,7 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 		goto out;
 	before = pin.i_links_count;
 	/* the inode ext2fs_mkdir takes: known, so a failure can be undone */
-	err = ext2fs_new_inode(w->fs, parent, LINUX_S_IFDIR | 0755, NULL, ino);
+	err = new_inode_number_locked(w, parent, LINUX_S_IFDIR | 0755, claimed, ino);
 	if (!err)
 		err = ext2fs_mkdir(w->fs, parent, *ino, name);
 	if (err == EXT2_ET_DIR_NO_SPACE) {
@@ -495,10 +518,15 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 	errcode_t err;
 	int ret;
 
+	ext2_ino_t claimed;
+
 	if (strlen(target) >= w->fs->blocksize)
 		return -ENAMETOOLONG;
 	*ino = 0;
+	claimed = wbfs_claim_inode(w, parent);
 	wbfs_lock(w);
+	if (claimed)
+		wbfs_claim_inode_take(w, claimed);
 	ret = name_free_locked(w, parent, name);
 	if (ret)
 		goto out;
@@ -510,7 +538,7 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 		ret = wbfs_meta_room(w, 3);
 	if (ret)
 		goto out;
-	err = ext2fs_new_inode(w->fs, parent, LINUX_S_IFLNK | 0777, NULL, ino);
+	err = new_inode_number_locked(w, parent, LINUX_S_IFLNK | 0777, claimed, ino);
 	if (!err)
 		err = ext2fs_symlink(w->fs, parent, *ino, name, target);
 	if (err == EXT2_ET_DIR_NO_SPACE) {

@@ -1226,9 +1226,112 @@ void wbfs_claim_release(struct wbfs *w, blk64_t blk, blk64_t n)
 		ext2fs_unmark_block_bitmap_range2(w->fs->block_map, blk, (unsigned)n);
 }
 
+/*
+ * Claim a free inode for a create in @parent: from @parent's group on,
+ * as ext2fs_new_inode searches, under fs_lock shared and the group's
+ * lock. A group whose inodes are not initialised stops the search (its
+ * first use changes the group descriptor: ext2fs_new_inode does that
+ * under fs_lock exclusive). Returns the inode, or 0.
+ */
+ext2_ino_t wbfs_claim_inode(struct wbfs *w, ext2_ino_t parent)
+{
+	ext2_filsys fs;
+	ext2_ino_t ipg, start, ino = 0, got;
+	dgrp_t ng, g0, g, i;
+
+	wbfs_lock_shared(w);
+	fs = w->fs;
+	if (!fs || w->ro || !fs->inode_map || w->nr_iclaims >= WBFS_ICLAIMS)
+		goto out;
+	ipg = fs->super->s_inodes_per_group;
+	ng = fs->group_desc_count;
+	g0 = parent ? (parent - 1) / ipg : 0;
+	if (g0 >= ng)
+		g0 = 0;
+	for (i = 0; i < ng && !ino; i++) {
+		pthread_mutex_t *gl;
+
+		g = (dgrp_t)(((uint64_t)g0 + i) % ng);
+		if (ext2fs_has_group_desc_csum(fs) &&
+		    ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT))
+			break;
+		/* counts change only under fs_lock exclusive: stable here */
+		if (!ext2fs_bg_free_inodes_count(fs, g))
+			continue;
+		start = g * ipg + 1;
+		if (start < EXT2_FIRST_INODE(fs->super))
+			start = EXT2_FIRST_INODE(fs->super);
+		gl = group_lock(w, g);
+		ls_mutex_lock(gl, &lc_group_lock);
+		if (!ext2fs_find_first_zero_inode_bitmap2(fs->inode_map, start, (g + 1) * ipg, &got)) {
+			ls_mutex_lock(&w->claim_lock, &lc_claim_lock);
+			if (w->nr_iclaims < WBFS_ICLAIMS) {
+				w->iclaims[w->nr_iclaims++] = got;
+				ext2fs_mark_inode_bitmap2(fs->inode_map, got);
+				ino = got;
+			}
+			ls_mutex_unlock(&w->claim_lock);
+		}
+		ls_mutex_unlock(gl);
+	}
+	if (ino)
+		atomic_fetch_add(&w->stats.nr_inodes_claimed, 1);
+out:
+	wbfs_unlock_shared(w);
+	return ino;
+}
+
+/*
+ * Inode @ino, claimed, is free again in the bitmap and known to the
+ * caller only (the create that claimed it uses it, or drops it).
+ * Returns false if it was not claimed. Context: fs_lock.
+ */
+bool wbfs_claim_inode_take(struct wbfs *w, ext2_ino_t ino)
+{
+	bool found = false;
+	unsigned i;
+
+	ls_mutex_lock(&w->claim_lock, &lc_claim_lock);
+	for (i = 0; i < w->nr_iclaims; i++) {
+		if (w->iclaims[i] == ino) {
+			w->iclaims[i] = w->iclaims[--w->nr_iclaims];
+			found = true;
+			break;
+		}
+	}
+	ls_mutex_unlock(&w->claim_lock);
+	if (found)
+		ext2fs_unmark_inode_bitmap2(w->fs->inode_map, ino);
+	return found;
+}
+
 bool wbfs_bitmap_masked(struct wbfs *w)
 {
-	return w->hidden_last || w->nr_busy || w->nr_claims;
+	return w->hidden_last || w->nr_busy || w->nr_claims || w->nr_iclaims;
+}
+
+/* Claimed inodes are free in group @g's inode bitmap @d as written. */
+static void ibitmap_written(struct wbfs *w, dgrp_t g, unsigned char *d)
+{
+	ext2_filsys fs = w->fs;
+	ext2_ino_t ipg = fs->super->s_inodes_per_group;
+	bool hit = false;
+	unsigned i;
+
+	/* no claim changes under fs_lock exclusive */
+	for (i = 0; i < w->nr_iclaims; i++) {
+		ext2_ino_t k;
+
+		if ((w->iclaims[i] - 1) / ipg != g)
+			continue;
+		k = w->iclaims[i] - 1 - g * ipg;
+		d[k / 8] &= (unsigned char)~(1U << (k % 8));
+		hit = true;
+	}
+	if (!hit)
+		return;
+	ext2fs_inode_bitmap_csum_set(fs, g, (char *)d, (int)((ipg + 7) / 8));
+	ext2fs_group_desc_csum_set(fs, g);
 }
 
 /* libext2fs's own single-block allocations (extent, directory blocks): the same. */
@@ -1322,9 +1425,29 @@ bool wbfs_itable_inodes(struct wbfs *w, uint64_t blk, ext2_ino_t *first, unsigne
 	return true;
 }
 
+/* Where the bitmaps and inode tables are, for the iomgr. Returns 0 or -ENOMEM. */
+int wbfs_locs_build(struct wbfs *w)
+{
+	w->bb_locs = locs_build(w->fs, ext2fs_block_bitmap_loc);
+	w->it_locs = locs_build(w->fs, ext2fs_inode_table_loc);
+	w->ib_locs = locs_build(w->fs, ext2fs_inode_bitmap_loc);
+	return w->bb_locs && w->it_locs && w->ib_locs ? 0 : -ENOMEM;
+}
+
 static bool bb_group(struct wbfs *w, blk64_t blk, dgrp_t *g)
 {
 	const struct bb_loc *l = locs_floor(w->bb_locs, w->fs->group_desc_count, blk);
+
+	if (!l || l->blk != blk)
+		return false;
+	*g = l->g;
+	return true;
+}
+
+static bool ib_group(struct wbfs *w, blk64_t blk, dgrp_t *g)
+{
+	const struct bb_loc *l = w->ib_locs ? locs_floor(w->ib_locs, w->fs->group_desc_count, blk)
+					    : NULL;
 
 	if (!l || l->blk != blk)
 		return false;
@@ -1520,11 +1643,9 @@ static int validate_block_bitmaps(struct wbfs *w, const char *dev)
 	free(bad);
 	fs->priv_data = w;
 	if (!w->ro) {
-		w->bb_locs = locs_build(fs, ext2fs_block_bitmap_loc);
-		w->it_locs = locs_build(fs, ext2fs_inode_table_loc);
 		w->bm_changed = calloc(fs->group_desc_count, 1);
 		w->bm_scan = BM_SCAN_QUIET;	/* what validation marked */
-		if (!w->bb_locs || !w->it_locs || !w->bm_changed ||
+		if (wbfs_locs_build(w) || !w->bm_changed ||
 		    ext2fs_allocate_block_bitmap(fs, "busy blocks", &w->busy))
 			return -ENOMEM;
 		ext2fs_set_block_alloc_stats_callback(fs, bad_group_keep, NULL);
@@ -1584,8 +1705,13 @@ void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
 	bool hit = false;
 	dgrp_t g;
 
-	if (!fs || !w->bb_locs || !bb_group(w, blk, &g))
+	if (!fs || !w->bb_locs)
 		return;
+	if (!bb_group(w, blk, &g)) {
+		if (w->nr_iclaims && ib_group(w, blk, &g))
+			ibitmap_written(w, g, d);
+		return;
+	}
 	first = ext2fs_group_first_block2(fs, g);
 	n = ext2fs_group_last_block2(fs, g) - first + 1;
 	if (w->hidden_last && ext2fs_group_of_blk2(fs, w->hidden_last) == g) {
@@ -2282,6 +2408,7 @@ int wbfs_close(struct wbfs *w)
 	free(w->bb_locs);
 	free(w->bm_changed);
 	free(w->it_locs);
+	free(w->ib_locs);
 	free(w->trimmed_groups);
 	free(w->bb_scratch);
 	free(w->hide);

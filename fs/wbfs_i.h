@@ -156,6 +156,8 @@ struct wbfs_stats {
 						 * fs_lock */
 	_Atomic long nr_blocks_claimed;		/* atomic: blocks found and taken for
 						 * writeback under fs_lock shared */
+	_Atomic long nr_inodes_claimed;		/* atomic: inodes found and taken for
+						 * creates under fs_lock shared */
 	_Atomic long nr_claim_overlaps;		/* atomic: claims begun while another
 						 * was running */
 };
@@ -175,6 +177,7 @@ struct bm_runs {
 
 /* Group locks, hashed as the kernel's blockgroup_lock. */
 #define WBFS_GROUP_LOCKS 64
+#define WBFS_ICLAIMS 64		/* inode claims outstanding at most */
 
 struct wbfs {
 	struct wbfs_domain *dom;	/* constant: the cache domain it belongs to */
@@ -190,6 +193,9 @@ struct wbfs {
 	struct bm_run *claims;		/* blocks claimed, not yet in a file: in
 					 * use in memory, free on disk */
 	size_t nr_claims, cap_claims;
+	ext2_ino_t iclaims[WBFS_ICLAIMS];	/* claim_lock: inodes claimed for
+						 * creates, not yet taken */
+	unsigned nr_iclaims;		/* claim_lock */
 	struct cache *cache;
 	struct bdi *bdi;
 	struct flusher_pool *pool;	/* constant: flusher_model=pdflush: the domain's
@@ -268,6 +274,7 @@ struct wbfs {
 	struct bb_loc *bb_locs;		/* constant: block bitmap locations,
 					 * sorted, for the iomgr */
 	struct bb_loc *it_locs;		/* constant: inode table locations, sorted */
+	struct bb_loc *ib_locs;		/* constant: inode bitmap locations, sorted */
 	struct wjournal *journal;	/* journal.c; NULL without a journal */
 	uint8_t *trimmed_groups;	/* fs_lock: FITRIM's groups with nothing
 					 * freed since (ioctl.c), or NULL */
@@ -356,6 +363,15 @@ void wbfs_unlock_shared(struct wbfs *w);
 int wbfs_claim_blocks(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, blk64_t *glen);
 void wbfs_claim_use(struct wbfs *w, blk64_t blk, blk64_t n);
 void wbfs_claim_release(struct wbfs *w, blk64_t blk, blk64_t n);
+/*
+ * Inode claims, the same for creates: a free inode near @parent found
+ * under fs_lock shared before the create takes it exclusive (0: none;
+ * the create uses ext2fs_new_inode then). wbfs_claim_inode_take, under
+ * fs_lock exclusive, turns it back into a free inode the caller alone
+ * knows of, as ext2fs_new_inode returns one.
+ */
+ext2_ino_t wbfs_claim_inode(struct wbfs *w, ext2_ino_t parent);
+bool wbfs_claim_inode_take(struct wbfs *w, ext2_ino_t ino);
 /* Does a bitmap block need wbfs_bitmap_written's mask? Context: fs_lock. */
 bool wbfs_bitmap_masked(struct wbfs *w);
 int wbfs_errno(errcode_t err);
@@ -383,6 +399,7 @@ void wbfs_refresh_free_locked(struct wbfs *w);
 bool wbfs_group_bad(struct wbfs *w, dgrp_t g);
 bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count);
 void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data);
+int wbfs_locs_build(struct wbfs *w);
 /*
  * ext2fs_flush, but a group's bitmap is written (and checksummed) only
  * when it changed: ext2fs_flush rewrites every group's two bitmaps when

@@ -16,7 +16,8 @@ a listing never holds a name twice, a name listed either stats or has
 just gone (ENOENT).  Lookups and listings are served without fs_lock
 (from the directories' name caches and cached blocks) while the writers
 change the same directories under it; vmstat must show both, and that
-writeback claimed blocks under fs_lock shared (nr_blocks_claimed).  At the
+writeback claimed blocks and creates claimed inodes under fs_lock shared
+(nr_blocks_claimed, nr_inodes_claimed).  At the
 end the tree (type, size, content, link counts) equals the model; after
 unmount e2fsck -fn is clean and the kernel's ext4 sees the model's tree.
 
@@ -279,9 +280,11 @@ def body(env):
             "no lookup or listing served without fs_lock")
     # writeback found its blocks under fs_lock shared (claims), beside
     # the writers' namespace changes under it exclusive
-    t_log("blocks claimed under fs_lock shared: %d (%d claims began beside another)" % (
-        vm["nr_blocks_claimed"], vm["nr_claim_overlaps"]))
+    t_log("claimed under fs_lock shared: %d blocks (%d claims began beside another), "
+          "%d inodes" % (vm["nr_blocks_claimed"], vm["nr_claim_overlaps"],
+                         vm["nr_inodes_claimed"]))
     t_check(vm["nr_blocks_claimed"] > 0, "no block claimed under fs_lock shared")
+    t_check(vm["nr_inodes_claimed"] > 0, "no inode claimed under fs_lock shared")
     t_check_bitmaps_tracked(m.mnt)
     t_step("the tree equals the model: names, types, sizes, contents, link counts")
     man_t = t_manifest(m.mnt, exclude=("lost+found",))

@@ -6,9 +6,11 @@
  * gets it) and changes no count until it is used (then it is an ordinary
  * allocation: group and superblock counts, its group noted for the next
  * bitmap write) or released (then it is free again, as if never
- * claimed). Checked on a filesystem libext2fs makes in memory, with four
- * groups; the concurrency check runs eight threads claiming at once,
- * half of them in one group, and requires that no block went to two.
+ * claimed); every bitmap written meanwhile shows it free. Inodes are
+ * claimed for creates the same way. Checked on a filesystem libext2fs
+ * makes in memory, with four groups; the concurrency checks run eight
+ * threads claiming at once, half of them in one group, and require that
+ * no block and no inode went to two.
  */
 #include <check.h>
 #include <pthread.h>
@@ -23,6 +25,28 @@
 #define NBLOCKS (4 * BPG)
 
 static char t_path[128];
+
+/* The bitmaps of the array kind, as the daemon reads them (ext4.c, fs_load). */
+static void t_bitarray(ext2_filsys fs)
+{
+	blk64_t first = fs->super->s_first_data_block;
+	ext2fs_block_bitmap bm;
+	ext2fs_inode_bitmap im;
+	char *buf = malloc(NBLOCKS / 8);
+
+	ck_assert_ptr_nonnull(buf);
+	fs->default_bitmap_type = EXT2FS_BMAP64_BITARRAY;
+	ck_assert_int_eq(ext2fs_allocate_block_bitmap(fs, "blocks", &bm), 0);
+	ck_assert_int_eq(ext2fs_get_block_bitmap_range2(fs->block_map, first, NBLOCKS - first,
+							buf), 0);
+	ck_assert_int_eq(ext2fs_set_block_bitmap_range2(bm, first, NBLOCKS - first, buf), 0);
+	ext2fs_free_block_bitmap(fs->block_map);
+	fs->block_map = bm;
+	ck_assert_int_eq(ext2fs_allocate_inode_bitmap(fs, "inodes", &im), 0);
+	ext2fs_free_inode_bitmap(fs->inode_map);	/* nothing in use yet */
+	fs->inode_map = im;
+	free(buf);
+}
 
 static struct wbfs *t_fs(void)
 {
@@ -41,6 +65,9 @@ static struct wbfs *t_fs(void)
 	ck_assert_int_eq(ext2fs_initialize(t_path, EXT2_FLAG_RW | EXT2_FLAG_64BITS, &param,
 					   unix_io_manager, &w->fs), 0);
 	ck_assert_uint_eq(w->fs->group_desc_count, 4);
+	ck_assert_int_eq(ext2fs_allocate_tables(w->fs), 0);
+	t_bitarray(w->fs);
+	ck_assert_int_eq(wbfs_locs_build(w), 0);
 	w->bm_changed = calloc(w->fs->group_desc_count, 1);
 	ck_assert_ptr_nonnull(w->bm_changed);
 	pthread_rwlock_init(&w->fs_lock, NULL);
@@ -54,6 +81,9 @@ static struct wbfs *t_fs(void)
 static void t_fs_free(struct wbfs *w)
 {
 	free(w->claims);
+	free(w->bb_locs);
+	free(w->it_locs);
+	free(w->ib_locs);
 	free(w->bm_changed);
 	ext2fs_free(w->fs);
 	unlink(t_path);
@@ -83,7 +113,7 @@ static int claim(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, blk64_
 START_TEST(claim_takes_a_run_and_changes_no_count)
 {
 	struct wbfs *w = t_fs();
-	blk64_t goal = group_start(w, 2) + 100, got, glen, free_sb;
+	blk64_t goal = group_start(w, 2) + 4000, got, glen, free_sb;	/* past its tables */
 	unsigned free_g = ext2fs_bg_free_blocks_count(w->fs, 2);
 
 	free_sb = ext2fs_free_blocks_count(w->fs->super);
@@ -110,7 +140,7 @@ END_TEST
 START_TEST(use_counts_release_frees)
 {
 	struct wbfs *w = t_fs();
-	blk64_t goal = group_start(w, 1) + 10, got, glen, free_sb;
+	blk64_t goal = group_start(w, 1) + 4000, got, glen, free_sb;
 	unsigned free_g = ext2fs_bg_free_blocks_count(w->fs, 1);
 
 	free_sb = ext2fs_free_blocks_count(w->fs->super);
@@ -145,9 +175,9 @@ START_TEST(claims_stop_at_used_blocks_and_wrap)
 	blk64_t g3 = group_start(w, 3), got, glen, b;
 
 	/* a used block cuts the run short */
-	ext2fs_mark_block_bitmap2(w->fs->block_map, g3 + 105);
-	ck_assert_int_eq(claim(w, g3 + 100, 50, &got, &glen), 0);
-	ck_assert_uint_eq(got, g3 + 100);
+	ext2fs_mark_block_bitmap2(w->fs->block_map, g3 + 4005);
+	ck_assert_int_eq(claim(w, g3 + 4000, 50, &got, &glen), 0);
+	ck_assert_uint_eq(got, g3 + 4000);
 	ck_assert_uint_eq(glen, 5);
 	/* a run does not cross into the next group */
 	ck_assert_int_eq(claim(w, group_start(w, 1) - 2, 50, &got, &glen), 0);
@@ -161,6 +191,82 @@ START_TEST(claims_stop_at_used_blocks_and_wrap)
 	for (b = w->fs->super->s_first_data_block; b < NBLOCKS; b++)
 		ext2fs_mark_block_bitmap2(w->fs->block_map, b);
 	ck_assert_int_eq(claim(w, g3, 1, &got, &glen), -ENOSPC);
+	t_fs_free(w);
+}
+END_TEST
+
+START_TEST(claims_are_free_in_the_bitmaps_written)
+{
+	struct wbfs *w = t_fs();
+	ext2_filsys fs = w->fs;
+	unsigned char bb[4096], ib[4096];
+	blk64_t first = group_start(w, 1), got, glen;
+	ext2_ino_t ipg = fs->super->s_inodes_per_group, ino;
+
+	/* a used block right after the claim: it stays set */
+	ext2fs_mark_block_bitmap2(fs->block_map, first + 4010);
+	ck_assert_int_eq(claim(w, first + 4000, 10, &got, &glen), 0);
+	ck_assert_uint_eq(glen, 10);
+	ino = wbfs_claim_inode(w, ipg + 5);	/* a parent in group 1 */
+	ck_assert_uint_eq((ino - 1) / ipg, 1);
+	wbfs_lock(w);
+	/* the block bitmap as a commit would write it */
+	memset(bb, 0xff, sizeof(bb));
+	ck_assert_int_eq(ext2fs_get_block_bitmap_range2(fs->block_map, first, BPG, bb), 0);
+	for (blk64_t b = got; b < got + glen; b++)
+		ck_assert(bb[(b - first) / 8] & (1U << ((b - first) % 8)));
+	wbfs_bitmap_written(w, ext2fs_block_bitmap_loc(fs, 1), bb);
+	for (blk64_t b = got; b < got + glen; b++)
+		ck_assert(!(bb[(b - first) / 8] & (1U << ((b - first) % 8))));
+	ck_assert(bb[4010 / 8] & (1U << (4010 % 8)));
+	/* the inode bitmap */
+	memset(ib, 0xff, sizeof(ib));
+	ck_assert_int_eq(ext2fs_get_inode_bitmap_range2(fs->inode_map, ipg + 1, ipg, ib), 0);
+	ck_assert(ib[(ino - 1 - ipg) / 8] & (1U << ((ino - 1 - ipg) % 8)));
+	wbfs_bitmap_written(w, ext2fs_inode_bitmap_loc(fs, 1), ib);
+	ck_assert(!(ib[(ino - 1 - ipg) / 8] & (1U << ((ino - 1 - ipg) % 8))));
+	/* used and released, nothing is masked any more */
+	wbfs_claim_use(w, got, glen);
+	ck_assert(wbfs_claim_inode_take(w, ino));
+	ck_assert(!wbfs_bitmap_masked(w));
+	wbfs_unlock(w);
+	t_fs_free(w);
+}
+END_TEST
+
+START_TEST(inode_claims)
+{
+	struct wbfs *w = t_fs();
+	ext2_filsys fs = w->fs;
+	ext2_ino_t ipg = fs->super->s_inodes_per_group, a, b;
+	unsigned free0 = ext2fs_bg_free_inodes_count(fs, 0);
+
+	a = wbfs_claim_inode(w, EXT2_ROOT_INO);
+	b = wbfs_claim_inode(w, EXT2_ROOT_INO);
+	ck_assert_uint_ge(a, EXT2_FIRST_INODE(fs->super));
+	ck_assert_uint_ne(a, b);
+	ck_assert(ext2fs_test_inode_bitmap2(fs->inode_map, a));
+	ck_assert(ext2fs_test_inode_bitmap2(fs->inode_map, b));
+	ck_assert_uint_eq(ext2fs_bg_free_inodes_count(fs, 0), free0);	/* no count */
+	ck_assert_uint_eq(atomic_load(&w->stats.nr_inodes_claimed), 2);
+	wbfs_lock(w);
+	ck_assert(wbfs_claim_inode_take(w, a));
+	ck_assert(!ext2fs_test_inode_bitmap2(fs->inode_map, a));
+	ck_assert(!wbfs_claim_inode_take(w, a));	/* once */
+	ck_assert(wbfs_claim_inode_take(w, b));
+	wbfs_unlock(w);
+	/* a group full in the bitmap: the next group */
+	for (ext2_ino_t i = 1; i <= ipg; i++)
+		ext2fs_mark_inode_bitmap2(fs->inode_map, i);
+	a = wbfs_claim_inode(w, EXT2_ROOT_INO);
+	ck_assert_uint_eq((a - 1) / ipg, 1);
+	/* an uninitialised group stops the search: ext2fs_new_inode's job */
+	ext2fs_set_feature_gdt_csum(fs->super);
+	ext2fs_bg_flags_set(fs, 1, EXT2_BG_INODE_UNINIT);
+	for (ext2_ino_t i = ipg + 1; i <= 2 * ipg; i++)
+		ext2fs_mark_inode_bitmap2(fs->inode_map, i);
+	ext2fs_bg_flags_set(fs, 2, EXT2_BG_INODE_UNINIT);
+	ck_assert_uint_eq(wbfs_claim_inode(w, EXT2_ROOT_INO), 0);
 	t_fs_free(w);
 }
 END_TEST
@@ -193,6 +299,71 @@ static void *claimer_run(void *arg)
 	}
 	return NULL;
 }
+
+#define IROUNDS 2000	/* 16000 of the 32768 inodes */
+
+struct iclaimer {
+	struct wbfs *w;
+	ext2_ino_t parent, got[IROUNDS];
+	int nr;
+};
+
+static void *iclaimer_run(void *arg)
+{
+	struct iclaimer *c = arg;
+	int i, k;
+
+	/* four claims at a time (as four creates under way), then taken
+	 * and used: at most 8 x 4 outstanding, within WBFS_ICLAIMS */
+	for (i = 0; i < IROUNDS / 4; i++) {
+		for (k = 0; k < 4; k++) {
+			ext2_ino_t ino = wbfs_claim_inode(c->w, c->parent);
+
+			if (!ino)
+				return NULL;
+			c->got[c->nr++] = ino;
+		}
+		wbfs_lock(c->w);
+		for (k = c->nr - 4; k < c->nr; k++) {
+			ck_assert(wbfs_claim_inode_take(c->w, c->got[k]));
+			ext2fs_mark_inode_bitmap2(c->w->fs->inode_map, c->got[k]);	/* "used" */
+		}
+		wbfs_unlock(c->w);
+	}
+	return NULL;
+}
+
+START_TEST(concurrent_inode_claims_never_share_an_inode)
+{
+	struct wbfs *w = t_fs();
+	struct iclaimer *c = calloc(NTHREADS, sizeof(*c));
+	pthread_t tid[NTHREADS];
+	ext2_ino_t n = w->fs->super->s_inodes_count, ipg = w->fs->super->s_inodes_per_group;
+	unsigned char *owner = calloc(n + 1, 1);
+	int i, k;
+
+	ck_assert_ptr_nonnull(c);
+	ck_assert_ptr_nonnull(owner);
+	for (i = 0; i < NTHREADS; i++) {
+		c[i].w = w;
+		c[i].parent = i < 4 ? EXT2_ROOT_INO : (ext2_ino_t)(i - 4) * ipg + 1;
+		ck_assert_int_eq(pthread_create(&tid[i], NULL, iclaimer_run, &c[i]), 0);
+	}
+	for (i = 0; i < NTHREADS; i++)
+		pthread_join(tid[i], NULL);
+	for (i = 0; i < NTHREADS; i++) {
+		ck_assert_int_eq(c[i].nr, IROUNDS);
+		for (k = 0; k < c[i].nr; k++) {
+			ck_assert_msg(!owner[c[i].got[k]], "inode %u claimed twice", c[i].got[k]);
+			owner[c[i].got[k]] = 1;
+		}
+	}
+	ck_assert_uint_eq(w->nr_iclaims, 0);
+	free(owner);
+	free(c);
+	t_fs_free(w);
+}
+END_TEST
 
 START_TEST(concurrent_claims_never_share_a_block)
 {
@@ -255,7 +426,10 @@ int main(void)
 	tcase_add_test(tc, claim_takes_a_run_and_changes_no_count);
 	tcase_add_test(tc, use_counts_release_frees);
 	tcase_add_test(tc, claims_stop_at_used_blocks_and_wrap);
+	tcase_add_test(tc, claims_are_free_in_the_bitmaps_written);
+	tcase_add_test(tc, inode_claims);
 	tcase_add_test(tc, concurrent_claims_never_share_a_block);
+	tcase_add_test(tc, concurrent_inode_claims_never_share_an_inode);
 	suite_add_tcase(s, tc);
 	return t_run(s);
 }
