@@ -1548,16 +1548,6 @@ static void map_claim(struct map_ctx *c, const uint64_t *index, unsigned n, uint
 	unsigned i;
 	bool room;
 
-	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
-	room = w->free_blocks - w->reserved - w->headroom > 4 * (int64_t)n;
-	ls_mutex_unlock(&w->resv_lock);
-	if (!room)
-		return;
-	wbfs_lock_shared(w);
-	if (!w->fs || wi->freed) {
-		wbfs_unlock_shared(w);
-		return;
-	}
 	ls_mutex_lock(&wi->ec_lock, &lc_ec_lock);
 	for (i = 0; wi->ec_valid && i < n && (index[i] << PAGE_SHIFT) < size; i++) {
 		struct ext_run r;
@@ -1569,17 +1559,22 @@ static void map_claim(struct map_ctx *c, const uint64_t *index, unsigned n, uint
 		want++;
 	}
 	ls_mutex_unlock(&wi->ec_lock);
-	if (want) {
-		if (atomic_fetch_add(&w->nr_claimers, 1))
-			atomic_fetch_add(&w->stats.nr_claim_overlaps, 1);
-		while (want && c->nr_pool < MAP_POOL &&
-		       !wbfs_claim_blocks(w, goal, want, &got, &glen)) {
-			c->pool[c->nr_pool++] = (struct bm_run){ got, glen };
-			want -= glen;
-			goal = got + glen;
-		}
-		atomic_fetch_sub(&w->nr_claimers, 1);
+	if (!want)
+		return;		/* overwrites only, or the map not cached */
+	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
+	room = w->free_blocks - w->reserved - w->headroom > 4 * (int64_t)want;
+	ls_mutex_unlock(&w->resv_lock);
+	if (!room)
+		return;
+	wbfs_lock_shared(w);
+	if (atomic_fetch_add(&w->nr_claimers, 1))
+		atomic_fetch_add(&w->stats.nr_claim_overlaps, 1);
+	while (want && c->nr_pool < MAP_POOL && !wbfs_claim_blocks(w, goal, want, &got, &glen)) {
+		c->pool[c->nr_pool++] = (struct bm_run){ got, glen };
+		want -= glen;
+		goal = got + glen;
 	}
+	atomic_fetch_sub(&w->nr_claimers, 1);
 	wbfs_unlock_shared(w);
 }
 
