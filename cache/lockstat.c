@@ -234,6 +234,13 @@ int __lockstat_wrlock(pthread_rwlock_t *l, struct lock_class *c)
 	return lockstat_acquire(l, c, pthread_rwlock_trywrlock(l), wrlock_fn, l);
 }
 
+int __lockstat_tryrdlock(pthread_rwlock_t *l, struct lock_class *c)
+{
+	int ret = pthread_rwlock_tryrdlock(l);
+
+	return ret ? ret : lockstat_acquire(l, c, 0, rdlock_fn, l);
+}
+
 /* Context: @lock held by this thread, about to be unlocked. */
 void __lockstat_release(const void *lock)
 {

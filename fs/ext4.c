@@ -119,6 +119,12 @@ void wbfs_lock_shared(struct wbfs *w)
 	ls_rwlock_rdlock(&w->fs_lock, &lc_fs_lock_r);
 }
 
+/* fs_lock shared if nobody holds it exclusive or waits to: true if taken. */
+bool wbfs_trylock_shared(struct wbfs *w)
+{
+	return !ls_rwlock_tryrdlock(&w->fs_lock, &lc_fs_lock_r);
+}
+
 void wbfs_unlock_shared(struct wbfs *w)
 {
 	ls_rwlock_unlock(&w->fs_lock);
@@ -1231,7 +1237,10 @@ void wbfs_claim_release(struct wbfs *w, blk64_t blk, blk64_t n)
  * as ext2fs_new_inode searches, under fs_lock shared and the group's
  * lock. A group whose inodes are not initialised stops the search (its
  * first use changes the group descriptor: ext2fs_new_inode does that
- * under fs_lock exclusive). Returns the inode, or 0.
+ * under fs_lock exclusive). Only when fs_lock is free of writers: the
+ * search is short, and a create that queued for the lock twice (shared,
+ * then exclusive) would wait more than the claim saves. Returns the
+ * inode, or 0.
  */
 ext2_ino_t wbfs_claim_inode(struct wbfs *w, ext2_ino_t parent)
 {
@@ -1239,7 +1248,8 @@ ext2_ino_t wbfs_claim_inode(struct wbfs *w, ext2_ino_t parent)
 	ext2_ino_t ipg, start, ino = 0, got;
 	dgrp_t ng, g0, g, i;
 
-	wbfs_lock_shared(w);
+	if (!wbfs_trylock_shared(w))
+		return 0;
 	fs = w->fs;
 	if (!fs || w->ro || !fs->inode_map || w->nr_iclaims >= WBFS_ICLAIMS)
 		goto out;

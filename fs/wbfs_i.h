@@ -352,6 +352,7 @@ int wbfs_close(struct wbfs *w);
 void wbfs_lock(struct wbfs *w);
 void wbfs_unlock(struct wbfs *w);
 void wbfs_lock_shared(struct wbfs *w);
+bool wbfs_trylock_shared(struct wbfs *w);
 void wbfs_unlock_shared(struct wbfs *w);
 /*
  * Block claims: writeback finds and takes free blocks under fs_lock

@@ -78,6 +78,7 @@ void lockstat_set_clock(uint64_t (*fn)(void));
 int __lockstat_mutex_lock(pthread_mutex_t *m, struct lock_class *c);
 int __lockstat_rdlock(pthread_rwlock_t *l, struct lock_class *c);
 int __lockstat_wrlock(pthread_rwlock_t *l, struct lock_class *c);
+int __lockstat_tryrdlock(pthread_rwlock_t *l, struct lock_class *c);
 void __lockstat_release(const void *lock);
 void __lockstat_hold_pause(const void *lock);
 void __lockstat_hold_resume(const void *lock);
@@ -117,6 +118,14 @@ static inline int ls_rwlock_rdlock(pthread_rwlock_t *l, struct lock_class *c)
 	if (lockstat_enabled())
 		return __lockstat_rdlock(l, c);
 	return pthread_rwlock_rdlock(l);
+}
+
+/* Returns 0 with @l held shared, or EBUSY (not counted as a wait). */
+static inline int ls_rwlock_tryrdlock(pthread_rwlock_t *l, struct lock_class *c)
+{
+	if (lockstat_enabled())
+		return __lockstat_tryrdlock(l, c);
+	return pthread_rwlock_tryrdlock(l);
 }
 
 static inline int ls_rwlock_wrlock(pthread_rwlock_t *l, struct lock_class *c)

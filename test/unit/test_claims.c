@@ -14,6 +14,7 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -254,6 +255,8 @@ START_TEST(inode_claims)
 	ck_assert(!ext2fs_test_inode_bitmap2(fs->inode_map, a));
 	ck_assert(!wbfs_claim_inode_take(w, a));	/* once */
 	ck_assert(wbfs_claim_inode_take(w, b));
+	/* fs_lock held exclusive: no claim (the create would queue twice) */
+	ck_assert_uint_eq(wbfs_claim_inode(w, EXT2_ROOT_INO), 0);
 	wbfs_unlock(w);
 	/* a group full in the bitmap: the next group */
 	for (ext2_ino_t i = 1; i <= ipg; i++)
@@ -317,8 +320,13 @@ static void *iclaimer_run(void *arg)
 	 * and used: at most 8 x 4 outstanding, within WBFS_ICLAIMS */
 	for (i = 0; i < IROUNDS / 4; i++) {
 		for (k = 0; k < 4; k++) {
-			ext2_ino_t ino = wbfs_claim_inode(c->w, c->parent);
+			ext2_ino_t ino = 0;
+			long tries;
 
+			/* none while another thread holds fs_lock exclusive */
+			for (tries = 0; !ino && tries < 1000000; tries++)
+				if (!(ino = wbfs_claim_inode(c->w, c->parent)))
+					sched_yield();
 			if (!ino)
 				return NULL;
 			c->got[c->nr++] = ino;
