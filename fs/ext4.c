@@ -1102,13 +1102,10 @@ static pthread_mutex_t *group_lock(struct wbfs *w, dgrp_t g)
 	return &w->group_lock[g % WBFS_GROUP_LOCKS];
 }
 
-/*
- * Note claim [blk, blk+n), with room kept for one more: claim_del may
- * split a claim in two, and must not fail. Context: claim_lock.
- */
+/* Note claim [blk, blk+n). Context: claim_lock. */
 static int claim_add_locked(struct wbfs *w, blk64_t blk, blk64_t n)
 {
-	if (w->nr_claims + 2 > w->cap_claims) {
+	if (w->nr_claims == w->cap_claims) {
 		size_t cap = w->cap_claims ? w->cap_claims * 2 : 16;
 		struct bm_run *v = realloc(w->claims, cap * sizeof(*v));
 
@@ -1122,8 +1119,12 @@ static int claim_add_locked(struct wbfs *w, blk64_t blk, blk64_t n)
 }
 
 /*
- * Forget [blk, blk+n), which lies inside one claim; a claim cut in the
- * middle leaves two. Returns false when no claim holds it all.
+ * Take [blk, blk+n), which lies inside one claim, out of it. Claims are
+ * used from their start on (map_alloc_run takes its blocks in order), so
+ * a claim only ever shrinks from its head: whatever lies before @blk in
+ * it goes back to free first (not expected, and never split off as a
+ * claim of its own, which would need room here). Returns false when no
+ * claim holds it all. Context: fs_lock exclusive.
  */
 static bool claim_del(struct wbfs *w, blk64_t blk, blk64_t n)
 {
@@ -1138,15 +1139,10 @@ static bool claim_del(struct wbfs *w, blk64_t blk, blk64_t n)
 		if (blk < r->blk || blk + n > end)
 			continue;
 		found = true;
-		if (blk > r->blk && blk + n < end) {
-			/* the tail becomes a claim of its own (room kept
-			 * by claim_add_locked) */
-			w->claims[w->nr_claims++] = (struct bm_run){ blk + n, end - blk - n };
-			r = &w->claims[i];
-			r->n = blk - r->blk;
-		} else if (blk > r->blk) {
-			r->n = blk - r->blk;
-		} else if (blk + n < end) {
+		if (blk > r->blk)
+			ext2fs_unmark_block_bitmap_range2(w->fs->block_map, r->blk,
+							  (unsigned)(blk - r->blk));
+		if (blk + n < end) {
 			r->blk = blk + n;
 			r->n = end - r->blk;
 		} else {
