@@ -245,4 +245,4 @@ def body(env):
 
 
 if __name__ == "__main__":
-    t_main("crash", body, deadline_s=380)
+    t_main("crash", body, deadline_s=560)
