@@ -1155,6 +1155,44 @@ static bool claim_del(struct wbfs *w, blk64_t blk, blk64_t n)
 }
 
 /*
+ * Claim the first free run of up to @len blocks in [@gs, @ge] of group
+ * @g, under the group's lock: 0 with *@got, *@glen; 1 when the range has
+ * no free block; -ENOSPC when the claim cannot be noted. Context:
+ * fs_lock shared.
+ */
+static int claim_in_group(struct wbfs *w, dgrp_t g, blk64_t gs, blk64_t ge, blk64_t len,
+			  blk64_t *got, blk64_t *glen)
+{
+	ext2_filsys fs = w->fs;
+	pthread_mutex_t *gl = group_lock(w, g);
+	blk64_t b, e, s, x;
+	int ret;
+
+	ls_mutex_lock(gl, &lc_group_lock);
+	if (ext2fs_find_first_zero_block_bitmap2(fs->block_map, gs, ge, &b)) {
+		ls_mutex_unlock(gl);
+		return 1;
+	}
+	e = len - 1 < ge - b ? b + len - 1 : ge;
+	if (!ext2fs_find_first_set_block_bitmap2(fs->block_map, b, e, &s))
+		e = s - 1;
+	ls_mutex_lock(&w->claim_lock, &lc_claim_lock);
+	ret = claim_add_locked(w, b, e - b + 1);
+	ls_mutex_unlock(&w->claim_lock);
+	if (!ret) {
+		for (x = b; x <= e; x++)
+			ext2fs_mark_block_bitmap2(fs->block_map, x);
+	}
+	ls_mutex_unlock(gl);
+	if (ret)
+		return -ENOSPC;
+	atomic_fetch_add(&w->stats.nr_blocks_claimed, (long)(e - b + 1));
+	*got = b;
+	*glen = e - b + 1;
+	return 0;
+}
+
+/*
  * Find and take up to @len free blocks, from @goal on (wrapping round
  * the groups), in the first group that has any: *@got, *@glen. Returns
  * 0, or -ENOSPC (nothing found: the caller allocates under fs_lock
@@ -1164,7 +1202,7 @@ int wbfs_claim_blocks(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, b
 {
 	ext2_filsys fs = w->fs;
 	dgrp_t ng, g0, g, i;
-	blk64_t first, last, b, e, s, x;
+	blk64_t first, last;
 	int ret;
 
 	if (!fs || w->ro || !len || fs->cluster_ratio_bits)
@@ -1176,7 +1214,6 @@ int wbfs_claim_blocks(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, b
 		goal = first;
 	g0 = ext2fs_group_of_blk2(fs, goal);
 	for (i = 0; i <= ng; i++) {
-		pthread_mutex_t *gl;
 		blk64_t gs, ge;
 
 		g = (dgrp_t)(((uint64_t)g0 + i) % ng);
@@ -1187,29 +1224,9 @@ int wbfs_claim_blocks(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, b
 		/* counts change only under fs_lock exclusive: stable here */
 		if (gs > ge || !ext2fs_bg_free_blocks_count(fs, g) || wbfs_group_bad(w, g))
 			continue;
-		gl = group_lock(w, g);
-		ls_mutex_lock(gl, &lc_group_lock);
-		if (ext2fs_find_first_zero_block_bitmap2(fs->block_map, gs, ge, &b)) {
-			ls_mutex_unlock(gl);
-			continue;
-		}
-		e = len - 1 < ge - b ? b + len - 1 : ge;
-		if (!ext2fs_find_first_set_block_bitmap2(fs->block_map, b, e, &s))
-			e = s - 1;
-		ls_mutex_lock(&w->claim_lock, &lc_claim_lock);
-		ret = claim_add_locked(w, b, e - b + 1);
-		ls_mutex_unlock(&w->claim_lock);
-		if (ret) {
-			ls_mutex_unlock(gl);
-			return -ENOSPC;
-		}
-		for (x = b; x <= e; x++)
-			ext2fs_mark_block_bitmap2(fs->block_map, x);
-		ls_mutex_unlock(gl);
-		atomic_fetch_add(&w->stats.nr_blocks_claimed, (long)(e - b + 1));
-		*got = b;
-		*glen = e - b + 1;
-		return 0;
+		ret = claim_in_group(w, g, gs, ge, len, got, glen);
+		if (ret <= 0)
+			return ret;
 	}
 	return -ENOSPC;
 }
@@ -1247,7 +1264,7 @@ ext2_ino_t wbfs_claim_inode(struct wbfs *w, ext2_ino_t parent)
 	if (!wbfs_trylock_shared(w))
 		return 0;
 	fs = w->fs;
-	if (!fs || w->ro || !fs->inode_map || w->nr_iclaims >= WBFS_ICLAIMS)
+	if (!fs || w->ro || !fs->inode_map)
 		goto out;
 	ipg = fs->super->s_inodes_per_group;
 	ng = fs->group_desc_count;
@@ -1440,9 +1457,10 @@ int wbfs_locs_build(struct wbfs *w)
 	return w->bb_locs && w->it_locs && w->ib_locs ? 0 : -ENOMEM;
 }
 
-static bool bb_group(struct wbfs *w, blk64_t blk, dgrp_t *g)
+/* The group whose bitmap (as @locs lists them) is at block @blk, if any. */
+static bool loc_group(struct wbfs *w, const struct bb_loc *locs, blk64_t blk, dgrp_t *g)
 {
-	const struct bb_loc *l = locs_floor(w->bb_locs, w->fs->group_desc_count, blk);
+	const struct bb_loc *l = locs ? locs_floor(locs, w->fs->group_desc_count, blk) : NULL;
 
 	if (!l || l->blk != blk)
 		return false;
@@ -1450,15 +1468,9 @@ static bool bb_group(struct wbfs *w, blk64_t blk, dgrp_t *g)
 	return true;
 }
 
-static bool ib_group(struct wbfs *w, blk64_t blk, dgrp_t *g)
+static bool bb_group(struct wbfs *w, blk64_t blk, dgrp_t *g)
 {
-	const struct bb_loc *l = w->ib_locs ? locs_floor(w->ib_locs, w->fs->group_desc_count, blk)
-					    : NULL;
-
-	if (!l || l->blk != blk)
-		return false;
-	*g = l->g;
-	return true;
+	return loc_group(w, w->bb_locs, blk, g);
 }
 
 /*
@@ -1714,7 +1726,7 @@ void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
 	if (!fs || !w->bb_locs)
 		return;
 	if (!bb_group(w, blk, &g)) {
-		if (w->nr_iclaims && ib_group(w, blk, &g))
+		if (w->nr_iclaims && loc_group(w, w->ib_locs, blk, &g))
 			ibitmap_written(w, g, d);
 		return;
 	}
