@@ -109,7 +109,27 @@ struct wjournal {
 	unsigned commit_ms;
 
 	_Atomic long commits, blocks, revokes, checkpoints, unjournaled, failed;
+	_Atomic long joined;		/* commit calls another's commit served */
+	/* time in each phase of the commits, ns (as jbd2's info file) */
+	_Atomic uint64_t ns_prepare, ns_log, ns_ordered, ns_seal, ns_finish;
 };
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Add the time since *@t0 to @sum; *@t0 becomes now. */
+static void phase_add(_Atomic uint64_t *sum, uint64_t *t0)
+{
+	uint64_t now = mono_ns();
+
+	atomic_fetch_add_explicit(sum, now - *t0, memory_order_relaxed);
+	*t0 = now;
+}
 
 static void jlog(struct wbfs *w, const char *fmt, const char *what, int err)
 {
@@ -1189,6 +1209,7 @@ static int commit_seal(struct wjournal *j, struct jtx *t)
 static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
 			struct bdi_sync_io *io)
 {
+	uint64_t t0 = mono_ns();
 	int ret;
 
 	/* before the log or home is written: either would outdate it */
@@ -1204,14 +1225,19 @@ static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
 	}
 	if (!ret)
 		ret = jwrite(j, t->start, t->bufs, t->nblk - 1);
+	phase_add(&j->ns_log, &t0);
 	/* always: a failed @t is retried inside the next transaction, whose
 	 * commit waits on the next epoch only */
 	ordered_wait(w, t, io);
+	phase_add(&j->ns_ordered, &t0);
 	/* a data write it waited for failed on a new block, which @t may map
 	 * as written: build it again with that block unwritten */
 	if (!ret && wbfs_hide_pending(w))
 		ret = -EAGAIN;
-	return ret ? ret : commit_seal(j, t);
+	if (!ret)
+		ret = commit_seal(j, t);
+	phase_add(&j->ns_seal, &t0);
+	return ret;
 }
 
 /*
@@ -1327,6 +1353,7 @@ static int commit_running(struct wbfs *w, struct wjournal *j, struct bdi_sync_io
 
 	for (tries = 0;; tries++) {
 		struct jtx t = { 0 };
+		uint64_t t0 = mono_ns();
 
 		wbfs_lock(w);
 		ret = commit_prepare_locked(w, j, &t);
@@ -1335,11 +1362,14 @@ static int commit_running(struct wbfs *w, struct wjournal *j, struct bdi_sync_io
 			tx_free(&t);
 			return ret;
 		}
+		phase_add(&j->ns_prepare, &t0);
 		ret = commit_write(w, j, &t, io);
+		t0 = mono_ns();
 		wbfs_lock(w);
 		commit_finish_locked(w, j, &t, ret);
 		wbfs_unlock(w);
 		tx_free(&t);
+		phase_add(&j->ns_finish, &t0);
 		if (ret != -EAGAIN)
 			return ret;
 		if (tries == COMMIT_RETRIES)
@@ -1387,6 +1417,7 @@ static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed
 	/* committed already, or group commit: another caller committed it
 	 * while we waited */
 	if (j->have_committed && tid_covered(target, cur, j->committed, flushed)) {
+		atomic_fetch_add(&j->joined, 1);
 		ret = 0;
 		goto out;
 	}
@@ -1691,17 +1722,27 @@ bool wbfs_journal_aborted(const struct wbfs *w)
 int wbfs_journal_show(struct wbfs *w, char *buf, size_t len)
 {
 	struct wjournal *j = w->journal;
+	uint64_t n;
 
 	if (!j)
 		return snprintf(buf, len, "journal 0\n");
+	n = (uint64_t)atomic_load(&j->commits);
+	n = n ? n : 1;
 	return snprintf(buf, len,
 			"journal 1\ncommit_ms %u\nlog_blocks %u\nhead %u\nmax_transaction %u\n"
 			"csum_v3 %d\n64bit %d\ncommits %ld\nblocks_logged %ld\nrevokes %ld\n"
 			"checkpoints %ld\nunjournaled %ld\nfailed %ld\naborted %d\ncrc32c_hw %d\n"
-			"unwritten_after_error %ld\n",
+			"unwritten_after_error %ld\njoined %ld\n"
+			"commit_prepare_us %lu\ncommit_log_us %lu\ncommit_ordered_us %lu\n"
+			"commit_seal_us %lu\ncommit_finish_us %lu\n",
 			j->commit_ms, j->last - j->first, j->head, j->max_tx, j->csum3, j->is64,
 			atomic_load(&j->commits), atomic_load(&j->blocks),
 			atomic_load(&j->revokes), atomic_load(&j->checkpoints),
 			atomic_load(&j->unjournaled), atomic_load(&j->failed), j->err,
-			wbfs_crc32c_is_hw(), atomic_load(&w->nr_hidden));
+			wbfs_crc32c_is_hw(), atomic_load(&w->nr_hidden), atomic_load(&j->joined),
+			(unsigned long)(atomic_load(&j->ns_prepare) / 1000 / n),
+			(unsigned long)(atomic_load(&j->ns_log) / 1000 / n),
+			(unsigned long)(atomic_load(&j->ns_ordered) / 1000 / n),
+			(unsigned long)(atomic_load(&j->ns_seal) / 1000 / n),
+			(unsigned long)(atomic_load(&j->ns_finish) / 1000 / n));
 }
