@@ -21,6 +21,14 @@ uint64_t clock_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+uint64_t clock_real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 int clock_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *m, long ms)
 {
 	struct timespec ts;

@@ -17,8 +17,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "wbcfs/clock.h"
 #include "wbcfs/lockstat.h"
 
 #define LOCKSTAT_HELD_MAX 16	/* deeper than any nesting in wbcfs */
@@ -43,12 +43,8 @@ static __thread unsigned nr_held;
 static uint64_t lockstat_now_ns(void)
 {
 	uint64_t (*fn)(void) = atomic_load_explicit(&lockstat_clock, memory_order_relaxed);
-	struct timespec ts;
 
-	if (fn)
-		return fn();
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return fn ? fn() : clock_real_ns();
 }
 
 void lockstat_set_clock(uint64_t (*fn)(void))

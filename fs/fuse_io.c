@@ -292,14 +292,6 @@ static size_t fio_note_request(struct fio_conn *c, void *buf, size_t len)
  */
 static __thread int fio_nonblock_fd = -1;
 
-static uint64_t fio_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static ssize_t fio_spin_read(struct fio_conn *c, int fd, void *buf, size_t buf_len,
 			     unsigned poll_us)
 {
@@ -310,13 +302,13 @@ static ssize_t fio_spin_read(struct fio_conn *c, int fd, void *buf, size_t buf_l
 	if (atomic_load(&c->busy) || !spin_gate_open(&c->spin_gate) ||
 	    !atomic_compare_exchange_strong(&c->spinner, &idle, 1))
 		return -1;	/* errno EAGAIN from the caller's first read */
-	end = fio_now_ns() + (uint64_t)poll_us * 1000;
+	end = clock_real_ns() + (uint64_t)poll_us * 1000;
 	do {
 		n = read(fd, buf, buf_len);
 		if (n >= 0 || errno != EAGAIN)
 			break;
 		sched_yield();
-	} while (fio_now_ns() < end);
+	} while (clock_real_ns() < end);
 	atomic_store(&c->spinner, 0);
 	return n;
 }

@@ -57,13 +57,13 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
-#include <time.h>
 #include <unistd.h>
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
 #include "fuse_uring.h"
+#include "wbcfs/clock.h"
 
 #define FURING_EFD_TAG 1ULL		/* user_data of the eventfd read */
 #define FURING_MAX_QUEUES 1024
@@ -437,14 +437,6 @@ static int furing_register(struct furing_ring *q)
 	return 0;
 }
 
-static uint64_t furing_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * Busy-poll the ring before sleeping, for the reason fuse_io.c polls the
  * device (poll_us): a synchronous client's next request comes a few
@@ -479,8 +471,8 @@ static void furing_spin(struct furing_ring *q)
 
 	if (!fr->poll_us || io_uring_cq_ready(&q->ring))
 		return;
-	end = furing_now_ns() + (uint64_t)fr->poll_us * 1000;
-	while (!io_uring_cq_ready(&q->ring) && furing_now_ns() < end)
+	end = clock_real_ns() + (uint64_t)fr->poll_us * 1000;
+	while (!io_uring_cq_ready(&q->ring) && clock_real_ns() < end)
 		sched_yield();
 }
 

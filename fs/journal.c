@@ -114,18 +114,10 @@ struct wjournal {
 	_Atomic uint64_t ns_prepare, ns_log, ns_ordered, ns_seal, ns_finish;
 };
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Add the time since *@t0 to @sum; *@t0 becomes now. */
 static void phase_add(_Atomic uint64_t *sum, uint64_t *t0)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = clock_real_ns();
 
 	atomic_fetch_add_explicit(sum, now - *t0, memory_order_relaxed);
 	*t0 = now;
@@ -1209,7 +1201,7 @@ static int commit_seal(struct wjournal *j, struct jtx *t)
 static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
 			struct bdi_sync_io *io)
 {
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = clock_real_ns();
 	int ret;
 
 	/* before the log or home is written: either would outdate it */
@@ -1353,7 +1345,7 @@ static int commit_running(struct wbfs *w, struct wjournal *j, struct bdi_sync_io
 
 	for (tries = 0;; tries++) {
 		struct jtx t = { 0 };
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = clock_real_ns();
 
 		wbfs_lock(w);
 		ret = commit_prepare_locked(w, j, &t);
@@ -1364,7 +1356,7 @@ static int commit_running(struct wbfs *w, struct wjournal *j, struct bdi_sync_io
 		}
 		phase_add(&j->ns_prepare, &t0);
 		ret = commit_write(w, j, &t, io);
-		t0 = mono_ns();
+		t0 = clock_real_ns();
 		wbfs_lock(w);
 		commit_finish_locked(w, j, &t, ret);
 		wbfs_unlock(w);

@@ -15,6 +15,12 @@
 uint64_t clock_now_ms(void);
 
 /**
+ * Monotonic nanoseconds of real time, never the fake clock: for measuring
+ * (spins, phase times), not for timing decisions a test must control.
+ */
+uint64_t clock_real_ns(void);
+
+/**
  * pthread_cond_timedwait for at most @ms of real time (the condition's
  * clock, CLOCK_REALTIME; never the fake clock). Context: @m held.
  */
