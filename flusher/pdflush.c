@@ -166,6 +166,12 @@ static bool pdflush_should_exit_locked(struct flusher_pool *p, struct pdflush_th
 
 /* ---- operations --------------------------------------------------------------- */
 
+/* Add the real time since @t0_ns to a cumulative counter (for reading, not deciding). */
+static void pool_account(_Atomic long *ns, uint64_t t0_ns)
+{
+	atomic_fetch_add(ns, (long)(clock_real_ns() - t0_ns));
+}
+
 struct pdflush_round {
 	long written;		/* pages */
 	bool congested;		/* a device was congested (passed over or filled up) */
@@ -186,6 +192,7 @@ static void pdflush_round(struct pdflush_thread *t, enum wb_reason why, struct p
 	/* @b stays on the list while pool_busy: unregister waits for it */
 	list_for_each_entry(b, &p->bdis, pool_list) {
 		bool dirty, congested, more_io;
+		uint64_t t0;
 		long got;
 
 		if (budget <= 0) {
@@ -206,7 +213,9 @@ static void pdflush_round(struct pdflush_thread *t, enum wb_reason why, struct p
 		}
 		b->pool_busy = true;
 		ls_mutex_unlock(&p->lock);
+		t0 = clock_real_ns();
 		got = wb_pool_visit(t->x, b, why, budget, true, &congested, &more_io);
+		pool_account(&b->stats.pool_ns, t0);
 		ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 		b->pool_busy = false;
 		pthread_cond_broadcast(&p->congestion_cond);
@@ -222,11 +231,14 @@ static void pdflush_round(struct pdflush_thread *t, enum wb_reason why, struct p
 /* congestion_wait: ~100 ms, or until a device's queue has room again. */
 static void pdflush_congestion_wait(struct flusher_pool *p)
 {
+	uint64_t t0 = clock_real_ns();
+
 	atomic_fetch_add(&p->stats.congestion_waits, 1);
 	ls_mutex_lock(&p->lock, &lc_pdflush_lock);
 	if (!atomic_load(&p->stopping))
 		clock_cond_wait_ms(&p->congestion_cond, &p->lock, PDFLUSH_CONGESTION_WAIT_MS);
 	ls_mutex_unlock(&p->lock);
+	pool_account(&p->stats.congestion_wait_ns, t0);
 }
 
 /*

@@ -509,6 +509,7 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "pdflush_pages_written", atomic_load(&ps->pages_written) },
 			{ "pdflush_congestion_skips", atomic_load(&ps->congestion_skips) },
 			{ "pdflush_congestion_waits", atomic_load(&ps->congestion_waits) },
+			{ "pdflush_congestion_wait_ms", atomic_load(&ps->congestion_wait_ns) / 1000000 },
 			{ "nr_parallel_writes_max", atomic_load(&w->stats.nr_parallel_writes_max) },
 			{ "nr_inval_sent", atomic_load(&w->stats.nr_inval_sent) },
 			{ "nr_stat_unlocked", atomic_load(&w->stats.nr_stat_unlocked) },
@@ -635,14 +636,16 @@ static int ctl_gen_bdi(struct wbfs *w, struct ctl_buf *b)
 		"b_dirty:            %10ld\n"
 		"b_io:               %10ld\n"
 		"b_more_io:          %10ld\n"
-		"state:              %10x\n",
+		"state:              %10x\n"
+		"PdflushBusy:        %10ld ms\n",
 		K(atomic_load(&s->writeback)), K(atomic_load(&s->reclaimable)),
 		K((long)wb_thresh), K((long)thresh), K((long)bg),
 		K(atomic_load(&s->dirtied)), K(atomic_load(&s->written)),
 		K(atomic_load(&s->write_bw)), K(atomic_load(&s->avg_write_bw)),
 		K((long)wb_bg), K(dr), K(bal), K(task_rl), K(rate), throttle_wb_share(tw),
 		atomic_load(&tw->min_ratio), atomic_load(&tw->max_ratio),
-		(int)atomic_load(&tw->strictlimit), nd, nio, nmore, state);
+		(int)atomic_load(&tw->strictlimit), nd, nio, nmore, state,
+		atomic_load(&s->pool_ns) / 1000000);
 }
 
 /*

@@ -121,6 +121,9 @@ struct bdi_stats {
 					 * requests, not pages) */
 	_Atomic long syncs;		/* cumulative bdi_sync calls: sync(2) and
 					 * syncfs from anyone, mount, umount */
+	_Atomic long pool_ns;		/* cumulative ns pdflush pool threads spent in
+					 * this device: writing it and waiting for its
+					 * completions (flusher_model=pdflush) */
 };
 
 struct bdi;	/* private layout in flusher/bdi_i.h */

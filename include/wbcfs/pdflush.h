@@ -51,6 +51,7 @@ struct flusher_pool_stats {
 	_Atomic long pages_written;		/* pages the pool sent to devices */
 	_Atomic long congestion_skips;		/* a congested device passed over */
 	_Atomic long congestion_waits;		/* ~100 ms waits: everything congested */
+	_Atomic long congestion_wait_ns;	/* cumulative time in those waits */
 };
 
 /**

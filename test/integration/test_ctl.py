@@ -38,7 +38,7 @@ VMSTAT_FIELDS = ("nr_free_pages", "nr_file_pages", "nr_dirty", "nr_writeback",
                  "nr_write_errors", "nr_write_ios", "nr_syncs")
 BDI_FIELDS = ("BdiWriteback", "BdiReclaimable", "BdiDirtyThresh", "DirtyThresh",
               "BackgroundThresh", "BdiDirtied", "BdiWritten", "BdiWriteBandwidth",
-              "b_dirty", "b_io", "b_more_io", "state")
+              "b_dirty", "b_io", "b_more_io", "state", "PdflushBusy")
 # mount-time values, none of them the default, so reading them back proves
 # the files show the mount's settings
 MOUNT_TUNABLES = {

@@ -307,6 +307,15 @@ def vmstat(mnt):
     return {k: int(v) for k, v in (ln.split() for ln in read_ctl(mnt, "vmstat").splitlines())}
 
 
+def pdflush_busy_ms(mnt):
+    """PdflushBusy of mnt's /.wbcfs/bdi."""
+    for ln in read_ctl(mnt, "bdi").splitlines():
+        k, _, v = ln.partition(":")
+        if k.strip() == "PdflushBusy":
+            return int(v.split()[0])
+    raise TFail("no PdflushBusy in /.wbcfs/bdi")
+
+
 def check_pdflush(env, dev):
     t_step("-o flusher_model=pdflush: the pool writes in the background; "
            "readback, fsync, unmount, e2fsck")
@@ -330,6 +339,14 @@ def check_pdflush(env, dev):
              v["nr_pdflush_threads"]))
     t_check(v["pdflush_pages_written"] > 0, "the pool wrote nothing: %r" % v)
     t_check(v["pdflush_background_rounds"] > 0, "no background rounds: %r" % v)
+    # the time it spent there: 16 MiB take the loop device well over a ms
+    end = time.monotonic() + 60
+    while vmstat(m.mnt)["pdflush_pages_written"] < 4096 and time.monotonic() < end:
+        time.sleep(0.1)
+    busy = pdflush_busy_ms(m.mnt)
+    t_log("PdflushBusy %d ms for %d pages" % (busy, vmstat(m.mnt)["pdflush_pages_written"]))
+    t_check(vmstat(m.mnt)["pdflush_pages_written"] >= 4096 and busy >= 1,
+            "PdflushBusy %d ms after the pool wrote 16 MiB" % busy)
     with open(path, "rb") as f:
         t_check(f.read() == data, "pdflush.bin reads back different")
     write_some(m.mnt, "pdflush")

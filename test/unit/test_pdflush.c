@@ -259,6 +259,8 @@ START_TEST(congested_device_skipped)
 	t_wait_for(atomic_load(&a.m.nrdirty) <= 8 && !atomic_load(&a.m.nrwriteback), 5000);
 	ck_assert_int_le(atomic_load(&a.m.nrdirty), 8);
 	ck_assert_int_gt(t_written(&e, 0), 0);
+	/* the waits are timed (real time, for reading) */
+	ck_assert_int_gt(atomic_load(&ps->congestion_wait_ns), 0);
 	t_inode_done(&e, 0, &a);
 	t_inode_done(&e, 1, &b);
 	t_env_done(&e);
@@ -306,6 +308,10 @@ START_TEST(slow_device_stall_and_spawn)
 	t_wait_for(t_clean(&a) && !atomic_load(&ps->nr_busy), 5000);
 	ck_assert(t_clean(&a));
 	ck_assert(t_block_is(&e, 0, 63, 's'));
+	/* PdflushBusy: the stalled thread's time in the slow device, 300 ms of
+	 * real sleep at least; some in the other device too */
+	ck_assert_int_ge(atomic_load(&bdi_get_stats(e.b[0])->pool_ns), 300000000L);
+	ck_assert_int_gt(atomic_load(&bdi_get_stats(e.b[1])->pool_ns), 0);
 	/* a second idle: one exits, down to the minimum and no further */
 	t_wait_for(!atomic_load(&ps->nr_busy), 5000);
 	t_clock_advance(PDFLUSH_EXIT_IDLE_MS + 100);
