@@ -9,7 +9,9 @@
  * livelock. Pages are mapped by the owner (delayed allocation), merged
  * into large physically contiguous writes and submitted through the
  * worker's own io engine. The metadata inode is written only after every
- * data write in flight has completed (ordered mode).
+ * data write in flight has completed (ordered mode); a background or
+ * periodic pass gives it its turn once per round over b_io, as the
+ * kernel's rotation reaches the block device inode (wb_meta_turn).
  *
  * Where I/O runs: background, periodic and sync(fs) writeback run on a
  * flusher worker (bdi_sync and bdi_sync_meta queue a work item and sleep
@@ -757,6 +759,41 @@ static long wb_io_tail(struct wb_ctx *x, struct wb_work *w)
  * draining, rather than spinning here). Returns pages written.
  * Context: b->lock not held.
  */
+static bool wb_meta_due(struct bdi *b, struct wb_work *w);
+static void wb_write_meta(struct wb_ctx *x, struct wb_work *w);
+
+/*
+ * The metadata inode's turn in a background or periodic pass: in the
+ * kernel it is one of the dirty inodes (the block device's), written when
+ * the rotation reaches it. A pass that keeps finding data over the
+ * background threshold never ends, so metadata written only at its end
+ * would stay dirty until a checkpoint or the unmount; instead it goes out
+ * once per round over b_io, when it was dirtied before the round's cutoff.
+ * Context: b->lock held; dropped inside when it writes.
+ */
+static void wb_meta_turn(struct wb_ctx *x, struct wb_work *w, uint64_t cutoff)
+{
+	struct bdi *b = x->b;
+	struct wb_inode *meta = b->meta;
+
+	if (!meta || w->sync_mode != WB_SYNC_NONE ||
+	    (w->reason != WB_REASON_BACKGROUND && w->reason != WB_REASON_PERIODIC))
+		return;
+	if (!(meta->state & I_DIRTY_PAGES) || meta->dirtied_when > cutoff)
+		return;
+	ls_mutex_unlock(&b->lock);
+	if (!wb_meta_due(b, w)) {	/* backing off after a failed write */
+		ls_mutex_lock(&b->lock, &lc_bdi_lock);
+		return;
+	}
+	wb_write_meta(x, w);
+	atomic_fetch_add(&b->stats.meta_turns, 1);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
+	/* dirtied again meanwhile: to the back of the rotation (redirty_tail) */
+	if (meta->state & I_DIRTY_PAGES)
+		meta->dirtied_when = clock_now_ms();
+}
+
 static long wb_writeback(struct wb_ctx *x, struct wb_work *w)
 {
 	struct bdi *b = x->b;
@@ -775,9 +812,14 @@ static long wb_writeback(struct wb_ctx *x, struct wb_work *w)
 			break;
 		}
 		if (list_empty(&b->b_io)) {
+			uint64_t cutoff = wb_cutoff(b, w, started);
+
 			if (queued && !round)
 				break;
-			queue_io(b, wb_cutoff(b, w, started));
+			/* a round over b_io is done: the metadata's turn */
+			if (queued)
+				wb_meta_turn(x, w, cutoff);
+			queue_io(b, cutoff);
 			queued = true;
 			round = 0;
 			if (list_empty(&b->b_io))

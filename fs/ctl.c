@@ -501,6 +501,7 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_write_errors", atomic_load(&bs->write_errors) },
 			{ "nr_write_ios", atomic_load(&bs->nr_ios) },
 			{ "nr_syncs", atomic_load(&bs->syncs) },
+			{ "nr_meta_turns", atomic_load(&bs->meta_turns) },
 			{ "nr_pdflush_threads", atomic_load(&ps->nr_threads) },
 			{ "pdflush_threads_started", atomic_load(&ps->threads_started) },
 			{ "pdflush_threads_exited", atomic_load(&ps->threads_exited) },

@@ -121,6 +121,8 @@ struct bdi_stats {
 					 * requests, not pages) */
 	_Atomic long syncs;		/* cumulative bdi_sync calls: sync(2) and
 					 * syncfs from anyone, mount, umount */
+	_Atomic long meta_turns;	/* cumulative metadata writes taken in the
+					 * rotation of a background or periodic pass */
 	_Atomic long pool_ns;		/* cumulative ns pdflush pool threads spent in
 					 * this device: writing it and waiting for its
 					 * completions (flusher_model=pdflush) */

@@ -33,6 +33,7 @@ struct t_inode {
 	int map_err;
 	bool redirty_on_map;	/* dirty a new page at 100000 + n per map call */
 	bool mark_new;		/* map gives its pages new blocks (PG_newblock) */
+	unsigned map_delay_us;	/* a slow owner: each map call takes this long */
 	_Atomic int map_calls;
 	pthread_t map_thread;	/* the thread of the last map call */
 };
@@ -53,6 +54,8 @@ static int t_map(struct bdi *b, struct wb_inode *wi, const uint64_t *index, unsi
 
 	ti->map_calls++;
 	ti->map_thread = pthread_self();
+	if (ti->map_delay_us)
+		usleep(ti->map_delay_us);
 	if (ti->redirty_on_map)
 		t_dirty(ti, 100000 + (uint64_t)ti->map_calls, 1, 'r');
 	if (ti->map_err)
@@ -562,6 +565,79 @@ START_TEST(metadata_after_data)
 	mapping_truncate(&meta.m, 0, UINT64_MAX);
 	mapping_destroy(&meta.m);
 	t_inode_done(&e, &d);
+	t_env_done(&e);
+}
+END_TEST
+
+struct t_dirtier {
+	struct t_env *e;
+	struct t_inode *ti;
+	_Atomic bool stop;
+	_Atomic long loops;
+};
+
+/* Keeps @ti over the background threshold: 64 pages at a time over 1024. */
+static void *t_dirtier_main(void *arg)
+{
+	struct t_dirtier *d = arg;
+	uint64_t k = 0;
+
+	while (!d->stop) {
+		t_dirty(d->ti, (k++ % 16) * 64, 64, 'a');
+		bdi_wakeup(d->e->b, 0, WB_REASON_BACKGROUND);
+		d->loops++;
+	}
+	return NULL;
+}
+
+/*
+ * A background pass that data keeps over the threshold never ends; the
+ * metadata inode still gets its turn in the rotation (the kernel's block
+ * device inode is one of the dirty inodes), not only when the pass ends.
+ */
+START_TEST(metadata_in_rotation)
+{
+	struct t_env e;
+	struct t_inode a, meta;
+	struct t_dirtier d = { 0 };
+	pthread_t th;
+	unsigned i;
+
+	t_env_init(&e, 1024, false);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_BACKGROUND_BYTES, 16 * PAGE_SIZE);
+	t_inode_init(&e, &a, 2000);
+	a.map_delay_us = 2000;	/* writeback slower than the dirtier */
+	memset(&meta, 0, sizeof(meta));
+	meta.base = 0;	/* metadata: index == block */
+	mapping_init(&meta.m, e.c, &bdi_mapping_ops, &meta.wb);
+	bdi_inode_init(e.b, &meta.wb, &meta.m, true);
+	bdi_set_meta(e.b, &meta.wb);
+	t_dirty(&meta, 0, 4, 'M');
+	d.e = &e;
+	d.ti = &a;
+	ck_assert_int_eq(pthread_create(&th, NULL, t_dirtier_main, &d), 0);
+	/* a pass may also end on a round that wrote nothing (the dirtier holds
+	 * the pages), and write the metadata then: dirty it again until a turn */
+	for (i = 0; i < 1000 && !atomic_load(&bdi_get_stats(e.b)->meta_turns); i++) {
+		if (!meta.m.nrdirty && !meta.m.nrwriteback)
+			t_dirty(&meta, 0, 4, 'M');
+		usleep(10000);
+	}
+	ck_assert_int_ge(atomic_load(&bdi_get_stats(e.b)->meta_turns), 1);
+	for (i = 0; i < 1000 && (meta.m.nrdirty || meta.m.nrwriteback); i++)
+		usleep(10000);
+	ck_assert_int_eq(meta.m.nrdirty, 0);
+	for (i = 0; i < 4; i++)
+		ck_assert(t_block_is(&e, i, 'M', (char)i));
+	d.stop = true;
+	pthread_join(th, NULL);
+	ck_assert_int_gt(d.loops, 0);
+	bdi_set_meta(e.b, NULL);
+	bdi_inode_remove(e.b, &meta.wb);
+	mapping_truncate(&meta.m, 0, UINT64_MAX);
+	mapping_destroy(&meta.m);
+	t_inode_done(&e, &a);
 	t_env_done(&e);
 }
 END_TEST
@@ -1101,6 +1177,7 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, fsync_one_inode_only);
 	tcase_add_loop_test(tc, sync_each_engine, 0, 3);
 	tcase_add_test(tc, metadata_after_data);
+	tcase_add_test(tc, metadata_in_rotation);
 	tcase_add_test(tc, towrite_no_livelock);
 	tcase_add_test(tc, concurrent_fsync);
 	tcase_add_test(tc, fsync_in_caller);
