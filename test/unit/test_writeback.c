@@ -154,6 +154,16 @@ static void t_inode_init(struct t_env *e, struct t_inode *ti, uint64_t base)
 	bdi_inode_init(e->b, &ti->wb, &ti->m, false);
 }
 
+/* The bdi's metadata inode: index == block. */
+static void t_meta_init(struct t_env *e, struct t_inode *ti)
+{
+	memset(ti, 0, sizeof(*ti));
+	ti->skip_from = UINT64_MAX;
+	mapping_init(&ti->m, e->c, &bdi_mapping_ops, &ti->wb);
+	bdi_inode_init(e->b, &ti->wb, &ti->m, true);
+	bdi_set_meta(e->b, &ti->wb);
+}
+
 static void t_dirty(struct t_inode *ti, uint64_t first, unsigned n, char fill)
 {
 	unsigned i;
@@ -539,11 +549,7 @@ START_TEST(metadata_after_data)
 	t_env_init(&e, 1024, false);
 	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);
 	t_inode_init(&e, &d, 500);
-	memset(&meta, 0, sizeof(meta));
-	meta.base = 0;	/* metadata: index == block */
-	mapping_init(&meta.m, e.c, &bdi_mapping_ops, &meta.wb);
-	bdi_inode_init(e.b, &meta.wb, &meta.m, true);
-	bdi_set_meta(e.b, &meta.wb);
+	t_meta_init(&e, &meta);
 	order_env = &e;
 	order_data = &d;
 	order_meta = &meta;
@@ -561,9 +567,8 @@ START_TEST(metadata_after_data)
 	ck_assert_int_eq(bdi_sync_meta(e.b), 0);
 	ck_assert(t_block_is(&e, 11, 'N', 11));
 	order_env = NULL;
-	bdi_inode_remove(e.b, &meta.wb);
-	mapping_truncate(&meta.m, 0, UINT64_MAX);
-	mapping_destroy(&meta.m);
+	bdi_set_meta(e.b, NULL);
+	t_inode_done(&e, &meta);
 	t_inode_done(&e, &d);
 	t_env_done(&e);
 }
@@ -608,11 +613,7 @@ START_TEST(metadata_in_rotation)
 	dirty_tunable_set(&e.c->tun, DT_DIRTY_BACKGROUND_BYTES, 16 * PAGE_SIZE);
 	t_inode_init(&e, &a, 2000);
 	a.map_delay_us = 2000;	/* writeback slower than the dirtier */
-	memset(&meta, 0, sizeof(meta));
-	meta.base = 0;	/* metadata: index == block */
-	mapping_init(&meta.m, e.c, &bdi_mapping_ops, &meta.wb);
-	bdi_inode_init(e.b, &meta.wb, &meta.m, true);
-	bdi_set_meta(e.b, &meta.wb);
+	t_meta_init(&e, &meta);
 	t_dirty(&meta, 0, 4, 'M');
 	d.e = &e;
 	d.ti = &a;
@@ -634,9 +635,7 @@ START_TEST(metadata_in_rotation)
 	pthread_join(th, NULL);
 	ck_assert_int_gt(d.loops, 0);
 	bdi_set_meta(e.b, NULL);
-	bdi_inode_remove(e.b, &meta.wb);
-	mapping_truncate(&meta.m, 0, UINT64_MAX);
-	mapping_destroy(&meta.m);
+	t_inode_done(&e, &meta);
 	t_inode_done(&e, &a);
 	t_env_done(&e);
 }
