@@ -753,14 +753,44 @@ static long wb_io_tail(struct wb_ctx *x, struct wb_work *w)
 }
 
 /*
- * wb_writeback: rounds of queue_io + writing b_io from the tail, until
- * the work is done or a whole round makes no progress (every inode busy
- * or its pages under writeback: the worker loop retries later, after
- * draining, rather than spinning here). Returns pages written.
- * Context: b->lock not held.
+ * Write the metadata inode: after every data write in flight has
+ * completed, so metadata never points at data that is not on disk.
  */
-static bool wb_meta_due(struct bdi *b, struct wb_work *w);
-static void wb_write_meta(struct wb_ctx *x, struct wb_work *w);
+static void wb_write_meta(struct wb_ctx *x, struct wb_work *w)
+{
+	struct bdi *b = x->b;
+	struct wb_inode *meta = b->meta;
+
+	if (!meta)
+		return;
+	wb_wait_inflight(x);
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
+	wb_wait_isync_locked(x, meta);
+	if (meta->state & I_DIRTY_PAGES || w->sync_mode == WB_SYNC_ALL)
+		wb_single_inode(x, meta, w, LONG_MAX);
+	if (!(meta->state & I_DIRTY_PAGES))
+		meta->dirtied_when = 0;
+	ls_mutex_unlock(&b->lock);
+	if (w->sync_mode == WB_SYNC_ALL)
+		wb_wait_inflight(x);
+}
+
+/* Metadata due for writing in a background or periodic round? */
+static bool wb_meta_due(struct bdi *b, struct wb_work *w)
+{
+	struct wb_inode *meta = b->meta;
+	uint64_t expire = atomic_load(&b->cache->tun.dirty_expire_centisecs) * 10ULL;
+	bool due;
+
+	if (!meta)
+		return false;
+	ls_mutex_lock(&b->lock, &lc_bdi_lock);
+	due = (meta->state & I_DIRTY_PAGES) && clock_now_ms() >= meta->retry_after_ms &&
+	      (w->reason != WB_REASON_PERIODIC || clock_now_ms() - meta->dirtied_when >= expire ||
+	       wb_over_bg(b));
+	ls_mutex_unlock(&b->lock);
+	return due;
+}
 
 /*
  * The metadata inode's turn in a background or periodic pass: in the
@@ -768,7 +798,9 @@ static void wb_write_meta(struct wb_ctx *x, struct wb_work *w);
  * the rotation reaches it. A pass that keeps finding data over the
  * background threshold never ends, so metadata written only at its end
  * would stay dirty until a checkpoint or the unmount; instead it goes out
- * once per round over b_io, when it was dirtied before the round's cutoff.
+ * once per round over b_io, when it was dirtied before the round's cutoff
+ * (for a periodic pass, the cutoff is the expiry: wb_meta_due's test) and
+ * is not backing off after a failed write.
  * Context: b->lock held; dropped inside when it writes.
  */
 static void wb_meta_turn(struct wb_ctx *x, struct wb_work *w, uint64_t cutoff)
@@ -779,13 +811,10 @@ static void wb_meta_turn(struct wb_ctx *x, struct wb_work *w, uint64_t cutoff)
 	if (!meta || w->sync_mode != WB_SYNC_NONE ||
 	    (w->reason != WB_REASON_BACKGROUND && w->reason != WB_REASON_PERIODIC))
 		return;
-	if (!(meta->state & I_DIRTY_PAGES) || meta->dirtied_when > cutoff)
+	if (!(meta->state & I_DIRTY_PAGES) || meta->dirtied_when > cutoff ||
+	    clock_now_ms() < meta->retry_after_ms)
 		return;
 	ls_mutex_unlock(&b->lock);
-	if (!wb_meta_due(b, w)) {	/* backing off after a failed write */
-		ls_mutex_lock(&b->lock, &lc_bdi_lock);
-		return;
-	}
 	wb_write_meta(x, w);
 	atomic_fetch_add(&b->stats.meta_turns, 1);
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
@@ -794,6 +823,13 @@ static void wb_meta_turn(struct wb_ctx *x, struct wb_work *w, uint64_t cutoff)
 		meta->dirtied_when = clock_now_ms();
 }
 
+/*
+ * wb_writeback: rounds of queue_io + writing b_io from the tail, until
+ * the work is done or a whole round makes no progress (every inode busy
+ * or its pages under writeback: the worker loop retries later, after
+ * draining, rather than spinning here). Returns pages written.
+ * Context: b->lock not held.
+ */
 static long wb_writeback(struct wb_ctx *x, struct wb_work *w)
 {
 	struct bdi *b = x->b;
@@ -836,46 +872,6 @@ static long wb_writeback(struct wb_ctx *x, struct wb_work *w)
 	w->more_io = !list_empty(&b->b_more_io);
 	ls_mutex_unlock(&b->lock);
 	return total;
-}
-
-/*
- * Write the metadata inode: after every data write in flight has
- * completed, so metadata never points at data that is not on disk.
- */
-static void wb_write_meta(struct wb_ctx *x, struct wb_work *w)
-{
-	struct bdi *b = x->b;
-	struct wb_inode *meta = b->meta;
-
-	if (!meta)
-		return;
-	wb_wait_inflight(x);
-	ls_mutex_lock(&b->lock, &lc_bdi_lock);
-	wb_wait_isync_locked(x, meta);
-	if (meta->state & I_DIRTY_PAGES || w->sync_mode == WB_SYNC_ALL)
-		wb_single_inode(x, meta, w, LONG_MAX);
-	if (!(meta->state & I_DIRTY_PAGES))
-		meta->dirtied_when = 0;
-	ls_mutex_unlock(&b->lock);
-	if (w->sync_mode == WB_SYNC_ALL)
-		wb_wait_inflight(x);
-}
-
-/* Metadata due for writing in a background or periodic round? */
-static bool wb_meta_due(struct bdi *b, struct wb_work *w)
-{
-	struct wb_inode *meta = b->meta;
-	uint64_t expire = atomic_load(&b->cache->tun.dirty_expire_centisecs) * 10ULL;
-	bool due;
-
-	if (!meta)
-		return false;
-	ls_mutex_lock(&b->lock, &lc_bdi_lock);
-	due = (meta->state & I_DIRTY_PAGES) && clock_now_ms() >= meta->retry_after_ms &&
-	      (w->reason != WB_REASON_PERIODIC || clock_now_ms() - meta->dirtied_when >= expire ||
-	       wb_over_bg(b));
-	ls_mutex_unlock(&b->lock);
-	return due;
 }
 
 /*

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (GIB, MIB, Mount, TFail, t_check, t_eq, t_errno,  # noqa: E402
                     t_is_kernel, t_log, t_main, t_manifest, t_mount_entry,
                     t_run, t_step, t_wbcfs_bin, t_wbcfs_pids, t_write_all)
+import wbtrace  # noqa: E402
 
 OPTIONS = ("cache_size", "dirty_ratio", "dirty_background_ratio", "dirty_bytes",
            "dirty_background_bytes", "dirty_expire_centisecs",
@@ -307,15 +308,6 @@ def vmstat(mnt):
     return {k: int(v) for k, v in (ln.split() for ln in read_ctl(mnt, "vmstat").splitlines())}
 
 
-def pdflush_busy_ms(mnt):
-    """PdflushBusy of mnt's /.wbcfs/bdi."""
-    for ln in read_ctl(mnt, "bdi").splitlines():
-        k, _, v = ln.partition(":")
-        if k.strip() == "PdflushBusy":
-            return int(v.split()[0])
-    raise TFail("no PdflushBusy in /.wbcfs/bdi")
-
-
 def check_pdflush(env, dev):
     t_step("-o flusher_model=pdflush: the pool writes in the background; "
            "readback, fsync, unmount, e2fsck")
@@ -343,7 +335,7 @@ def check_pdflush(env, dev):
     end = time.monotonic() + 60
     while vmstat(m.mnt)["pdflush_pages_written"] < 4096 and time.monotonic() < end:
         time.sleep(0.1)
-    busy = pdflush_busy_ms(m.mnt)
+    busy = wbtrace.bdi(m.mnt)["PdflushBusy"]
     t_log("PdflushBusy %d ms for %d pages" % (busy, vmstat(m.mnt)["pdflush_pages_written"]))
     t_check(vmstat(m.mnt)["pdflush_pages_written"] >= 4096 and busy >= 1,
             "PdflushBusy %d ms after the pool wrote 16 MiB" % busy)

@@ -186,6 +186,19 @@ def vmstat(mnt, ctl=".wbcfs"):
     return out
 
 
+def bdi(mnt, ctl=".wbcfs"):
+    """{key: int} of the device's bdi file (`state` read as hex; the kB
+    and ms units dropped)."""
+    out = {}
+    with open(os.path.join(mnt, ctl, "bdi")) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            k, v = k.strip(), v.split()
+            if v:
+                out[k] = int(v[0], 16 if k == "state" else 10)
+    return out
+
+
 def parse_zoneinfo(text):
     """[{key: int}] of a zoneinfo text, one dict per `Zone N` block (its
     "zone" key is N); a key is every word of a line but the last, white
