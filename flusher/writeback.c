@@ -775,6 +775,15 @@ static void wb_write_meta(struct wb_ctx *x, struct wb_work *w)
 		wb_wait_inflight(x);
 }
 
+/*
+ * The metadata inode has dirty pages and is not backing off after a failed
+ * write. Context: b->lock.
+ */
+static bool wb_meta_ready_locked(const struct wb_inode *meta)
+{
+	return (meta->state & I_DIRTY_PAGES) && clock_now_ms() >= meta->retry_after_ms;
+}
+
 /* Metadata due for writing in a background or periodic round? */
 static bool wb_meta_due(struct bdi *b, struct wb_work *w)
 {
@@ -785,7 +794,7 @@ static bool wb_meta_due(struct bdi *b, struct wb_work *w)
 	if (!meta)
 		return false;
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
-	due = (meta->state & I_DIRTY_PAGES) && clock_now_ms() >= meta->retry_after_ms &&
+	due = wb_meta_ready_locked(meta) &&
 	      (w->reason != WB_REASON_PERIODIC || clock_now_ms() - meta->dirtied_when >= expire ||
 	       wb_over_bg(b));
 	ls_mutex_unlock(&b->lock);
@@ -811,8 +820,7 @@ static void wb_meta_turn(struct wb_ctx *x, struct wb_work *w, uint64_t cutoff)
 	if (!meta || w->sync_mode != WB_SYNC_NONE ||
 	    (w->reason != WB_REASON_BACKGROUND && w->reason != WB_REASON_PERIODIC))
 		return;
-	if (!(meta->state & I_DIRTY_PAGES) || meta->dirtied_when > cutoff ||
-	    clock_now_ms() < meta->retry_after_ms)
+	if (!wb_meta_ready_locked(meta) || meta->dirtied_when > cutoff)
 		return;
 	ls_mutex_unlock(&b->lock);
 	wb_write_meta(x, w);
