@@ -468,6 +468,9 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, 
 	ls_mutex_unlock(&w->itable_lock);
 	fi->fh = (uintptr_t)f;
 	fi->direct_io = 1;
+	/* close reports writeback errors to files open for writing only
+	 * (as NFS and CIFS do): a read-only one gets no FLUSH round trip */
+	fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
 	return 0;
 }
 

@@ -7,7 +7,10 @@ For each io engine (WBCFS_IO_ENGINE, or uring, aio and psync in turn):
   write errors   file A (safe content already fsync'ed) gets
                  trusted.wbcfs.fault=write; a write then fsync gives EIO,
                  a second fsync EIO again (the pages are kept dirty and
-                 retried), close of a second fd open since before gives EIO;
+                 retried), close of a second writable fd open since before
+                 gives EIO, close of a read-only one does not (it gets no
+                 FLUSH) but its fsync reports the failure once, after the
+                 fault is cleared too;
                  meanwhile file B is written, fsync'ed and read back fine.
                  Fault cleared: fsync of A succeeds, close too, A reads back
                  what was written.
@@ -87,7 +90,9 @@ def write_errors(env, mnt):
     t_step("fault=write on A: write + fsync gives EIO, twice")
     set_fault(a, "write")
     fd1 = os.open(a, os.O_RDWR)
-    fd2 = os.open(a, os.O_RDONLY)
+    fd2 = os.open(a, os.O_WRONLY)
+    fdr = os.open(a, os.O_RDONLY)
+    fdr2 = os.open(a, os.O_RDONLY)
     over = data(b"a-over", 256 * 1024)
     tail = data(b"a-tail", 512 * 1024 + 100)
     t_write_all(fd1, over, 64 * 1024)            # overwrites safe blocks
@@ -103,14 +108,25 @@ def write_errors(env, mnt):
     t_step("meanwhile B is written, fsync'ed and read back")
     b = check_b(mnt, 0)
 
-    t_step("close of a second fd open on A since before gives EIO")
+    t_step("close of a second writable fd open on A since before gives EIO")
     t_errno(errno.EIO, os.close, fd2, what="close of fd2 of A")
-    fd3 = os.open(a, os.O_RDONLY)                # opened after: nothing to report
+    fd3 = os.open(a, os.O_WRONLY)                # opened after: nothing to report
     os.close(fd3)
+    t_step("close of a read-only fd open since before: no EIO (no FLUSH)")
+    try:
+        os.close(fdr2)
+        ro_close = "ok"
+    except OSError as e:
+        ro_close = os.strerror(e.errno)
+    t_eq(ro_close, "ok", "close of a read-only fd of A")
 
     t_step("fault cleared: fsync of A succeeds, close too, A is intact")
     set_fault(a, "none")
     os.fsync(fd1)
+    t_errno(errno.EIO, os.fsync, fdr,
+            what="first fsync of a read-only fd open since before the failure")
+    os.fsync(fdr)                                # reported once
+    os.close(fdr)                                # no FLUSH: nothing to report
     t_check(t_read_all(fd1, len(want), 0) == bytes(want), "A after recovery")
     os.close(fd1)
     t_check(read_file(a) == bytes(want), "A reopened")

@@ -23,7 +23,7 @@ unix socket, mounted by URI (io_engine=nbd through libnbd).
   d. server faults (nbdkit's error filter, armed while a trigger file
      exists): a read of an uncached file gives EIO, then its data once
      disarmed; writes: fsync gives EIO again and again, the pages are
-     kept (read back as written), close of a second fd gives EIO; disarmed,
+     kept (read back as written), close of a second writable fd gives EIO; disarmed,
      fsync succeeds; unmount exit 0, e2fsck clean, the kernel sees the
      data. Then a write fault left armed through unmount: the daemon names
      the pages lost and exits non-zero; the next mount replays the
@@ -684,7 +684,7 @@ def case_d(env):
 
     t_step("write errors: fsync EIO twice, pages kept, close of fd2 EIO")
     fd1 = os.open(a, os.O_RDWR)
-    fd2 = os.open(a, os.O_RDONLY)
+    fd2 = os.open(a, os.O_WRONLY)
     open(trig_w, "w").close()
     over = data("a-over", 256 * 1024)
     tail = data("a-tail", 512 * 1024 + 100)
@@ -704,7 +704,7 @@ def case_d(env):
     v = wbtrace.vmstat(mnt)
     t_check(v.get("nr_write_errors", 0) > 0,
             "vmstat nr_write_errors %r" % v.get("nr_write_errors"))
-    t_errno(errno.EIO, os.close, fd2, what="close of a second fd open since before")
+    t_errno(errno.EIO, os.close, fd2, what="close of a second writer open since before")
 
     t_step("disarmed: fsync succeeds, a reads back, and keeps doing so")
     os.unlink(trig_w)
