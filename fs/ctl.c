@@ -812,6 +812,7 @@ static void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uintptr_t)f;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
+	fi->noflush = 1;	/* ctl_flush has nothing to do: no round trip at close */
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		ctl_buf_free(&f->out);
 		pthread_mutex_destroy(&f->lock);
