@@ -516,6 +516,8 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_stat_unlocked", atomic_load(&w->stats.nr_stat_unlocked) },
 			{ "nr_lookup_unlocked", atomic_load(&w->stats.nr_lookup_unlocked) },
 			{ "nr_readdir_unlocked", atomic_load(&w->stats.nr_readdir_unlocked) },
+			{ "nr_ra_async", atomic_load(&w->stats.nr_ra_async) },
+			{ "nr_ra_inline", atomic_load(&w->stats.nr_ra_inline) },
 			{ "nr_blocks_claimed", atomic_load(&w->stats.nr_blocks_claimed) },
 			{ "nr_claim_overlaps", atomic_load(&w->stats.nr_claim_overlaps) },
 			{ "nr_inodes_claimed", atomic_load(&w->stats.nr_inodes_claimed) },

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -172,7 +173,128 @@ static int read_miss(struct wbfs *w, struct wfile *f, uint64_t index, unsigned r
 	return ret;
 }
 
-/* The reader met a PG_readahead page: read the next window now. */
+/* ---- asynchronous readahead ---------------------------------------------- */
+
+/*
+ * The window that a reader's PG_readahead page asks for is read by the
+ * readahead threads, as the kernel's async readahead is submitted and not
+ * waited for: the reader returns its own pages at once, and the next
+ * window's I/O overlaps the client's use of them and its next request.
+ * (Read by the reader itself, every window of a sequential read waited
+ * for the device in full: ~1 GB/s cold whatever readahead_kb was.) The
+ * window's pages are locked while they are read: a reader that reaches
+ * one waits for it (read_get_page), one that comes first reads it itself
+ * and the thread finds it uptodate. A job holds its inode open (nopen) and
+ * reads under its ilock, shared, as a reader does: truncation waits.
+ */
+static void ra_job_run(struct wbfs *w, struct ra_job *j)
+{
+	struct ra_window win = { .start = j->start, .size = j->size, .async_size = j->async_size };
+
+	ls_rwlock_rdlock(&j->wi->ilock, &lc_ilock_r);
+	read_window(w, j->wi, &win, UINT64_MAX, winode_size(j->wi));
+	ls_rwlock_unlock(&j->wi->ilock);
+	winode_put_open(w, j->wi);
+}
+
+static void *ra_main(void *arg)
+{
+	struct wbfs *w = arg;
+	struct ra_pool *rp = w->ra;
+
+	pthread_mutex_lock(&rp->lock);
+	for (;;) {
+		struct ra_job j;
+
+		while (!rp->nr && !rp->stop)
+			pthread_cond_wait(&rp->cond, &rp->lock);
+		if (rp->stop)
+			break;
+		j = rp->jobs[rp->head];
+		rp->head = (rp->head + 1) % WBFS_RA_QUEUE;
+		rp->nr--;
+		pthread_mutex_unlock(&rp->lock);
+		ra_job_run(w, &j);
+		atomic_fetch_add(&w->stats.nr_ra_async, 1);
+		pthread_mutex_lock(&rp->lock);
+	}
+	pthread_mutex_unlock(&rp->lock);
+	return NULL;
+}
+
+/* Queue @win of @wi for the readahead threads; false: read it yourself. */
+static bool ra_queue(struct wbfs *w, struct winode *wi, const struct ra_window *win)
+{
+	struct ra_pool *rp = w->ra;
+	bool queued = false;
+
+	if (!rp || !win->size)
+		return false;
+	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
+	wi->nopen++;	/* the job's, until it is done */
+	ls_mutex_unlock(&w->itable_lock);
+	pthread_mutex_lock(&rp->lock);
+	if (!rp->stop && rp->nr < WBFS_RA_QUEUE) {
+		rp->jobs[(rp->head + rp->nr) % WBFS_RA_QUEUE] = (struct ra_job){
+			.wi = wi, .start = win->start, .size = win->size,
+			.async_size = win->async_size,
+		};
+		rp->nr++;
+		pthread_cond_signal(&rp->cond);
+		queued = true;
+	}
+	pthread_mutex_unlock(&rp->lock);
+	if (!queued)
+		winode_put_open(w, wi);
+	return queued;
+}
+
+int data_ra_start(struct wbfs *w)
+{
+	struct ra_pool *rp = calloc(1, sizeof(*rp));
+	unsigned i;
+	int ret = 0;
+
+	if (!rp)
+		return -ENOMEM;
+	pthread_mutex_init(&rp->lock, NULL);
+	pthread_cond_init(&rp->cond, NULL);
+	w->ra = rp;
+	for (i = 0; i < WBFS_RA_THREADS && !ret; i++) {
+		ret = -pthread_create(&rp->threads[i], NULL, ra_main, w);
+		if (!ret)
+			rp->nr_threads++;
+	}
+	if (!rp->nr_threads) {
+		data_ra_stop(w);
+		return ret;
+	}
+	return 0;	/* fewer threads than asked for still read ahead */
+}
+
+void data_ra_stop(struct wbfs *w)
+{
+	struct ra_pool *rp = w->ra;
+	unsigned i;
+
+	if (!rp)
+		return;
+	pthread_mutex_lock(&rp->lock);
+	rp->stop = true;
+	pthread_cond_broadcast(&rp->cond);
+	pthread_mutex_unlock(&rp->lock);
+	for (i = 0; i < rp->nr_threads; i++)
+		pthread_join(rp->threads[i], NULL);
+	/* what nobody took is only a hint: drop it, and the inodes it held */
+	for (; rp->nr; rp->nr--, rp->head = (rp->head + 1) % WBFS_RA_QUEUE)
+		winode_put_open(w, rp->jobs[rp->head].wi);
+	w->ra = NULL;
+	pthread_cond_destroy(&rp->cond);
+	pthread_mutex_destroy(&rp->lock);
+	free(rp);
+}
+
+/* The reader met a PG_readahead page: have the next window read. */
 static void read_async(struct wbfs *w, struct wfile *f, uint64_t index, unsigned req,
 		       uint64_t isize)
 {
@@ -191,7 +313,10 @@ static void read_async(struct wbfs *w, struct wfile *f, uint64_t index, unsigned
 	ls_mutex_lock(&f->ra_lock, &lc_ra_lock);
 	ra_async(&f->ra, index, req, io_pages, hole, &win);
 	ls_mutex_unlock(&f->ra_lock);
+	if (ra_queue(w, f->wi, &win))
+		return;
 	read_window(w, f->wi, &win, UINT64_MAX, isize);
+	atomic_fetch_add(&w->stats.nr_ra_inline, 1);
 }
 
 /* A referenced, uptodate page at @index, reading it (with readahead) if needed. */

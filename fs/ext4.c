@@ -2300,6 +2300,11 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 	} else if (w->fs->super->s_last_orphan) {
 		wbfs_err(dev, "read-only: deleted inodes on the orphan list are not freed");
 	}
+	ret = data_ra_start(w);
+	if (ret) {
+		wbfs_err(dev, "cannot start the readahead threads: %s", strerror(-ret));
+		goto out_inodes;
+	}
 	/* only once everything is known to be good: bad input fails fast */
 	cache_prefault(w->cache, w->opts.prefault_bytes);
 	return 0;
@@ -2363,6 +2368,7 @@ int wbfs_close(struct wbfs *w)
 		ret = 0;	/* what is finally lost is counted in lost_pages */
 	}
 	nbd_unmount_wait(w);
+	data_ra_stop(w);	/* its jobs hold inodes open */
 	winode_release_all(w);
 	if (!w->ro) {
 		r = bdi_sync(w->bdi, WB_REASON_UMOUNT);

@@ -160,6 +160,28 @@ struct wbfs_stats {
 						 * creates under fs_lock shared */
 	_Atomic long nr_claim_overlaps;		/* atomic: claims begun while another
 						 * was running */
+	_Atomic long nr_ra_async;		/* atomic: readahead windows read by the
+						 * readahead threads */
+	_Atomic long nr_ra_inline;		/* atomic: ... by the reader itself (the
+						 * queue was full, or unmount began) */
+};
+
+/* data.c: asynchronous readahead (the reader meets a PG_readahead page) */
+#define WBFS_RA_THREADS 2
+#define WBFS_RA_QUEUE 64
+struct ra_job {
+	struct winode *wi;		/* held open (nopen) until the job is done */
+	uint64_t start;
+	unsigned size, async_size;
+};
+struct ra_pool {
+	pthread_mutex_t lock;		/* protects: jobs, head, nr, stop */
+	pthread_cond_t cond;		/* a job was queued, or stop */
+	struct ra_job jobs[WBFS_RA_QUEUE];
+	unsigned head, nr;
+	bool stop;
+	unsigned nr_threads;		/* constant once started */
+	pthread_t threads[WBFS_RA_THREADS];
 };
 
 /*
@@ -229,6 +251,7 @@ struct wbfs {
 	uint64_t overhead;		/* constant: metadata blocks, for statfs */
 
 	struct wbfs_stats stats;
+	struct ra_pool *ra;		/* data.c: readahead threads; NULL when not running */
 	struct inval_queue *inval;	/* inval.c; NULL before the session runs */
 	struct timespec ctl_time;	/* constant: mount time, the control files' times */
 
@@ -473,6 +496,10 @@ struct read_reply {
 };
 int data_read(struct wbfs *w, struct wfile *f, uint64_t off, size_t size, struct read_reply *rr);
 void data_read_done(struct read_reply *rr);
+/* Start the readahead threads (mount, before serving); stop them, running
+ * what was queued, before inodes are released at unmount. */
+int data_ra_start(struct wbfs *w);
+void data_ra_stop(struct wbfs *w);
 ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
 		   uint64_t off, bool privileged, bool from_page_cache);
 void data_balance_dirty(struct wbfs *w, pid_t pid, long nr);

@@ -2,6 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """dd of random data with 1 MiB and 4 KiB blocks, conv=fsync; checksums
 through the mount, then after unmount through the kernel's ext4; e2fsck.
+Then readahead, on a fresh mount (cold cache): a sequential read of the
+1 MiB file has its windows read by the readahead threads (vmstat
+nr_ra_async) and reads back intact; the 4 KiB file is truncated to 40 MiB
+while it is read sequentially past 32 MiB (with readahead in flight), the
+reader sees its data up to 40 MiB and then the end, and extended again it
+reads zeros from 40 MiB (no page read ahead survives the truncation);
+e2fsck clean and the kernel's ext4 sees the same.
 
     WBCFS_BIN=build/wbcfs test/integration/test_dd.py [--kernel]
 """
@@ -13,7 +20,8 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (GIB, MIB, TSkip, t_eq, t_log, t_main, t_manifest,  # noqa: E402
+import wbtrace  # noqa: E402
+from wbtest import (GIB, MIB, TSkip, t_check, t_eq, t_log, t_main, t_manifest,  # noqa: E402
                     t_run, t_sha256_file, t_step)
 
 CASES = (("big-1M", "1M", 512), ("small-4k", "4k", 65536))
@@ -70,6 +78,46 @@ def body(env):
              "kernel sha256 of small-4k")
     finally:
         env.umount(k)
+    readahead(env, dev, src)
+
+
+def readahead(env, dev, src):
+    m = env.mount(dev)
+    t_step("cold sequential read: windows read by the readahead threads")
+    before = wbtrace.vmstat(m.mnt).get("nr_ra_async", 0)
+    t_eq(t_sha256_file(os.path.join(m.mnt, "big-1M")), t_sha256_file(src),
+         "sha256 of big-1M read cold")
+    got = wbtrace.vmstat(m.mnt).get("nr_ra_async", 0) - before
+    t_log("readahead windows read asynchronously: %d" % got)
+    t_check(got > 0, "vmstat nr_ra_async grew during a cold sequential read")
+
+    t_step("truncate to 40 MiB during a sequential read past 32 MiB")
+    small = os.path.join(m.mnt, "small-4k")
+    with open(src, "rb") as f:
+        want = f.read(40 * MIB)
+    data = bytearray()
+    fd = os.open(small, os.O_RDONLY)
+    try:
+        while len(data) < 32 * MIB:
+            data += os.read(fd, MIB)
+        os.truncate(small, 40 * MIB)
+        while True:
+            b = os.read(fd, MIB)
+            if not b:
+                break
+            data += b
+    finally:
+        os.close(fd)
+    t_eq(len(data), 40 * MIB, "bytes read across the truncation")
+    t_check(bytes(data) == want, "what was read matches the source up to 40 MiB")
+    t_step("extended to 64 MiB: zeros from 40 MiB")
+    os.truncate(small, 64 * MIB)
+    with open(small, "rb") as f:
+        t_check(f.read(40 * MIB) == want, "the first 40 MiB unchanged")
+        t_check(f.read() == bytes(24 * MIB), "24 MiB of zeros after the old end")
+    man = t_manifest(m.mnt)
+    env.umount(m)
+    env.verify_after_umount(dev, man)
 
 
 if __name__ == "__main__":
