@@ -8,7 +8,9 @@ nr_ra_async) and reads back intact; the 4 KiB file is truncated to 40 MiB
 while it is read sequentially past 32 MiB (with readahead in flight), the
 reader sees its data up to 40 MiB and then the end, and extended again it
 reads zeros from 40 MiB (no page read ahead survives the truncation);
-e2fsck clean and the kernel's ext4 sees the same.
+the 1 MiB file, unlinked while open and closed 8 MiB into a read, has its
+512 MiB freed (its last reference may be a readahead job's); e2fsck clean
+and the kernel's ext4 sees the same.
 
     WBCFS_BIN=build/wbcfs test/integration/test_dd.py [--kernel]
 """
@@ -18,6 +20,7 @@ import os
 import re
 import shutil
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wbtrace  # noqa: E402
@@ -115,6 +118,26 @@ def readahead(env, dev, src):
     with open(small, "rb") as f:
         t_check(f.read(40 * MIB) == want, "the first 40 MiB unchanged")
         t_check(f.read() == bytes(24 * MIB), "24 MiB of zeros after the old end")
+
+    t_step("unlinked, read, closed with readahead in flight: its blocks are freed")
+    big = os.path.join(m.mnt, "big-1M")
+    st = os.statvfs(m.mnt)
+    free0 = st.f_bfree * st.f_frsize
+    fd = os.open(big, os.O_RDONLY)
+    os.unlink(big)
+    try:
+        for _ in range(8):
+            os.read(fd, MIB)
+    finally:
+        os.close(fd)
+    # the last reference may be a readahead job's: the inode goes with it
+    for _ in range(100):
+        st = os.statvfs(m.mnt)
+        if st.f_bfree * st.f_frsize - free0 >= 500 * MIB:
+            break
+        time.sleep(0.1)
+    t_check(st.f_bfree * st.f_frsize - free0 >= 500 * MIB,
+            "512 MiB freed: %d MiB" % ((st.f_bfree * st.f_frsize - free0) // MIB))
     man = t_manifest(m.mnt)
     env.umount(m)
     env.verify_after_umount(dev, man)
