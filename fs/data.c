@@ -187,12 +187,34 @@ static int read_miss(struct wbfs *w, struct wfile *f, uint64_t index, unsigned r
  * and the thread finds it uptodate. A job holds its inode open (nopen) and
  * reads under its ilock, shared, as a reader does: truncation waits.
  */
+#define RA_THREADS 2
+#define RA_QUEUE 64
+
+LOCK_CLASS(lc_ra_pool_lock, "ra_pool_lock")
+
+struct ra_job {
+	struct winode *wi;		/* held open (nopen) until the job is done */
+	struct ra_window win;
+};
+
+/*
+ * Lock ordering: lock, then w->itable_lock (a job's nopen is taken as it
+ * is queued). Jobs run, and their inodes are put, without the lock.
+ */
+struct ra_pool {
+	pthread_mutex_t lock;		/* protects: jobs, head, nr, stop */
+	pthread_cond_t cond;		/* a job was queued, or stop */
+	struct ra_job jobs[RA_QUEUE];
+	unsigned head, nr;
+	bool stop;
+	unsigned nr_threads;		/* constant once started */
+	pthread_t threads[RA_THREADS];
+};
+
 static void ra_job_run(struct wbfs *w, struct ra_job *j)
 {
-	struct ra_window win = { .start = j->start, .size = j->size, .async_size = j->async_size };
-
 	ls_rwlock_rdlock(&j->wi->ilock, &lc_ilock_r);
-	read_window(w, j->wi, &win, UINT64_MAX, winode_size(j->wi));
+	read_window(w, j->wi, &j->win, UINT64_MAX, winode_size(j->wi));
 	ls_rwlock_unlock(&j->wi->ilock);
 	winode_put_open(w, j->wi);
 }
@@ -202,23 +224,23 @@ static void *ra_main(void *arg)
 	struct wbfs *w = arg;
 	struct ra_pool *rp = w->ra;
 
-	pthread_mutex_lock(&rp->lock);
+	ls_mutex_lock(&rp->lock, &lc_ra_pool_lock);
 	for (;;) {
 		struct ra_job j;
 
 		while (!rp->nr && !rp->stop)
-			pthread_cond_wait(&rp->cond, &rp->lock);
+			lockstat_cond_wait(&rp->cond, &rp->lock);
 		if (rp->stop)
 			break;
 		j = rp->jobs[rp->head];
-		rp->head = (rp->head + 1) % WBFS_RA_QUEUE;
+		rp->head = (rp->head + 1) % RA_QUEUE;
 		rp->nr--;
-		pthread_mutex_unlock(&rp->lock);
+		ls_mutex_unlock(&rp->lock);
 		ra_job_run(w, &j);
 		atomic_fetch_add(&w->stats.nr_ra_async, 1);
-		pthread_mutex_lock(&rp->lock);
+		ls_mutex_lock(&rp->lock, &lc_ra_pool_lock);
 	}
-	pthread_mutex_unlock(&rp->lock);
+	ls_mutex_unlock(&rp->lock);
 	return NULL;
 }
 
@@ -230,22 +252,17 @@ static bool ra_queue(struct wbfs *w, struct winode *wi, const struct ra_window *
 
 	if (!rp || !win->size)
 		return false;
-	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
-	wi->nopen++;	/* the job's, until it is done */
-	ls_mutex_unlock(&w->itable_lock);
-	pthread_mutex_lock(&rp->lock);
-	if (!rp->stop && rp->nr < WBFS_RA_QUEUE) {
-		rp->jobs[(rp->head + rp->nr) % WBFS_RA_QUEUE] = (struct ra_job){
-			.wi = wi, .start = win->start, .size = win->size,
-			.async_size = win->async_size,
-		};
+	ls_mutex_lock(&rp->lock, &lc_ra_pool_lock);
+	if (!rp->stop && rp->nr < RA_QUEUE) {
+		ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
+		wi->nopen++;	/* the job's, until it is done */
+		ls_mutex_unlock(&w->itable_lock);
+		rp->jobs[(rp->head + rp->nr) % RA_QUEUE] = (struct ra_job){ .wi = wi, .win = *win };
 		rp->nr++;
 		pthread_cond_signal(&rp->cond);
 		queued = true;
 	}
-	pthread_mutex_unlock(&rp->lock);
-	if (!queued)
-		winode_put_open(w, wi);
+	ls_mutex_unlock(&rp->lock);
 	return queued;
 }
 
@@ -260,7 +277,7 @@ int data_ra_start(struct wbfs *w)
 	pthread_mutex_init(&rp->lock, NULL);
 	pthread_cond_init(&rp->cond, NULL);
 	w->ra = rp;
-	for (i = 0; i < WBFS_RA_THREADS && !ret; i++) {
+	for (i = 0; i < RA_THREADS && !ret; i++) {
 		ret = -pthread_create(&rp->threads[i], NULL, ra_main, w);
 		if (!ret)
 			rp->nr_threads++;
@@ -279,14 +296,14 @@ void data_ra_stop(struct wbfs *w)
 
 	if (!rp)
 		return;
-	pthread_mutex_lock(&rp->lock);
+	ls_mutex_lock(&rp->lock, &lc_ra_pool_lock);
 	rp->stop = true;
 	pthread_cond_broadcast(&rp->cond);
-	pthread_mutex_unlock(&rp->lock);
+	ls_mutex_unlock(&rp->lock);
 	for (i = 0; i < rp->nr_threads; i++)
 		pthread_join(rp->threads[i], NULL);
 	/* what nobody took is only a hint: drop it, and the inodes it held */
-	for (; rp->nr; rp->nr--, rp->head = (rp->head + 1) % WBFS_RA_QUEUE)
+	for (; rp->nr; rp->nr--, rp->head = (rp->head + 1) % RA_QUEUE)
 		winode_put_open(w, rp->jobs[rp->head].wi);
 	w->ra = NULL;
 	pthread_cond_destroy(&rp->cond);

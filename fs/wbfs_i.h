@@ -166,23 +166,7 @@ struct wbfs_stats {
 						 * queue was full, or unmount began) */
 };
 
-/* data.c: asynchronous readahead (the reader meets a PG_readahead page) */
-#define WBFS_RA_THREADS 2
-#define WBFS_RA_QUEUE 64
-struct ra_job {
-	struct winode *wi;		/* held open (nopen) until the job is done */
-	uint64_t start;
-	unsigned size, async_size;
-};
-struct ra_pool {
-	pthread_mutex_t lock;		/* protects: jobs, head, nr, stop */
-	pthread_cond_t cond;		/* a job was queued, or stop */
-	struct ra_job jobs[WBFS_RA_QUEUE];
-	unsigned head, nr;
-	bool stop;
-	unsigned nr_threads;		/* constant once started */
-	pthread_t threads[WBFS_RA_THREADS];
-};
+struct ra_pool;	/* data.c: the readahead threads */
 
 /*
  * Where the set bits of a sparse block bitmap (busy blocks) can be: the
@@ -496,8 +480,8 @@ struct read_reply {
 };
 int data_read(struct wbfs *w, struct wfile *f, uint64_t off, size_t size, struct read_reply *rr);
 void data_read_done(struct read_reply *rr);
-/* Start the readahead threads (mount, before serving); stop them, running
- * what was queued, before inodes are released at unmount. */
+/* Start the readahead threads (mount, before serving); stop them, dropping
+ * what is still queued, before inodes are released at unmount. */
 int data_ra_start(struct wbfs *w);
 void data_ra_stop(struct wbfs *w);
 ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
