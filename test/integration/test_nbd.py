@@ -23,12 +23,13 @@ unix socket, mounted by URI (io_engine=nbd through libnbd).
   d. server faults (nbdkit's error filter, armed while a trigger file
      exists): a read of an uncached file gives EIO, then its data once
      disarmed; writes: fsync gives EIO again and again, the pages are
-     kept (read back as written), close of a second writable fd gives EIO; disarmed,
-     fsync succeeds; unmount exit 0, e2fsck clean, the kernel sees the
-     data. Then a write fault left armed through unmount: the daemon names
-     the pages lost and exits non-zero; the next mount replays the
-     journal (through the export), the lost range reads as zeros, e2fsck is clean after (the
-     README's promises for device errors, over NBD).
+     kept (read back as written), close of a second writable fd gives
+     EIO; disarmed, fsync succeeds; unmount exit 0, e2fsck clean, the
+     kernel sees the data. Then a write fault left armed through
+     unmount: the daemon names the pages lost and exits non-zero; the
+     next mount replays the journal (through the export), the lost range
+     reads as zeros, e2fsck is clean after (the README's promises for
+     device errors, over NBD).
   e. the server goes away (SIGKILL, 10 MB/s so that an fsync's writes are
      in flight) under a mount with nbd_retry=1: that fsync and the next
      give EIO, /.wbcfs/nbd says disconnected, cached pages still read, an
