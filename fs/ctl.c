@@ -663,9 +663,10 @@ static int ctl_gen_flusher(struct wbfs *w, struct ctl_buf *b)
 	if (!w->pool)
 		return ctl_buf_printf(b, "bdi\nflushers %u\n", w->opts.flushers);
 	ps = flusher_pool_get_stats(w->pool);
-	return ctl_buf_printf(b, "pdflush\nthreads %ld\nbusy %ld\nflushers %u\n",
+	return ctl_buf_printf(b, "pdflush\nthreads %ld\nbusy %ld\nflushers %u\n"
+			      "min_threads %u\nmax_threads %u\n",
 			      atomic_load(&ps->nr_threads), atomic_load(&ps->nr_busy),
-			      w->opts.flushers);
+			      w->opts.flushers, w->opts.pdflush_min, w->opts.pdflush_max);
 }
 
 /*

@@ -199,6 +199,7 @@ int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const cha
 		struct flusher_pool_config pc = {
 			.cache = d->cache, .name = d->name[0] ? d->name : dev,
 			.engine = o->io_engine, .queue_depth = o->queue_depth,
+			.min_threads = o->pdflush_min, .max_threads = o->pdflush_max,
 		};
 
 		ret = flusher_pool_create(&d->pool, &pc);
@@ -630,6 +631,11 @@ static int join_mount(struct wbfs_domain *d, char *dev, char *mnt, char **optv, 
 	options_domain_seed(o, live, NULL);
 	for (i = 0; i < n && !ret; i++) {
 		ret = options_parse(o, optv[i], err, sizeof(err));
+		if (ret)
+			fprintf(wbfs_msg(), "wbcfs: %s\n", err);
+	}
+	if (!ret) {
+		ret = options_check(o, err, sizeof(err));
 		if (ret)
 			fprintf(wbfs_msg(), "wbcfs: %s\n", err);
 	}

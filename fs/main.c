@@ -95,6 +95,10 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c, struct wbcfs_
 			return -EINVAL;
 		}
 	}
+	if (options_check(o, err, sizeof(err))) {
+		fprintf(stderr, "wbcfs: %s\n", err);
+		return -EINVAL;
+	}
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "wbcfs/options.h"
+#include "wbcfs/pdflush.h"
 #include "wbcfs/throttle.h"
 
 /* Words that only mean something to mount(8)/fstab. */
@@ -38,6 +39,8 @@ void options_default(struct wbcfs_options *o)
 	o->flushers = 1;
 	o->io_engine = IO_ENGINE_URING;
 	o->queue_depth = 64;
+	o->pdflush_min = PDFLUSH_MIN_THREADS;
+	o->pdflush_max = PDFLUSH_MAX_THREADS;
 	o->nbd_retry_s = 5;
 	o->nbd_timeout_s = 30;
 	o->max_io_kb = 1024;
@@ -380,6 +383,43 @@ static int set_zones(struct wbcfs_options *o, const char *val, char *err, size_t
 	return 0;
 }
 
+/*
+ * pdflush_threads=N or MIN-MAX: the pool's fewest and most threads
+ * (2.6.2x: MIN_PDFLUSH_THREADS 2, MAX_PDFLUSH_THREADS 8).
+ */
+static int set_pdflush_threads(struct wbcfs_options *o, const char *val, char *err,
+			       size_t errlen)
+{
+	char buf[32], *dash;
+	uint64_t lo, hi;
+	int ret;
+
+	if (!val || !*val || strlen(val) >= sizeof(buf)) {
+		snprintf(err, errlen, "pdflush_threads: needs N or MIN-MAX");
+		return -EINVAL;
+	}
+	strcpy(buf, val);
+	dash = strchr(buf, '-');
+	if (dash)
+		*dash = '\0';
+	ret = set_number("pdflush_threads", buf, 1, OPTIONS_PDFLUSH_THREADS_MAX, 1, false, &lo,
+			 err, errlen);
+	hi = lo;
+	if (!ret && dash)
+		ret = set_number("pdflush_threads", dash + 1, 1, OPTIONS_PDFLUSH_THREADS_MAX, 1,
+				 false, &hi, err, errlen);
+	if (ret)
+		return ret;
+	if (lo > hi) {
+		snprintf(err, errlen, "pdflush_threads: %s: the minimum is above the maximum", val);
+		return -EINVAL;
+	}
+	o->pdflush_min = (unsigned)lo;
+	o->pdflush_max = (unsigned)hi;
+	o->pdflush_threads_given = true;
+	return 0;
+}
+
 /* After all options: zone sizes and cache_size agree (or give it). */
 static int check_zones(struct wbcfs_options *o, char *err, size_t errlen)
 {
@@ -540,6 +580,8 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 			o->flusher_model = (enum flusher_model)choice;
 		return ret;
 	}
+	if (!strcmp(opt, "pdflush_threads"))
+		return set_pdflush_threads(o, val, err, errlen);
 	if (!strcmp(opt, "io_engine")) {
 		static const char *const names[] = {
 			[IO_ENGINE_URING] = "uring", [IO_ENGINE_AIO] = "aio",
@@ -597,6 +639,15 @@ int options_parse(struct wbcfs_options *o, const char *optstr, char *err, size_t
 	return ret;
 }
 
+int options_check(const struct wbcfs_options *o, char *err, size_t errlen)
+{
+	if (o->pdflush_threads_given && o->flusher_model != FLUSHER_MODEL_PDFLUSH) {
+		snprintf(err, errlen, "pdflush_threads: only with flusher_model=pdflush");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 void options_usage(FILE *out)
 {
 	fprintf(out,
@@ -621,6 +672,7 @@ void options_usage(FILE *out)
 		"  flushers=N                     flusher threads per device (1-16) [1]\n"
 		"  flusher_model=bdi|pdflush      background writeback: per-device workers or\n"
 		"                                 one shared pool of 2-8 threads [bdi]\n"
+		"  pdflush_threads=N|MIN-MAX      the pool's fewest and most threads (1-64) [2-8]\n"
 		"  io_engine=uring|aio|psync|nbd  device I/O engine [uring; nbd for NBD exports]\n"
 		"  nbd_retry=N                    NBD: reconnect every N s when the server goes\n"
 		"                                 away (0-3600; 0: never) [5]\n"
@@ -666,6 +718,8 @@ static const struct {
 	DOM_OPT("max_pause_ms", max_pause_ms),
 	DOM_OPT("prefault", prefault_bytes),
 	DOM_OPT("flusher_model", flusher_model),
+	DOM_OPT("pdflush_threads", pdflush_min),
+	DOM_OPT("pdflush_threads", pdflush_max),
 #undef DOM_OPT
 };
 

@@ -22,6 +22,7 @@
 #define OPTIONS_NAME_MAX 255	/* a file name, as ext4's */
 #define OPTIONS_CTL_NAME_DEFAULT ".wbcfs"
 #define OPTIONS_ZONES_MAX 64
+#define OPTIONS_PDFLUSH_THREADS_MAX 64	/* pdflush_threads= at most */
 #define OPTIONS_ZONE_MIN_BYTES (1u << 20)	/* smallest zone: 1 MiB */
 #define OPTIONS_DOMAIN_MAX 64		/* a domain's name: [A-Za-z0-9_.-] */
 
@@ -48,6 +49,9 @@ struct wbcfs_options {
 	unsigned nbd_timeout_s;		/* NBD: no reply this long = connection dead; 0 = never [30] */
 	unsigned queue_depth;		/* 1-4096; default 64 */
 	enum flusher_model flusher_model;	/* default FLUSHER_MODEL_BDI */
+	unsigned pdflush_min;		/* pdflush_threads=MIN[-MAX]: the pool's bounds, */
+	unsigned pdflush_max;		/* 1 <= MIN <= MAX <= 64; default 2-8 */
+	bool pdflush_threads_given;	/* pdflush_threads= was on the command line */
 	unsigned max_io_kb;		/* 4-4096, multiple of 4; default 1024 */
 	unsigned readahead_kb;		/* 0-65536, multiple of 4; default 128 */
 	unsigned max_threads;		/* FUSE worker threads, 1-256; default 16 */
@@ -89,6 +93,13 @@ void options_default(struct wbcfs_options *o);
  * "dirty_ratio: value 150 out of range 0-100".
  */
 int options_parse(struct wbcfs_options *o, const char *optstr, char *err, size_t errlen);
+
+/**
+ * After every -o string: options that need others (pdflush_threads needs
+ * flusher_model=pdflush, wherever each was given). Returns 0 or -EINVAL
+ * with a message in @err.
+ */
+int options_check(const struct wbcfs_options *o, char *err, size_t errlen);
 
 /** Parse a size: digits with optional k/K, m/M, g/G, t/T suffix (binary). */
 int options_parse_size(const char *s, uint64_t *out);

@@ -7,7 +7,8 @@ device refused, the superblock not clean while mounted and clean after,
 cleanly unmounted refused (message names e2fsck) unless -o fsck, one
 marked needs_recovery recovered at mount, and -o flusher_model=pdflush
 (background writeback by the shared pool) writing, reading back and
-leaving a filesystem e2fsck passes; -o throttle=writeback under both
+leaving a filesystem e2fsck passes, and with pdflush_threads=1 a pool of
+one thread that writes and never grows; -o throttle=writeback under both
 flusher models: writers over the limit write pages themselves (vmstat's
 nr_dirtier_pages), no IO-less pause, data and e2fsck intact.
 
@@ -41,7 +42,8 @@ BAD_OPTIONS = ("no_such_option", "cache_size=12Q", "cache_size=abc", "domain=a/b
                "dirty_expire_centisecs=soon", "io_engine=bogus",
                "queue_depth=0", "queue_depth=abc", "max_io_kb=-4",
                "readahead_kb=lots", "flushers=-1", "dirty_bytes=1Z",
-               "ctl_name=a/b", "ctl_name=..", "flusher_model=percpu")
+               "ctl_name=a/b", "ctl_name=..", "flusher_model=percpu",
+               "pdflush_threads=0", "pdflush_threads=4-2", "pdflush_threads=2")
 
 
 CLONE_NEWNS = 0x00020000
@@ -350,6 +352,37 @@ def check_pdflush(env, dev):
     env.verify_after_umount(dev, man)
 
 
+def check_pdflush_one(env, dev):
+    t_step("-o flusher_model=pdflush,pdflush_threads=1: a pool of one thread "
+           "writes alone and never grows; readback, unmount, e2fsck")
+    m = env.mount(dev, ["flusher_model=pdflush", "pdflush_threads=1", "cache_size=256M",
+                        "dirty_background_bytes=4M"])
+    flusher = read_ctl(m.mnt, "flusher").split()
+    for key in ("threads", "min_threads", "max_threads"):
+        t_eq(flusher[flusher.index(key) + 1], "1", "%s in /.wbcfs/flusher" % key)
+    data = os.urandom(16 * MIB)
+    path = os.path.join(m.mnt, "one.bin")
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+    t_write_all(fd, data)
+    os.close(fd)
+    end = time.monotonic() + 60
+    while vmstat(m.mnt)["pdflush_pages_written"] < 2048 and time.monotonic() < end:
+        time.sleep(0.1)
+    v = vmstat(m.mnt)
+    t_log("pool of one: %d pages written, %d threads started"
+          % (v["pdflush_pages_written"], v["pdflush_threads_started"]))
+    t_check(v["pdflush_pages_written"] >= 2048, "the pool of one wrote %d pages"
+            % v["pdflush_pages_written"])
+    # busy for over a second with no idle thread would start another: not past max
+    t_eq(v["pdflush_threads_started"], 1, "pdflush_threads_started")
+    t_eq(v["nr_pdflush_threads"], 1, "nr_pdflush_threads")
+    with open(path, "rb") as f:
+        t_check(f.read() == data, "one.bin reads back different")
+    man = t_manifest(m.mnt)
+    env.umount(m)
+    env.verify_after_umount(dev, man)
+
+
 def check_dirtier(env, dev):
     t_step("-o throttle=writeback, per-device workers and pdflush: writers over "
            "the limit write pages themselves; readback, unmount, e2fsck")
@@ -405,6 +438,7 @@ def body(env):
     if not t_is_kernel():
         check_not_clean(env, dev)
         check_pdflush(env, dev)
+        check_pdflush_one(env, dev)
         check_dirtier(env, dev)
     else:
         t_log("kernel target: --help, options, second mount and e2fsck "

@@ -104,6 +104,11 @@ START_TEST(domain_options)
 	options_domain_seed(&j, &dom, NULL);
 	ck_assert_int_eq(options_parse(&j, "flusher_model=pdflush", err, sizeof(err)), 0);
 	ck_assert_str_eq(options_domain_conflict(&dom, &j), "flusher_model");
+	options_domain_seed(&j, &dom, NULL);
+	ck_assert_int_eq(options_parse(&j, "pdflush_threads=2-8", err, sizeof(err)), 0);
+	ck_assert_ptr_null(options_domain_conflict(&dom, &j));	/* the default, restated */
+	ck_assert_int_eq(options_parse(&j, "pdflush_threads=1", err, sizeof(err)), 0);
+	ck_assert_str_eq(options_domain_conflict(&dom, &j), "pdflush_threads");
 	/* tunables changed live since: the live values are the domain's */
 	live = dom.dirty;
 	dirty_tunable_set(&live, DT_DIRTY_EXPIRE_CENTISECS, 100);
@@ -136,6 +141,36 @@ START_TEST(flusher_model)
 	ck_assert_int_eq(o.flusher_model, FLUSHER_MODEL_BDI);
 	ck_assert_str_eq(o.fuse_opts, "");
 	t_refused("flusher_model=percpu", "flusher_model: 'percpu' is not one of bdi, pdflush");
+}
+END_TEST
+
+START_TEST(pdflush_threads)
+{
+	ck_assert_uint_eq(o.pdflush_min, 2);
+	ck_assert_uint_eq(o.pdflush_max, 8);
+	ck_assert_int_eq(options_check(&o, err, sizeof(err)), 0);
+	ck_assert_int_eq(t_parse("pdflush_threads=1"), 0);
+	ck_assert_uint_eq(o.pdflush_min, 1);
+	ck_assert_uint_eq(o.pdflush_max, 1);
+	/* without the pool it means nothing: refused once all -o are read */
+	ck_assert_int_eq(options_check(&o, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "pdflush_threads: only with flusher_model=pdflush");
+	ck_assert_int_eq(t_parse("flusher_model=pdflush"), 0);
+	ck_assert_int_eq(options_check(&o, err, sizeof(err)), 0);
+	ck_assert_int_eq(t_parse("pdflush_threads=3-64"), 0);
+	ck_assert_uint_eq(o.pdflush_min, 3);
+	ck_assert_uint_eq(o.pdflush_max, 64);
+	ck_assert_str_eq(o.fuse_opts, "");
+	t_refused("pdflush_threads", "pdflush_threads: needs N or MIN-MAX");
+	t_refused("pdflush_threads=0", "pdflush_threads: value 0 out of range 1-64");
+	t_refused("pdflush_threads=65", "pdflush_threads: value 65 out of range 1-64");
+	t_refused("pdflush_threads=2-65", "pdflush_threads: value 65 out of range 1-64");
+	t_refused("pdflush_threads=4-2", "pdflush_threads: 4-2: the minimum is above the maximum");
+	t_refused("pdflush_threads=two", "pdflush_threads: 'two' is not a number");
+	t_refused("pdflush_threads=2-", "pdflush_threads: '' is not a number");
+	/* a refused value leaves the last good one */
+	ck_assert_uint_eq(o.pdflush_min, 3);
+	ck_assert_uint_eq(o.pdflush_max, 64);
 }
 END_TEST
 
@@ -397,6 +432,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, domain_name);
 	tcase_add_test(tc, domain_options);
 	tcase_add_test(tc, flusher_model);
+	tcase_add_test(tc, pdflush_threads);
 	tcase_add_test(tc, atime_words);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
