@@ -5,7 +5,8 @@
  * block base+i: background writeback of both goes through the pool, a
  * congested device is passed over and counted while the other is written,
  * a pool thread held inside a slow device (its owner blocks in map_pages)
- * stalls the other device until a second thread is started, idle threads
+ * stalls the other device until a second thread is started (and for as
+ * long as it is held when the pool may not grow), idle threads
  * exit down to the minimum, periodic writeback of expired inodes goes
  * through the pool, sync, fsync and reclaim's requests stay with each
  * device's own worker, and destroy joins every thread. Counts and states
@@ -327,6 +328,51 @@ START_TEST(slow_device_stall_and_spawn)
 }
 END_TEST
 
+/*
+ * A pool held to one thread (pdflush_threads=1): while the thread is
+ * inside the slow device, the other device is not written however long
+ * that lasts, and no thread is started; once the slow device lets it go,
+ * the same thread writes the other.
+ */
+START_TEST(pool_of_one_stalls)
+{
+	const struct flusher_pool_stats *ps;
+	struct t_env e;
+	struct t_inode a, b;
+
+	t_clock_fake(100000);
+	t_env_init(&e, 1, 1);
+	ps = flusher_pool_get_stats(e.pool);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_BACKGROUND_BYTES, 8 * PAGE_SIZE);
+	t_inode_init(&e, 0, &a, 0);
+	t_inode_init(&e, 1, &b, 0);
+	t_gate(true);
+	t_dirty(&a, 0, 64, 's');
+	bdi_wakeup(e.b[0], 0, WB_REASON_BACKGROUND);
+	t_wait_for(a.map_calls > 0, 5000);
+	ck_assert_int_gt(a.map_calls, 0);
+	t_dirty(&b, 0, 64, 'f');
+	bdi_wakeup(e.b[1], 0, WB_REASON_BACKGROUND);
+	/* ten seconds of the pool's clock without an idle thread */
+	t_clock_advance(10 * PDFLUSH_SPAWN_BUSY_MS);
+	bdi_wakeup(e.b[1], 0, WB_REASON_BACKGROUND);
+	usleep(300000);
+	ck_assert_int_eq(atomic_load(&b.m.nrdirty), 64);
+	ck_assert_int_eq(t_written(&e, 1), 0);
+	ck_assert_int_eq(atomic_load(&ps->nr_threads), 1);
+	ck_assert_int_eq(atomic_load(&ps->threads_started), 1);
+	t_gate(false);
+	t_wait_for(t_clean(&a) && t_clean(&b), 5000);
+	ck_assert(t_clean(&a) && t_clean(&b));
+	ck_assert(t_block_is(&e, 0, 63, 's'));
+	ck_assert(t_block_is(&e, 1, 63, 'f'));
+	ck_assert_int_eq(atomic_load(&ps->threads_started), 1);
+	t_inode_done(&e, 0, &a);
+	t_inode_done(&e, 1, &b);
+	t_env_done(&e);
+}
+END_TEST
+
 /* kupdate through the pool: expired inodes of both devices, not younger ones. */
 START_TEST(periodic_through_pool)
 {
@@ -549,6 +595,7 @@ static Suite *pdflush_suite(void)
 	tcase_add_test(tc, background_both_devices);
 	tcase_add_test(tc, congested_device_skipped);
 	tcase_add_test(tc, slow_device_stall_and_spawn);
+	tcase_add_test(tc, pool_of_one_stalls);
 	tcase_add_test(tc, full_queue_waits_for_room);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("periodic");
