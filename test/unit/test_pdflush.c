@@ -269,6 +269,29 @@ START_TEST(congested_device_skipped)
 END_TEST
 
 /*
+ * A pool of one thread (at most @max_threads) whose thread is held inside
+ * the slow device (@a's, gated) while the fast one (@b's) has 64 dirty
+ * pages and has asked for background writeback.
+ */
+static void t_hold_in_slow(struct t_env *e, unsigned max_threads, struct t_inode *a,
+			   struct t_inode *b)
+{
+	t_clock_fake(100000);
+	t_env_init(e, 1, max_threads);
+	ck_assert_int_eq(atomic_load(&flusher_pool_get_stats(e->pool)->nr_threads), 1);
+	dirty_tunable_set(&e->c->tun, DT_DIRTY_BACKGROUND_BYTES, 8 * PAGE_SIZE);
+	t_inode_init(e, 0, a, 0);
+	t_inode_init(e, 1, b, 0);
+	t_gate(true);
+	t_dirty(a, 0, 64, 's');
+	bdi_wakeup(e->b[0], 0, WB_REASON_BACKGROUND);
+	t_wait_for(a->map_calls > 0, 5000);
+	ck_assert_int_gt(a->map_calls, 0);	/* the only thread is inside the slow device */
+	t_dirty(b, 0, 64, 'f');
+	bdi_wakeup(e->b[1], 0, WB_REASON_BACKGROUND);
+}
+
+/*
  * A pool thread inside a slow device stays there: with one thread the
  * other device waits for it (the stall the model shows). When no thread
  * has been idle for a second, the pool starts another, which writes the
@@ -280,20 +303,8 @@ START_TEST(slow_device_stall_and_spawn)
 	struct t_env e;
 	struct t_inode a, b;
 
-	t_clock_fake(100000);
-	t_env_init(&e, 1, 2);
+	t_hold_in_slow(&e, 2, &a, &b);
 	ps = flusher_pool_get_stats(e.pool);
-	ck_assert_int_eq(atomic_load(&ps->nr_threads), 1);
-	dirty_tunable_set(&e.c->tun, DT_DIRTY_BACKGROUND_BYTES, 8 * PAGE_SIZE);
-	t_inode_init(&e, 0, &a, 0);
-	t_inode_init(&e, 1, &b, 0);
-	t_gate(true);
-	t_dirty(&a, 0, 64, 's');
-	bdi_wakeup(e.b[0], 0, WB_REASON_BACKGROUND);
-	t_wait_for(a.map_calls > 0, 5000);
-	ck_assert_int_gt(a.map_calls, 0);	/* the only thread is inside the slow device */
-	t_dirty(&b, 0, 64, 'f');
-	bdi_wakeup(e.b[1], 0, WB_REASON_BACKGROUND);
 	usleep(300000);
 	ck_assert_int_eq(atomic_load(&b.m.nrdirty), 64);	/* stalled behind it */
 	ck_assert_int_eq(atomic_load(&ps->nr_threads), 1);	/* busy for less than 1 s */
@@ -340,19 +351,8 @@ START_TEST(pool_of_one_stalls)
 	struct t_env e;
 	struct t_inode a, b;
 
-	t_clock_fake(100000);
-	t_env_init(&e, 1, 1);
+	t_hold_in_slow(&e, 1, &a, &b);
 	ps = flusher_pool_get_stats(e.pool);
-	dirty_tunable_set(&e.c->tun, DT_DIRTY_BACKGROUND_BYTES, 8 * PAGE_SIZE);
-	t_inode_init(&e, 0, &a, 0);
-	t_inode_init(&e, 1, &b, 0);
-	t_gate(true);
-	t_dirty(&a, 0, 64, 's');
-	bdi_wakeup(e.b[0], 0, WB_REASON_BACKGROUND);
-	t_wait_for(a.map_calls > 0, 5000);
-	ck_assert_int_gt(a.map_calls, 0);
-	t_dirty(&b, 0, 64, 'f');
-	bdi_wakeup(e.b[1], 0, WB_REASON_BACKGROUND);
 	/* ten seconds of the pool's clock without an idle thread */
 	t_clock_advance(10 * PDFLUSH_SPAWN_BUSY_MS);
 	bdi_wakeup(e.b[1], 0, WB_REASON_BACKGROUND);
