@@ -173,11 +173,18 @@ int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const cha
 	size_t zone_bytes[OPTIONS_ZONES_MAX];
 	int zone_node[OPTIONS_ZONES_MAX];
 	struct cache_config cc = {0};
+	char err[256];
 	int ret = 0;
 
 	pthread_mutex_lock(&d->lock);
 	if (d->cache)
 		goto out;
+	/* the domain's first device: its options become the domain's */
+	ret = options_check(o, err, sizeof(err));
+	if (ret) {
+		fprintf(wbfs_msg(), "wbcfs: %s\n", err);
+		goto out;
+	}
 	cc.size_bytes = o->cache_size ? o->cache_size : default_cache_size();
 	zones_config(o, &cc, zone_bytes, zone_node);
 	cc.fair_zone_alloc = o->fair_zone_alloc;

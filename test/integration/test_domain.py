@@ -149,6 +149,12 @@ def body(env):
     msg = join(env, c_dev, mnt_c, dom + ["write_log=" + os.path.join(env.tmp, "w.log")],
                expect_fail=True)
     t_check("write_log" in msg, "write_log: %s" % msg)
+    # the pool's size means nothing to this domain's per-device flushers
+    msg = join(env, c_dev, mnt_c, dom + ["pdflush_threads=1"], expect_fail=True)
+    t_check("pdflush_threads" in msg, "pdflush_threads: %s" % msg)
+    msg = join(env, c_dev, mnt_c, ["domain=%s-p" % name, "pdflush_threads=1"],
+               expect_fail=True)
+    t_check("pdflush_threads" in msg, "a new domain with pdflush_threads: %s" % msg)
     c = join(env, c_dev, mnt_c, dom + ["cache_size=" + CACHE])
     t_eq(len(domain_devices(mnt_a)), 3, "devices after C joined")
 
