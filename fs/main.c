@@ -95,11 +95,6 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c, struct wbcfs_
 			return -EINVAL;
 		}
 	}
-	/* a domain's options are checked where they meet the domain's own */
-	if (!o->domain[0] && options_check(o, err, sizeof(err))) {
-		fprintf(stderr, "wbcfs: %s\n", err);
-		return -EINVAL;
-	}
 	return 0;
 }
 

@@ -95,8 +95,9 @@ void options_default(struct wbcfs_options *o);
 int options_parse(struct wbcfs_options *o, const char *optstr, char *err, size_t errlen);
 
 /**
- * After every -o string: options that need others (pdflush_threads needs
- * flusher_model=pdflush, wherever each was given). Returns 0 or -EINVAL
+ * Options that need others (pdflush_threads needs flusher_model=pdflush,
+ * wherever each was given): checked where a mount's options become its
+ * domain's, or are laid over a running domain's. Returns 0 or -EINVAL
  * with a message in @err.
  */
 int options_check(const struct wbcfs_options *o, char *err, size_t errlen);
