@@ -310,6 +310,25 @@ def vmstat(mnt):
     return {k: int(v) for k, v in (ln.split() for ln in read_ctl(mnt, "vmstat").splitlines())}
 
 
+def write_unsynced(mnt, name, size):
+    """A file of @size random bytes, not fsynced: over the background
+    threshold, the pool writes it. Returns (path, data)."""
+    data = os.urandom(size)
+    path = os.path.join(mnt, name)
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+    t_write_all(fd, data)
+    os.close(fd)
+    return path, data
+
+
+def wait_pool_pages(mnt, pages):
+    """Up to 60 s for the pdflush pool to have written @pages; the vmstat after."""
+    end = time.monotonic() + 60
+    while vmstat(mnt)["pdflush_pages_written"] < pages and time.monotonic() < end:
+        time.sleep(0.1)
+    return vmstat(mnt)
+
+
 def check_pdflush(env, dev):
     t_step("-o flusher_model=pdflush: the pool writes in the background; "
            "readback, fsync, unmount, e2fsck")
@@ -319,24 +338,15 @@ def check_pdflush(env, dev):
     t_eq(flusher[0], "pdflush", "first line of /.wbcfs/flusher")
     t_check(int(flusher[flusher.index("threads") + 1]) >= 2,
             "pool threads: %r" % flusher)
-    data = os.urandom(32 * MIB)
-    path = os.path.join(m.mnt, "pdflush.bin")
-    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
-    t_write_all(fd, data)
-    os.close(fd)          # no fsync: over the background threshold, the pool writes
-    end = time.monotonic() + 60
-    while vmstat(m.mnt)["pdflush_pages_written"] == 0 and time.monotonic() < end:
-        time.sleep(0.1)
-    v = vmstat(m.mnt)
+    path, data = write_unsynced(m.mnt, "pdflush.bin", 32 * MIB)
+    v = wait_pool_pages(m.mnt, 1)
     t_log("pool: %d pages written in %d background rounds, %d threads"
           % (v["pdflush_pages_written"], v["pdflush_background_rounds"],
              v["nr_pdflush_threads"]))
     t_check(v["pdflush_pages_written"] > 0, "the pool wrote nothing: %r" % v)
     t_check(v["pdflush_background_rounds"] > 0, "no background rounds: %r" % v)
     # the time it spent there: 16 MiB take the loop device well over a ms
-    end = time.monotonic() + 60
-    while vmstat(m.mnt)["pdflush_pages_written"] < 4096 and time.monotonic() < end:
-        time.sleep(0.1)
+    wait_pool_pages(m.mnt, 4096)
     busy = wbtrace.bdi(m.mnt)["PdflushBusy"]
     t_log("PdflushBusy %d ms for %d pages" % (busy, vmstat(m.mnt)["pdflush_pages_written"]))
     t_check(vmstat(m.mnt)["pdflush_pages_written"] >= 4096 and busy >= 1,
@@ -360,15 +370,8 @@ def check_pdflush_one(env, dev):
     flusher = read_ctl(m.mnt, "flusher").split()
     for key in ("threads", "min_threads", "max_threads"):
         t_eq(flusher[flusher.index(key) + 1], "1", "%s in /.wbcfs/flusher" % key)
-    data = os.urandom(16 * MIB)
-    path = os.path.join(m.mnt, "one.bin")
-    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
-    t_write_all(fd, data)
-    os.close(fd)
-    end = time.monotonic() + 60
-    while vmstat(m.mnt)["pdflush_pages_written"] < 2048 and time.monotonic() < end:
-        time.sleep(0.1)
-    v = vmstat(m.mnt)
+    path, data = write_unsynced(m.mnt, "one.bin", 16 * MIB)
+    v = wait_pool_pages(m.mnt, 2048)
     t_log("pool of one: %d pages written, %d threads started"
           % (v["pdflush_pages_written"], v["pdflush_threads_started"]))
     t_check(v["pdflush_pages_written"] >= 2048, "the pool of one wrote %d pages"
