@@ -68,6 +68,8 @@
 #define CHUNK_MIN_PAGES 1024	/* 4 MiB */
 #define WB_BACKOFF_MIN_MS 100	/* first retry after a failed write */
 #define WB_BACKOFF_MAX_MS 30000	/* a permanent error: one retry per 30 s */
+#define WB_ALLOC_RETRIES 8	/* alloc_waits for one batch before its pages
+				 * are left dirty with ENOSPC */
 
 /*
  * One flusher worker, or one pool thread; everything here is owned by its
@@ -434,6 +436,10 @@ static void wb_submit_runs(struct wb_ctx *x, struct mapping *m, unsigned n, int 
 			k = 1;
 			continue;
 		}
+		if (pblk[i] == BDI_PBLK_AGAIN) {
+			k = 1;		/* wb_keep_again's */
+			continue;
+		}
 		for (k = 1; i + k < n && k < x->b->max_io_pages && pblk[i + k] == pblk[i] + k; k++)
 			;
 		wb_submit_run(x, m, x->pages + i, k, pblk[i], ord);
@@ -441,14 +447,40 @@ static void wb_submit_runs(struct wb_ctx *x, struct mapping *m, unsigned n, int 
 }
 
 /*
+ * The pages of the batch that map_pages left for after alloc_wait
+ * (BDI_PBLK_AGAIN, unlocked): dirty again and out of writeback, so that
+ * nothing waits on them while the owner commits (reclaim, a writer), as a
+ * failed write's are (wb_page_fail) but without an error; still
+ * referenced, at the front of the batch. Returns how many.
+ */
+static unsigned wb_keep_again(struct wb_ctx *x, unsigned n)
+{
+	unsigned i, k = 0;
+
+	for (i = 0; i < n; i++) {
+		struct page *p = x->pages[i];
+
+		if (x->pblk[i] != BDI_PBLK_AGAIN)
+			continue;
+		if (set_page_dirty(p))
+			atomic_fetch_sub(&x->b->stats.dirtied, 1);
+		page_get(p);	/* wb_page_end puts the batch's */
+		wb_page_end(x->b, p, 1);
+		x->pages[k++] = p;
+	}
+	return k;
+}
+
+/*
  * Map a prepared batch to device blocks (the metadata inode's index is
  * its block) and submit merged writes. A mapping failure fails the whole
- * batch: the error goes on the mapping and the pages stay dirty.
+ * batch: the error goes on the mapping and the pages stay dirty. Returns
+ * how many pages map_pages left for after alloc_wait (wb_keep_again).
  */
-static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, unsigned n)
+static unsigned wb_map_submit_once(struct wb_ctx *x, struct wb_inode *wi, unsigned n)
 {
 	struct bdi *b = x->b;
-	unsigned i;
+	unsigned i, k = 0;
 	int ret = 0, ord = -1;
 
 	for (i = 0; i < n; i++)
@@ -466,9 +498,48 @@ static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, unsigned n)
 			wb_page_fail(b, wi, x->pages[i], ret);
 	} else {
 		wb_submit_runs(x, wi->mapping, n, ord);
+		if (!wi->is_meta)
+			k = wb_keep_again(x, n);
 	}
 	if (ord >= 0)
 		ord_put(b, ord);
+	return k;
+}
+
+/*
+ * wb_map_submit_once, and for pages that must wait for room (blocks whose
+ * free has not committed: the owner commits, alloc_wait) again, up to
+ * WB_ALLOC_RETRIES times. The wait holds no page lock and no ordered
+ * epoch (the commit waits for the epoch's writes: ours are completed
+ * first), so that the commit never waits for this worker.
+ */
+static void wb_map_submit(struct wb_ctx *x, struct wb_inode *wi, unsigned n, bool sync)
+{
+	struct bdi *b = x->b;
+	unsigned k = wb_map_submit_once(x, wi, n), tries = 0, i;
+	int ret = 0;
+
+	while (k) {
+		if (tries++ == WB_ALLOC_RETRIES || !b->ops->alloc_wait) {
+			ret = -ENOSPC;
+			break;
+		}
+		wb_drain_before_sleep(x);
+		ret = b->ops->alloc_wait(b, wi);
+		if (ret)
+			break;
+		atomic_fetch_add(&b->stats.alloc_waits, 1);
+		/* those still dirty, locked and under writeback again */
+		k = wb_prepare_batch(x, wi->mapping, k, sync);
+		if (k)
+			k = wb_map_submit_once(x, wi, k);
+	}
+	if (!k)
+		return;
+	/* they stay dirty, for a later pass */
+	wb_inode_failed(b, wi, x->pages[0]->index, k, ret);
+	for (i = 0; i < k; i++)
+		page_put(x->pages[i]);
 }
 
 /*
@@ -505,7 +576,7 @@ static long wb_write_pages(struct wb_ctx *x, struct wb_inode *wi, bool sync,
 		}
 		n = wb_prepare_batch(x, m, n, sync);
 		if (n)
-			wb_map_submit(x, wi, n);
+			wb_map_submit(x, wi, n, sync);
 		written += n;
 		if (index == 0)		/* wrapped past UINT64_MAX */
 			break;

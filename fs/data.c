@@ -1153,6 +1153,42 @@ static int falloc_mark_unwritten(ext2_extent_handle_t h, const struct falloc_ext
 }
 
 /*
+ * The delalloc pages of [first, last] (dirty, a block reserved for each,
+ * none allocated yet): counted (@take false), or, once fallocate has
+ * given their blocks, cleared of PG_delalloc with their reservations
+ * given back, as writeback gives them back when it maps a page
+ * fallocated under it (map_existing). Kept, they would count twice in
+ * statfs (reserved, and allocated) until their writeback. Without page
+ * locks (writeback takes them before fs_lock): the flag is cleared only
+ * under fs_lock, here or by writeback's map. Returns how many. Context:
+ * fs_lock, ilock held for writing (no write adds one).
+ */
+static long falloc_delalloc(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last,
+			    bool take)
+{
+	struct page *pages[64];
+	uint64_t pos = first;
+	long found = 0;
+	unsigned n, i;
+
+	if (!atomic_load(&wi->nr_delalloc))
+		return 0;
+	while (pos <= last && (n = mapping_lookup_range(&wi->map, &pos, last, pages, 64))) {
+		for (i = 0; i < n; i++) {
+			if (take ? page_test_clear(pages[i], PG_delalloc) :
+				   page_test(pages[i], PG_delalloc))
+				found++;
+			page_put(pages[i]);
+		}
+		if (!pos)
+			break;
+	}
+	if (take)
+		wbfs_unreserve_pages(w, wi, found);
+	return found;
+}
+
+/*
  * Allocate unwritten blocks for the holes of [first, last] and, when
  * @zfirst <= @zlast, make the written blocks of [zfirst, zlast] unwritten;
  * then set the size to @size and stamp ctime (and mtime with @mtime).
@@ -1184,12 +1220,18 @@ static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint
 	if (!ret)
 		ret = falloc_extents(h, lo, hi, &v, &n);
 	if (!ret) {
-		holes = (int64_t)falloc_hole_blocks(v, n, first, last);
+		/* delalloc pages lie in holes and have their blocks reserved */
+		holes = (int64_t)falloc_hole_blocks(v, n, first, last) -
+			falloc_delalloc(w, wi, first, last, false);
+		if (holes < 0)
+			holes = 0;
 		ret = wbfs_reserve(w, holes, privileged);
 	}
 	if (!ret) {
 		ret = falloc_fill_holes(w, wi, h, &in, v, n, first, last);
 		wbfs_unreserve(w, holes);
+		if (!ret)
+			falloc_delalloc(w, wi, first, last, true);
 	}
 	if (!ret && zero) {
 		free(v);

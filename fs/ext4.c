@@ -945,8 +945,10 @@ void wbfs_inode_alloc_stats(struct wbfs *w, ext2_ino_t ino, int inuse, int isdir
  * two files, overwrite the other file at once). A busy block is free on
  * disk (group and superblock counts, and the bitmap as written:
  * wbfs_bitmap_written) but marked in use in the in-memory bitmap the
- * allocators search. The next sync_fs, or an allocation that finds no
- * other room, makes them free in memory too.
+ * allocators search. The commit of the transaction that freed them (or
+ * without a journal, the next sync_fs) makes them free in memory too; an
+ * allocation that finds no other room waits for that commit
+ * (busy_release_now).
  */
 static void busy_add(struct wbfs *w, blk64_t blk, blk_t n)
 {
@@ -1065,15 +1067,38 @@ static void busy_free(struct wbfs *w)
 	w->nr_claims = w->cap_claims = 0;
 }
 
-/* ext2fs_new_range for writeback; with no other room, busy blocks are used. */
+/*
+ * May busy blocks be handed out at once when nothing else is free? Only
+ * without a journal: there is no transaction to wait for, as the kernel's
+ * ext4 without a journal frees at once. With one, a block whose free has
+ * not committed holds, after a crash, the data of the file that owned it
+ * again: the allocation fails, and the caller commits and tries again
+ * (wbfs_commit_for_alloc), as ext4_should_retry_alloc does.
+ */
+static bool busy_release_now(struct wbfs *w)
+{
+	return !w->journal;
+}
+
+/* Blocks whose free has not committed (none without a journal). Context: fs_lock. */
+bool wbfs_alloc_should_commit(struct wbfs *w)
+{
+	return w->journal && wbfs_journal_busy_blocks(w);
+}
+
+/*
+ * ext2fs_new_range for file data (writeback, fallocate): never a busy
+ * block while there is a journal (busy_new_range). A failure that a
+ * commit would cure is noted for wbfs_should_retry_alloc. Context: fs_lock.
+ */
 errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got,
 			 blk64_t *glen)
 {
 	errcode_t err = ext2fs_new_range(w->fs, 0, goal, len, NULL, got, glen);
 
-	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && w->nr_busy) {
-		wbfs_release_busy_locked(w);
-		err = ext2fs_new_range(w->fs, 0, goal, len, NULL, got, glen);
+	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && wbfs_alloc_should_commit(w)) {
+		atomic_store(&w->alloc_busy_refused, true);
+		atomic_fetch_add(&w->stats.nr_alloc_busy_refused, 1);
 	}
 	return err;
 }
@@ -1357,27 +1382,43 @@ static void ibitmap_written(struct wbfs *w, dgrp_t g, unsigned char *d)
 	ext2fs_group_desc_csum_set(fs, g);
 }
 
-/* libext2fs's own single-block allocations (extent, directory blocks): the same. */
+/*
+ * libext2fs's own single-block allocations: extent, directory, xattr and
+ * symlink blocks, all of them metadata that goes through the journal.
+ * With no other room, one busy block is taken: its new contents join the
+ * running transaction and reach home only after it commits, and with it
+ * the free (or after the committing one's, which is older), so a crash
+ * before leaves the old owner's block untouched. This cannot wait for a
+ * commit (fs_lock is held). Without a journal, busy blocks are released.
+ */
 static errcode_t busy_alloc_block(ext2_filsys fs, blk64_t goal, blk64_t *ret)
 {
 	struct wbfs *w = fs->priv_data;
 	errcode_t err = ext2fs_new_block2(fs, goal, fs->block_map, ret);
 
-	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && w && w->nr_busy) {
+	if (err != EXT2_ET_BLOCK_ALLOC_FAIL || !w)
+		return err;
+	if (busy_release_now(w)) {
+		if (!w->nr_busy)
+			return err;
 		wbfs_release_busy_locked(w);
-		err = ext2fs_new_block2(fs, goal, fs->block_map, ret);
+		return ext2fs_new_block2(fs, goal, fs->block_map, ret);
 	}
-	return err;
+	return wbfs_journal_take_busy(w, goal, ret);
 }
 
-/* libext2fs's range allocations (fallocate): the same. */
+/*
+ * libext2fs's range allocations (wbfs_new_range's, for file data): busy
+ * blocks only without a journal. Data written into a block before its
+ * free commits would show in the file that owned it after a crash.
+ */
 static errcode_t busy_new_range(ext2_filsys fs, int flags, blk64_t goal, blk64_t len,
 				blk64_t *pblk, blk64_t *plen)
 {
 	struct wbfs *w = fs->priv_data;
 	errcode_t err = ext2fs_new_range(fs, flags, goal, len, fs->block_map, pblk, plen);
 
-	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && w && w->nr_busy) {
+	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && w && w->nr_busy && busy_release_now(w)) {
 		wbfs_release_busy_locked(w);
 		err = ext2fs_new_range(fs, flags, goal, len, fs->block_map, pblk, plen);
 	}

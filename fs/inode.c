@@ -1366,7 +1366,14 @@ static bool map_take_delalloc(struct winode *wi, uint64_t index, bool fresh)
 	return was;
 }
 
-/* Allocate @len blocks for logical [lblk, lblk+len) in as few runs as possible. */
+/* map_alloc_run: the rest of the batch waits for a commit (BDI_PBLK_AGAIN). */
+#define MAP_AFTER_COMMIT 1
+
+/*
+ * Allocate @len blocks for logical [lblk, lblk+len) in as few runs as
+ * possible. Returns 0, -errno, or MAP_AFTER_COMMIT with the pages not
+ * mapped set to BDI_PBLK_AGAIN.
+ */
 static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_t *pblk_out)
 {
 	ext2_filsys fs = c->w->fs;
@@ -1390,6 +1397,12 @@ static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_
 			wbfs_claim_use(c->w, got, glen);
 		} else {
 			err = wbfs_new_range(c->w, goal, len - done, &got, &glen);
+			if (err == EXT2_ET_BLOCK_ALLOC_FAIL && wbfs_alloc_should_commit(c->w)) {
+				/* room only where frees have not committed */
+				for (i = done; i < len; i++)
+					pblk_out[i] = BDI_PBLK_AGAIN;
+				return MAP_AFTER_COMMIT;
+			}
 			if (err)
 				return -wbfs_errno(err);
 			wbfs_block_alloc_stats_range(c->w, got, glen, +1);
@@ -1486,7 +1499,7 @@ static void map_grow_size(struct map_ctx *c, const uint64_t *index, const uint64
 {
 	uint64_t end;
 
-	while (n && pblk[n - 1] == BDI_PBLK_SKIP)
+	while (n && (pblk[n - 1] == BDI_PBLK_SKIP || pblk[n - 1] == BDI_PBLK_AGAIN))
 		n--;
 	if (!n)
 		return;
@@ -1628,6 +1641,12 @@ static int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *in
 		k = map_hole_run(index, i, n, &r);
 		ret = map_alloc_run(&c, index[i], k, &pblk[i]);
 		i += k;
+		if (ret == MAP_AFTER_COMMIT) {
+			/* the flusher commits, then maps the rest again */
+			for (; i < n; i++)
+				pblk[i] = BDI_PBLK_AGAIN;
+			ret = 0;
+		}
 	}
 	if (!ret)
 		map_grow_size(&c, index, pblk, n, size);
@@ -1658,6 +1677,58 @@ static int wbfs_write_inode_op(struct bdi *b, struct wb_inode *wb, enum wb_sync_
 	}
 	wbfs_unlock(w);
 	return ret;
+}
+
+/*
+ * Commit so that blocks whose free has not committed may be reused, if
+ * there are any: true when a commit was made. Context: no lock held.
+ */
+bool wbfs_commit_for_alloc(struct wbfs *w)
+{
+	bool pending;
+
+	wbfs_lock(w);
+	pending = w->fs && !w->ro && wbfs_alloc_should_commit(w);
+	wbfs_unlock(w);
+	if (!pending)
+		return false;
+	atomic_fetch_add(&w->stats.nr_alloc_commits, 1);
+	return !wbfs_journal_commit(w, NULL);
+}
+
+/*
+ * ENOSPC from a request: try again? After deleted files' FORGETs
+ * (winode_should_retry_alloc), or after a commit when an allocation found
+ * room only in blocks whose free had not committed: ext4_should_retry_alloc
+ * forces that commit the same way, up to 3 times a request.
+ */
+bool wbfs_should_retry_alloc(struct wbfs *w, int *retries)
+{
+	bool refused;
+
+	if (winode_should_retry_alloc(w, retries))
+		return true;
+	if (*retries > 3)
+		return false;
+	/* a commit since the refusal may have released them already: retry */
+	refused = atomic_exchange(&w->alloc_busy_refused, false);
+	return wbfs_commit_for_alloc(w) || refused;
+}
+
+/*
+ * Writeback found room for pages only in blocks whose free has not
+ * committed (BDI_PBLK_AGAIN): commit, and it maps them again. Nothing to
+ * commit (another commit came first): 0 all the same, and the map finds
+ * the room, or ENOSPC. Context: flusher, no page of the batch locked.
+ */
+static int wbfs_alloc_wait(struct bdi *b, struct wb_inode *wb)
+{
+	struct wbfs *w = bdi_owner(b);
+
+	(void)wb;
+	if (!wbfs_commit_for_alloc(w) && wbfs_journal_aborted(w))
+		return -EIO;
+	return 0;
 }
 
 static int wbfs_sync_fs(struct bdi *b)
@@ -1818,6 +1889,7 @@ const struct bdi_ops wbfs_bdi_ops = {
 	.map_pages = wbfs_map_pages,
 	.write_inode = wbfs_write_inode_op,
 	.sync_fs = wbfs_sync_fs,
+	.alloc_wait = wbfs_alloc_wait,
 	.write_error = wbfs_write_error,
 	.newblock_failed = wbfs_newblock_failed,
 };

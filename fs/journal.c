@@ -384,9 +384,9 @@ static void note_reused_one(struct wbfs *w, struct wjournal *j, uint64_t b)
 
 /*
  * Blocks [blk, blk+n) now hold file data. Normally their frees committed
- * long ago and the log has forgotten them; a block taken back early (no
- * other room: wbfs_release_busy_locked) may still have a copy there, which
- * neither a checkpoint nor replay may write over the data. Context: fs_lock.
+ * and the log has forgotten them; a copy it may still hold must be
+ * written over the data neither by a checkpoint nor by replay.
+ * Context: fs_lock.
  */
 void wbfs_journal_note_reused(struct wbfs *w, uint64_t blk, uint64_t n)
 {
@@ -454,9 +454,8 @@ static void busy_to_commit(struct wbfs *w, struct wjournal *j)
 }
 
 /*
- * wbfs_release_busy_locked: the committing transaction's too. There is no
- * room left otherwise: a crash before that commit may show new data in a
- * file it deletes (the kernel's ext4 waits for the commit instead).
+ * wbfs_release_busy_locked: the committing transaction's too (at unmount,
+ * and when a commit finds nothing left to commit).
  */
 void wbfs_journal_release_busy(struct wbfs *w)
 {
@@ -464,6 +463,51 @@ void wbfs_journal_release_busy(struct wbfs *w)
 
 	if (j)
 		drain_busy_commit(w, j, wbfs_busy_unmark);
+}
+
+blk64_t wbfs_journal_busy_blocks(struct wbfs *w)
+{
+	struct wjournal *j = w->journal;
+
+	return w->nr_busy + (j ? j->nr_busy_commit : 0);
+}
+
+/* A set bit of @bm in [@goal, last], else in [first, @goal): *@blk. */
+static bool busy_find(struct wbfs *w, ext2fs_block_bitmap bm, blk64_t goal, blk64_t *blk)
+{
+	blk64_t first = w->fs->super->s_first_data_block;
+	blk64_t last = ext2fs_blocks_count(w->fs->super) - 1;
+
+	if (goal < first || goal > last)
+		goal = first;
+	if (!ext2fs_find_first_set_block_bitmap2(bm, goal, last, blk))
+		return true;
+	return goal > first && !ext2fs_find_first_set_block_bitmap2(bm, first, goal - 1, blk);
+}
+
+/*
+ * One busy block for libext2fs's metadata (busy_alloc_block): the running
+ * transaction's, else the committing one's. It leaves its busy set (its
+ * bit there would have the bitmap written show it free); it stays marked
+ * in the in-memory bitmap, where the allocation that follows counts it.
+ * A stale run noting it finds its bit clear. Context: fs_lock.
+ */
+errcode_t wbfs_journal_take_busy(struct wbfs *w, blk64_t goal, blk64_t *ret)
+{
+	struct wjournal *j = w->journal;
+
+	if (w->nr_busy && busy_find(w, w->busy, goal, ret)) {
+		ext2fs_unmark_block_bitmap2(w->busy, *ret);
+		w->nr_busy--;
+	} else if (j && j->busy_commit && j->nr_busy_commit &&
+		   busy_find(w, j->busy_commit, goal, ret)) {
+		ext2fs_unmark_block_bitmap2(j->busy_commit, *ret);
+		j->nr_busy_commit--;
+	} else {
+		return EXT2_ET_BLOCK_ALLOC_FAIL;
+	}
+	wbfs_bb_changed(w, *ret, 1);
+	return 0;
 }
 
 /* ---- checkpoint ------------------------------------------------------- */
@@ -1079,8 +1123,13 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 	if (flush_fs_locked(w))
 		return journal_abort(w, j, -EIO);
 	if (!j->nr_run && !j->revoke.n) {
-		/* nothing changed: what was freed is freed on disk already */
+		/* nothing changed: what was freed is freed on disk already,
+		 * the running transaction's frees too (a free changes a
+		 * bitmap, which joins it) */
 		release_busy_commit(w, j);
+		if (w->nr_busy)
+			wbfs_bitmap_drain(w, w->busy, &w->busy_runs, wbfs_busy_unmark);
+		w->nr_busy = 0;
 		return 1;
 	}
 	need = tx_blocks(j, j->nr_run, j->revoke.n);

@@ -591,7 +591,7 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 		ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off,
 				 fuse_req_ctx(req)->uid == 0, fi->writepage);
 		/* a page the kernel writes back reports its loss at once: no retry */
-		if (ret != -ENOSPC || fi->writepage || !winode_should_retry_alloc(w, &retries))
+		if (ret != -ENOSPC || fi->writepage || !wbfs_should_retry_alloc(w, &retries))
 			break;
 		ret = 0;
 	}
@@ -1031,7 +1031,7 @@ static void wbcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	while (!ret) {
 		ret = data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len,
 				     fuse_req_ctx(req)->uid == 0);
-		if (ret != -ENOSPC || !winode_should_retry_alloc(w, &retries))
+		if (ret != -ENOSPC || !wbfs_should_retry_alloc(w, &retries))
 			break;
 		ret = 0;
 	}

@@ -164,6 +164,11 @@ struct wbfs_stats {
 						 * readahead threads */
 	_Atomic long nr_ra_inline;		/* atomic: ... by the reader itself (the
 						 * queue was full, or unmount began) */
+	_Atomic long nr_alloc_busy_refused;	/* atomic: data allocations that found
+						 * room only in blocks whose free had
+						 * not committed */
+	_Atomic long nr_alloc_commits;		/* atomic: commits forced so that such
+						 * blocks may be reused */
 };
 
 struct ra_pool;	/* data.c: the readahead threads */
@@ -275,6 +280,9 @@ struct wbfs {
 					 * sync, not yet reused (ext4.c) */
 	blk64_t nr_busy;		/* fs_lock: blocks in it */
 	struct bm_runs busy_runs;	/* fs_lock: where they are */
+	_Atomic bool alloc_busy_refused;	/* atomic: a data allocation failed
+						 * that a commit would let succeed
+						 * (wbfs_should_retry_alloc) */
 	struct jtab orphan_prev;	/* fs_lock: orphan inode -> the orphan
 					 * before it on the list (0: the head) */
 	bool orphan_tracked;		/* fs_lock: orphan_prev holds the whole list */
@@ -323,6 +331,11 @@ void wbfs_journal_note_same(struct wbfs *w, struct page *p);
 void wbfs_journal_note_freed(struct wbfs *w, uint64_t blk, uint64_t n);
 void wbfs_journal_note_reused(struct wbfs *w, uint64_t blk, uint64_t n);
 void wbfs_journal_release_busy(struct wbfs *w);
+/* Blocks whose free has not committed: the running and committing
+ * transactions' busy blocks. Context: fs_lock. */
+blk64_t wbfs_journal_busy_blocks(struct wbfs *w);
+/* One busy block, near @goal, for journaled metadata (ext4.c). Context: fs_lock. */
+errcode_t wbfs_journal_take_busy(struct wbfs *w, blk64_t goal, blk64_t *ret);
 /*
  * Blocks allocated (or made written) for pages whose write then failed
  * hold stale data: before a commit can record them as written, they are
@@ -418,6 +431,7 @@ errcode_t wbfs_flush_locked(struct wbfs *w);
 /* Block @blk of an inode table holds inodes [*@first, *@first + *@n). */
 bool wbfs_itable_inodes(struct wbfs *w, uint64_t blk, ext2_ino_t *first, unsigned *n);
 void wbfs_release_busy_locked(struct wbfs *w);
+bool wbfs_alloc_should_commit(struct wbfs *w);
 errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got,
 			 blk64_t *glen);
 errcode_t wbfs_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
@@ -439,6 +453,8 @@ void winode_put_open(struct wbfs *w, struct winode *wi);
 void winode_put_open_ino(struct wbfs *w, ext2_ino_t ino);
 void winode_release_all(struct wbfs *w);
 bool winode_should_retry_alloc(struct wbfs *w, int *retries);
+bool wbfs_commit_for_alloc(struct wbfs *w);
+bool wbfs_should_retry_alloc(struct wbfs *w, int *retries);
 int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st);
 int winode_stat_gen(struct wbfs *w, ext2_ino_t ino, struct stat *st, uint32_t *generation);
 void winode_fold_attrs_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);

@@ -37,6 +37,8 @@
 
 /* map_pages result for a page that must not be written (beyond EOF). */
 #define BDI_PBLK_SKIP UINT64_MAX
+/* map_pages result for a page to map again after ops->alloc_wait. */
+#define BDI_PBLK_AGAIN (UINT64_MAX - 1)
 
 enum wb_sync_mode { WB_SYNC_NONE, WB_SYNC_ALL };
 
@@ -61,7 +63,8 @@ struct bdi_ops {
 	/*
 	 * Map @n dirty pages of @wi (indices ascending, @index[]) to device
 	 * blocks in @pblk[] (block = page = 4 KiB), allocating delayed blocks,
-	 * or BDI_PBLK_SKIP. Returns 0 or -errno (-ENOSPC, -EIO): then no page
+	 * or BDI_PBLK_SKIP, or BDI_PBLK_AGAIN (from some page to the end of
+	 * the batch: there is room only after alloc_wait). Returns 0 or -errno (-ENOSPC, -EIO): then no page
 	 * of the batch is written and the error is recorded on the mapping.
 	 * Context: flusher thread; may take the owner's locks and allocate
 	 * cache pages (the worker has completed its own writes first). The
@@ -75,6 +78,14 @@ struct bdi_ops {
 	/* Put filesystem-wide metadata (superblock, bitmaps) into the
 	 * metadata cache before the metadata pass of a sync. */
 	int (*sync_fs)(struct bdi *b);
+	/*
+	 * Optional (needed by a map_pages that returns BDI_PBLK_AGAIN): make
+	 * the room such pages wait for (the owner commits the transaction
+	 * whose frees they need). Returns 0 (map them again) or -errno (they
+	 * stay dirty, the error goes on the mapping). Context: flusher
+	 * thread, its own writes completed, no page of @wi locked by it.
+	 */
+	int (*alloc_wait)(struct bdi *b, struct wb_inode *wi);
 	/*
 	 * Optional: writes of @wi's pages from @index on failed with @err and
 	 * are kept dirty; called at the first failure after a success, not at
@@ -121,6 +132,8 @@ struct bdi_stats {
 					 * requests, not pages) */
 	_Atomic long syncs;		/* cumulative bdi_sync calls: sync(2) and
 					 * syncfs from anyone, mount, umount */
+	_Atomic long alloc_waits;	/* cumulative alloc_wait calls that let a
+					 * batch's pages be mapped again */
 	_Atomic long meta_turns;	/* cumulative metadata writes taken in the
 					 * rotation of a background or periodic pass */
 	_Atomic long pool_ns;		/* cumulative ns pdflush pool threads spent in

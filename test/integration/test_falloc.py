@@ -28,6 +28,9 @@ number passed to ext2fs_test_block_bitmap").
     allocated up to that extent);
   - block-mapped files: EOPNOTSUPP but for PUNCH_HOLE, nothing dropped;
   - which calls change mtime and ctime;
+  - fallocate over dirty pages not yet written back (delayed allocation):
+    statfs f_bfree counts their blocks once, before and after writeback,
+    and agrees with the superblock after unmount;
   - an unprivileged fallocate (t_as_user) cannot take the root reserve.
 
 COLLAPSE_RANGE and INSERT_RANGE never reach a FUSE daemon: the kernel's
@@ -404,6 +407,41 @@ def root_reserve(env):
     p.t.env.fsck(p.t.dev)
 
 
+def over_dirty(env):
+    """fallocate over dirty pages not yet written back (delayed allocation):
+    their reserved blocks are the ones fallocate allocates, counted once."""
+    t_step("fallocate over dirty delalloc pages: statfs counts their blocks once")
+    dev = env.new_fs(64 * MIB, name="overdirty.img")
+    m = env.mount(dev, ["dirty_expire_centisecs=360000", "dirty_writeback_centisecs=0"])
+    path = os.path.join(m.mnt, "d")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.fsync(fd)
+        os.sync()
+        b0 = os.statvfs(m.mnt).f_bfree
+        os.pwrite(fd, b"d" * (64 * BS), 0)
+        b1 = os.statvfs(m.mnt).f_bfree
+        t_eq(b0 - b1, 64, "blocks taken by 64 dirty pages")
+        # half over the dirty pages, half past them
+        t_eq(falloc(fd, 0, 32 * BS, 64 * BS), "ok", "fallocate over dirty pages")
+        b2 = os.statvfs(m.mnt).f_bfree
+        t_eq(b0 - b2, 96, "blocks taken after fallocate over 32 of the 64 dirty pages")
+        os.fsync(fd)
+        b3 = os.statvfs(m.mnt).f_bfree
+        t_eq(b3, b2, "f_bfree after the pages were written back")
+        t_eq(file_hash(fd)[0], 96 * BS, "size after fallocate")
+    finally:
+        os.close(fd)
+    with open(path, "rb") as f:
+        data = f.read()
+    t_check(data == b"d" * (64 * BS) + bytes(32 * BS), "bytes after fallocate over dirty pages")
+    env.umount(m)
+    out = t_run(["dumpe2fs", "-h", dev], quiet=True).stdout
+    free = int(re.search(r"^Free blocks:\s*(\d+)", out, re.M).group(1))
+    t_eq(b3, free, "f_bfree at unmount vs the superblock's free blocks")
+    env.fsck(dev)
+
+
 def block_mapped(env):
     t_step("block-mapped files (no extents): only PUNCH_HOLE, as in ext4")
     p = Pair(env, 64 * MIB, ["-O", "^extent,^64bit"], "-noext")
@@ -484,6 +522,7 @@ def body(env):
     p.remount("the random sequences")
     times(p)
     zero_under_writeback(p, env)
+    over_dirty(env)
     root_reserve(env)
     block_mapped(env)
     for s in p.sides():

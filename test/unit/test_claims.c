@@ -7,7 +7,8 @@
  * allocation: group and superblock counts, its group noted for the next
  * bitmap write) or released (then it is free again, as if never
  * claimed); every bitmap written meanwhile shows it free. Inodes are
- * claimed for creates the same way. Checked on a filesystem libext2fs
+ * claimed for creates the same way. Busy blocks (freed, the free not
+ * committed) go to libext2fs's metadata one at a time. Checked on a filesystem libext2fs
  * makes in memory, with four groups; the concurrency checks run eight
  * threads claiming at once, half of them in one group, and require that
  * no block and no inode went to two.
@@ -110,6 +111,58 @@ static int claim(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, blk64_
 	wbfs_unlock_shared(w);
 	return ret;
 }
+
+/*
+ * Busy blocks (freed, the free not committed) go to libext2fs's metadata
+ * one at a time (wbfs_journal_take_busy): the nearest at or after the
+ * goal, wrapping; each leaves the busy set and stays in use in memory, its
+ * group noted; a drain of the rest frees only those left. Data never
+ * takes them while there is a journal (wbfs_alloc_should_commit).
+ */
+START_TEST(busy_blocks_taken_one_at_a_time)
+{
+	struct wbfs *w = t_fs();
+	blk64_t base = group_start(w, 2) + 4000, b, got[8];
+	unsigned i, k;
+
+	ck_assert_int_eq(ext2fs_allocate_block_bitmap(w->fs, "busy", &w->busy), 0);
+	ext2fs_mark_block_bitmap_range2(w->fs->block_map, base, 8);
+	ext2fs_mark_block_bitmap_range2(w->busy, base, 8);
+	wbfs_bm_runs_add(&w->busy_runs, base, 8);
+	w->nr_busy = 8;
+	ck_assert(!wbfs_alloc_should_commit(w));	/* no journal: released instead */
+	ck_assert_uint_eq(wbfs_journal_busy_blocks(w), 8);
+
+	ck_assert_int_eq(wbfs_journal_take_busy(w, base + 5, &got[0]), 0);
+	ck_assert_uint_eq(got[0], base + 5);
+	ck_assert(!ext2fs_test_block_bitmap2(w->busy, base + 5));
+	ck_assert(in_use(w, base + 5));
+	ck_assert(w->bm_changed[2] & BM_BLOCK);
+	ck_assert_uint_eq(w->nr_busy, 7);
+	/* past the last busy block: wraps to the first */
+	ck_assert_int_eq(wbfs_journal_take_busy(w, base + 7, &got[1]), 0);
+	ck_assert_uint_eq(got[1], base + 7);
+	ck_assert_int_eq(wbfs_journal_take_busy(w, base + 7, &got[2]), 0);
+	ck_assert_uint_eq(got[2], base);
+
+	/* the other five are released by a drain; the three taken stay in use */
+	wbfs_release_busy_locked(w);
+	ck_assert_uint_eq(w->nr_busy, 0);
+	for (b = base, k = 0; b < base + 8; b++) {
+		bool taken = false;
+
+		for (i = 0; i < 3; i++)
+			taken |= got[i] == b;
+		ck_assert_int_eq(in_use(w, b), taken);
+		k += taken;
+	}
+	ck_assert_uint_eq(k, 3);
+	ck_assert_int_eq(wbfs_journal_take_busy(w, base, &b), EXT2_ET_BLOCK_ALLOC_FAIL);
+	ext2fs_free_block_bitmap(w->busy);
+	wbfs_bm_runs_free(&w->busy_runs);
+	t_fs_free(w);
+}
+END_TEST
 
 START_TEST(claim_takes_a_run_and_changes_no_count)
 {
@@ -436,6 +489,7 @@ int main(void)
 	TCase *tc = tcase_create("claims");
 
 	tcase_add_test(tc, claim_takes_a_run_and_changes_no_count);
+	tcase_add_test(tc, busy_blocks_taken_one_at_a_time);
 	tcase_add_test(tc, use_counts_release_frees);
 	tcase_add_test(tc, claims_stop_at_used_blocks_and_wrap);
 	tcase_add_test(tc, claims_are_free_in_the_bitmaps_written);

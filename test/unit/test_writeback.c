@@ -8,7 +8,9 @@
  * and stops under it, periodic writeback writes expired inodes, write and
  * mapping errors reach fsync, metadata goes out after data (and after
  * write_inode and sync_fs), pages dirtied during fsync are left for later
- * (TOWRITE), concurrent fsyncs with two flushers, and the bandwidth
+ * (TOWRITE), concurrent fsyncs with two flushers, pages the owner leaves
+ * for after alloc_wait (BDI_PBLK_AGAIN) are mapped again after it with no
+ * page locked or under writeback during the wait, and the bandwidth
  * estimator follows its formula.
  */
 #include <check.h>
@@ -34,6 +36,12 @@ struct t_inode {
 	bool redirty_on_map;	/* dirty a new page at 100000 + n per map call */
 	bool mark_new;		/* map gives its pages new blocks (PG_newblock) */
 	unsigned map_delay_us;	/* a slow owner: each map call takes this long */
+	uint64_t again_from;	/* pages at or past this index: BDI_PBLK_AGAIN... */
+	int again_calls;	/* ...in this many more map calls (-1: always) */
+	int alloc_wait_ret;	/* what alloc_wait returns */
+	_Atomic int alloc_waits;	/* alloc_wait calls */
+	_Atomic int alloc_wait_bad;	/* ...that found a page of it locked or
+					 * under writeback */
 	_Atomic int map_calls;
 	pthread_t map_thread;	/* the thread of the last map call */
 };
@@ -62,6 +70,11 @@ static int t_map(struct bdi *b, struct wb_inode *wi, const uint64_t *index, unsi
 		return ti->map_err;
 	for (i = 0; i < n; i++) {
 		pblk[i] = index[i] >= ti->skip_from ? BDI_PBLK_SKIP : ti->base + index[i];
+		if (ti->again_calls && index[i] >= ti->again_from) {
+			for (; i < n; i++)
+				pblk[i] = BDI_PBLK_AGAIN;
+			break;
+		}
 		if (ti->mark_new) {
 			struct page *p = mapping_get_page(&ti->m, index[i]);
 
@@ -69,7 +82,28 @@ static int t_map(struct bdi *b, struct wb_inode *wi, const uint64_t *index, unsi
 			page_put(p);
 		}
 	}
+	if (ti->again_calls > 0)
+		ti->again_calls--;
 	return 0;
+}
+
+/* The owner commits: no page of the inode may be locked or under writeback. */
+static int t_alloc_wait(struct bdi *b, struct wb_inode *wi)
+{
+	struct t_inode *ti = container_of(wi, struct t_inode, wb);
+	uint64_t i;
+
+	ti->alloc_waits++;
+	for (i = 0; i < 64; i++) {
+		struct page *p = mapping_get_page(&ti->m, i);
+
+		if (!p)
+			continue;
+		if (page_test(p, PG_locked) || page_test(p, PG_writeback))
+			ti->alloc_wait_bad++;
+		page_put(p);
+	}
+	return ti->alloc_wait_ret;
 }
 
 static _Atomic int newblock_failed_calls;
@@ -101,7 +135,8 @@ static int t_sync_fs(struct bdi *b)
 }
 
 static const struct bdi_ops t_ops = { .map_pages = t_map, .write_inode = t_write_inode,
-				      .sync_fs = t_sync_fs, .newblock_failed = t_newblock_failed };
+				      .sync_fs = t_sync_fs, .newblock_failed = t_newblock_failed,
+				      .alloc_wait = t_alloc_wait };
 static enum io_engine_type t_engine = IO_ENGINE_URING;
 static unsigned t_flushers = 1;
 static bool t_fault_inject;
@@ -381,6 +416,82 @@ START_TEST(map_error_reaches_fsync)
 	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
 	ck_assert_int_eq(a.m.nrdirty, 0);
 	ck_assert(t_block_is(&e, 3, 'n', 3));
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+/*
+ * The owner has room for pages 5.. only after a commit (BDI_PBLK_AGAIN):
+ * alloc_wait once, with none of the inode's pages locked or under
+ * writeback, then they are mapped again and written; nothing is reported.
+ * By fsync (the caller's thread) and by sync (a flusher worker).
+ */
+START_TEST(alloc_wait_then_mapped)
+{
+	struct t_env e;
+	struct t_inode a;
+	int sync = _i;
+
+	t_env_init(&e, 1024, false);
+	t_inode_init(&e, &a, 100);
+	a.again_from = 5;
+	a.again_calls = 1;
+	t_dirty(&a, 0, 10, 'g');
+	if (sync)
+		ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), 0);
+	else
+		ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	ck_assert_int_eq(a.alloc_waits, 1);
+	ck_assert_int_eq(a.alloc_wait_bad, 0);
+	ck_assert_int_eq(a.map_calls, 2);
+	ck_assert_int_eq(bdi_get_stats(e.b)->alloc_waits, 1);
+	ck_assert_int_eq(bdi_get_stats(e.b)->written, 10);
+	ck_assert_int_eq(a.m.nrdirty, 0);
+	ck_assert_int_eq(e.c->stats.nr_writeback, 0);
+	for (unsigned i = 0; i < 10; i++)
+		ck_assert(t_block_is(&e, 100 + i, 'g', (char)i));
+	ck_assert_int_eq(atomic_load(&a.wb.nr_write_errors), 0);
+	t_inode_done(&e, &a);
+	t_env_done(&e);
+}
+END_TEST
+
+/*
+ * alloc_wait fails (the commit failed): the pages it was for stay dirty
+ * and fsync reports the error; those mapped before were written. An owner
+ * that never finds room is asked a bounded number of times: ENOSPC.
+ */
+START_TEST(alloc_wait_fails)
+{
+	struct t_env e;
+	struct t_inode a;
+
+	t_env_init(&e, 1024, false);
+	t_inode_init(&e, &a, 100);
+	a.again_from = 5;
+	a.again_calls = 1;
+	a.alloc_wait_ret = -EIO;
+	t_dirty(&a, 0, 10, 'f');
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -EIO);
+	ck_assert_int_eq(a.alloc_waits, 1);
+	ck_assert_int_eq(a.m.nrdirty, 5);
+	ck_assert(t_block_is(&e, 104, 'f', 4));
+	ck_assert(!t_block_is(&e, 105, 'f', 5));
+	ck_assert_int_eq(e.c->stats.nr_writeback, 0);
+
+	a.alloc_wait_ret = 0;
+	a.again_calls = -1;
+	a.alloc_waits = 0;
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), -ENOSPC);
+	ck_assert_int_eq(a.alloc_waits, 8);
+	ck_assert_int_eq(a.alloc_wait_bad, 0);
+	ck_assert_int_eq(a.m.nrdirty, 5);
+
+	a.again_calls = 0;
+	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
+	ck_assert_int_eq(a.m.nrdirty, 0);
+	ck_assert(t_block_is(&e, 109, 'f', 9));
 	t_inode_done(&e, &a);
 	t_env_done(&e);
 }
@@ -1195,6 +1306,8 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, newblock_failure_reported);
 	tcase_add_test(tc, map_error_reaches_fsync);
 	tcase_add_test(tc, map_eio_reaches_fsync);
+	tcase_add_loop_test(tc, alloc_wait_then_mapped, 0, 2);
+	tcase_add_test(tc, alloc_wait_fails);
 	tcase_set_timeout(tc, 30);
 	tcase_add_loop_test(tc, fault_write_then_recover, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
 	tcase_add_test(tc, fault_off_by_default);
