@@ -513,6 +513,7 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "pdflush_congestion_wait_ms", atomic_load(&ps->congestion_wait_ns) / 1000000 },
 			{ "nr_parallel_writes_max", atomic_load(&w->stats.nr_parallel_writes_max) },
 			{ "nr_inval_sent", atomic_load(&w->stats.nr_inval_sent) },
+			{ "nr_store_sent", atomic_load(&w->stats.nr_store_sent) },
 			{ "nr_stat_unlocked", atomic_load(&w->stats.nr_stat_unlocked) },
 			{ "nr_lookup_unlocked", atomic_load(&w->stats.nr_lookup_unlocked) },
 			{ "nr_readdir_unlocked", atomic_load(&w->stats.nr_readdir_unlocked) },

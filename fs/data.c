@@ -663,7 +663,7 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	}
 	if (ret > 0) {
 		if (!from_page_cache)
-			wbfs_inval_write(w, wi, off < isize ? off : isize, off + (uint64_t)ret);
+			wbfs_inval_write(w, wi, buf, off, (size_t)ret, isize);
 		winode_touch(w, wi);
 	}
 	return ret;
@@ -909,8 +909,6 @@ int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)
 	ls_rwlock_unlock(&wi->ilock);
 	if (!ret && size > old)
 		wbfs_inval_zero_eof_page(w, wi, old, size);
-	if (size != old)
-		wbfs_inval_queue(w, wi, size < old ? size : old, UINT64_MAX);
 	return ret;
 }
 
@@ -1292,7 +1290,6 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		ls_rwlock_wrlock(&wi->ilock, &lc_ilock_w);
 		ret = punch_hole(w, wi, off, len);
 		ls_rwlock_unlock(&wi->ilock);
-		wbfs_inval_queue(w, wi, off, off + len);
 		return ret;
 	}
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE))
@@ -1312,13 +1309,8 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		ret = alloc_range(w, wi, mode, off, len, privileged);
 	}
 	ls_rwlock_unlock(&wi->ilock);
-	if (mode & FALLOC_FL_ZERO_RANGE)
-		wbfs_inval_queue(w, wi, off < old ? off : old, off + len);
-	if (off + len > old && !(mode & FALLOC_FL_KEEP_SIZE)) {	/* the zeroed tail */
-		if (!ret)
-			wbfs_inval_zero_eof_page(w, wi, old, off + len);
-		wbfs_inval_queue(w, wi, old, UINT64_MAX);
-	}
+	if (!ret && off + len > old && !(mode & FALLOC_FL_KEEP_SIZE))	/* the zeroed tail */
+		wbfs_inval_zero_eof_page(w, wi, old, off + len);
 	return ret;
 }
 

@@ -356,9 +356,9 @@ static int serve(struct wbfs *w, struct fuse_session *se)
 /* The write-path counters of /.wbcfs/vmstat, also in the daemon's log (-f). */
 static void log_stats(struct wbfs *w, const char *dev)
 {
-	fprintf(stderr, "wbcfs: %s: nr_parallel_writes_max %ld nr_inval_sent %ld\n", dev,
-		atomic_load(&w->stats.nr_parallel_writes_max),
-		atomic_load(&w->stats.nr_inval_sent));
+	fprintf(stderr, "wbcfs: %s: nr_parallel_writes_max %ld nr_inval_sent %ld "
+		"nr_store_sent %ld\n", dev, atomic_load(&w->stats.nr_parallel_writes_max),
+		atomic_load(&w->stats.nr_inval_sent), atomic_load(&w->stats.nr_store_sent));
 }
 
 /* Write back and close a mount whose loop has ended; 0 or -errno. */

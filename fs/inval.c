@@ -74,13 +74,10 @@ struct inval_queue {
 	bool stopping;		/* lock */
 	pthread_t thread;
 	struct wbfs *w;		/* constant */
-	_Atomic int sync_busy;	/* atomic: this mount's workers inside a notification */
 };
 
 /* Ranges this far back in the queue absorb a new one of the same inode. */
 #define INVAL_MERGE_WINDOW 8
-/* A mount's workers that may wait in a notification at once (up to 16 run). */
-#define INVAL_SYNC_MAX 4
 
 /**
  * A READ of [off, off+size) with @lock_owner (0: none given): page aligned
@@ -173,30 +170,48 @@ static void inval_send(struct wbfs *w, const struct inval_range *r)
 	atomic_fetch_add(&w->stats.nr_inval_sent, 1);
 }
 
-/**
- * A write changed bytes [start, end) of @wi: drop them from the kernel's
- * page cache before the write is answered, or queue them when too many
- * workers wait already. Context: a WRITE's worker before its reply; holds
- * no lock; may wait for the kernel.
- */
-void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end)
+static void inval_store(struct wbfs *w, struct winode *wi, uint64_t off, const void *buf,
+			size_t len)
 {
-	struct inval_range r = { wi->ino, start & ~(uint64_t)(PAGE_SIZE - 1), end };
-	struct inval_queue *iq = w->inval;
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
 
-	if (start >= end || !inval_kernel_caches(wi))
+	if (!len)
 		return;
-	if (!iq) {
-		inval_send(w, &r);	/* no notifier thread: the worker waits */
+	bv.buf[0].mem = (void *)buf;
+	/* -ENOENT: the kernel has forgotten the inode, so it caches nothing */
+	fuse_lowlevel_notify_store(w->se, wbfs_fuse_ino(wi->ino), (off_t)off, &bv, 0);
+	atomic_fetch_add(&w->stats.nr_store_sent, 1);
+}
+
+/**
+ * A write put @buf's @len bytes at @off into @wi, whose size was
+ * @old_size (bytes from there to @off are zeros now). Store exactly those
+ * bytes into the kernel's copy of the pages, before the write is
+ * answered. Not an invalidation: the kernel may hold one of these pages
+ * dirty with stores a mapping made since it dropped its copy before
+ * sending the WRITE (the page faulted in again meanwhile, maybe with the
+ * bytes from before this write), and dropping a dirty page writes it back
+ * whole first, old bytes of this write included, over the new ones.
+ * NOTIFY_STORE copies only the bytes given into the pages, present or
+ * not, under their page lock; it neither dirties a page nor drops one,
+ * so the mapping's stores in the other bytes stay in the kernel's page,
+ * which now agrees with ours on these. It never waits for writeback.
+ * Context: a WRITE's worker before its reply; holds no lock (a fault
+ * holding a page lock waits for a READ, which takes ilock).
+ */
+void wbfs_inval_write(struct wbfs *w, struct winode *wi, const char *buf, uint64_t off,
+		      size_t len, uint64_t old_size)
+{
+	static const char zeros[PAGE_SIZE];
+	uint64_t end = (old_size + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+
+	if (!len || !w->inval || w->destroyed || !inval_kernel_caches(wi))
 		return;
-	}
-	if (atomic_fetch_add(&iq->sync_busy, 1) < INVAL_SYNC_MAX) {
-		inval_send(w, &r);
-		atomic_fetch_sub(&iq->sync_busy, 1);
-		return;
-	}
-	atomic_fetch_sub(&iq->sync_busy, 1);
-	inval_enqueue(w, wi, start, end);
+	/* the zeroed tail of the old EOF page; pages past it the kernel
+	 * cannot hold (no fault or readahead reaches past its i_size) */
+	if (off > old_size)
+		inval_store(w, wi, old_size, zeros, (off < end ? off : end) - old_size);
+	inval_store(w, wi, off, buf, len);
 }
 
 /**

@@ -147,6 +147,8 @@ struct wbfs_stats {
 						 * inode's ilock at once */
 	_Atomic long nr_inval_sent;		/* atomic: page cache invalidations
 						 * sent to the kernel */
+	_Atomic long nr_store_sent;		/* atomic: written bytes stored into
+						 * the kernel's page cache */
 	_Atomic long nr_corrupt_groups;		/* atomic: groups refused at mount */
 	_Atomic long nr_bitmap_untracked;	/* atomic: bitmaps found changed by a
 						 * full scan, not marked in bm_changed */
@@ -589,7 +591,8 @@ uint32_t wbfs_crc32c_library(uint32_t crc, const void *p, size_t len);
 struct inval_queue;
 void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size, uint64_t lock_owner);
 void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
-void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
+void wbfs_inval_write(struct wbfs *w, struct winode *wi, const char *buf, uint64_t off,
+		      size_t len, uint64_t old_size);
 void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,
 			      uint64_t new_size);
 void wbfs_inval_attr(struct wbfs *w, struct winode *wi);
