@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * mmap_pwrite FILE PAGES RUNS: stores through a shared mapping beside
+ * mmap_pwrite FILE PAGES RUNS [flush]: stores through a shared mapping beside
  * pwrite(2)s into the same pages, as xfstests' holetest -w does
  * (generic/346). Each run creates FILE anew, sizes it with ftruncate to
  * PAGES pages (all holes), maps it MAP_SHARED and starts two threads:
  * thread 0 pwrites its 8-byte marker at offset 0 of every page, thread 1
  * stores its own at offset 8 of every page through the mapping. Both walk
  * the pages in the same order, so they meet in the same page most of the
- * time. Once both are done every page must hold both markers, read
+ * time. With "flush", a third thread starts writeback of the dirty pages
+ * over and over while they run (sync_file_range), so the kernel's
+ * writeback of a page meets the pwrite into it, not only the invalidation
+ * before that pwrite. Once both are done every page must hold both markers, read
  * through the mapping and read with pread(2), and again after msync.
  * Each lost marker prints one line (run, thread, offset, what was found)
  * on stdout; the last line counts them. Exit 0 when none was lost, 1
@@ -17,6 +20,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +38,17 @@ struct run {
 	long page_size;
 	uint64_t marker[NTHREADS];
 	int err;		/* errno of a failed pwrite */
+	atomic_int done;	/* writers finished */
 };
+
+static void *flush_pages(void *arg)
+{
+	struct run *r = arg;
+
+	while (atomic_load(&r->done) < NTHREADS)
+		sync_file_range(r->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	return NULL;
+}
 
 static void *pwrite_marker(void *arg)
 {
@@ -47,6 +62,7 @@ static void *pwrite_marker(void *arg)
 			break;
 		}
 	}
+	atomic_fetch_add(&r->done, 1);
 	return NULL;
 }
 
@@ -57,6 +73,7 @@ static void *store_marker(void *arg)
 
 	for (i = 0; i < r->pages; i++)
 		*(volatile uint64_t *)(r->map + i * r->page_size + sizeof(uint64_t)) = r->marker[1];
+	atomic_fetch_add(&r->done, 1);
 	return NULL;
 }
 
@@ -94,12 +111,14 @@ int main(int argc, char **argv)
 	long page_size = sysconf(_SC_PAGESIZE), pages, runs, lost = 0, bad_runs = 0;
 	size_t size;
 	char *copy;
+	bool flush;
 	int run;
 
-	if (argc != 4 || (pages = atol(argv[2])) <= 0 || (runs = atol(argv[3])) <= 0) {
-		fprintf(stderr, "usage: mmap_pwrite FILE PAGES RUNS\n");
+	if ((argc != 4 && (argc != 5 || strcmp(argv[4], "flush"))) || (pages = atol(argv[2])) <= 0 || (runs = atol(argv[3])) <= 0) {
+		fprintf(stderr, "usage: mmap_pwrite FILE PAGES RUNS [flush]\n");
 		return 2;
 	}
+	flush = argc == 5;
 	size = (size_t)pages * (size_t)page_size;
 	copy = malloc(size);
 	if (!copy)
@@ -107,7 +126,7 @@ int main(int argc, char **argv)
 	srandom((unsigned)getpid());
 	for (run = 0; run < runs; run++) {
 		struct run r = { .pages = pages, .page_size = page_size };
-		pthread_t th[NTHREADS];
+		pthread_t th[NTHREADS + 1];
 		long n = 0;
 		int t;
 
@@ -123,9 +142,10 @@ int main(int argc, char **argv)
 		if (r.map == MAP_FAILED)
 			return fail("mmap");
 		if ((errno = pthread_create(&th[0], NULL, pwrite_marker, &r)) ||
-		    (errno = pthread_create(&th[1], NULL, store_marker, &r)))
+		    (errno = pthread_create(&th[1], NULL, store_marker, &r)) ||
+		    (flush && (errno = pthread_create(&th[2], NULL, flush_pages, &r))))
 			return fail("pthread_create");
-		for (t = 0; t < NTHREADS; t++)
+		for (t = 0; t < NTHREADS + flush; t++)
 			pthread_join(th[t], NULL);
 		if (r.err) {
 			errno = r.err;

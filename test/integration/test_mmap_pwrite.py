@@ -12,7 +12,10 @@ overwrite the other's bytes (a whole-page writeback of the kernel's page
 carrying the old bytes of the pwrite, or an invalidation laundering such a
 page). WBCFS_MMAP_PWRITE_RUNS runs (default 40) of
 WBCFS_MMAP_PWRITE_PAGES pages (default 256), in 4 processes on 4 files at
-once, so that faults, pwrites and writebacks of different files overlap.
+once, so that faults, pwrites and writebacks of different files overlap;
+two of them also start writeback of the file's dirty pages over and over
+while it runs (sync_file_range), so that the kernel's writeback of a page
+meets the pwrite into it.
 
 After unmount, e2fsck -fn must be clean and the kernel's ext4 must see the
 last run's bytes.
@@ -47,7 +50,7 @@ def body(env):
     t_step("%d processes, each %d runs of %d pages: pwrite and mmap stores "
            "into the same pages" % (PROCS, RUNS // PROCS, PAGES))
     procs = [subprocess.Popen([prog(), os.path.join(m.mnt, "f%d" % i), str(PAGES),
-                               str(max(1, RUNS // PROCS))],
+                               str(max(1, RUNS // PROCS))] + (["flush"] if i % 2 or os.environ.get("WBCFS_MMAP_PWRITE_FLUSH_ALL") else []),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               universal_newlines=True) for i in range(PROCS)]
     outs = [p.communicate(timeout=600)[0] for p in procs]
