@@ -514,6 +514,8 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_parallel_writes_max", atomic_load(&w->stats.nr_parallel_writes_max) },
 			{ "nr_inval_sent", atomic_load(&w->stats.nr_inval_sent) },
 			{ "nr_store_sent", atomic_load(&w->stats.nr_store_sent) },
+			{ "nr_store_kept", atomic_load(&w->stats.nr_store_kept) },
+			{ "nr_store_unordered", atomic_load(&w->stats.nr_store_unordered) },
 			{ "nr_stat_unlocked", atomic_load(&w->stats.nr_stat_unlocked) },
 			{ "nr_lookup_unlocked", atomic_load(&w->stats.nr_lookup_unlocked) },
 			{ "nr_readdir_unlocked", atomic_load(&w->stats.nr_readdir_unlocked) },

@@ -357,8 +357,10 @@ static int serve(struct wbfs *w, struct fuse_session *se)
 static void log_stats(struct wbfs *w, const char *dev)
 {
 	fprintf(stderr, "wbcfs: %s: nr_parallel_writes_max %ld nr_inval_sent %ld "
-		"nr_store_sent %ld\n", dev, atomic_load(&w->stats.nr_parallel_writes_max),
-		atomic_load(&w->stats.nr_inval_sent), atomic_load(&w->stats.nr_store_sent));
+		"nr_store_sent %ld nr_store_kept %ld nr_store_unordered %ld\n", dev,
+		atomic_load(&w->stats.nr_parallel_writes_max),
+		atomic_load(&w->stats.nr_inval_sent), atomic_load(&w->stats.nr_store_sent),
+		atomic_load(&w->stats.nr_store_kept), atomic_load(&w->stats.nr_store_unordered));
 }
 
 /* Write back and close a mount whose loop has ended; 0 or -errno. */

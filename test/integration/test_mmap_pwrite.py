@@ -28,7 +28,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (GIB, TFail, t_log, t_main, t_manifest, t_step)  # noqa: E402
+from wbtest import (GIB, TFail, t_is_kernel, t_log, t_main, t_manifest,  # noqa: E402
+                    t_step)
 
 RUNS = int(os.environ.get("WBCFS_MMAP_PWRITE_RUNS", "40"))
 PAGES = int(os.environ.get("WBCFS_MMAP_PWRITE_PAGES", "256"))
@@ -63,7 +64,13 @@ def body(env):
     if bad:
         raise TFail("markers lost or calls failed:\n" + "\n".join(bad))
     man = t_manifest(m.mnt)
+    log = m.log
     env.umount(m)
+    if not t_is_kernel():
+        with open(log, errors="replace") as f:
+            for line in f:
+                if "nr_store_sent" in line:
+                    t_log(line.strip())
     env.verify_after_umount(dev, man)
 
 
