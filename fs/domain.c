@@ -527,8 +527,8 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 		fprintf(wbfs_msg(), "wbcfs: %s: FUSE channel hooks not installed: no syncfs, "
 			"no shared mmap, no parallel writes\n", dev);
 	if (wbfs_inval_start(w))
-		fprintf(wbfs_msg(), "wbcfs: %s: no page cache notifier thread: shared mmaps "
-			"may see stale data\n", dev);
+		fprintf(wbfs_msg(), "wbcfs: %s: no memory for page cache notifications: "
+			"shared mmaps may see stale data\n", dev);
 	if (wbfs_fuse_io_start(w))
 		fprintf(wbfs_msg(), "wbcfs: %s: no timer for throttled replies: throttled "
 			"writers hold a FUSE worker while they pause\n", dev);

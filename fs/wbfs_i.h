@@ -600,7 +600,6 @@ uint32_t wbfs_crc32c_library(uint32_t crc, const void *p, size_t len);
 /* inval.c */
 struct inval_queue;
 void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size, uint64_t lock_owner);
-void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
 void wbfs_inval_write(struct wbfs *w, struct winode *wi, const char *buf, uint64_t off,
 		      size_t len, uint64_t old_size);
 struct kstore_range {

@@ -10,7 +10,7 @@ markers, through the mapping, with pread(2), and again after msync. The
 kernel holds the mapped pages, wbcfs its own copy; neither copy may
 overwrite the other's bytes (a whole-page writeback of the kernel's page
 carrying the old bytes of the pwrite, or an invalidation laundering such a
-page). WBCFS_MMAP_PWRITE_RUNS runs (default 40) of
+page). WBCFS_MMAP_PWRITE_RUNS runs (default 200) of
 WBCFS_MMAP_PWRITE_PAGES pages (default 256), in 4 processes on 4 files at
 once, so that faults, pwrites and writebacks of different files overlap;
 two of them also start writeback of the file's dirty pages over and over
@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (GIB, TFail, t_is_kernel, t_log, t_main, t_manifest,  # noqa: E402
                     t_step)
 
-RUNS = int(os.environ.get("WBCFS_MMAP_PWRITE_RUNS", "40"))
+RUNS = int(os.environ.get("WBCFS_MMAP_PWRITE_RUNS", "200"))
 PAGES = int(os.environ.get("WBCFS_MMAP_PWRITE_PAGES", "256"))
 PROCS = 4
 
