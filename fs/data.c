@@ -1314,16 +1314,23 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		   bool privileged)
 {
 	uint64_t old;
-	int ret;
+	int ret, slot = -1;
 
 	if (!len)
 		return -EINVAL;
 	if (off + len > WBFS_MAX_FILE_BYTES || off + len < off)
 		return -EFBIG;
+	/*
+	 * The kernel zeroes or drops its pages of the range once answered; a
+	 * writeback from it taken before then keeps our zeros (inval.c). A
+	 * failure may have zeroed part of the range: all of it is noted.
+	 */
 	if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
 		ls_rwlock_wrlock(&wi->ilock, &lc_ilock_w);
+		slot = wbfs_kstore_begin(wi, off, off + len);
 		ret = punch_hole(w, wi, off, len);
 		ls_rwlock_unlock(&wi->ilock);
+		wbfs_kstore_end(w, wi, slot, off, off + len);
 		return ret;
 	}
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE))
@@ -1336,6 +1343,7 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		return ret;
 	}
 	if (mode & FALLOC_FL_ZERO_RANGE) {
+		slot = wbfs_kstore_begin(wi, off, off + len);
 		ret = zero_range(w, wi, mode, off, len, privileged);
 	} else {
 		if (off > old && !(mode & FALLOC_FL_KEEP_SIZE))
@@ -1345,6 +1353,7 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 	ls_rwlock_unlock(&wi->ilock);
 	if (!ret && off + len > old && !(mode & FALLOC_FL_KEEP_SIZE))	/* the zeroed tail */
 		wbfs_inval_zero_eof_page(w, wi, old, off + len);
+	wbfs_kstore_end(w, wi, slot, off, off + len);
 	return ret;
 }
 
