@@ -11,11 +11,14 @@ kernel holds the mapped pages, wbcfs its own copy; neither copy may
 overwrite the other's bytes (a whole-page writeback of the kernel's page
 carrying the old bytes of the pwrite, or an invalidation laundering such a
 page). WBCFS_MMAP_PWRITE_RUNS runs (default 200) of
-WBCFS_MMAP_PWRITE_PAGES pages (default 256), in 4 processes on 4 files at
-once, so that faults, pwrites and writebacks of different files overlap;
+WBCFS_MMAP_PWRITE_PAGES pages (default 256), in WBCFS_MMAP_PWRITE_PROCS
+processes (default 4) on as many files at once, so that faults, pwrites and writebacks of different files overlap;
 two of them also start writeback of the file's dirty pages over and over
 while it runs (sync_file_range), so that the kernel's writeback of a page
-meets the pwrite into it.
+meets the pwrite into it (WBCFS_MMAP_PWRITE_FLUSH_ALL: all of them).
+
+Before the fix, over FUSE io_uring about half of the runs lost a marker;
+over /dev/fuse about one in 300.
 
 After unmount, e2fsck -fn must be clean and the kernel's ext4 must see the
 last run's bytes.
@@ -33,7 +36,7 @@ from wbtest import (GIB, TFail, t_is_kernel, t_log, t_main, t_manifest,  # noqa:
 
 RUNS = int(os.environ.get("WBCFS_MMAP_PWRITE_RUNS", "200"))
 PAGES = int(os.environ.get("WBCFS_MMAP_PWRITE_PAGES", "256"))
-PROCS = 4
+PROCS = int(os.environ.get("WBCFS_MMAP_PWRITE_PROCS", "4"))
 
 
 def prog():
