@@ -12,9 +12,9 @@ overwrite the other's bytes (a whole-page writeback of the kernel's page
 carrying the old bytes of the pwrite, or an invalidation laundering such a
 page). WBCFS_MMAP_PWRITE_RUNS runs (default 200) of
 WBCFS_MMAP_PWRITE_PAGES pages (default 256), in WBCFS_MMAP_PWRITE_PROCS
-processes (default 4) on as many files at once, so that faults, pwrites and writebacks of different files overlap;
-two of them also start writeback of the file's dirty pages over and over
-while it runs (sync_file_range), so that the kernel's writeback of a page
+processes (default 4) on as many files at once, so that faults, pwrites
+and writebacks of different files overlap; every other one also starts
+writeback of its file's dirty pages over and over while it runs (sync_file_range), so that the kernel's writeback of a page
 meets the pwrite into it (WBCFS_MMAP_PWRITE_FLUSH_ALL: all of them).
 
 Before the fix, over FUSE io_uring about half of the runs lost a marker;
