@@ -519,12 +519,33 @@ static int zero_eof_tail(struct wbfs *w, struct winode *wi, uint64_t old_size)
 }
 
 /*
+ * Copy the writeback's @n bytes for file offset @pos into page bytes @dst,
+ * except the @nr ranges of @keep, whose bytes in @dst are newer and stay.
+ */
+static void copy_keeping(char *dst, const char *src, uint64_t pos, size_t n,
+			 const struct kstore_range *keep, int nr)
+{
+	char save[PAGE_SIZE];
+	int i;
+
+	memcpy(save, dst, n);
+	memcpy(dst, src, n);
+	for (i = 0; i < nr; i++)
+		memcpy(dst + (keep[i].start - pos), save + (keep[i].start - pos),
+		       keep[i].end - keep[i].start);
+}
+
+/*
  * Copy @len bytes at @off into cache pages. Returns the bytes copied, or
  * -errno when none were; *@errp gets the error that stopped it, if any.
+ * @from_page_cache: a writeback from the kernel's page cache, which leaves
+ * the bytes of newer writes as they are (inval.c).
  */
 static ssize_t write_pages(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
-			   uint64_t off, uint64_t isize, bool privileged, int *errp)
+			   uint64_t off, uint64_t isize, bool privileged, bool from_page_cache,
+			   int *errp)
 {
+	struct kstore_range keep[KSTORE_MAX_KEEP];
 	size_t done = 0;
 	int ret = 0;
 
@@ -533,14 +554,22 @@ static ssize_t write_pages(struct wbfs *w, struct winode *wi, const char *buf, s
 		size_t in = pos & (PAGE_SIZE - 1);
 		size_t n = PAGE_SIZE - in < len - done ? PAGE_SIZE - in : len - done;
 		struct page *p = mapping_grab_page(&wi->map, pos >> PAGE_SHIFT, ALLOC_WRITE);
+		int nk = 0;
 
 		if (!p) {
 			ret = -ENOMEM;
 			break;
 		}
-		ret = write_prepare(w, wi, p, n == PAGE_SIZE, isize, privileged);
+		/* under the page lock: a write not seen here copies after us */
+		if (from_page_cache)
+			nk = wbfs_kstore_mask(w, wi, pos, n, keep);
+		ret = write_prepare(w, wi, p, n == PAGE_SIZE && !nk, isize, privileged);
 		if (!ret) {
-			memcpy((char *)page_address(p) + in, buf + done, n);
+			if (nk)
+				copy_keeping((char *)page_address(p) + in, buf + done, pos, n,
+					     keep, nk);
+			else
+				memcpy((char *)page_address(p) + in, buf + done, n);
 			page_set(p, PG_uptodate);
 			set_page_dirty(p);
 			/* grow i_size before the page can be locked by the flusher,
@@ -636,9 +665,9 @@ static void write_exit(struct winode *wi)
 ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t len,
 		   uint64_t off, bool privileged, bool from_page_cache)
 {
-	uint64_t isize;
+	uint64_t isize, start;
+	int err = 0, slot = -1;
 	ssize_t ret;
-	int err = 0;
 
 	if (off >= WBFS_MAX_FILE_BYTES)
 		return -EFBIG;
@@ -647,9 +676,13 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	write_lock(wi, off, len);
 	write_enter(w, wi);
 	isize = winode_size(wi);
+	start = off < isize ? off : isize;
+	if (!from_page_cache)	/* before any page: see inval.c */
+		slot = wbfs_kstore_begin(wi, start, off + len);
 	ret = off > isize ? zero_eof_tail(w, wi, isize) : 0;
 	if (!ret)
-		ret = write_pages(w, wi, buf, len, off, isize, privileged, &err);
+		ret = write_pages(w, wi, buf, len, off, isize, privileged, from_page_cache,
+				  &err);
 	if (ret > 0)
 		winode_stamp_times(wi);
 	write_exit(wi);
@@ -663,9 +696,10 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	}
 	if (ret > 0) {
 		if (!from_page_cache)
-			wbfs_inval_write(w, wi, off < isize ? off : isize, off + (uint64_t)ret);
+			wbfs_inval_write(w, wi, buf, off, (size_t)ret, isize);
 		winode_touch(w, wi);
 	}
+	wbfs_kstore_end(w, wi, slot, start, ret > 0 ? off + (uint64_t)ret : start);
 	return ret;
 }
 
@@ -909,8 +943,6 @@ int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)
 	ls_rwlock_unlock(&wi->ilock);
 	if (!ret && size > old)
 		wbfs_inval_zero_eof_page(w, wi, old, size);
-	if (size != old)
-		wbfs_inval_queue(w, wi, size < old ? size : old, UINT64_MAX);
 	return ret;
 }
 
@@ -1324,17 +1356,23 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		   bool privileged)
 {
 	uint64_t old;
-	int ret;
+	int ret, slot = -1;
 
 	if (!len)
 		return -EINVAL;
 	if (off + len > WBFS_MAX_FILE_BYTES || off + len < off)
 		return -EFBIG;
+	/*
+	 * The kernel zeroes or drops its pages of the range once answered; a
+	 * writeback from it taken before then keeps our zeros (inval.c). A
+	 * failure may have zeroed part of the range: all of it is noted.
+	 */
 	if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
 		ls_rwlock_wrlock(&wi->ilock, &lc_ilock_w);
+		slot = wbfs_kstore_begin(wi, off, off + len);
 		ret = punch_hole(w, wi, off, len);
 		ls_rwlock_unlock(&wi->ilock);
-		wbfs_inval_queue(w, wi, off, off + len);
+		wbfs_kstore_end(w, wi, slot, off, off + len);
 		return ret;
 	}
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE))
@@ -1347,6 +1385,7 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		return ret;
 	}
 	if (mode & FALLOC_FL_ZERO_RANGE) {
+		slot = wbfs_kstore_begin(wi, off, off + len);
 		ret = zero_range(w, wi, mode, off, len, privileged);
 	} else {
 		if (off > old && !(mode & FALLOC_FL_KEEP_SIZE))
@@ -1354,13 +1393,9 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		ret = alloc_range(w, wi, mode, off, len, privileged);
 	}
 	ls_rwlock_unlock(&wi->ilock);
-	if (mode & FALLOC_FL_ZERO_RANGE)
-		wbfs_inval_queue(w, wi, off < old ? off : old, off + len);
-	if (off + len > old && !(mode & FALLOC_FL_KEEP_SIZE)) {	/* the zeroed tail */
-		if (!ret)
-			wbfs_inval_zero_eof_page(w, wi, old, off + len);
-		wbfs_inval_queue(w, wi, old, UINT64_MAX);
-	}
+	if (!ret && off + len > old && !(mode & FALLOC_FL_KEEP_SIZE))	/* the zeroed tail */
+		wbfs_inval_zero_eof_page(w, wi, old, off + len);
+	wbfs_kstore_end(w, wi, slot, off, off + len);
 	return ret;
 }
 

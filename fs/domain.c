@@ -356,9 +356,11 @@ static int serve(struct wbfs *w, struct fuse_session *se)
 /* The write-path counters of /.wbcfs/vmstat, also in the daemon's log (-f). */
 static void log_stats(struct wbfs *w, const char *dev)
 {
-	fprintf(stderr, "wbcfs: %s: nr_parallel_writes_max %ld nr_inval_sent %ld\n", dev,
+	fprintf(stderr, "wbcfs: %s: nr_parallel_writes_max %ld nr_inval_sent %ld "
+		"nr_store_sent %ld nr_store_kept %ld nr_store_unordered %ld\n", dev,
 		atomic_load(&w->stats.nr_parallel_writes_max),
-		atomic_load(&w->stats.nr_inval_sent));
+		atomic_load(&w->stats.nr_inval_sent), atomic_load(&w->stats.nr_store_sent),
+		atomic_load(&w->stats.nr_store_kept), atomic_load(&w->stats.nr_store_unordered));
 }
 
 /* Write back and close a mount whose loop has ended; 0 or -errno. */
@@ -525,8 +527,8 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 		fprintf(wbfs_msg(), "wbcfs: %s: FUSE channel hooks not installed: no syncfs, "
 			"no shared mmap, no parallel writes\n", dev);
 	if (wbfs_inval_start(w))
-		fprintf(wbfs_msg(), "wbcfs: %s: no page cache notifier thread: shared mmaps "
-			"may see stale data\n", dev);
+		fprintf(wbfs_msg(), "wbcfs: %s: no memory for page cache notifications: "
+			"shared mmaps may see stale data\n", dev);
 	if (wbfs_fuse_io_start(w))
 		fprintf(wbfs_msg(), "wbcfs: %s: no timer for throttled replies: throttled "
 			"writers hold a FUSE worker while they pause\n", dev);

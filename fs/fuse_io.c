@@ -601,6 +601,8 @@ static bool fio_take(void *arg, int fd, void *buf, size_t *len)
 	bool served;
 	int cs;
 
+	/* the request's bytes are copied out of the kernel by now */
+	wbfs_kstore_taken(c->w);
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	served = fio_intercept(c, fd, buf, *len);
 	if (!served)

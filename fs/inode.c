@@ -93,6 +93,7 @@ static void winode_free_mem(struct winode *wi)
 	pthread_mutex_destroy(&wi->attr_lock);
 	pthread_mutex_destroy(&wi->ec_lock);
 	free(wi->runs);
+	wbfs_kstore_free(wi);
 	free(wi);
 }
 

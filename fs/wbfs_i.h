@@ -94,6 +94,9 @@ struct winode {
 	_Atomic long nr_writers;		/* atomic: writes inside ilock now */
 	_Atomic bool kcached;			/* atomic: the kernel may cache pages
 						 * (mmap); see inval.c */
+	struct kstore_log *_Atomic klog;	/* atomic (set once): writes the
+						 * kernel's writeback may predate;
+						 * inval.c */
 	pthread_mutex_t attr_lock;		/* protects: size, mtime, ctime, *_dirty; leaf */
 	uint64_t size;				/* attr_lock (changes also hold ilock) */
 	struct timespec mtime, ctime;		/* attr_lock: valid when times_dirty */
@@ -147,6 +150,13 @@ struct wbfs_stats {
 						 * inode's ilock at once */
 	_Atomic long nr_inval_sent;		/* atomic: page cache invalidations
 						 * sent to the kernel */
+	_Atomic long nr_store_sent;		/* atomic: written bytes stored into
+						 * the kernel's page cache */
+	_Atomic long nr_store_kept;		/* atomic: pages of writebacks from
+						 * the kernel that kept a newer
+						 * write's bytes */
+	_Atomic long nr_store_unordered;	/* atomic: writebacks older than a
+						 * write the log forgot */
 	_Atomic long nr_corrupt_groups;		/* atomic: groups refused at mount */
 	_Atomic long nr_bitmap_untracked;	/* atomic: bitmaps found changed by a
 						 * full scan, not marked in bm_changed */
@@ -242,6 +252,8 @@ struct wbfs {
 	struct wbfs_stats stats;
 	struct ra_pool *ra;		/* data.c: readahead threads; NULL when not running */
 	struct inval_queue *inval;	/* inval.c; NULL before the session runs */
+	_Atomic uint64_t kstore_seq;	/* atomic: writes stored into the kernel's
+					 * pages, in order; inval.c */
 	struct timespec ctl_time;	/* constant: mount time, the control files' times */
 
 	struct fuse_session *se;
@@ -604,8 +616,18 @@ uint32_t wbfs_crc32c_library(uint32_t crc, const void *p, size_t len);
 /* inval.c */
 struct inval_queue;
 void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size, uint64_t lock_owner);
-void wbfs_inval_queue(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
-void wbfs_inval_write(struct wbfs *w, struct winode *wi, uint64_t start, uint64_t end);
+void wbfs_inval_write(struct wbfs *w, struct winode *wi, const char *buf, uint64_t off,
+		      size_t len, uint64_t old_size);
+struct kstore_range {
+	uint64_t start, end;
+};
+void wbfs_kstore_taken(struct wbfs *w);
+int wbfs_kstore_begin(struct winode *wi, uint64_t start, uint64_t end);
+void wbfs_kstore_end(struct wbfs *w, struct winode *wi, int slot, uint64_t start, uint64_t end);
+int wbfs_kstore_mask(struct wbfs *w, struct winode *wi, uint64_t pos, size_t n,
+		     struct kstore_range *keep);
+void wbfs_kstore_free(struct winode *wi);
+#define KSTORE_MAX_KEEP 16
 void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,
 			      uint64_t new_size);
 void wbfs_inval_attr(struct wbfs *w, struct winode *wi);
