@@ -59,6 +59,11 @@ STALE = b"stale block, never file data "
 # miss it)
 WORKLOADS = (("random", 0.25), ("faults", 0.10), ("durability", 0.20), ("ordered", 0.25),
              ("dbench", 0.20), ("checkpoint", None))
+# crashwork.NEW_WORKLOADS: synchronous writes, inode changes after
+# unsynced writes, replacements without fsync, mmap stores, block reuse on
+# a full filesystem; each is its own meson test (crash-NAME,
+# WBCFS_CRASH_WORKLOADS=NAME) with this many states
+NEW_STATES = 40
 # the ordered workload's streamer must be written back while the syncer
 # commits: background writeback from 1 MiB of dirty data on, expiry 1 s
 ORDERED_OPTS = ["dirty_background_bytes=1048576", "dirty_expire_centisecs=100",
@@ -93,7 +98,9 @@ def run_workload(env, name, seed, size=1):
     # checkpoint and faults: a 4 MiB journal (mkfs -J size=4), so that it
     # fills (faults: checkpoints meet failing writes too)
     mkfs = ["-J", "size=4"] if name in ("checkpoint", "faults") else None
-    dev = env.new_fs(IMG_BYTES, mkfs_opts=mkfs, name=name + ".img", fill=STALE)
+    # fullreuse fills the filesystem: a small one, quick to fill and read
+    dev = env.new_fs(32 * MIB if name == "fullreuse" else IMG_BYTES, mkfs_opts=mkfs,
+                     name=name + ".img", fill=STALE)
     base = os.path.join(env.tmp, name + "-base.img")
     after = os.path.join(env.tmp, name + "-after.img")
     log = os.path.join(env.tmp, name + ".wlog")
@@ -116,6 +123,10 @@ def run_workload(env, name, seed, size=1):
             crashwork.ordered(m.mnt, rec, seed, 16 * size)
         elif name == "checkpoint":
             crashwork.checkpoint(m.mnt, rec)
+        elif name in crashwork.NEW_WORKLOADS:
+            problems = crashwork.run_new(name, m.mnt, rec, seed, size)
+            if problems:
+                raise TFail("%s: %s" % (name, "; ".join(problems[:5])))
         else:
             rc = crashwork.dbench(m.mnt, 3 * size, 2)
             if rc is None:
@@ -139,6 +150,7 @@ def run_workload(env, name, seed, size=1):
     if not ran:
         for f in (base, after, log, record):
             os.unlink(f)
+        shutil.rmtree(record + ".d", ignore_errors=True)
         return None
     return base, log, record, after, full
 
@@ -185,6 +197,7 @@ def one(env, name, seed, nstates):
         stream_selftest(log, base, record, seed)
     for f in (base, after, log, record):
         os.unlink(f)
+    shutil.rmtree(record + ".d", ignore_errors=True)
     return ok
 
 
@@ -237,8 +250,19 @@ def body(env):
     t_log("seed %d (WBCFS_SEED=%d reproduces)" % (seed, seed))
     total = int(os.environ.get("WBCFS_CRASH_STATES", "90"))
     failed = []
-    for i, (name, share) in enumerate(WORKLOADS):
-        if not one(env, name, seed + i, max(1, int(total * share)) if share else 0):
+    only = os.environ.get("WBCFS_CRASH_WORKLOADS")
+    todo = [(n, max(1, int(total * sh)) if sh else 0) for n, sh in WORKLOADS]
+    if only:
+        known = dict(todo)
+        known.update((n, int(os.environ.get("WBCFS_CRASH_STATES", NEW_STATES)))
+                     for n in crashwork.NEW_WORKLOADS)
+        bad = [n for n in only.split(",") if n not in known]
+        if bad:
+            raise TFail("WBCFS_CRASH_WORKLOADS: unknown %s (known: %s)"
+                        % (", ".join(bad), ", ".join(known)))
+        todo = [(n, known[n]) for n in only.split(",")]
+    for i, (name, nstates) in enumerate(todo):
+        if not one(env, name, seed + i, nstates):
             failed.append(name)
     if failed:
         raise TFail("crash states failed in: %s (seed %d)" % (", ".join(failed), seed))
