@@ -40,11 +40,12 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crashwork  # noqa: E402
-from wbtest import (MIB, TFail, TSkip, t_is_kernel, t_log, t_main,  # noqa: E402
-                    t_step, t_wbcfs_bin)
+from wbtest import (MIB, Mount, TFail, TSkip, t_is_kernel, t_is_mounted,  # noqa: E402
+                    t_log, t_main, t_run, t_step, t_wbcfs_bin)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.environ.get("WBCFS_CRASH") or os.path.join(HERE, "..", "..", "tools",
@@ -90,6 +91,45 @@ def run_tool(args, timeout=600):
     return p.returncode, p.stdout
 
 
+LOGDEV = os.environ.get("WBCFS_LOGDEV") or os.path.join(HERE, "..", "..", "build", "test",
+                                                        "integration", "logdev")
+
+
+class KernelDev:
+    """--kernel: the kernel's ext4 writes through a loop device over
+    logdev's file (an image served by FUSE that logs its writes and
+    flushes as wbcfs's write_log does): the same record, the same states,
+    with the kernel as the oracle of what a crash may leave."""
+
+    def __init__(self, env, img, log):
+        self.env = env
+        self.lmnt = env.mkdir("logdev-" + os.path.basename(img))
+        out = open(os.path.join(env.tmp, "logdev.log"), "w")
+        cmd = [LOGDEV, img, log, self.lmnt, "-f", "-o", "allow_other"]
+        t_log("$ " + " ".join(cmd) + " &")
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        out.close()
+        self.m = Mount(self.lmnt, img, "external", proc, out.name)
+        env.mounts.append(self.m)
+        for _ in range(500):
+            if t_is_mounted(self.lmnt) or proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        if not t_is_mounted(self.lmnt):
+            raise TFail("logdev did not mount:\n" + self.m.daemon_log())
+        # buffered: the file is direct_io, each write reaches logdev
+        p = t_run(["losetup", "--find", "--show", os.path.join(self.lmnt, "dev")])
+        self.dev = p.stdout.strip().splitlines()[-1]
+        env.loops.append(self.dev)
+
+    def close(self):
+        self.env.detach(self.dev)
+        t_run(["umount", self.lmnt])
+        self.m.proc.wait(60)
+        self.env.mounts.remove(self.m)
+
+
 def run_workload(env, name, seed, size=1):
     """Run one workload on a fresh filesystem with a write log. Returns
     the paths (base, log, record, after) and whether the mount has a
@@ -106,10 +146,15 @@ def run_workload(env, name, seed, size=1):
     log = os.path.join(env.tmp, name + ".wlog")
     record = os.path.join(env.tmp, name + ".rec")
     copy_dev(dev, base)
+    kdev = None
+    if t_is_kernel():
+        env.detach(dev)
+        kdev = KernelDev(env, os.path.join(env.tmp, name + ".img"), log)
+        dev = kdev.dev
     m = env.mount(dev, opts=["write_log=" + log, "cache_size=64M"] +
                   (ORDERED_OPTS if name == "ordered" else []) +
                   (["fault_inject"] if name == "faults" else []))
-    full = journal_mode(m.mnt)
+    full = kdev is not None or journal_mode(m.mnt)
     rec = crashwork.Record(log, record)
     ran = True
     try:
@@ -144,8 +189,12 @@ def run_workload(env, name, seed, size=1):
             "%s %s" % (k, st.get(k)) for k in ("commits", "checkpoints", "failed",
                                                "unwritten_after_error"))))
     env.umount(m)
-    copy_dev(dev, after)
-    env.detach(dev)
+    if kdev:
+        kdev.close()
+        copy_dev(os.path.join(env.tmp, name + ".img"), after)
+    else:
+        copy_dev(dev, after)
+        env.detach(dev)
     os.unlink(os.path.join(env.tmp, name + ".img"))
     if not ran:
         for f in (base, after, log, record):
@@ -242,8 +291,8 @@ def stream_selftest(log, base, record, seed):
 
 
 def body(env):
-    if t_is_kernel():
-        raise TSkip("the write log is wbcfs's: nothing to record under the kernel")
+    if t_is_kernel() and not os.path.exists(LOGDEV):
+        raise TSkip("--kernel needs logdev (WBCFS_LOGDEV, built as %s)" % LOGDEV)
     if not os.path.exists(TOOL):
         raise TFail("tools/wbcfs-crash not found at %s" % TOOL)
     seed = int(os.environ.get("WBCFS_SEED") or random.randrange(1, 1 << 30))
