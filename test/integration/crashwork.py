@@ -737,24 +737,26 @@ def fullreuse(mnt, rec, seed, rounds):
     top = "u%d" % seed
     os.mkdir(os.path.join(mnt, top))
     commit = Committer(mnt, rec, top, r)
-    commit()
 
     def fill(name, keep):
-        st = os.statvfs(mnt)
-        n = (st.f_bfree - keep) * st.f_bsize
-        p = os.path.join(mnt, top, name)
-        fd = os.open(p, os.O_CREAT | os.O_WRONLY, 0o644)
+        """Take all the space there is (as the filesystem lets this user
+        have it: ext4 keeps some for itself), then give back @keep blocks,
+        committed."""
+        fd = os.open(os.path.join(mnt, top, name), os.O_CREAT | os.O_WRONLY, 0o644)
+        off, chunk = 0, 4 << 20
         try:
-            while n >= 1 << 20:
+            while chunk >= 4096:
                 try:
-                    _fallocate(fd, 0, 0, n)
-                    break
+                    _fallocate(fd, 0, off, chunk)
+                    off += chunk
                 except OSError as e:
                     if e.errno != errno.ENOSPC:
                         raise
-                    n -= 1 << 20
+                    chunk //= 2
+            os.ftruncate(fd, max(0, off - keep * 4096))
         finally:
             os.close(fd)
+        commit()
 
     fill("fill", 2048)
     for k in range(rounds):
@@ -766,7 +768,7 @@ def fullreuse(mnt, rec, seed, rounds):
         os.fsync(fd)
         os.close(fd)
         rec.exact(x, xdata)
-        fill("rest", 48)
+        fill("rest", 32)
         rec.unlink(x)
         os.unlink(os.path.join(mnt, x))
         ydata = r.randbytes(len(xdata))
