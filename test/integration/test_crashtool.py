@@ -259,14 +259,16 @@ def t_strict_rules(tool, tmp):
             {"t": "mod", "path": "r", "off": 9000, "len": 10, "pos": 200},   # apart
             {"t": "mod", "path": "r", "off": 6999, "len": 10, "pos": 300},   # overlaps
             {"t": "blocks", "path": "b", "versions": [blob(v0), blob(v1)], "pos": 100},
+            {"t": "prefix", "path": "h", "new": blob(new), "old": [], "absent": True,
+             "least": 0, "holes": True, "pos": 100},
             {"t": "gone", "path": "g", "pos": 100}]
     with open(rec, "w") as f:
         for x in recs:
             f.write(json.dumps(x) + "\n")
     o = tool.Oracle(rec)
     kinds = sorted((p, e[0]) for p, e in o.expected(250))
-    check(kinds == [("b", "blocks"), ("g", "gone"), ("p", "prefix"), ("q", "prefix"),
-                    ("r", "range")], "at 250: %r" % kinds)
+    check(kinds == [("b", "blocks"), ("g", "gone"), ("h", "prefix"), ("p", "prefix"),
+                    ("q", "prefix"), ("r", "range")], "at 250: %r" % kinds)
     check(("r", "range") not in [(p, e[0]) for p, e in o.expected(301)],
           "an overlapping write ends a range rule")
     d = os.path.join(tmp, "tree")
@@ -317,6 +319,9 @@ def t_strict_rules(tool, tmp):
     ok("b", v0[:200] + v1[200:BS] + v0[BS:], "a block torn between versions")
     caught("b", v0[:BS] + bytes(BS), "NUL", "a block of NULs")
     caught("b", v0[:BS], "size", "a block missing")
+    ok("h", new[:BS] + bytes(BS) + new[2 * BS:3 * BS + 100], "a hole inside, if allowed")
+    caught("h", new[:BS] + bytes(100) + new[BS + 100:3 * BS], "neither the new data nor a hole",
+           "part of a block NUL, holes allowed")
     ok("g", None, "gone")
     caught("g", b"", "exists", "back after its removal committed")
     shutil.rmtree(d)
