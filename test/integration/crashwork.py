@@ -35,6 +35,29 @@ every record of an fsync that returned is inside it.
   dbench      dbench for a few seconds; nothing recorded (the harness then
               checks consistency only).
 
+The workloads below hold wbcfs to what the kernel's ext4 (data=ordered,
+auto_da_alloc, nodioread_nolock) leaves after a crash, with the stricter
+records ("prefix", "range", "blocks", "gone"): no NULs where data was
+written, beyond the last block. They pass on the kernel (test_crash.py
+--kernel), each is its own meson test (crash-NAME).
+
+  syncwrite   writes with O_SYNC, O_DSYNC, RWF_DSYNC, RWF_SYNC: once one
+              returns, its bytes are there (appends, overwrites, past EOF);
+  inodechange unsynced writes (new files, or appends to fsync'ed ones),
+              then chmod, rename, link, setxattr or utime, then an
+              unrelated fsync: the file is a prefix of its data;
+  replace     rename-over of a freshly written file, O_TRUNC or ftruncate
+              to 0 then rewrite and close, no fsync: old or new content
+              (a truncate: or a prefix of the new), and the new content
+              whole once a later commit returned;
+  mmap        stores through a shared mapping mixed with write(2) (also
+              racing in one page, also over holes), msync or fsync alone:
+              coherent, durable; stores without msync across a commit:
+              each block one of its versions;
+  fullreuse   fill the filesystem, fsync X, fill the rest, unlink X without
+              fsync, write Y into the freed space, commit later: X comes
+              back, if at all, only as it was.
+
     crashwork.py WORKLOAD --mnt MNT --log LOG --record REC [--seed S] [--ops N]
 """
 
