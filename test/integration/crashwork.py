@@ -601,7 +601,7 @@ def inodechange(mnt, rec, seed, nfiles):
         new = r.randbytes(r.choice((5000, 70000, 300000, 1 << 20)))
         least = 0
         if r.random() < 0.5:
-            least = r.choice((100, 4096, 10000))
+            least = r.choice([n for n in (100, 4096, 10000) if n < len(new)])
             fd = os.open(full, os.O_CREAT | os.O_WRONLY, 0o644)
             os.write(fd, new[:least])
             os.fsync(fd)
