@@ -29,7 +29,7 @@ failures printed as expected. The full check runs when the mount shows
 
 The workloads of crashwork.NEW_WORKLOADS (syncwrite, inodechange,
 replace, mmap, fullreuse) run only when named in WBCFS_CRASH_WORKLOADS
-(each is its own meson test, crash-NAME, 40 states): their records hold
+(each is its own meson test, crash-NAME, 30 states): their records hold
 wbcfs to what the kernel's ext4 leaves, no NULs where data was written.
 With --kernel (WBCFS_TEST_TARGET=kernel) every workload runs on the
 kernel's ext4 (mounted WBCFS_CRASH_KERNEL_OPTS, default nodioread_nolock)
@@ -76,7 +76,7 @@ WORKLOADS = (("random", 0.25), ("faults", 0.10), ("durability", 0.20), ("ordered
 # unsynced writes, replacements without fsync, mmap stores, block reuse on
 # a full filesystem; each is its own meson test (crash-NAME,
 # WBCFS_CRASH_WORKLOADS=NAME) with this many states
-NEW_STATES = 40
+NEW_STATES = 30
 # the ordered workload's streamer must be written back while the syncer
 # commits: background writeback from 1 MiB of dirty data on, expiry 1 s
 ORDERED_OPTS = ["dirty_background_bytes=1048576", "dirty_expire_centisecs=100",
