@@ -31,7 +31,8 @@ The workloads of crashwork.NEW_WORKLOADS (syncwrite, inodechange,
 replace, mmap, fullreuse) run only when named in WBCFS_CRASH_WORKLOADS
 (each is its own meson test, crash-NAME, 30 states): their records hold
 wbcfs to what the kernel's ext4 leaves, no NULs where data was written.
-With --kernel (WBCFS_TEST_TARGET=kernel) every workload runs on the
+With --kernel (WBCFS_TEST_TARGET=kernel) the workloads named in
+WBCFS_CRASH_WORKLOADS (any of them; none named: skip) run on the
 kernel's ext4 (mounted WBCFS_CRASH_KERNEL_OPTS, default nodioread_nolock)
 on a loop device over logdev's file, which logs the writes and flushes
 the loop device sends: the same harness then checks the kernel's crash
@@ -39,7 +40,8 @@ states, which is how the records' rules are validated.
 
     WBCFS_BIN=build/wbcfs test/integration/test_crash.py
     WBCFS_CRASH_WORKLOADS=inodechange,replace test/integration/test_crash.py
-    WBCFS_LOGDEV=build/test/integration/logdev test/integration/test_crash.py --kernel
+    WBCFS_CRASH_WORKLOADS=inodechange WBCFS_LOGDEV=build/test/integration/logdev \
+        test/integration/test_crash.py --kernel
 Env: WBCFS_SEED (default: random, printed), WBCFS_CRASH_STATES (total
 states in full mode, default 90), WBCFS_CRASH_FULL_EVERY (e2fsck replay
 and kernel checks on every K-th state, default 2; 4 for the checkpoint
