@@ -35,6 +35,29 @@ every record of an fsync that returned is inside it.
   dbench      dbench for a few seconds; nothing recorded (the harness then
               checks consistency only).
 
+The workloads below hold wbcfs to what the kernel's ext4 (data=ordered,
+auto_da_alloc, nodioread_nolock) leaves after a crash, with the stricter
+records ("prefix", "range", "blocks", "gone"): no NULs where data was
+written, beyond the last block. They pass on the kernel (test_crash.py
+--kernel), each is its own meson test (crash-NAME).
+
+  syncwrite   writes with O_SYNC, O_DSYNC, RWF_DSYNC, RWF_SYNC: once one
+              returns, its bytes are there (appends, overwrites, past EOF);
+  inodechange unsynced writes (new files, or appends to fsync'ed ones),
+              then chmod, rename, link, setxattr or utime, then an
+              unrelated fsync: the file is a prefix of its data;
+  replace     rename-over of a freshly written file, O_TRUNC or ftruncate
+              to 0 then rewrite and close, no fsync: old or new content
+              (a truncate: or a prefix of the new), and the new content
+              whole once a later commit returned;
+  mmap        stores through a shared mapping mixed with write(2) (also
+              racing in one page, also over holes), msync or fsync alone:
+              coherent, durable; stores without msync across a commit:
+              each block one of its versions;
+  fullreuse   fill the filesystem, fsync X, fill the rest, unlink X without
+              fsync, write Y into the freed space, commit later: X comes
+              back, if at all, only as it was.
+
     crashwork.py WORKLOAD --mnt MNT --log LOG --record REC [--seed S] [--ops N]
 """
 
@@ -95,6 +118,59 @@ class Record:
     def rename(self, rel, old, new):
         self._put({"t": "rename", "path": rel, "old": hashlib.sha256(old).hexdigest(),
                    "new": hashlib.sha256(new).hexdigest(), "pos": self.pos()})
+
+    # The rules below name contents by their sha256 and keep the bytes in
+    # blobs beside the record (REC.d/SHA): the harness compares them.
+    def blob(self, data):
+        data = bytes(data)
+        sha = hashlib.sha256(data).hexdigest()
+        d = self.f.name + ".d"
+        os.makedirs(d, exist_ok=True)
+        p = os.path.join(d, sha)
+        if not os.path.exists(p):
+            with open(p, "wb") as f:
+                f.write(data)
+        return sha
+
+    def exact(self, rel, data, pos=None):
+        """From here on rel holds exactly @data (a commit made it so)."""
+        self.blob(data)     # lets the harness say how it differs
+        self.fsynced(rel, data, self.pos() if pos is None else pos)
+
+    def mod_range(self, rel, off, n):
+        """[off, off + n) of rel is being written: the range rules that
+        overlap it end here, the others hold on."""
+        self._put({"t": "mod", "path": rel, "off": off, "len": n, "pos": self.pos()})
+
+    def range(self, rel, off, data, pos):
+        """A synchronous write of @data at @off returned at @pos: from then
+        on, until a change overlapping it, rel holds those bytes."""
+        self._put({"t": "range", "path": rel, "off": off, "sha": self.blob(data),
+                   "len": len(data), "pos": pos})
+
+    def prefix(self, rel, new, olds=(), absent=False, least=0, holes=False):
+        """rel is being changed to @new by writes at increasing offsets (or
+        ends up so): until the next record for it, rel is absent (if
+        @absent), one of @olds, or new[:S] for some S >= @least, where
+        only the block holding byte S-1 may show zeros (and only from
+        @least on) instead of new's bytes: a size the data never reached
+        is what ordered mode (with its on-disk size) forbids. @holes: whole
+        blocks of NULs are allowed anywhere in new[:S] (still never other
+        bytes)."""
+        self._put({"t": "prefix", "path": rel, "new": self.blob(new),
+                   "old": [self.blob(o) for o in olds], "absent": absent,
+                   "least": least, "holes": holes, "pos": self.pos()})
+
+    def blocks(self, rel, versions):
+        """rel (of versions' common size) is being changed in place by
+        stores to a shared mapping: until the next record for it, each of
+        its 4 KiB blocks holds that block of one of @versions."""
+        self._put({"t": "blocks", "path": rel, "versions": [self.blob(v) for v in versions],
+                   "pos": self.pos()})
+
+    def gone(self, rel):
+        """rel's removal (or rename away) is committed: it must not exist."""
+        self._put({"t": "gone", "path": rel, "pos": self.pos()})
 
     def close(self):
         self.f.close()
@@ -419,6 +495,374 @@ def durability(mnt, rec, seed, nfiles, faults=False):
     return nfiles
 
 
+def _write_all(fd, data, r, off=0):
+    """Write @data at @off in chunks of varied sizes, in increasing offsets."""
+    pos = 0
+    while pos < len(data):
+        n = min(len(data) - pos, r.choice((4096, 65536, 100000)))
+        os.pwrite(fd, data[pos:pos + n], off + pos)
+        pos += n
+
+
+class Committer:
+    """Commits the running transaction without touching the files under
+    test: a small new file written and fsync'ed (recorded). A kernel's
+    fsync commits the transaction of the file's last change, which is the
+    running one for a new file: every change before it commits with it."""
+
+    def __init__(self, mnt, rec, top, r):
+        self.mnt, self.rec, self.top, self.r = mnt, rec, top, r
+        self.n = 0
+        os.makedirs(os.path.join(mnt, top, "c"), exist_ok=True)
+
+    def __call__(self):
+        self.n += 1
+        rel = "%s/c/c%d" % (self.top, self.n)
+        data = self.r.randbytes(self.r.choice((10, 5000)))
+        fd = os.open(os.path.join(self.mnt, rel), os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+            self.rec.exact(rel, data)
+        finally:
+            os.close(fd)
+
+
+SYNC_MODES = ("O_SYNC", "O_DSYNC", "RWF_DSYNC", "RWF_SYNC")
+
+
+def syncwrite(mnt, rec, seed, nfiles):
+    """Synchronous writes, every flag: files opened O_SYNC or O_DSYNC and
+    written with pwrite, or opened plain and written with pwritev2
+    RWF_DSYNC or RWF_SYNC. Each write appends, overwrites or leaves a hole;
+    once it returns, its bytes are there (a "range" record) until a later
+    write overlaps them. Unsynced appends to another file run alongside,
+    so that commits carry other work too."""
+    r = random.Random(seed)
+    top = "y%d" % seed
+    os.mkdir(os.path.join(mnt, top))
+    noise = "%s/noise" % top
+    ndata = rec.stream(seed, noise, 4 << 20)
+    nfd = os.open(os.path.join(mnt, noise), os.O_CREAT | os.O_WRONLY, 0o644)
+    npos = 0
+    try:
+        for i in range(nfiles):
+            mode = SYNC_MODES[i % len(SYNC_MODES)]
+            rel = "%s/%s-%d" % (top, mode, i)
+            flags = os.O_CREAT | os.O_WRONLY
+            flags |= {"O_SYNC": os.O_SYNC, "O_DSYNC": os.O_DSYNC}.get(mode, 0)
+            rwf = {"RWF_DSYNC": os.RWF_DSYNC, "RWF_SYNC": os.RWF_SYNC}.get(mode)
+            fd = os.open(os.path.join(mnt, rel), flags, 0o644)
+            size = 0
+            try:
+                for k in range(r.randrange(3, 9)):
+                    kind = r.choice(("append", "append", "over", "hole")) if size else "append"
+                    n = r.choice((1, 100, 4096, 5000, 70000, 200000))
+                    off = {"append": size, "over": r.randrange(0, max(size, 1)),
+                           "hole": size + r.randrange(1, 20000)}[kind]
+                    data = r.randbytes(n)
+                    rec.mod_range(rel, off, n)
+                    if rwf is None:
+                        os.pwrite(fd, data, off)
+                    else:
+                        os.pwritev(fd, [data], off, rwf)
+                    rec.range(rel, off, data, rec.pos())
+                    size = max(size, off + n)
+                    if npos < len(ndata) and r.random() < 0.5:
+                        n = min(len(ndata) - npos, r.choice((4096, 30000, 100000)))
+                        os.pwrite(nfd, ndata[npos:npos + n], npos)
+                        npos += n
+            finally:
+                os.close(fd)
+    finally:
+        os.close(nfd)
+    return nfiles
+
+
+INODE_OPS = ("chmod", "rename", "link", "setxattr", "utime")
+
+
+def inodechange(mnt, rec, seed, nfiles):
+    """Unsynced writes, then a change of the file's inode (chmod, rename,
+    link, setxattr, utime), then an unrelated fsync that commits it: the
+    committed inode must not claim data that was never written. Each
+    file is new, or an fsync'ed file appended to; its content is always
+    a prefix of its final bytes, which is what a crash may leave (ordered
+    mode, the on-disk size following the data written), never a size
+    whose data is NULs."""
+    r = random.Random(seed)
+    top = "i%d" % seed
+    os.mkdir(os.path.join(mnt, top))
+    commit = Committer(mnt, rec, top, r)
+    for i in range(nfiles):
+        op = INODE_OPS[i % len(INODE_OPS)]
+        rel = "%s/%s%d" % (top, op, i)
+        full = os.path.join(mnt, rel)
+        new = r.randbytes(r.choice((5000, 70000, 300000, 1 << 20)))
+        least = 0
+        if r.random() < 0.5:
+            least = r.choice([n for n in (100, 4096, 10000) if n < len(new)])
+            fd = os.open(full, os.O_CREAT | os.O_WRONLY, 0o644)
+            os.write(fd, new[:least])
+            os.fsync(fd)
+            os.close(fd)
+            rec.exact(rel, new[:least])
+        # a new file may be absent until a commit
+        rec.prefix(rel, new, absent=not least, least=least)
+        fd = os.open(full, os.O_CREAT | os.O_WRONLY, 0o644)
+        _write_all(fd, new[least:], r, least)
+        os.close(fd)
+        dst = rel + "-" + op
+        if op == "chmod":
+            os.chmod(full, 0o600)
+        elif op == "rename":
+            rec.prefix(dst, new, absent=True, least=least)
+            rec.prefix(rel, new, absent=True, least=least)
+            os.rename(full, os.path.join(mnt, dst))
+        elif op == "link":
+            rec.prefix(dst, new, absent=True, least=least)
+            os.link(full, os.path.join(mnt, dst))
+        elif op == "setxattr":
+            os.setxattr(full, "user.k", r.randbytes(50))
+        else:
+            t = time.time() - 1000
+            os.utime(full, (t, t))
+        commit()
+        # the change is committed: the names are as the change left them
+        if op == "rename":
+            rec.gone(rel)
+            rec.prefix(dst, new, least=least)
+        else:
+            rec.prefix(rel, new, least=least)
+            if op == "link":
+                rec.prefix(dst, new, least=least)
+    return nfiles
+
+
+def replace(mnt, rec, seed, nfiles):
+    """Replacing an fsync'ed file's content without an fsync: a new file
+    renamed over it, or the file truncated to 0 (O_TRUNC or ftruncate)
+    and written again and closed. With auto_da_alloc the new data is
+    written before the commit of the rename or truncate: until that
+    commit the file holds its old content or (a rename) the new one or
+    (a truncate) a prefix of the new one; once a later commit returned,
+    the new content, whole."""
+    r = random.Random(seed)
+    top = "p%d" % seed
+    os.mkdir(os.path.join(mnt, top))
+    commit = Committer(mnt, rec, top, r)
+    kinds = ("rename", "otrunc", "ftrunc")
+    for i in range(nfiles):
+        kind = kinds[i % len(kinds)]
+        rel = "%s/%s%d" % (top, kind, i)
+        full = os.path.join(mnt, rel)
+        old = r.randbytes(r.choice((100, 5000, 70000)))
+        fd = os.open(full, os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, old)
+        os.fsync(fd)
+        os.close(fd)
+        rec.exact(rel, old)
+        new = r.randbytes(r.choice((1, 4096, 9000, 100000, 700000)))
+        if kind == "rename":
+            tmp = full + ".tmp"
+            fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+            _write_all(fd, new, r)
+            os.close(fd)
+            rec.rename(rel, old, new)
+            os.rename(tmp, full)
+        else:
+            rec.prefix(rel, new, olds=[old])
+            if kind == "otrunc":
+                fd = os.open(full, os.O_WRONLY | os.O_TRUNC)
+            else:
+                fd = os.open(full, os.O_WRONLY)
+                os.ftruncate(fd, 0)
+            _write_all(fd, new, r)
+            os.close(fd)
+        if r.random() < 0.5:
+            time.sleep(0.2)     # writeback may start on its own
+        commit()
+        rec.exact(rel, new)
+    return nfiles
+
+
+def mmapstores(mnt, rec, seed, nfiles):
+    """Stores through a shared mapping mixed with write(2) and read(2) on
+    the same pages: each sees the other's bytes at once (any difference is
+    returned as a problem), and msync+fsync makes the model's content
+    durable. Then stores without msync and an unrelated commit: each block
+    holds one of its versions, never zeros or other bytes; a last msync
+    and fsync make the final content exact."""
+    import mmap
+    r = random.Random(seed)
+    top = "m%d" % seed
+    os.mkdir(os.path.join(mnt, top))
+    commit = Committer(mnt, rec, top, r)
+    problems = []
+    for i in range(nfiles):
+        rel = "%s/m%d" % (top, i)
+        full = os.path.join(mnt, rel)
+        size = r.choice((8192, 65536 + 100, 300000))
+        # a tail left a hole by ftruncate: stores and writes there
+        # allocate
+        hole = r.choice((0, 8192, 4096 + 100, size // 2))
+        model = bytearray(r.randbytes(size - hole) + bytes(hole))
+        fd = os.open(full, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            os.write(fd, model[:size - hole])
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+            rec.exact(rel, model)
+            mm = mmap.mmap(fd, size)
+            try:
+                rec.mod(rel)
+                for k in range(8):
+                    off = r.randrange(size)
+                    n = min(r.choice((1, 100, 4096, 10000)), size - off)
+                    data = r.randbytes(n)
+                    how = r.choice(("store", "write"))
+                    if how == "store":
+                        mm[off:off + n] = data
+                    else:
+                        os.pwrite(fd, data, off)
+                    model[off:off + n] = data
+                    if mm[:] != model:
+                        problems.append("%s: the mapping misses a %s at %d" % (rel, how, off))
+                    if os.pread(fd, size, 0) != model:
+                        problems.append("%s: read(2) misses a %s at %d" % (rel, how, off))
+                # msync(MS_SYNC) alone is an fdatasync of the range; fsync
+                # alone writes the mapping's dirty pages too
+                if i % 2:
+                    mm.flush()
+                else:
+                    os.fsync(fd)
+                rec.exact(rel, model)
+                versions = [bytes(model)]
+                stores = []
+                for k in range(6):
+                    off = r.randrange(size)
+                    n = min(r.choice((1, 100, 4096, 10000)), size - off)
+                    stores.append((off, r.randbytes(n)))
+                    model[off:off + n] = stores[-1][1]
+                    versions.append(bytes(model))
+                rec.blocks(rel, versions)
+                for off, data in stores:
+                    mm[off:off + len(data)] = data
+                commit()
+                mm.flush()
+                os.fsync(fd)
+                rec.exact(rel, model)
+                # stores and write(2) at once into different bytes of the
+                # same pages: one page cache on ext4, so neither undoes
+                # the other
+                rec.mod(rel)
+                racing_halves(fd, mm, model, r)
+                if mm[:] != model:
+                    problems.append("%s: the mapping lost bytes of a write(2) racing "
+                                    "with stores into the same page" % rel)
+                mm.flush()
+                os.fsync(fd)
+                if os.pread(fd, size, 0) != model:
+                    problems.append("%s: read(2) after msync+fsync misses bytes of a "
+                                    "write(2) or store racing in the same page" % rel)
+                rec.exact(rel, model)
+            finally:
+                mm.close()
+        finally:
+            os.close(fd)
+    return problems
+
+
+def racing_halves(fd, mm, model, r, rounds=150):
+    """A thread stores into the first half of each of the file's first
+    pages while this one writes the second halves with pwrite, @rounds
+    times: @model gets what each wrote last."""
+    npages = min(len(model) // 4096, 4)
+    half = 2048
+    stores = [[r.randbytes(half) for _ in range(npages)] for _ in range(rounds)]
+    writes = [[r.randbytes(half) for _ in range(npages)] for _ in range(rounds)]
+
+    def storer():
+        for k in range(rounds):
+            for p in range(npages):
+                mm[p * 4096:p * 4096 + half] = stores[k][p]
+    t = threading.Thread(target=storer)
+    t.start()
+    for k in range(rounds):
+        for p in range(npages):
+            os.pwrite(fd, writes[k][p], p * 4096 + half)
+    t.join()
+    for p in range(npages):
+        model[p * 4096:p * 4096 + half] = stores[-1][p]
+        model[p * 4096 + half:(p + 1) * 4096] = writes[-1][p]
+
+
+def fullreuse(mnt, rec, seed, rounds):
+    """A nearly full filesystem, blocks freed and reused: fill it, fsync a
+    file X, fill the rest, unlink X without an fsync, write Y (as big as
+    X) into the space X freed, then commit later. Until the unlink
+    commits, X may come back after a crash, and then only as it was: its
+    blocks must not be handed to Y before the freeing commit. Y itself is
+    a prefix of its data until its fsync, then exact."""
+    r = random.Random(seed)
+    top = "u%d" % seed
+    os.mkdir(os.path.join(mnt, top))
+    commit = Committer(mnt, rec, top, r)
+
+    def fill(name, keep):
+        """Take all the space there is (as the filesystem lets this user
+        have it: ext4 keeps some for itself), then give back @keep blocks,
+        committed."""
+        fd = os.open(os.path.join(mnt, top, name), os.O_CREAT | os.O_WRONLY, 0o644)
+        off, chunk = 0, 4 << 20
+        try:
+            while chunk >= 4096:
+                try:
+                    _fallocate(fd, 0, off, chunk)
+                    off += chunk
+                except OSError as e:
+                    if e.errno != errno.ENOSPC:
+                        raise
+                    chunk //= 2
+            os.ftruncate(fd, max(0, off - keep * 4096))
+        finally:
+            os.close(fd)
+        commit()
+
+    fill("fill", 2048)
+    for k in range(rounds):
+        x = "%s/x%d" % (top, k)
+        y = "%s/y%d" % (top, k)
+        xdata = r.randbytes(r.choice((1 << 20, 1536 << 10)))
+        fd = os.open(os.path.join(mnt, x), os.O_CREAT | os.O_WRONLY, 0o644)
+        _write_all(fd, xdata, r)
+        os.fsync(fd)
+        os.close(fd)
+        rec.exact(x, xdata)
+        fill("rest", 32)
+        rec.unlink(x)
+        os.unlink(os.path.join(mnt, x))
+        ydata = r.randbytes(len(xdata))
+        # out of space, ext4 writes back the pages it can allocate and
+        # retries the others after a commit: the size may pass blocks
+        # still holes (seen on Linux 6.18): only Y's data or NULs
+        rec.prefix(y, ydata, absent=True, holes=True)
+        fd = os.open(os.path.join(mnt, y), os.O_CREAT | os.O_WRONLY, 0o644)
+        _write_all(fd, ydata, r)
+        time.sleep(0.3)
+        os.fsync(fd)
+        os.close(fd)
+        rec.exact(y, ydata)
+        # room for the next round: Y and the rest go, committed
+        rec.mod(y)
+        os.unlink(os.path.join(mnt, y))
+        os.unlink(os.path.join(mnt, top, "rest"))
+        commit()
+        rec.gone(x)
+        rec.gone(y)
+    return rounds
+
+
 LOADFILES = ("/usr/share/dbench/client.txt", "/usr/share/dbench4/client.txt",
              "/usr/local/share/client.txt")
 
@@ -524,10 +968,34 @@ def dbench(mnt, seconds, clients=2):
     return p.returncode
 
 
+# workloads of synchronous writes, inode changes after unsynced writes,
+# replacements without fsync, mmap stores and block reuse on a full
+# filesystem: their records say what ext4 (data=ordered, auto_da_alloc)
+# gives after a crash, stricter than a stream record (no NULs where data
+# was written)
+NEW_WORKLOADS = ("syncwrite", "inodechange", "replace", "mmap", "fullreuse")
+
+
+def run_new(name, mnt, rec, seed, size):
+    """Run one of NEW_WORKLOADS; returns the problems the workload itself
+    saw (mmap: incoherence)."""
+    if name == "syncwrite":
+        syncwrite(mnt, rec, seed, 12 * size)
+    elif name == "inodechange":
+        inodechange(mnt, rec, seed, 10 * size)
+    elif name == "replace":
+        replace(mnt, rec, seed, 12 * size)
+    elif name == "mmap":
+        return mmapstores(mnt, rec, seed, 6 * size)
+    elif name == "fullreuse":
+        fullreuse(mnt, rec, seed, 2 * size)
+    return []
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("workload", choices=("random", "faults", "durability", "ordered",
-                                         "dbench", "checkpoint"))
+                                         "dbench", "checkpoint") + NEW_WORKLOADS)
     ap.add_argument("--mnt", required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--record", required=True)
@@ -546,6 +1014,11 @@ def main():
             ordered(a.mnt, rec, a.seed, a.ops)
         elif a.workload == "checkpoint":
             checkpoint(a.mnt, rec)
+        elif a.workload in NEW_WORKLOADS:
+            out = run_new(a.workload, a.mnt, rec, a.seed, 1)
+            if out:
+                print("\n".join(out))
+                return 1
         else:
             rc = dbench(a.mnt, a.ops)
             if rc:

@@ -27,7 +27,21 @@ last completed flush must pass; a few mid-run states are checked and their
 failures printed as expected. The full check runs when the mount shows
 /.wbcfs/journal, or with WBCFS_CRASH_FULL=1 (WBCFS_CRASH_FULL=0: never).
 
+The workloads of crashwork.NEW_WORKLOADS (syncwrite, inodechange,
+replace, mmap, fullreuse) run only when named in WBCFS_CRASH_WORKLOADS
+(each is its own meson test, crash-NAME, 30 states): their records hold
+wbcfs to what the kernel's ext4 leaves, no NULs where data was written.
+With --kernel (WBCFS_TEST_TARGET=kernel) the workloads named in
+WBCFS_CRASH_WORKLOADS (any of them; none named: skip) run on the
+kernel's ext4 (mounted WBCFS_CRASH_KERNEL_OPTS, default nodioread_nolock)
+on a loop device over logdev's file, which logs the writes and flushes
+the loop device sends: the same harness then checks the kernel's crash
+states, which is how the records' rules are validated.
+
     WBCFS_BIN=build/wbcfs test/integration/test_crash.py
+    WBCFS_CRASH_WORKLOADS=inodechange,replace test/integration/test_crash.py
+    WBCFS_CRASH_WORKLOADS=inodechange WBCFS_LOGDEV=build/test/integration/logdev \
+        test/integration/test_crash.py --kernel
 Env: WBCFS_SEED (default: random, printed), WBCFS_CRASH_STATES (total
 states in full mode, default 90), WBCFS_CRASH_FULL_EVERY (e2fsck replay
 and kernel checks on every K-th state, default 2; 4 for the checkpoint
@@ -40,11 +54,12 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crashwork  # noqa: E402
-from wbtest import (MIB, TFail, TSkip, t_is_kernel, t_log, t_main,  # noqa: E402
-                    t_step, t_wbcfs_bin)
+from wbtest import (MIB, Mount, TFail, TSkip, t_is_kernel, t_is_mounted,  # noqa: E402
+                    t_log, t_main, t_run, t_step, t_wbcfs_bin)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.environ.get("WBCFS_CRASH") or os.path.join(HERE, "..", "..", "tools",
@@ -59,6 +74,11 @@ STALE = b"stale block, never file data "
 # miss it)
 WORKLOADS = (("random", 0.25), ("faults", 0.10), ("durability", 0.20), ("ordered", 0.25),
              ("dbench", 0.20), ("checkpoint", None))
+# crashwork.NEW_WORKLOADS: synchronous writes, inode changes after
+# unsynced writes, replacements without fsync, mmap stores, block reuse on
+# a full filesystem; each is its own meson test (crash-NAME,
+# WBCFS_CRASH_WORKLOADS=NAME) with this many states
+NEW_STATES = 30
 # the ordered workload's streamer must be written back while the syncer
 # commits: background writeback from 1 MiB of dirty data on, expiry 1 s
 ORDERED_OPTS = ["dirty_background_bytes=1048576", "dirty_expire_centisecs=100",
@@ -85,6 +105,55 @@ def run_tool(args, timeout=600):
     return p.returncode, p.stdout
 
 
+LOGDEV = os.environ.get("WBCFS_LOGDEV") or os.path.join(HERE, "..", "..", "build", "test",
+                                                        "integration", "logdev")
+
+
+# --kernel: how the kernel's ext4 is mounted. Since Linux 5.6 ext4 mounts
+# with dioread_nolock by default: writeback allocates unwritten extents
+# and commits the new size with them, converted only once the data is
+# written, in a later transaction, so a crash in between leaves a file
+# its new size in NULs (the inodechange workload shows it). With
+# nodioread_nolock new blocks are ordered data again: the data is written
+# before the commit that records them, which is what wbcfs promises.
+KERNEL_OPTS = os.environ.get("WBCFS_CRASH_KERNEL_OPTS", "nodioread_nolock")
+
+
+class KernelDev:
+    """--kernel: the kernel's ext4 writes through a loop device over
+    logdev's file (an image served by FUSE that logs its writes and
+    flushes as wbcfs's write_log does): the same record, the same states,
+    with the kernel as the oracle of what a crash may leave."""
+
+    def __init__(self, env, img, log):
+        self.env = env
+        self.lmnt = env.mkdir("logdev-" + os.path.basename(img))
+        out = open(os.path.join(env.tmp, "logdev.log"), "w")
+        cmd = [LOGDEV, img, log, self.lmnt, "-f", "-o", "allow_other"]
+        t_log("$ " + " ".join(cmd) + " &")
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        out.close()
+        self.m = Mount(self.lmnt, img, "external", proc, out.name)
+        env.mounts.append(self.m)
+        for _ in range(500):
+            if t_is_mounted(self.lmnt) or proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        if not t_is_mounted(self.lmnt):
+            raise TFail("logdev did not mount:\n" + self.m.daemon_log())
+        # buffered: the file is direct_io, each write reaches logdev
+        p = t_run(["losetup", "--find", "--show", os.path.join(self.lmnt, "dev")])
+        self.dev = p.stdout.strip().splitlines()[-1]
+        env.loops.append(self.dev)
+
+    def close(self):
+        self.env.detach(self.dev)
+        t_run(["umount", self.lmnt])
+        self.m.proc.wait(60)
+        self.env.mounts.remove(self.m)
+
+
 def run_workload(env, name, seed, size=1):
     """Run one workload on a fresh filesystem with a write log. Returns
     the paths (base, log, record, after) and whether the mount has a
@@ -93,16 +162,28 @@ def run_workload(env, name, seed, size=1):
     # checkpoint and faults: a 4 MiB journal (mkfs -J size=4), so that it
     # fills (faults: checkpoints meet failing writes too)
     mkfs = ["-J", "size=4"] if name in ("checkpoint", "faults") else None
-    dev = env.new_fs(IMG_BYTES, mkfs_opts=mkfs, name=name + ".img", fill=STALE)
+    # fullreuse fills the filesystem: a small one, quick to fill and read
+    dev = env.new_fs(32 * MIB if name == "fullreuse" else IMG_BYTES, mkfs_opts=mkfs,
+                     name=name + ".img", fill=STALE)
     base = os.path.join(env.tmp, name + "-base.img")
     after = os.path.join(env.tmp, name + "-after.img")
     log = os.path.join(env.tmp, name + ".wlog")
     record = os.path.join(env.tmp, name + ".rec")
     copy_dev(dev, base)
-    m = env.mount(dev, opts=["write_log=" + log, "cache_size=64M"] +
-                  (ORDERED_OPTS if name == "ordered" else []) +
-                  (["fault_inject"] if name == "faults" else []))
-    full = journal_mode(m.mnt)
+    kdev = None
+    if t_is_kernel():
+        env.detach(dev)
+        kdev = KernelDev(env, os.path.join(env.tmp, name + ".img"), log)
+        dev = kdev.dev
+    if kdev:
+        m = Mount(env.mkdir("kmnt-" + name), dev, "kernel")
+        t_run(["mount", "-t", "ext4", "-o", KERNEL_OPTS, dev, m.mnt])
+        env.mounts.append(m)
+    else:
+        m = env.mount(dev, opts=["write_log=" + log, "cache_size=64M"] +
+                      (ORDERED_OPTS if name == "ordered" else []) +
+                      (["fault_inject"] if name == "faults" else []))
+    full = kdev is not None or journal_mode(m.mnt)
     rec = crashwork.Record(log, record)
     ran = True
     try:
@@ -116,6 +197,10 @@ def run_workload(env, name, seed, size=1):
             crashwork.ordered(m.mnt, rec, seed, 16 * size)
         elif name == "checkpoint":
             crashwork.checkpoint(m.mnt, rec)
+        elif name in crashwork.NEW_WORKLOADS:
+            problems = crashwork.run_new(name, m.mnt, rec, seed, size)
+            if problems:
+                raise TFail("%s: %s" % (name, "; ".join(problems[:5])))
         else:
             rc = crashwork.dbench(m.mnt, 3 * size, 2)
             if rc is None:
@@ -133,12 +218,17 @@ def run_workload(env, name, seed, size=1):
             "%s %s" % (k, st.get(k)) for k in ("commits", "checkpoints", "failed",
                                                "unwritten_after_error"))))
     env.umount(m)
-    copy_dev(dev, after)
-    env.detach(dev)
+    if kdev:
+        kdev.close()
+        copy_dev(os.path.join(env.tmp, name + ".img"), after)
+    else:
+        copy_dev(dev, after)
+        env.detach(dev)
     os.unlink(os.path.join(env.tmp, name + ".img"))
     if not ran:
         for f in (base, after, log, record):
             os.unlink(f)
+        shutil.rmtree(record + ".d", ignore_errors=True)
         return None
     return base, log, record, after, full
 
@@ -185,6 +275,7 @@ def one(env, name, seed, nstates):
         stream_selftest(log, base, record, seed)
     for f in (base, after, log, record):
         os.unlink(f)
+    shutil.rmtree(record + ".d", ignore_errors=True)
     return ok
 
 
@@ -229,16 +320,32 @@ def stream_selftest(log, base, record, seed):
 
 
 def body(env):
-    if t_is_kernel():
-        raise TSkip("the write log is wbcfs's: nothing to record under the kernel")
+    if t_is_kernel() and not os.path.exists(LOGDEV):
+        raise TSkip("--kernel needs logdev (WBCFS_LOGDEV, built as %s)" % LOGDEV)
     if not os.path.exists(TOOL):
         raise TFail("tools/wbcfs-crash not found at %s" % TOOL)
     seed = int(os.environ.get("WBCFS_SEED") or random.randrange(1, 1 << 30))
     t_log("seed %d (WBCFS_SEED=%d reproduces)" % (seed, seed))
     total = int(os.environ.get("WBCFS_CRASH_STATES", "90"))
     failed = []
-    for i, (name, share) in enumerate(WORKLOADS):
-        if not one(env, name, seed + i, max(1, int(total * share)) if share else 0):
+    only = os.environ.get("WBCFS_CRASH_WORKLOADS")
+    if t_is_kernel() and not only:
+        # the kernel validates the workloads' records, one at a time
+        # (the crash-NAME tests under WBCFS_TEST_TARGET=kernel)
+        raise TSkip("--kernel: name the workloads in WBCFS_CRASH_WORKLOADS (e.g. %s)"
+                    % ",".join(crashwork.NEW_WORKLOADS))
+    todo = [(n, max(1, int(total * sh)) if sh else 0) for n, sh in WORKLOADS]
+    if only:
+        known = dict(todo)
+        known.update((n, int(os.environ.get("WBCFS_CRASH_STATES", NEW_STATES)))
+                     for n in crashwork.NEW_WORKLOADS)
+        bad = [n for n in only.split(",") if n not in known]
+        if bad:
+            raise TFail("WBCFS_CRASH_WORKLOADS: unknown %s (known: %s)"
+                        % (", ".join(bad), ", ".join(known)))
+        todo = [(n, known[n]) for n in only.split(",")]
+    for i, (name, nstates) in enumerate(todo):
+        if not one(env, name, seed + i, nstates):
             failed.append(name)
     if failed:
         raise TFail("crash states failed in: %s (seed %d)" % (", ".join(failed), seed))

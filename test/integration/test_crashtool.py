@@ -18,6 +18,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import shutil
 import struct
 import sys
 import tempfile
@@ -224,12 +225,114 @@ def t_oracle(tool, tmp):
     os.rmdir(d)
 
 
+def t_strict_rules(tool, tmp):
+    """The rules of the workloads that know what ext4 gives after a crash:
+    prefix (old content, or the new one's prefix with NULs only in its last
+    block, never where earlier data was durable), range (a synchronous
+    write's bytes, until a change overlaps them), blocks (each block one
+    of its versions), gone."""
+    import hashlib
+    import random
+    rec = os.path.join(tmp, "s.rec")
+    blobs = rec + ".d"
+    os.mkdir(blobs)
+    tool.BLOB_DIR[0] = blobs
+    tool.blob.cache_clear()
+
+    def blob(data):
+        sha = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(blobs, sha), "wb") as f:
+            f.write(data)
+        return sha
+    r = random.Random(7)
+    new = bytes(b | 1 for b in r.randbytes(3 * BS + 500))     # no NUL in it
+    old = b"old content"
+    rng = bytes(b | 1 for b in r.randbytes(6000))
+    v0 = bytes(b | 1 for b in r.randbytes(2 * BS))
+    v1 = v0[:100] + b"\x01" * 5000 + v0[5100:]
+    recs = [{"t": "prefix", "path": "p", "new": blob(new), "old": [blob(old)],
+             "absent": False, "least": 0, "pos": 100},
+            {"t": "prefix", "path": "q", "new": blob(new), "old": [], "absent": True,
+             "least": 5000, "pos": 100},
+            {"t": "range", "path": "r", "off": 1000, "len": len(rng), "sha": blob(rng),
+             "pos": 100},
+            {"t": "mod", "path": "r", "off": 9000, "len": 10, "pos": 200},   # apart
+            {"t": "mod", "path": "r", "off": 6999, "len": 10, "pos": 300},   # overlaps
+            {"t": "blocks", "path": "b", "versions": [blob(v0), blob(v1)], "pos": 100},
+            {"t": "prefix", "path": "h", "new": blob(new), "old": [], "absent": True,
+             "least": 0, "holes": True, "pos": 100},
+            {"t": "gone", "path": "g", "pos": 100}]
+    with open(rec, "w") as f:
+        for x in recs:
+            f.write(json.dumps(x) + "\n")
+    o = tool.Oracle(rec)
+    kinds = sorted((p, e[0]) for p, e in o.expected(250))
+    check(kinds == [("b", "blocks"), ("g", "gone"), ("h", "prefix"), ("p", "prefix"),
+                    ("q", "prefix"), ("r", "range")], "at 250: %r" % kinds)
+    check(("r", "range") not in [(p, e[0]) for p, e in o.expected(301)],
+          "an overlapping write ends a range rule")
+    d = os.path.join(tmp, "tree")
+    os.mkdir(d)
+
+    def verdict(path, data, cut=250):
+        full = os.path.join(d, path)
+        if data is None:
+            if os.path.exists(full):
+                os.unlink(full)
+        else:
+            with open(full, "wb") as f:
+                f.write(data)
+        exp = [(p, e) for p, e in o.expected(cut) if p == path]
+        return tool.check_expect(d, exp, "t")
+
+    def ok(path, data, what):
+        bad = verdict(path, data)
+        check(not bad, "%s: refused: %r" % (what, bad))
+
+    def caught(path, data, needle, what):
+        bad = verdict(path, data)
+        check(len(bad) == 1 and needle in bad[0], "%s: not caught: %r" % (what, bad))
+    ok("p", old, "the old content")
+    ok("p", b"", "an empty prefix")
+    ok("p", new[:5000], "a prefix")
+    ok("p", new, "all of it")
+    ok("p", new[:2 * BS] + bytes(300), "NULs in the last block")
+    caught("p", new[:BS] + bytes(BS) + new[2 * BS:2 * BS + 300], "NUL bytes where data",
+           "NULs in a block before the last")
+    caught("p", bytes(len(new)), "NUL bytes where data", "a file of NULs")
+    caught("p", new + b"x", "larger than", "more than was written")
+    caught("p", new[:100] + b"y" + new[101:200], "neither", "other bytes")
+    caught("p", None, "missing", "a committed file gone")
+    ok("q", None, "absent, as allowed")
+    ok("q", new[:5000] + bytes(100), "NULs after what was durable")
+    caught("q", new[:4096] + bytes(800), "below the 5000", "smaller than what was durable")
+    caught("q", new[:4500] + bytes(1000), "NUL bytes where data",
+           "NULs over what was durable, in the last block")
+    ok("r", bytes(1000) + rng, "the range written")
+    ok("r", b"z" * 1000 + rng + b"tail", "the range and other bytes")
+    caught("r", bytes(1000) + rng[:3000] + bytes(3000), "not there", "a range lost in part")
+    caught("r", bytes(1000) + rng[:3000], "not there", "a range cut short")
+    caught("r", None, "missing", "a file with a range gone")
+    ok("b", v0, "the first version")
+    ok("b", v1, "the second version")
+    ok("b", v1[:BS] + v0[BS:], "blocks of both")
+    ok("b", v0[:200] + v1[200:BS] + v0[BS:], "a block torn between versions")
+    caught("b", v0[:BS] + bytes(BS), "NUL", "a block of NULs")
+    caught("b", v0[:BS], "size", "a block missing")
+    ok("h", new[:BS] + bytes(BS) + new[2 * BS:3 * BS + 100], "a hole inside, if allowed")
+    caught("h", new[:BS] + bytes(100) + new[BS + 100:3 * BS], "neither the new data nor a hole",
+           "part of a block NUL, holes allowed")
+    ok("g", None, "gone")
+    caught("g", b"", "exists", "back after its removal committed")
+    shutil.rmtree(d)
+    tool.BLOB_DIR[0] = None
+
+
 def t_verify_final(tool, tmp):
     """The log applied to the base must give the final device, except in
     blocks the final filesystem has free (a page changed while its write
     was in flight, then freed): those are listed, not failed."""
     import argparse
-    import shutil
     import subprocess
     base = os.path.join(tmp, "fs-base.img")
     with open(base, "wb") as f:
@@ -286,15 +389,15 @@ def main():
             print("ok %s" % t.__name__, flush=True)
         t_oracle(tool, tmp)
         print("ok t_oracle", flush=True)
+        t_strict_rules(tool, tmp)
+        print("ok t_strict_rules", flush=True)
         t_verify_final(tool, tmp)
         print("ok t_verify_final", flush=True)
     except AssertionError as e:
         print("FAIL crashtool: %s" % e, flush=True)
         return 1
     finally:
-        for n in os.listdir(tmp):
-            os.unlink(os.path.join(tmp, n))
-        os.rmdir(tmp)
+        shutil.rmtree(tmp)
     print("PASS crashtool", flush=True)
     return 0
 
