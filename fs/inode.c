@@ -512,12 +512,14 @@ uint64_t disksize_reach(struct mapping *m, uint64_t disksize, uint64_t size,
 
 /*
  * Raise @wi's on-disk size over the data that is written or being mapped
- * now (@skip, as disksize_reach), never past i_size: ext4 raises
- * i_disksize as writeback allocates, and ordered mode makes the commit
- * that records it wait for those writes. True when it grew.
- * Context: fs_lock held (every raise is; a commit never sees half of one).
+ * now (@skip, as disksize_reach), and to @floor at least, never past
+ * i_size: ext4 raises i_disksize as writeback allocates, and ordered mode
+ * makes the commit that records it wait for those writes. True when it
+ * grew. Context: fs_lock held (every raise is; a commit never sees half
+ * of one).
  */
-static bool disksize_catch_up(struct winode *wi, const uint64_t *skip, unsigned nskip)
+static bool disksize_catch_up(struct winode *wi, uint64_t floor, const uint64_t *skip,
+			      unsigned nskip)
 {
 	uint64_t ds, size, reach;
 	bool grew = false;
@@ -528,7 +530,9 @@ static bool disksize_catch_up(struct winode *wi, const uint64_t *skip, unsigned 
 	ls_mutex_unlock(&wi->attr_lock);
 	if (ds >= size)
 		return false;
-	reach = disksize_reach(&wi->map, ds, size, skip, nskip);
+	if (floor > size)
+		floor = size;
+	reach = disksize_reach(&wi->map, ds > floor ? ds : floor, size, skip, nskip);
 	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	/* a truncate may have lowered size meanwhile */
 	if (reach > wi->size)
@@ -548,7 +552,7 @@ static bool disksize_catch_up(struct winode *wi, const uint64_t *skip, unsigned 
 static void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in)
 {
 	if (winode_owns_size(wi))
-		disksize_catch_up(wi, NULL, 0);
+		disksize_catch_up(wi, 0, NULL, 0);
 	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	if (winode_owns_size(wi))
 		ext2fs_inode_size_set(w->fs, (struct ext2_inode *)in, wi->disksize);
@@ -1592,9 +1596,12 @@ static int map_close(struct map_ctx *c, int ret)
  * The on-disk size covers the pages about to be written, in the same
  * change as their blocks, as ext4 raises i_disksize at writeback
  * (mpage_map_and_submit_extent): a commit (or a crash) never shows
- * written blocks past it. Ordered data makes the pages reach the device
- * before that change commits. It stops at the first page still waiting
- * to be written (disksize_reach), so it never covers data that is not.
+ * written blocks past it (e2fsck would call the size wrong). Ordered data
+ * makes the pages reach the device before that change commits. Past the
+ * batch it stops at the first page still waiting to be written
+ * (disksize_reach). Pages waiting below the batch's last one (writeback
+ * that started mid-file) have no block yet and read as zeros until they
+ * are written, as with ext4.
  */
 static void map_grow_size(struct map_ctx *c, const uint64_t *index, const uint64_t *pblk,
 			  unsigned n)
@@ -1603,7 +1610,8 @@ static void map_grow_size(struct map_ctx *c, const uint64_t *index, const uint64
 	 * written, and must not count as written */
 	while (n && pblk[n - 1] == BDI_PBLK_SKIP)
 		n--;
-	if (!winode_owns_size(c->wi) || !disksize_catch_up(c->wi, index, n))
+	if (!n || !winode_owns_size(c->wi) ||
+	    !disksize_catch_up(c->wi, (index[n - 1] + 1) << PAGE_SHIFT, index, n))
 		return;
 	ext2fs_inode_size_set(c->w->fs, (struct ext2_inode *)&c->in, winode_disksize(c->wi));
 	c->size_grown = true;
@@ -1811,7 +1819,7 @@ int winode_settle_disksize(struct wbfs *w, struct winode *wi)
 	if (!winode_owns_size(wi) || winode_disksize(wi) >= winode_size(wi))
 		return 0;
 	wbfs_lock(w);
-	if (!wi->freed && w->fs && disksize_catch_up(wi, NULL, 0)) {
+	if (!wi->freed && w->fs && disksize_catch_up(wi, 0, NULL, 0)) {
 		ret = wbfs_read_inode(w, wi->ino, &in);
 		if (!ret) {
 			winode_fold(w, wi, &in);
