@@ -10,20 +10,37 @@ ext4 each on its own copy of the device, every such file must hold a
 prefix of what was written (the kernel's ext4 shows them empty, or as
 fsync'ed): never NUL bytes where its content is known not to be NUL
 (the size on disk grows only with written data, ext4's i_disksize).
-e2fsck -fn is clean after each replay.
+e2fsck -fn is clean after each replay. Files fsync'ed after a truncate
+up, a fallocate or an fdatasync have their whole size.
+
+Then power cuts: the same changes (crashwork.py's disksize workload) on a
+mount that logs its device writes, and tools/wbcfs-crash rebuilds the
+states a power cut could leave (at flushes, and with any subset of the
+writes in flight since dropped from the device's cache): in each, after
+wbcfs's replay and after the kernel's, every file holds a prefix of its
+data, and e2fsck -fn is clean.
 
     WBCFS_BIN=build/wbcfs test/integration/test_disksize.py
+Env: WBCFS_SEED (default: random, printed), WBCFS_DISKSIZE_STATES (30).
 """
 
 import os
+import random
 import shutil
+import subprocess
 import signal
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import crashwork  # noqa: E402
 from wbtest import (MIB, TFail, t_check, t_is_kernel, t_is_mounted,  # noqa: E402
-                    t_log, t_main, t_run, t_step)
+                    t_log, t_main, t_run, t_step, t_wbcfs_bin)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOL = os.environ.get("WBCFS_CRASH") or os.path.join(HERE, "..", "..", "tools",
+                                                      "wbcfs-crash")
+STALE = b"stale block, never file data "
 
 # `seq 1 20000`: 108894 bytes, no NUL byte
 SEQ = b"".join(b"%d\n" % i for i in range(1, 20001))
@@ -71,6 +88,18 @@ def scenario(mnt):
     write_file(p, SEQ)
     os.truncate(p, 2 * len(SEQ))
     want["t"] = (SEQ + bytes(len(SEQ)), b"")
+    # fsync'ed after growing without data: the whole size, zeros and all
+    for name, grow in (("s", lambda fd: os.ftruncate(fd, 2 * len(SEQ))),
+                       ("g", lambda fd: os.posix_fallocate(fd, 0, 3 * len(SEQ))),
+                       ("d", lambda fd: None)):
+        fd = os.open(os.path.join(mnt, name), os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, SEQ)
+        grow(fd)
+        size = os.fstat(fd).st_size
+        (os.fdatasync if name == "d" else os.fsync)(fd)
+        os.close(fd)
+        data = SEQ + bytes(size - len(SEQ))
+        want[name] = (data, data)
     # the unrelated fsync: one commit of everything above
     fd = os.open(os.path.join(mnt, "other"), os.O_CREAT | os.O_WRONLY, 0o644)
     os.write(fd, b"other\n")
@@ -140,6 +169,37 @@ def wbcfs_replay(env, dev, want, what):
     env.fsck(dev)
 
 
+def power_cuts(env, seed):
+    """The disksize workload's crash states through tools/wbcfs-crash."""
+    t_step("power cuts: crash states of the disksize workload, seed %d" % seed)
+    dev = env.new_fs(96 * MIB, name="pc.img", fill=STALE)
+    base = os.path.join(env.tmp, "pc-base.img")
+    after = os.path.join(env.tmp, "pc-after.img")
+    log = os.path.join(env.tmp, "pc.wlog")
+    record = os.path.join(env.tmp, "pc.rec")
+    with open(dev, "rb") as a, open(base, "wb") as b:
+        shutil.copyfileobj(a, b, 4 * MIB)
+    m = env.mount(dev, ["write_log=" + log, "cache_size=64M"])
+    rec = crashwork.Record(log, record)
+    try:
+        crashwork.disksize(m.mnt, rec, seed, 3)
+    finally:
+        rec.close()
+    env.umount(m)
+    with open(dev, "rb") as a, open(after, "wb") as b:
+        shutil.copyfileobj(a, b, 4 * MIB)
+    keep = "/var/tmp/wbcfs-disksize-%d" % os.getpid()
+    cmd = [sys.executable, TOOL, "--wbcfs", t_wbcfs_bin(), "--base", base, "--log", log,
+           "--oracle", record, "--seed", str(seed), "--keep-failed", keep,
+           "--verify-final", after, "--full-every", "1",
+           "--states", os.environ.get("WBCFS_DISKSIZE_STATES", "30")]
+    t_log("$ " + " ".join(cmd))
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       stdin=subprocess.DEVNULL, timeout=900)
+    print(p.stdout, flush=True)
+    t_check(p.returncode == 0, "power cuts: crash states failed (images kept in %s)" % keep)
+
+
 def body(env):
     if t_is_kernel():
         t_log("the kernel cannot be killed: nothing to check")
@@ -156,19 +216,21 @@ def body(env):
 
     t_step("the same after a clean unmount: every byte there")
     m = env.mount(dev, OPTS)
-    os.mkdir(os.path.join(m.mnt, "d"))
-    want = scenario(os.path.join(m.mnt, "d"))
+    os.mkdir(os.path.join(m.mnt, "clean"))
+    want = scenario(os.path.join(m.mnt, "clean"))
     env.umount(m)
     env.fsck(dev)
     m = env.mount(dev, ["cache_size=64M"])
     try:
         for name, (data, _) in want.items():
-            with open(os.path.join(m.mnt, "d", name), "rb") as f:
+            with open(os.path.join(m.mnt, "clean", name), "rb") as f:
                 if f.read() != data:
-                    raise TFail("after unmount: d/%s differs" % name)
+                    raise TFail("after unmount: clean/%s differs" % name)
     finally:
         env.umount(m)
 
+    power_cuts(env, int(os.environ.get("WBCFS_SEED") or random.randrange(1, 1 << 30)))
+
 
 if __name__ == "__main__":
-    t_main("disksize", body, deadline_s=400)
+    t_main("disksize", body, deadline_s=900)
