@@ -97,10 +97,11 @@ struct winode {
 	pthread_mutex_t attr_lock;		/* protects: size, mtime, ctime, *_dirty; leaf */
 	uint64_t size;				/* attr_lock (changes also hold ilock) */
 	uint64_t disksize;			/* attr_lock (raised under fs_lock): the
-						 * size its on-disk inode carries, a
-						 * regular file's (ext4's i_disksize):
-						 * never past size, never over data
-						 * not yet mapped for writeback */
+						 * size a regular file's on-disk inode
+						 * carries (ext4's i_disksize): never
+						 * past size, nor past the last page
+						 * writeback mapped onto data still
+						 * waiting (inode.c, disksize_reach) */
 	struct timespec mtime, ctime;		/* attr_lock: valid when times_dirty */
 	bool times_dirty;			/* attr_lock */
 	bool size_dirty;			/* attr_lock */
