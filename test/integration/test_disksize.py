@@ -11,7 +11,8 @@ prefix of what was written (the kernel's ext4 shows them empty, or as
 fsync'ed): never NUL bytes where its content is known not to be NUL
 (the size on disk grows only with written data, ext4's i_disksize).
 e2fsck -fn is clean after each replay. Files fsync'ed after a truncate
-up, a fallocate or an fdatasync have their whole size.
+up, a fallocate or an fdatasync, or synced by sync(2), have their whole
+size.
 
 Then power cuts: the same changes (crashwork.py's disksize workload) on a
 mount that logs its device writes, and tools/wbcfs-crash rebuilds the
@@ -228,6 +229,22 @@ def body(env):
                     raise TFail("after unmount: clean/%s differs" % name)
     finally:
         env.umount(m)
+
+    t_step("sync(2) after writes and a truncate up: the whole size, then kill -9")
+    m = env.mount(dev, OPTS)
+    os.mkdir(os.path.join(m.mnt, "sync"))
+    want = {}
+    for name, grow in (("y", 2 * len(SEQ)), ("n", 0)):
+        data = SEQ + bytes(grow and grow - len(SEQ))
+        write_file(os.path.join(m.mnt, "sync", name), SEQ)
+        if grow:
+            os.truncate(os.path.join(m.mnt, "sync", name), grow)
+        want["sync/" + name] = (data, data)
+    os.sync()
+    kill_mount(env, m)
+    kdev = copy(env, dev, "kernel2.img")
+    kernel_replay(env, kdev, want, "sync")
+    wbcfs_replay(env, dev, want, "sync")
 
     power_cuts(env, int(os.environ.get("WBCFS_SEED") or random.randrange(1, 1 << 30)))
 
