@@ -64,6 +64,7 @@ static struct winode *winode_alloc(struct wbfs *w, ext2_ino_t ino,
 	wi->ino = ino;
 	wi->mode = in->i_mode;
 	wi->size = EXT2_I_SIZE(in);
+	wi->disksize = wi->size;
 	wi->has_priv = (in->i_mode & (S_ISUID | S_ISGID)) != 0;
 	wbfs_ts_get(in, TS_ATIME, &wi->disk_atime);
 	wbfs_ts_get(in, TS_MTIME, &wi->disk_mtime);
@@ -223,6 +224,11 @@ static void winode_evict(struct wbfs *w, struct winode *wi, bool final)
 		}
 		data_report_lost(w, wi);
 	}
+	/* its data is written: the size on disk goes with it (an inode
+	 * whose size waited for a page that is now written, and is not
+	 * dirty itself) */
+	if (!unlinked && !w->ro)
+		winode_settle_disksize(w, wi);
 	data_drop_all(w, wi);
 	bdi_inode_remove(w->bdi, &wi->wb);
 	wbfs_lock(w);
@@ -392,7 +398,23 @@ uint64_t winode_size(struct winode *wi)
 	return s;
 }
 
-/* New in-memory size; @touch also stamps mtime/ctime. Context: ilock held. */
+uint64_t winode_disksize(struct winode *wi)
+{
+	uint64_t s;
+
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
+	s = wi->disksize;
+	ls_mutex_unlock(&wi->attr_lock);
+	return s;
+}
+
+/*
+ * New in-memory size; @touch also stamps mtime/ctime. A smaller size
+ * lowers the on-disk size with it, at once (ext4's truncate sets
+ * i_disksize); a larger one leaves it to disksize_catch_up, which raises
+ * it only over data that is no longer waiting to be written.
+ * Context: ilock held.
+ */
 void winode_set_size(struct winode *wi, uint64_t size, bool touch)
 {
 	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
@@ -400,6 +422,8 @@ void winode_set_size(struct winode *wi, uint64_t size, bool touch)
 		wi->size = size;
 		wi->size_dirty = true;
 	}
+	if (wi->disksize > size)
+		wi->disksize = size;
 	if (touch) {
 		wbfs_now(&wi->mtime);
 		wi->ctime = wi->mtime;
@@ -434,12 +458,105 @@ static bool winode_owns_size(const struct winode *wi)
 	return LINUX_S_ISREG(wi->mode);
 }
 
-/* Fold @wi's pending size and times into @in. Context: fs_lock held. */
+/*
+ * Does page @p hold data that is not yet mapped for writeback: dirty, or
+ * reserved (delalloc), or locked while uptodate (a write copying into it,
+ * or a writeback batch that has cleared its dirty bit and not yet mapped
+ * it)? A page locked while not uptodate is being read and holds nothing
+ * new; a page under writeback and unlocked has been mapped, and its write
+ * is ordered before any commit that could record a size over it.
+ */
+static bool page_data_pending(const struct page *p)
+{
+	return page_test(p, PG_dirty) || page_test(p, PG_delalloc) ||
+	       (page_test(p, PG_locked) && page_test(p, PG_uptodate));
+}
+
+/*
+ * How far a file's on-disk size may reach, from @disksize towards @size:
+ * up to the first page from @disksize's on whose data is pending, or to
+ * @size when there is none. Pages not cached are holes or written data;
+ * clean cached ones are written (or zeros read from holes): exposing them
+ * shows no byte the file does not hold. @skip (@nskip indices, ascending)
+ * are pages being mapped now, in the caller's fs_lock section: they count
+ * as written. The size must have been read before the pages are looked
+ * at: a write past EOF dirties its page before it grows i_size, so a page
+ * holding data below @size is seen pending until it has been mapped.
+ */
+uint64_t disksize_reach(struct mapping *m, uint64_t disksize, uint64_t size,
+			const uint64_t *skip, unsigned nskip)
+{
+	uint64_t start = disksize >> PAGE_SHIFT, last, stop = size;
+	struct page *pages[16];
+	unsigned n, i, k = 0;
+
+	if (size <= disksize)
+		return disksize;
+	last = (size - 1) >> PAGE_SHIFT;
+	while (stop == size && start <= last &&
+	       (n = mapping_lookup_range(m, &start, last, pages, 16))) {
+		for (i = 0; i < n; i++) {
+			uint64_t idx = pages[i]->index;
+
+			while (k < nskip && skip[k] < idx)
+				k++;
+			if (stop == size && !(k < nskip && skip[k] == idx) &&
+			    page_data_pending(pages[i]))
+				stop = idx << PAGE_SHIFT;
+			page_put(pages[i]);
+		}
+		if (!start)	/* wrapped past the last index */
+			break;
+	}
+	return stop > disksize ? stop : disksize;
+}
+
+/*
+ * Raise @wi's on-disk size over the data that is written or being mapped
+ * now (@skip, as disksize_reach), and to @floor at least, never past
+ * i_size: ext4 raises i_disksize as writeback allocates, and ordered mode
+ * makes the commit that records it wait for those writes. True when it
+ * grew. Context: fs_lock held (every raise is; a commit never sees half
+ * of one).
+ */
+static bool disksize_catch_up(struct winode *wi, uint64_t floor, const uint64_t *skip,
+			      unsigned nskip)
+{
+	uint64_t ds, size, reach;
+	bool grew = false;
+
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
+	ds = wi->disksize;
+	size = wi->size;
+	ls_mutex_unlock(&wi->attr_lock);
+	if (ds >= size)
+		return false;
+	if (floor > size)
+		floor = size;
+	reach = disksize_reach(&wi->map, ds > floor ? ds : floor, size, skip, nskip);
+	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
+	/* a truncate may have lowered size meanwhile */
+	if (reach > wi->size)
+		reach = wi->size;
+	if (reach > wi->disksize) {
+		wi->disksize = reach;
+		grew = true;
+	}
+	ls_mutex_unlock(&wi->attr_lock);
+	return grew;
+}
+
+/*
+ * Fold @wi's pending times, and its on-disk size (not i_size: the size
+ * data has been written for), into @in. Context: fs_lock held.
+ */
 static void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in)
 {
+	if (winode_owns_size(wi))
+		disksize_catch_up(wi, 0, NULL, 0);
 	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	if (winode_owns_size(wi))
-		ext2fs_inode_size_set(w->fs, (struct ext2_inode *)in, wi->size);
+		ext2fs_inode_size_set(w->fs, (struct ext2_inode *)in, wi->disksize);
 	if (wi->times_dirty) {
 		wbfs_ts_set(in, TS_MTIME, &wi->mtime);
 		wbfs_ts_set(in, TS_CTIME, &wi->ctime);
@@ -1490,27 +1607,29 @@ static int map_close(struct map_ctx *c, int ret)
 }
 
 /*
- * The on-disk i_size covers the pages about to be written, in the same
- * change as their blocks, as ext4 updates i_disksize at writeback: a
- * commit (or a crash) never shows written blocks past i_size. Ordered
- * data makes the pages reach the device before that change commits.
+ * The on-disk size covers the pages about to be written, in the same
+ * change as their blocks, as ext4 raises i_disksize at writeback
+ * (mpage_map_and_submit_extent): a commit (or a crash) never shows
+ * written blocks past it (e2fsck would call the size wrong). Ordered data
+ * makes the pages reach the device before that change commits. Past the
+ * batch it stops at the first page still waiting to be written
+ * (disksize_reach). Pages waiting below the batch's last one (writeback
+ * that started mid-file) have no block yet and read as zeros until they
+ * are written, as with ext4.
  */
 static void map_grow_size(struct map_ctx *c, const uint64_t *index, const uint64_t *pblk,
-			  unsigned n, uint64_t size)
+			  unsigned n)
 {
-	uint64_t end;
-
+	/* the pages past EOF (a suffix: the batch is in index order) are not
+	 * written, and must not count as written; nor the pages left to map
+	 * after a commit (a suffix too) */
 	while (n && (pblk[n - 1] == BDI_PBLK_SKIP || pblk[n - 1] == BDI_PBLK_AGAIN))
 		n--;
-	if (!n)
+	if (!n || !winode_owns_size(c->wi) ||
+	    !disksize_catch_up(c->wi, (index[n - 1] + 1) << PAGE_SHIFT, index, n))
 		return;
-	end = (index[n - 1] + 1) << PAGE_SHIFT;
-	if (end > size)
-		end = size;
-	if (end > EXT2_I_SIZE(&c->in)) {
-		ext2fs_inode_size_set(c->w->fs, (struct ext2_inode *)&c->in, end);
-		c->size_grown = true;
-	}
+	ext2fs_inode_size_set(c->w->fs, (struct ext2_inode *)&c->in, winode_disksize(c->wi));
+	c->size_grown = true;
 }
 
 /* Look up index @i of the batch; returns the count of unmapped pages from it. */
@@ -1650,10 +1769,14 @@ static int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *in
 		}
 	}
 	if (!ret)
-		map_grow_size(&c, index, pblk, n, size);
+		map_grow_size(&c, index, pblk, n);
 	map_unclaim(&c);
 	ret = map_close(&c, ret);
 	wbfs_unlock(c.w);
+	/* a page still waiting held the on-disk size back: the inode's
+	 * next write (after that page's) raises it */
+	if (!ret && winode_owns_size(c.wi) && winode_disksize(c.wi) < winode_size(c.wi))
+		bdi_mark_inode_dirty(b, wb, I_DIRTY_INODE);
 	return ret;
 }
 
@@ -1753,6 +1876,31 @@ static int wbfs_sync_fs(struct bdi *b)
 	}
 	wbfs_unlock(w);
 	return -wbfs_errno(err);
+}
+
+/*
+ * Bring the on-disk size up to i_size once the data below it is written
+ * or mapped (fsync, eviction): log the inode when disksize_catch_up
+ * raises it. A file whose data is all mapped then has disksize == i_size.
+ * Context: no lock held; takes fs_lock.
+ */
+int winode_settle_disksize(struct wbfs *w, struct winode *wi)
+{
+	struct ext2_inode_large in;
+	int ret = 0;
+
+	if (!winode_owns_size(wi) || winode_disksize(wi) >= winode_size(wi))
+		return 0;
+	wbfs_lock(w);
+	if (!wi->freed && w->fs && disksize_catch_up(wi, 0, NULL, 0)) {
+		ret = wbfs_read_inode(w, wi->ino, &in);
+		if (!ret) {
+			winode_fold(w, wi, &in);
+			ret = wbfs_write_inode(w, wi->ino, &in);
+		}
+	}
+	wbfs_unlock(w);
+	return ret;
 }
 
 /* ---- failed writes to new blocks ------------------------------------ */
@@ -1916,9 +2064,18 @@ int winode_sync(struct wbfs *w, struct winode *wi, bool datasync)
 		return 0;
 	if (!w->journal) {
 		ret = bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, datasync);
+		if (!ret)
+			ret = winode_settle_disksize(w, wi);
 		return ret ? ret : wbfs_sync_durable(w);
 	}
 	bdi_sync_inode_start(w->bdi, &wi->wb, 0, UINT64_MAX, datasync, &io);
+	/* every page is mapped now, its write in flight (the commit's
+	 * ordered wait takes it): the on-disk size may reach i_size */
+	r = winode_settle_disksize(w, wi);
+	if (r) {
+		bdi_sync_inode_finish(w->bdi, &io);
+		return r;
+	}
 	/* as ext4: only the transactions up to the file's newest change;
 	 * one already committed leaves just the device cache to flush */
 	r = wbfs_journal_commit_tid(w, wi->sync_tid, &flushed, &io);

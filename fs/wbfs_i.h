@@ -99,6 +99,12 @@ struct winode {
 						 * inval.c */
 	pthread_mutex_t attr_lock;		/* protects: size, mtime, ctime, *_dirty; leaf */
 	uint64_t size;				/* attr_lock (changes also hold ilock) */
+	uint64_t disksize;			/* attr_lock (raised under fs_lock): the
+						 * size a regular file's on-disk inode
+						 * carries (ext4's i_disksize): never
+						 * past size, nor past the last page
+						 * writeback mapped onto data still
+						 * waiting (inode.c, disksize_reach) */
 	struct timespec mtime, ctime;		/* attr_lock: valid when times_dirty */
 	bool times_dirty;			/* attr_lock */
 	bool size_dirty;			/* attr_lock */
@@ -471,6 +477,10 @@ int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st);
 int winode_stat_gen(struct wbfs *w, ext2_ino_t ino, struct stat *st, uint32_t *generation);
 void winode_fold_attrs_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 uint64_t winode_size(struct winode *wi);
+uint64_t winode_disksize(struct winode *wi);
+uint64_t disksize_reach(struct mapping *m, uint64_t disksize, uint64_t size,
+			const uint64_t *skip, unsigned nskip);
+int winode_settle_disksize(struct wbfs *w, struct winode *wi);
 void winode_set_size(struct winode *wi, uint64_t size, bool touch);
 void winode_stamp_times(struct winode *wi);
 void winode_touch(struct wbfs *w, struct winode *wi);

@@ -32,6 +32,11 @@ every record of an fsync that returned is inside it.
               while a syncer fsyncs small files (all stream records): the
               commits close over data writes in flight (mount it with a
               small dirty_background_bytes).
+  disksize    files written and not synced, then chmod'ed, renamed,
+              linked, given an xattr or new times (each logs the inode),
+              and an fsync'ed file appended to and chmod'ed, while other
+              files are fsync'ed (commits): all of them "prefix" streams,
+              as the on-disk size must only cover written data.
   dbench      dbench for a few seconds; nothing recorded (the harness then
               checks consistency only).
 
@@ -106,13 +111,19 @@ class Record:
         the unlink is durable it may come back, but only as it was."""
         self._put({"t": "unlink", "path": rel, "pos": self.pos()})
 
-    def stream(self, seed, rel, n):
+    def stream(self, seed, rel, n, prefix=False, paths=None):
         """rel is being created and will only hold bytes of its content
         (test_durability.content: random.Random(key).randbytes), which
         this returns: from now on each of its 4 KiB blocks holds those
-        bytes or zeros, never stale data."""
-        self._put({"t": "stream", "path": rel, "key": "%d/%s" % (seed, rel), "max": n,
-                   "pos": self.pos()})
+        bytes or zeros, never stale data. @prefix: written in order from
+        its start, it holds a prefix of them (no zeros either). @paths:
+        the names it will have (a rename, a link), rel's by default."""
+        for p in paths or (rel,):
+            r = {"t": "stream", "path": p, "key": "%d/%s" % (seed, rel), "max": n,
+                 "pos": self.pos()}
+            if prefix:
+                r["prefix"] = True
+            self._put(r)
         return content(seed, rel, n)
 
     def rename(self, rel, old, new):
@@ -953,6 +964,48 @@ def ordered(mnt, rec, seed, nfiles):
     return nfiles + i
 
 
+def disksize(mnt, rec, seed, rounds):
+    """Unsynced files, each then changed in a way that logs its inode, and
+    an fsync'ed file appended to and chmod'ed, then an fsync of another
+    file commits them all, in each of @rounds. Every file is a "prefix"
+    stream: no state may show a size its data has not reached."""
+    r = random.Random(seed)
+    for i in range(rounds):
+        d = "z%d" % i
+        os.mkdir(os.path.join(mnt, d))
+
+        def put(name, then, paths=None):
+            rel = "%s/%s" % (d, name)
+            data = rec.stream(seed, rel, r.choice((1, 4096, 50000, 108894, 300000)),
+                              prefix=True, paths=paths)
+            with open(os.path.join(mnt, rel), "wb") as f:
+                f.write(data)
+            then(os.path.join(mnt, rel))
+
+        put("chmod", lambda p: os.chmod(p, 0o600))
+        put("rename", lambda p: os.rename(p, p + "2"), paths=("%s/rename2" % d,))
+        put("link", lambda p: os.link(p, p + "2"), paths=("%s/link" % d, "%s/link2" % d))
+        put("xattr", lambda p: os.setxattr(p, "user.k", b"v"))
+        put("utime", lambda p: os.utime(p, (1000000, 1000000)))
+        rel = "%s/append" % d
+        data = rec.stream(seed, rel, 108894, prefix=True)
+        fd = os.open(os.path.join(mnt, rel), os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, data[:50000])
+        os.fsync(fd)
+        rec.fsynced(rel, data[:50000], rec.pos())
+        rec.mod(rel)
+        os.write(fd, data[50000:])
+        os.close(fd)
+        os.chmod(os.path.join(mnt, rel), 0o640)
+        rel = "%s/other" % d
+        data = rec.stream(seed, rel, 100 + i)
+        fd = os.open(os.path.join(mnt, rel), os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, data)
+        os.fsync(fd)
+        rec.fsynced(rel, data, rec.pos())
+        os.close(fd)
+
+
 def dbench(mnt, seconds, clients=2):
     """dbench on the mount; returns its exit code (None: not installed)."""
     prog = shutil.which("dbench")
@@ -995,7 +1048,7 @@ def run_new(name, mnt, rec, seed, size):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("workload", choices=("random", "faults", "durability", "ordered",
-                                         "dbench", "checkpoint") + NEW_WORKLOADS)
+                                         "dbench", "checkpoint", "disksize") + NEW_WORKLOADS)
     ap.add_argument("--mnt", required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--record", required=True)
@@ -1019,6 +1072,8 @@ def main():
             if out:
                 print("\n".join(out))
                 return 1
+        elif a.workload == "disksize":
+            disksize(a.mnt, rec, a.seed, a.ops)
         else:
             rc = dbench(a.mnt, a.ops)
             if rc:

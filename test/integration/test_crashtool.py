@@ -376,6 +376,36 @@ def t_verify_final(tool, tmp):
     os.unlink(base)
 
 
+def t_prefix_stream(tool, tmp):
+    """A stream: blocks of its data or zeros; a prefix stream: its data
+    only, cut anywhere."""
+    rec = os.path.join(tmp, "p.rec")
+    with open(rec, "w") as f:
+        for r in ({"t": "stream", "path": "s", "key": "k", "max": 3 * BS, "pos": 10},
+                  {"t": "stream", "path": "p", "key": "k", "max": 3 * BS, "pos": 10,
+                   "prefix": True}):
+            f.write(json.dumps(r) + "\n")
+    exp = tool.Oracle(rec).expected(20)
+    data = tool.stream_bytes("k", 3 * BS)
+    d = os.path.join(tmp, "ptree")
+    os.mkdir(d)
+
+    def verdict(content):
+        for n in ("s", "p"):
+            with open(os.path.join(d, n), "wb") as f:
+                f.write(content)
+        return sorted(b.split(":")[1].strip() for b in tool.check_expect(d, exp, "t"))
+    check(verdict(data[:BS + 7]) == [], "a prefix is fine")
+    check(verdict(b"") == [], "an empty file is fine")
+    holed = data[:BS] + bytes(BS) + data[2 * BS:]
+    check(verdict(holed) == ["p"], "a hole only in the prefix stream: %r" % verdict(holed))
+    check(verdict(bytes(2 * BS)) == ["p"], "zeros: a size before its data")
+    check(verdict(b"x" * BS) == ["p", "s"], "other data is stale in both")
+    for n in ("s", "p"):
+        os.unlink(os.path.join(d, n))
+    os.rmdir(d)
+
+
 def main():
     tool = load_tool()
     tmp = tempfile.mkdtemp(prefix="wbt-crashtool-")
@@ -391,6 +421,8 @@ def main():
         print("ok t_oracle", flush=True)
         t_strict_rules(tool, tmp)
         print("ok t_strict_rules", flush=True)
+        t_prefix_stream(tool, tmp)
+        print("ok t_prefix_stream", flush=True)
         t_verify_final(tool, tmp)
         print("ok t_verify_final", flush=True)
     except AssertionError as e:
