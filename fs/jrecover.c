@@ -8,8 +8,12 @@
  *
  *   SCAN    walk transactions from s_start/s_sequence until a block that
  *           is not the next expected one; a transaction counts only once
- *           its commit block is found (a torn last transaction is ignored);
- *   REVOKE  collect revoke records with the transaction that wrote them;
+ *           its commit block is found (a torn last transaction is ignored;
+ *           a commit block whole in its header only counts, as in 6.11+);
+ *   REVOKE  collect revoke records with the transaction that wrote them,
+ *           and check where every tag sends its block, so that a log the
+ *           kernel's ext4 would fail on is refused before anything is
+ *           written;
  *   REPLAY  write each tagged block home unless a revoke record of the
  *           same or a later transaction names it.
  *

@@ -29,6 +29,12 @@
                  kernel's, with -O fast_commit): one line naming e2fsck, a
                  non-zero exit, not a byte of the device written; e2fsck -fy
                  then repairs the fast-commit image.
+  kernel oracle  the copy's last commit block damaged past its header (the
+                 kernel mounts: "incomplete commit block"): wbcfs mounts
+                 with a line saying so, to the kernel's tree; damaged in
+                 its header, or a tag sent to block 0 or past the
+                 filesystem (the kernel refuses): wbcfs refuses, the last
+                 two without writing a byte.
 
     WBCFS_BIN=build/wbcfs test/integration/test_jrecover.py
 """
