@@ -1073,7 +1073,9 @@ static int sb_journal_check(const char *dev, struct ext2_super_block *sb)
  * The superblock the log left must describe the filesystem the mount
  * checked before the replay: the kernel keeps the geometry it read first
  * and would work on with a superblock that says otherwise. (The block
- * count may grow: an online resize journals the superblock.)
+ * count may grow: an online resize journals the superblock. Features
+ * may be gained online, encrypt or meta_bg: the mount checks them as
+ * for any superblock.)
  */
 static int sb_replayed_check(const char *dev, struct ext2_super_block *was,
 			     struct ext2_super_block *sb)
@@ -1092,9 +1094,6 @@ static int sb_replayed_check(const char *dev, struct ext2_super_block *was,
 	else if (sb->s_rev_level != was->s_rev_level || sb->s_inode_size != was->s_inode_size ||
 		 sb->s_desc_size != was->s_desc_size)
 		what = "another inode or descriptor size";
-	else if ((sb->s_feature_incompat | EXT3_FEATURE_INCOMPAT_RECOVER) !=
-		 (was->s_feature_incompat | EXT3_FEATURE_INCOMPAT_RECOVER))
-		what = "other incompatible features";
 	else if (ext2fs_blocks_count(sb) < ext2fs_blocks_count(was))
 		what = "fewer blocks";
 	if (!what)

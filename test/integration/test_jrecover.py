@@ -34,7 +34,8 @@
                  with a line saying so, to the kernel's tree; damaged in
                  its header, or a tag sent to block 0 or past the
                  filesystem (the kernel refuses): wbcfs refuses, the last
-                 two without writing a byte.
+                 two without writing a byte. A logged superblock with
+                 another group geometry: refused after the replay.
 
     WBCFS_BIN=build/wbcfs test/integration/test_jrecover.py
 """
@@ -413,7 +414,8 @@ def fc_work(mnt):
 def log_walk(img):
     """The committed log of img as jbd2 recovery walks it (headers only):
     [(kind, device block, transaction, tags)], tags a list of (block
-    number, byte offset of the tag in its descriptor)."""
+    number, byte offset of the tag in its descriptor, device block of its
+    data); and the journal's checksum seed."""
     blocks = journal_blocks(img)
     jsb = read(img, blocks[0] * BS, 1024)
     maxlen, first, seq, pos = struct.unpack(">IIII", jsb[16:32])
@@ -434,7 +436,11 @@ def log_walk(img):
                 fl = b[off + 4:off + 8] if csum3 else b[off + 6:off + 8]
                 flags = int.from_bytes(fl, "big")
                 hi = struct.unpack(">I", b[off + 8:off + 12])[0] if is64 else 0
-                tags.append((struct.unpack(">I", b[off:off + 4])[0] | hi << 32, off))
+                dpos = pos + n
+                if dpos >= maxlen:
+                    dpos -= maxlen - first
+                tags.append((struct.unpack(">I", b[off:off + 4])[0] | hi << 32, off,
+                             blocks[dpos]))
                 n += 1
                 off += tag + (0 if flags & 2 else 16)
                 if flags & 8:
@@ -517,7 +523,7 @@ def case_bad_tag_homes(env, img):
     log, seed = log_walk(img)
     desc = [e for e in log if e[0] == 1][0]
     # a block that is no superblock, logged before the superblock itself
-    blk, off = [t for t in desc[3] if t[0] != 0][0]
+    blk, off, _ = [t for t in desc[3] if t[0] != 0][0]
     p = t_run(["dumpe2fs", "-h", img], quiet=True)
     nblocks = int([ln for ln in p.stdout.splitlines()
                    if ln.startswith("Block count:")][0].split(":")[1])
@@ -530,6 +536,31 @@ def case_bad_tag_homes(env, img):
         refused_image(env, path, want)
 
 
+def case_replayed_sb_geometry(env, img):
+    t_step("a logged superblock with another group geometry: refused after the replay")
+    log, seed = log_walk(img)
+    hits = [(e, t) for e in log if e[0] == 1 for t in e[3] if t[0] == 0]
+    t_check(hits, "no superblock in the log")
+    desc, (_, off, data) = hits[-1]
+    path = copy(env, img, "sbgeo.img")
+    b = bytearray(read(path, data * BS, BS))
+    ipg = struct.unpack_from("<I", b, SB + 0x28)[0]
+    struct.pack_into("<I", b, SB + 0x28, ipg // 2)          # s_inodes_per_group
+    struct.pack_into("<I", b, SB + 0x3FC, crc32c(0xFFFFFFFF, bytes(b[SB:SB + 0x3FC])))
+    patch(path, data * BS, bytes(b))
+    t_check(struct.unpack(">I", read(path, journal_blocks(path)[0] * BS + 40, 4))[0] & 0x10,
+            "not a checksum v3 journal")
+    tb = bytearray(read(path, desc[1] * BS, BS))
+    csum = crc32c(crc32c(seed, struct.pack(">I", desc[2])), bytes(b))
+    struct.pack_into(">I", tb, off + 12, csum)               # the tag's data checksum
+    struct.pack_into(">I", tb, BS - 4, 0)
+    struct.pack_into(">I", tb, BS - 4, crc32c(seed, bytes(tb)))
+    patch(path, desc[1] * BS, bytes(tb))
+    dev = env.loop(path)
+    refused(env, dev, "another group geometry")
+    env.detach(dev)
+
+
 def body(env):
     if t_is_kernel():
         raise TSkip("wbcfs's own recovery: nothing to run against the kernel")
@@ -539,6 +570,7 @@ def body(env):
     case_refused(env, img)
     case_commit_damage(env, img, man)
     case_bad_tag_homes(env, img)
+    case_replayed_sb_geometry(env, img)
     case_wrapped_log(env)
     case_fast_commit(env)
 
