@@ -2153,15 +2153,31 @@ static int check_journal(struct wbfs *w, const char *dev)
 	return -EUCLEAN;
 }
 
-/* The group descriptors, as ext4_check_descriptors. */
+/*
+ * The group descriptors, as ext4_check_descriptors: where they place the
+ * bitmaps and inode tables, and (read-write only, as the kernel) their
+ * checksums. Read after any journal replay, so what the log left is what
+ * is checked.
+ */
 static int check_desc(struct wbfs *w, const char *dev)
 {
 	errcode_t err = ext2fs_check_desc(w->fs);
+	dgrp_t g;
 
-	if (!err)
+	if (err) {
+		wbfs_err(dev, "corrupt group descriptors (%s); run e2fsck", error_message(err));
+		return -EUCLEAN;
+	}
+	if (w->ro || !ext2fs_has_group_desc_csum(w->fs))
 		return 0;
-	wbfs_err(dev, "corrupt group descriptors (%s); run e2fsck", error_message(err));
-	return -EUCLEAN;
+	for (g = 0; g < w->fs->group_desc_count; g++) {
+		if (ext2fs_group_desc_csum_verify(w->fs, g))
+			continue;
+		wbfs_err(dev, "corrupt group descriptors (bad checksum on group %u); run e2fsck (or mount with -o ro)",
+			 g);
+		return -EUCLEAN;
+	}
+	return 0;
 }
 
 /*

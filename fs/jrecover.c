@@ -8,8 +8,12 @@
  *
  *   SCAN    walk transactions from s_start/s_sequence until a block that
  *           is not the next expected one; a transaction counts only once
- *           its commit block is found (a torn last transaction is ignored);
- *   REVOKE  collect revoke records with the transaction that wrote them;
+ *           its commit block is found (a torn last transaction is ignored;
+ *           a commit block whole in its header only counts, as in 6.11+);
+ *   REVOKE  collect revoke records with the transaction that wrote them,
+ *           and check where every tag sends its block, so that a log the
+ *           kernel's ext4 would fail on is refused before anything is
+ *           written;
  *   REPLAY  write each tagged block home unless a revoke record of the
  *           same or a later transaction names it.
  *
@@ -454,9 +458,6 @@ static int replay_block(struct jrec *j, uint32_t tid, uint32_t lblk, const struc
 		j->nr_bad++;
 		return 0;
 	}
-	if (t->blocknr >= j->log->fs_blocks)
-		return jrec_err(j->log->dev, "journal transaction %u logs block %llu, outside the filesystem",
-				tid, (unsigned long long)t->blocknr);
 	if (t->flags & JBD2_FLAG_ESCAPE) {
 		uint32_t magic = htobe32(JBD2_MAGIC);
 
@@ -492,6 +493,64 @@ static int walk_replay_tags(struct jrec *j, struct jrec_walk *w)
 	return WALK_NEXT;
 }
 
+/*
+ * The block holding the ext4 superblock: block 0 with blocks over 1 KiB
+ * (the superblock at byte 1024), else block 1 (block 0 is the boot block,
+ * which nothing journals).
+ */
+static uint64_t sb_home(const struct jrec *j)
+{
+	return j->bsize == 1024 ? 1 : 0;
+}
+
+/*
+ * Where a committed transaction's tag may send its block. The kernel's
+ * ext4 reads its superblock from the very buffer replay writes into, so
+ * anything but a superblock replayed there fails its mount (and leaves
+ * the block the tag was meant for without its update): refused here, as
+ * is a block outside the filesystem or the boot block, before anything
+ * of the log goes home.
+ */
+static int tag_target_ok(struct jrec *j, uint32_t tid, uint32_t lblk, const struct jrec_tag *t)
+{
+	const struct ext2_super_block *es;
+	unsigned off = j->bsize == 1024 ? 0 : 1024;
+	int ret;
+
+	if (t->blocknr >= j->log->fs_blocks || (t->blocknr == 0 && sb_home(j) != 0))
+		return jrec_err(j->log->dev, "journal transaction %u logs block %llu, outside the filesystem",
+				tid, (unsigned long long)t->blocknr);
+	if (t->blocknr != sb_home(j))
+		return 0;
+	ret = log_read(j, lblk, j->data);
+	if (ret)
+		return ret;
+	es = (const void *)(j->data + off);
+	if (le16toh(es->s_magic) != EXT2_SUPER_MAGIC ||
+	    (1024U << le32toh(es->s_log_block_size)) != j->bsize)
+		return jrec_err(j->log->dev, "journal transaction %u logs block %llu, the superblock's, without a superblock in it",
+				tid, (unsigned long long)t->blocknr);
+	return 0;
+}
+
+/* Before any replay: every tag of the descriptor in j->blk names a sane home. */
+static int walk_check_tags(struct jrec *j, struct jrec_walk *w)
+{
+	size_t off = sizeof(struct jbd2_header);
+	struct jrec_tag t;
+	uint32_t i = 0;	/* w->blk: the first data block, past the descriptor */
+	int ret;
+
+	while (tag_next(j, j->blk, &off, &t)) {
+		ret = tag_target_ok(j, w->tid, ring_add(j, w->blk, i++), &t);
+		if (ret)
+			return ret;
+		if (t.flags & JBD2_FLAG_LAST_TAG)
+			break;
+	}
+	return 0;
+}
+
 static int walk_descriptor(struct jrec *j, struct jrec_walk *w)
 {
 	bool v1sum;
@@ -506,6 +565,11 @@ static int walk_descriptor(struct jrec *j, struct jrec_walk *w)
 	}
 	if (w->pass == PASS_REPLAY)
 		return walk_replay_tags(j, w);
+	if (w->pass == PASS_REVOKE) {
+		ret = walk_check_tags(j, w);
+		if (ret)
+			return ret;
+	}
 	v1sum = w->pass == PASS_SCAN && j->v1csum && !w->check_time && !j->have_end;
 	if (v1sum)
 		w->crc32_sum = ext2fs_crc32_be(w->crc32_sum, j->blk, j->bsize);
@@ -547,6 +611,32 @@ static int commit_bad(struct jrec *j, struct jrec_walk *w, uint64_t sec)
 	return WALK_STOP;
 }
 
+/*
+ * The kernel's struct commit_header as its compiler lays it out: 60 bytes
+ * of fields, padded to 64 by its __be64.
+ */
+#define KERNEL_COMMIT_HEADER 64
+
+/*
+ * A commit block whose checksum fails over the whole block but holds over
+ * its header with the rest zeroed: only the header's sector reached the
+ * disk (a commit block is zeros past its header). The kernel (since 6.11,
+ * "incomplete commit block") counts the transaction as committed, and so
+ * does wbcfs, with a line saying so.
+ */
+static bool commit_partial(struct jrec *j, const struct jrec_walk *w)
+{
+	struct jbd2_commit *c = (void *)j->data;
+
+	memset(j->data, 0, j->bsize);
+	memcpy(j->data, j->blk, KERNEL_COMMIT_HEADER);
+	if (be32toh(c->h_chksum[0]) != jbd2_commit_csum(j->seed, j->data, j->bsize))
+		return false;
+	fprintf(wbfs_msg(), "wbcfs: %s: journal transaction %u has an incomplete commit block (its header is whole): replayed, as the kernel does\n",
+		j->log->dev, w->tid);
+	return true;
+}
+
 static int walk_commit(struct jrec *j, struct jrec_walk *w)
 {
 	const struct jbd2_commit *c = (const void *)j->blk;
@@ -577,8 +667,8 @@ static int walk_commit(struct jrec *j, struct jrec_walk *w)
 		bad = !commit_v1_ok(&v, w->crc32_sum);
 		w->crc32_sum = ~0U;
 	}
-	if (!bad && j->csum)
-		bad = be32toh(c->h_chksum[0]) != jbd2_commit_csum(j->seed, j->blk, j->bsize);
+	if (!bad && j->csum && be32toh(c->h_chksum[0]) != jbd2_commit_csum(j->seed, j->blk, j->bsize))
+		bad = !commit_partial(j, w);
 	if (bad) {
 		ret = commit_bad(j, w, sec);
 		if (ret == WALK_STOP)
@@ -980,11 +1070,45 @@ static int sb_journal_check(const char *dev, struct ext2_super_block *sb)
 }
 
 /*
- * Clear needs_recovery in the ext4 superblock, re-read from the device
- * since the replay may have rewritten it; record a journal error as
- * ext4 does (the filesystem then needs e2fsck).
+ * The superblock the log left must describe the filesystem the mount
+ * checked before the replay: the kernel keeps the geometry it read first
+ * and would work on with a superblock that says otherwise. (The block
+ * count may grow: an online resize journals the superblock. Features
+ * may be gained online, encrypt or meta_bg: the mount checks them as
+ * for any superblock.)
  */
-static int sb_clear_recover(const char *dev, int fd, uint32_t jerrno)
+static int sb_replayed_check(const char *dev, struct ext2_super_block *was,
+			     struct ext2_super_block *sb)
+{
+	const char *what = NULL;
+
+	if (sb->s_magic != EXT2_SUPER_MAGIC)
+		what = "no ext4 magic";
+	else if (sb->s_log_block_size != was->s_log_block_size ||
+		 sb->s_log_cluster_size != was->s_log_cluster_size)
+		what = "another block size";
+	else if (sb->s_first_data_block != was->s_first_data_block ||
+		 sb->s_blocks_per_group != was->s_blocks_per_group ||
+		 sb->s_inodes_per_group != was->s_inodes_per_group)
+		what = "another group geometry";
+	else if (sb->s_rev_level != was->s_rev_level || sb->s_inode_size != was->s_inode_size ||
+		 sb->s_desc_size != was->s_desc_size)
+		what = "another inode or descriptor size";
+	else if (ext2fs_blocks_count(sb) < ext2fs_blocks_count(was))
+		what = "fewer blocks";
+	if (!what)
+		return 0;
+	return jrec_err(dev, "the journal replayed a superblock with %s", what);
+}
+
+/*
+ * Clear needs_recovery in the ext4 superblock, re-read from the device
+ * since the replay may have rewritten it, and checked against @was, the
+ * one read before; record a journal error as ext4 does (the filesystem
+ * then needs e2fsck).
+ */
+static int sb_clear_recover(const char *dev, int fd, struct ext2_super_block *was,
+			    uint32_t jerrno)
 {
 	struct ext2_super_block *sb;
 	void *buf;
@@ -996,10 +1120,9 @@ static int sb_clear_recover(const char *dev, int fd, uint32_t jerrno)
 	if (ret)
 		goto out;
 	sb = (struct ext2_super_block *)((char *)buf + SB_OFFSET);
-	if (sb->s_magic != EXT2_SUPER_MAGIC) {
-		ret = jrec_err(dev, "the journal replayed a superblock without ext4 magic");
+	ret = sb_replayed_check(dev, was, sb);
+	if (ret)
 		goto out;
-	}
 	ext2fs_clear_feature_journal_needs_recovery(sb);
 	if (jerrno) {
 		fprintf(wbfs_msg(), "wbcfs: %s: the journal recorded error %d: marking the filesystem for e2fsck\n",
@@ -1039,7 +1162,7 @@ static int recover_journal(const char *dev, int fd, struct ext2_super_block *sb)
 	ret = jrec_replay(&log, &st);
 	free(map);
 	if (!ret)
-		ret = sb_clear_recover(dev, fd, st.jerrno);
+		ret = sb_clear_recover(dev, fd, sb, st.jerrno);
 	if (ret)
 		return ret;
 	fprintf(wbfs_msg(), "wbcfs: %s: journal recovered: %u transactions, %llu blocks replayed, %llu revoked\n",

@@ -17,7 +17,9 @@
   root inode     not a directory, or its inode table block zeroed: the
                  mount is refused (wbcfs: with one line, the device unchanged).
   descriptors    group 0's inode table outside the filesystem: the mount is
-                 refused (wbcfs: one line, the device unchanged).
+                 refused (wbcfs: one line, the device unchanged); group 0's
+                 checksum wrong: read-write refused, -o ro mounts (as the
+                 kernel's ext4_check_descriptors).
   journal inode  its extent zeroed: a read-write mount is refused (wbcfs:
                  with one line, the device unchanged; -o ro still mounts).
 
@@ -258,6 +260,17 @@ def desc_case(env):
     dev = env.new_fs(64 * MIB, ["-O", "^metadata_csum"], name="desc.img")
     debugfs(dev, "set_bg 0 inode_table 99999999", "set_bg 0 checksum calc")
     refused(env, dev, "corrupt group descriptors")
+    env.detach(dev)
+
+    t_step("group descriptor with a bad checksum: refused read-write, read-only mounts")
+    dev = env.new_fs(64 * MIB, name="desccsum.img")
+    debugfs(dev, "set_bg 0 checksum 0x1234")
+    refused(env, dev, "bad checksum on group 0")
+    before = t_sha256_file(dev)
+    m = env.mount(dev, ["ro", "cache_size=64M"])
+    os.listdir(m.mnt)
+    env.umount(m)
+    t_check(t_is_kernel() or t_sha256_file(dev) == before, "-o ro modified the device")
     env.detach(dev)
 
 

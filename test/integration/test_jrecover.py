@@ -29,6 +29,13 @@
                  kernel's, with -O fast_commit): one line naming e2fsck, a
                  non-zero exit, not a byte of the device written; e2fsck -fy
                  then repairs the fast-commit image.
+  kernel oracle  the copy's last commit block damaged past its header (the
+                 kernel mounts: "incomplete commit block"): wbcfs mounts
+                 with a line saying so, to the kernel's tree; damaged in
+                 its header, or a tag sent to block 0 or past the
+                 filesystem (the kernel refuses): wbcfs refuses, the last
+                 two without writing a byte. A logged superblock with
+                 another group geometry: refused after the replay.
 
     WBCFS_BIN=build/wbcfs test/integration/test_jrecover.py
 """
@@ -404,6 +411,156 @@ def fc_work(mnt):
             os.fsync(f.fileno())    # a fast commit, not a full one
 
 
+def log_walk(img):
+    """The committed log of img as jbd2 recovery walks it (headers only):
+    [(kind, device block, transaction, tags)], tags a list of (block
+    number, byte offset of the tag in its descriptor, device block of its
+    data); and the journal's checksum seed."""
+    blocks = journal_blocks(img)
+    jsb = read(img, blocks[0] * BS, 1024)
+    maxlen, first, seq, pos = struct.unpack(">IIII", jsb[16:32])
+    incompat = struct.unpack(">I", jsb[40:44])[0]
+    csum3, csum2, is64 = incompat & 0x10, incompat & 0x8, incompat & 0x2
+    tag = 16 if csum3 else 8 + (2 if csum2 else 0) + (4 if is64 else 0)
+    tail = 4 if csum3 or csum2 else 0
+    out, steps = [], 0
+    while pos and steps < maxlen:
+        b = read(img, blocks[pos] * BS, BS)
+        magic, btype, bseq = struct.unpack(">III", b[:12])
+        if magic != JBD2_MAGIC or bseq != seq:
+            break
+        n, tags = 1, []
+        if btype == 1:
+            off = 12
+            while off + tag <= BS - tail:
+                fl = b[off + 4:off + 8] if csum3 else b[off + 6:off + 8]
+                flags = int.from_bytes(fl, "big")
+                hi = struct.unpack(">I", b[off + 8:off + 12])[0] if is64 else 0
+                dpos = pos + n
+                if dpos >= maxlen:
+                    dpos -= maxlen - first
+                tags.append((struct.unpack(">I", b[off:off + 4])[0] | hi << 32, off,
+                             blocks[dpos]))
+                n += 1
+                off += tag + (0 if flags & 2 else 16)
+                if flags & 8:
+                    break
+        elif btype == 2:
+            seq += 1
+        elif btype != 5:
+            break
+        out.append((btype, blocks[pos], bseq, tags))
+        steps += n
+        pos += n
+        if pos >= maxlen:
+            pos -= maxlen - first
+    return out, crc32c(0xFFFFFFFF, jsb[48:64])
+
+
+def kernel_mounts(env, path):
+    """Does the kernel's ext4 mount (and so replay) a copy of path?
+    Returns its tree, or None when it refuses."""
+    dev = env.loop(copy(env, path, "kernel-oracle.img"))
+    mnt = env.mkdir("kernel-oracle")
+    p = t_run(["mount", "-t", "ext4", "-o", "ro", dev, mnt], check=False)
+    man = None
+    if p.returncode == 0:
+        m = Mount(mnt, dev, "kernel")
+        env.mounts.append(m)
+        man = t_manifest(mnt)
+        env.umount(m)
+    env.detach(dev)
+    os.unlink(os.path.join(env.tmp, "kernel-oracle.img"))
+    t_log("the kernel %s it" % ("mounts" if man is not None else "refuses"))
+    return man
+
+
+def case_commit_damage(env, img, man):
+    t_step("a commit block whole in its header only: replayed, as the kernel does")
+    log, _ = log_walk(img)
+    commits = [e for e in log if e[0] == 2]
+    t_check(commits, "no commit block in the log")
+    last = commits[-1][1] * BS
+    path = copy(env, img, "tornc.img")
+    patch(path, last + 512, b"\xa5" * (BS - 512))
+    kman = kernel_mounts(env, path)
+    t_check(kman is not None, "the kernel refuses an incomplete commit block (older than 6.11?)")
+    dev = env.loop(path)
+    m = env.mount(dev)
+    out = m.daemon_log()
+    t_check("incomplete commit block" in out, "no line on the incomplete commit block:\n" + out)
+    t_log(recovered_line(out))
+    t_compare(man, t_manifest(m.mnt, exclude=(".wbcfs",)), "kernel", "wbcfs", keys=KEYS)
+    t_compare(kman, t_manifest(m.mnt, exclude=(".wbcfs",)), "kernel-replay", "wbcfs",
+              keys=KEYS)
+    env.umount(m)
+    env.fsck(dev)
+    env.detach(dev)
+
+    t_step("a commit block with a damaged header: refused, as the kernel does")
+    path = copy(env, img, "badc.img")
+    patch(path, last + 20, bytes([read(path, last + 20, 1)[0] ^ 0x01]))   # h_chksum[1]
+    t_check(kernel_mounts(env, path) is None, "the kernel mounts a damaged commit header")
+    # what came before it goes home, as the kernel's: the log stays for e2fsck
+    dev = env.loop(path)
+    refused(env, dev, "bad commit block")
+    env.detach(dev)
+
+
+def retag(path, desc, off, seed, blocknr):
+    """Point the tag at byte off of the descriptor at device block desc to
+    blocknr; the tag's own checksum (of the data) still holds, the
+    descriptor's is recomputed."""
+    b = bytearray(read(path, desc * BS, BS))
+    struct.pack_into(">I", b, off, blocknr & 0xFFFFFFFF)
+    struct.pack_into(">I", b, off + 8, blocknr >> 32)      # 64-bit tags
+    struct.pack_into(">I", b, BS - 4, 0)
+    struct.pack_into(">I", b, BS - 4, crc32c(seed, bytes(b)))
+    patch(path, desc * BS, bytes(b))
+
+
+def case_bad_tag_homes(env, img):
+    log, seed = log_walk(img)
+    desc = [e for e in log if e[0] == 1][0]
+    # a block that is no superblock, logged before the superblock itself
+    blk, off, _ = [t for t in desc[3] if t[0] != 0][0]
+    p = t_run(["dumpe2fs", "-h", img], quiet=True)
+    nblocks = int([ln for ln in p.stdout.splitlines()
+                   if ln.startswith("Block count:")][0].split(":")[1])
+    for name, home, want in (("block 0", 0, "superblock"),
+                             ("a block past the filesystem", nblocks + 7, "outside the filesystem")):
+        t_step("a tag sending block %d to %s: refused, as the kernel does" % (blk, name))
+        path = copy(env, img, "tag%d.img" % home)
+        retag(path, desc[1], off, seed, home)
+        t_check(kernel_mounts(env, path) is None, "the kernel mounts it")
+        refused_image(env, path, want)
+
+
+def case_replayed_sb_geometry(env, img):
+    t_step("a logged superblock with another group geometry: refused after the replay")
+    log, seed = log_walk(img)
+    hits = [(e, t) for e in log if e[0] == 1 for t in e[3] if t[0] == 0]
+    t_check(hits, "no superblock in the log")
+    desc, (_, off, data) = hits[-1]
+    path = copy(env, img, "sbgeo.img")
+    b = bytearray(read(path, data * BS, BS))
+    ipg = struct.unpack_from("<I", b, SB + 0x28)[0]
+    struct.pack_into("<I", b, SB + 0x28, ipg // 2)          # s_inodes_per_group
+    struct.pack_into("<I", b, SB + 0x3FC, crc32c(0xFFFFFFFF, bytes(b[SB:SB + 0x3FC])))
+    patch(path, data * BS, bytes(b))
+    t_check(struct.unpack(">I", read(path, journal_blocks(path)[0] * BS + 40, 4))[0] & 0x10,
+            "not a checksum v3 journal")
+    tb = bytearray(read(path, desc[1] * BS, BS))
+    csum = crc32c(crc32c(seed, struct.pack(">I", desc[2])), bytes(b))
+    struct.pack_into(">I", tb, off + 12, csum)               # the tag's data checksum
+    struct.pack_into(">I", tb, BS - 4, 0)
+    struct.pack_into(">I", tb, BS - 4, crc32c(seed, bytes(tb)))
+    patch(path, desc[1] * BS, bytes(tb))
+    dev = env.loop(path)
+    refused(env, dev, "another group geometry")
+    env.detach(dev)
+
+
 def body(env):
     if t_is_kernel():
         raise TSkip("wbcfs's own recovery: nothing to run against the kernel")
@@ -411,6 +568,9 @@ def body(env):
     case_kernel_log(env, img, man)
     case_read_only(env, img, man)
     case_refused(env, img)
+    case_commit_damage(env, img, man)
+    case_bad_tag_homes(env, img)
+    case_replayed_sb_geometry(env, img)
     case_wrapped_log(env)
     case_fast_commit(env)
 

@@ -947,7 +947,9 @@ def case_h(env):
     t_errno(errno.EIO, os.fsync, fd, what="fsync while the server does not answer")
     dt = time.monotonic() - t0
     t_log("fsync gave EIO after %.1fs with nbd_timeout=2" % dt)
-    t_check(dt < 15, "fsync waited %.1fs for a silent server (nbd_timeout=2)" % dt)
+    # bounded, not forever (nbd_retry=1 alone would wait): a hang detector
+    # with room for a busy machine, not a measure of how fast
+    t_check(dt < 60, "fsync waited %.1fs for a silent server (nbd_timeout=2)" % dt)
     t_eq(nbd_ctl(mnt)["state"], "disconnected", "state after the timeout")
     # the page changes again while the server is away: the last write wins
     t_write_all(fd, b"C" * 65536, 0)

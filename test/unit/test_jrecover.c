@@ -55,7 +55,12 @@ struct enc {
 	uint8_t uuid[16];
 };
 
-enum commit_kind { C_OK, C_NONE, C_BADCSUM, C_STALE };
+/*
+ * C_BADCSUM, C_STALE: the commit header damaged (a bad checksum, with a
+ * later or an older commit time); C_TORN_TAIL: only what follows the
+ * header damaged, as when only the header's sector reached the disk.
+ */
+enum commit_kind { C_OK, C_NONE, C_BADCSUM, C_STALE, C_TORN_TAIL };
 
 /* One transaction to write. */
 struct txn {
@@ -302,7 +307,9 @@ static void put_commit(struct enc *e, enum commit_kind kind)
 	if (has_csum(e))
 		put32(c + 16, crc(seed(e), c, e->bs));
 	if (kind == C_BADCSUM || kind == C_STALE)
-		c[100] ^= 1;		/* torn after the checksum was computed */
+		c[20] ^= 1;		/* h_chksum[1]: the header itself is bad */
+	if (kind == C_TORN_TAIL)
+		memset(c + 512, 0xa5, e->bs - 512);	/* past the header's sector */
 	log_put(e, c);
 	free(c);
 }
@@ -539,7 +546,7 @@ START_TEST(torn_last_transaction)
 }
 END_TEST
 
-/* A torn commit block (checksums only): the kernel replays what came before and fails. */
+/* A damaged commit header (checksums only): the kernel replays what came before and fails. */
 START_TEST(bad_commit_checksum)
 {
 	struct enc e;
@@ -559,6 +566,37 @@ START_TEST(bad_commit_checksum)
 	ck_assert(home_zero(&e, 61));
 	ck_assert_uint_eq(jsb_start(&e), 1);	/* left for e2fsck */
 	free(a), free(b);
+	enc_done(&e);
+}
+END_TEST
+
+/*
+ * A commit block whose header is whole but whose rest is not (the header's
+ * sector reached the disk, the others did not): committed, as the kernel
+ * has it since 6.11 ("incomplete commit block"); the log goes on after it.
+ */
+START_TEST(incomplete_commit_block)
+{
+	struct enc e;
+	struct jrec_stats st;
+	uint8_t *a, *b, *c;
+
+	if (!(configs[_i] & (F_CSUM2 | F_CSUM3)))
+		return;
+	enc_init(&e, 4096, configs[_i], 1, 3);
+	a = content(&e, 0xaa);
+	b = content(&e, 0xbb);
+	c = content(&e, 0xcc);
+	enc_txn(&e, &TXN(.n = 1, .blk = { 60 }, .data = { a }));
+	enc_txn(&e, &TXN(.n = 2, .blk = { 60, 61 }, .data = { b, b }, .commit = C_TORN_TAIL));
+	enc_txn(&e, &TXN(.n = 1, .blk = { 62 }, .data = { c }));
+	ck_assert_int_eq(replay(&e, &st), 0);
+	ck_assert_uint_eq(st.transactions, 3);
+	ck_assert(home_is(&e, 60, b));
+	ck_assert(home_is(&e, 61, b));
+	ck_assert(home_is(&e, 62, c));
+	check_jsb_empty(&e, 7);
+	free(a), free(b), free(c);
 	enc_done(&e);
 }
 END_TEST
@@ -633,6 +671,7 @@ START_TEST(high_block_numbers)
 }
 END_TEST
 
+/* A block outside the filesystem, in a later transaction: refused before anything goes home. */
 START_TEST(block_outside_fs_refused)
 {
 	struct enc e;
@@ -641,10 +680,88 @@ START_TEST(block_outside_fs_refused)
 
 	enc_init(&e, 4096, configs[_i], 1, 1);
 	a = content(&e, 0x99);
-	enc_txn(&e, &TXN(.n = 1, .blk = { JBASE + 5 }, .data = { a }));
+	enc_txn(&e, &TXN(.n = 1, .blk = { 60 }, .data = { a }));
+	enc_txn(&e, &TXN(.n = 2, .blk = { 61, JBASE + 5 }, .data = { a, a }));
 	ck_assert_int_eq(replay(&e, &st), -EUCLEAN);
+	ck_assert(home_zero(&e, 60));
+	ck_assert(home_zero(&e, 61));
+	ck_assert_uint_eq(jsb_start(&e), 1);
 	free(a);
 	enc_done(&e);
+}
+END_TEST
+
+/* A block holding an ext4 superblock of @bs-byte blocks (at byte 1024 of block 0, or block 1). */
+static uint8_t *sb_content(const struct enc *e, unsigned bs)
+{
+	uint8_t *b = content(e, 0x5b);
+	uint8_t *sb = b + (e->bs == 1024 ? 0 : 1024);
+	uint32_t log = 0;
+
+	while ((1024U << log) < bs)
+		log++;
+	sb[0x38] = 0x53;		/* s_magic, le16 0xef53 */
+	sb[0x39] = 0xef;
+	memset(sb + 0x18, 0, 4);	/* s_log_block_size, le32 */
+	sb[0x18] = (uint8_t)log;
+	return b;
+}
+
+/*
+ * The superblock's block takes only a superblock: anything else the
+ * kernel fails its mount on. Refused before anything goes home; a
+ * superblock goes home as any block. With 1 KiB blocks block 0 is the
+ * boot block, which nothing journals: refused.
+ */
+START_TEST(superblock_block_tags)
+{
+	struct enc e;
+	struct jrec_stats st;
+	uint8_t *a, *sb, *wrong;
+
+	enc_init(&e, 4096, configs[_i], 1, 1);
+	a = content(&e, 0x77);
+	sb = sb_content(&e, 4096);
+	wrong = sb_content(&e, 1024);
+	enc_txn(&e, &TXN(.n = 2, .blk = { 60, 0 }, .data = { a, sb }));
+	enc_txn(&e, &TXN(.n = 1, .blk = { 0 }, .data = { a }));
+	ck_assert_int_eq(replay(&e, &st), -EUCLEAN);
+	ck_assert(home_zero(&e, 60));
+	ck_assert(home_zero(&e, 0));
+	ck_assert_uint_eq(jsb_start(&e), 1);
+	enc_done(&e);
+
+	/* a superblock of another block size is no superblock of this filesystem */
+	enc_init(&e, 4096, configs[_i], 1, 1);
+	enc_txn(&e, &TXN(.n = 1, .blk = { 0 }, .data = { wrong }));
+	ck_assert_int_eq(replay(&e, &st), -EUCLEAN);
+	ck_assert(home_zero(&e, 0));
+	enc_done(&e);
+
+	enc_init(&e, 4096, configs[_i], 1, 1);
+	enc_txn(&e, &TXN(.n = 2, .blk = { 60, 0 }, .data = { a, sb }));
+	ck_assert_int_eq(replay(&e, &st), 0);
+	ck_assert(home_is(&e, 60, a));
+	ck_assert(home_is(&e, 0, sb));
+	enc_done(&e);
+	free(a), free(sb), free(wrong);
+
+	enc_init(&e, 1024, configs[_i], 1, 1);
+	a = content(&e, 0x77);
+	sb = sb_content(&e, 1024);
+	enc_txn(&e, &TXN(.n = 2, .blk = { 60, 1 }, .data = { a, sb }));
+	enc_txn(&e, &TXN(.n = 1, .blk = { 0 }, .data = { a }));
+	ck_assert_int_eq(replay(&e, &st), -EUCLEAN);
+	ck_assert(home_zero(&e, 60));
+	ck_assert(home_zero(&e, 1));
+	enc_done(&e);
+
+	enc_init(&e, 1024, configs[_i], 1, 1);
+	enc_txn(&e, &TXN(.n = 2, .blk = { 60, 1 }, .data = { a, sb }));
+	ck_assert_int_eq(replay(&e, &st), 0);
+	ck_assert(home_is(&e, 1, sb));
+	enc_done(&e);
+	free(a), free(sb);
 }
 END_TEST
 
@@ -850,6 +967,7 @@ static Suite *jrecover_suite(void)
 	tc = tcase_create("torn");
 	tcase_add_loop_test(tc, torn_last_transaction, 0, NR_CONFIGS);
 	tcase_add_loop_test(tc, bad_commit_checksum, 0, NR_CONFIGS);
+	tcase_add_loop_test(tc, incomplete_commit_block, 0, NR_CONFIGS);
 	tcase_add_loop_test(tc, stale_commit_ends_log, 0, NR_CONFIGS);
 	tcase_add_loop_test(tc, bad_data_checksum, 0, NR_CONFIGS);
 	tcase_add_test(tc, async_commit_torn);
@@ -857,6 +975,7 @@ static Suite *jrecover_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("refuse");
 	tcase_add_loop_test(tc, block_outside_fs_refused, 0, NR_CONFIGS);
+	tcase_add_loop_test(tc, superblock_block_tags, 0, NR_CONFIGS);
 	tcase_add_test(tc, bad_journal_superblock);
 	tcase_add_test(tc, fast_commit_pending_refused);
 	suite_add_tcase(s, tc);

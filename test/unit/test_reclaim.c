@@ -463,7 +463,7 @@ START_TEST(kswapd_keeps_high_watermark)
 		unlock_page(p);
 		page_put(p);
 	}
-	for (tries = 0; tries < 100 && cache_free_pages(c) < c->zones[0].wmark_high; tries++)
+	for (tries = 0; tries < 1000 && cache_free_pages(c) < c->zones[0].wmark_high; tries++)
 		usleep(10000);
 	ck_assert_int_ge(cache_free_pages(c), c->zones[0].wmark_high);
 	ck_assert_int_gt(c->stats.kswapd_wakeups, 0);

@@ -43,7 +43,8 @@ struct t_inode {
 	_Atomic int alloc_wait_bad;	/* ...that found a page of it locked or
 					 * under writeback */
 	_Atomic int map_calls;
-	pthread_t map_thread;	/* the thread of the last map call */
+	pthread_t caller;	/* the test's thread, set by the test that counts it */
+	_Atomic int caller_map_calls;	/* map calls made in @caller */
 };
 
 static void t_dirty(struct t_inode *ti, uint64_t first, unsigned n, char fill);
@@ -61,7 +62,8 @@ static int t_map(struct bdi *b, struct wb_inode *wi, const uint64_t *index, unsi
 	unsigned i;
 
 	ti->map_calls++;
-	ti->map_thread = pthread_self();
+	if (pthread_equal(ti->caller, pthread_self()))
+		ti->caller_map_calls++;
 	if (ti->map_delay_us)
 		usleep(ti->map_delay_us);
 	if (ti->redirty_on_map)
@@ -178,6 +180,19 @@ static void t_env_init(struct t_env *e, unsigned max_io_kb, bool rdonly)
 	bc.owner = e;
 	bc.fault_inject = t_fault_inject;
 	ck_assert_int_eq(bdi_create(&e->b, &bc), 0);
+}
+
+/*
+ * Give the flushers nothing to do: no kupdate, and thresholds over
+ * anything a test dirties (512 pages of 4096 are over the default 10%
+ * background ratio). Whatever is written is then written by the test's
+ * own calls, however late the flushers run on a busy machine.
+ */
+static void t_no_flusher_work(struct t_env *e)
+{
+	dirty_tunable_set(&e->c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);
+	dirty_tunable_set(&e->c->tun, DT_DIRTY_RATIO, 100);
+	dirty_tunable_set(&e->c->tun, DT_DIRTY_BACKGROUND_RATIO, 90);
 }
 
 static void t_inode_init(struct t_env *e, struct t_inode *ti, uint64_t base)
@@ -343,12 +358,12 @@ START_TEST(background_over_threshold)
 	ck_assert_int_eq(a.m.nrdirty, 60);
 	t_dirty(&a, 60, 440, 'q');	/* over: the flusher is kicked */
 	bdi_wakeup(e.b, 0, WB_REASON_BACKGROUND);
-	for (i = 0; i < 200 && dirty_over_background(e.c); i++)
+	for (i = 0; i < 1000 && dirty_over_background(e.c); i++)
 		usleep(10000);
 	dirty_thresholds(e.c, &bg, &thresh);
 	ck_assert_int_le(e.c->stats.nr_dirty, (long)bg);
 	/* pages leave the dirty count when their writes start, not end */
-	for (i = 0; i < 200 && bdi_get_stats(e.b)->writeback; i++)
+	for (i = 0; i < 1000 && bdi_get_stats(e.b)->writeback; i++)
 		usleep(10000);
 	ck_assert_int_gt(bdi_get_stats(e.b)->written, 0);
 	t_inode_done(&e, &a);
@@ -368,7 +383,7 @@ START_TEST(periodic_writes_expired)
 	t_inode_init(&e, &a, 0);
 	t_dirty(&a, 0, 8, 'p');
 	/* nrdirty drops when writeback starts: wait for the writes too */
-	for (i = 0; i < 300 && (a.m.nrdirty || a.m.nrwriteback); i++)
+	for (i = 0; i < 1000 && (a.m.nrdirty || a.m.nrwriteback); i++)
 		usleep(10000);
 	ck_assert_int_eq(a.m.nrdirty, 0);
 	ck_assert(t_block_is(&e, 7, 'p', 7));
@@ -608,7 +623,7 @@ START_TEST(background_stops_under_threshold)
 		t_dirty(&a[i], 0, 50, 'b');
 	}
 	bdi_wakeup(e.b, 0, WB_REASON_BACKGROUND);
-	for (i = 0; i < 200 && dirty_over_background(e.c); i++)
+	for (i = 0; i < 1000 && dirty_over_background(e.c); i++)
 		usleep(10000);
 	usleep(300000);		/* and it stays stopped */
 	ck_assert_int_le(e.c->stats.nr_dirty, 100);
@@ -629,24 +644,34 @@ START_TEST(periodic_only_expired)
 	struct t_inode a, b;
 	int i;
 
+	/* the flusher's clock moves only when the test moves it: how late
+	 * the flusher runs on a busy machine changes no inode's age */
+	t_clock_fake(100000);
 	t_env_init(&e, 1024, false);
 	dirty_tunable_set(&e.c->tun, DT_DIRTY_EXPIRE_CENTISECS, 60);
 	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 5);
 	t_inode_init(&e, &a, 0);
 	t_inode_init(&e, &b, 1000);
+	/* a sync is the worker's to serve: once it returns the worker runs,
+	 * and its kupdate interval counts from this clock, not from a thread
+	 * start delayed past the moves below */
+	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), 0);
 	t_dirty(&a, 0, 8, 'o');
-	usleep(450000);
+	t_clock_advance(450);
 	t_dirty(&b, 0, 8, 'y');
-	for (i = 0; i < 300 && a.m.nrdirty; i++)
-		usleep(5000);
+	t_clock_advance(200);		/* a is 0.65 s old, b 0.2 s */
+	for (i = 0; i < 1000 && a.m.nrdirty; i++)
+		usleep(10000);
 	ck_assert_int_eq(a.m.nrdirty, 0);
-	ck_assert_int_eq(b.m.nrdirty, 8);	/* ~0.15 s old, expires at 0.6 s */
-	for (i = 0; i < 300 && b.m.nrdirty; i++)
+	ck_assert_int_eq(b.m.nrdirty, 8);	/* expires at 0.6 s */
+	t_clock_advance(500);
+	for (i = 0; i < 1000 && b.m.nrdirty; i++)
 		usleep(10000);
 	ck_assert_int_eq(b.m.nrdirty, 0);
 	t_inode_done(&e, &a);
 	t_inode_done(&e, &b);
 	t_env_done(&e);
+	t_clock_real();
 }
 END_TEST
 
@@ -840,17 +865,18 @@ START_TEST(fsync_in_caller)
 	struct t_inode a;
 
 	t_env_init(&e, 1024, false);
-	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);	/* no kupdate */
+	t_no_flusher_work(&e);
 	t_inode_init(&e, &a, 0);
+	a.caller = pthread_self();
 	t_dirty(&a, 0, 8, 'c');
 	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
 	ck_assert_int_eq(a.map_calls, 1);
-	ck_assert(pthread_equal(a.map_thread, pthread_self()));
+	ck_assert_int_eq(a.caller_map_calls, 1);
 	ck_assert(t_block_is(&e, 7, 'c', 7));
 	/* the context goes back to the bdi: a second fsync reuses it */
 	t_dirty(&a, 8, 8, 'd');
 	ck_assert_int_eq(bdi_sync_inode(e.b, &a.wb, 0, UINT64_MAX, false), 0);
-	ck_assert(pthread_equal(a.map_thread, pthread_self()));
+	ck_assert_int_eq(a.caller_map_calls, a.map_calls);
 	ck_assert(t_block_is(&e, 15, 'd', 15));
 	ck_assert_int_eq(a.m.nrdirty, 0);
 	t_inode_done(&e, &a);
@@ -903,11 +929,13 @@ START_TEST(sync_start_steps)
 	t_fault_inject = true;
 	t_env_init(&e, 1024, false);
 	t_fault_inject = false;
-	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);	/* no kupdate */
+	t_no_flusher_work(&e);
 	t_inode_init(&e, &a, 0);
+	a.caller = pthread_self();
 	t_dirty(&a, 0, 512, 's');
 	bdi_sync_inode_start(e.b, &a.wb, 0, UINT64_MAX, false, &io);
-	ck_assert(pthread_equal(a.map_thread, pthread_self()));
+	ck_assert_int_gt(a.map_calls, 0);
+	ck_assert_int_eq(a.caller_map_calls, a.map_calls);
 	ck_assert_int_eq(a.m.nrdirty, 0);
 	/* every page is either written or still in flight, nothing lost */
 	ck_assert_int_eq(bdi_get_stats(e.b)->writeback + bdi_get_stats(e.b)->written, 512);
@@ -1150,6 +1178,9 @@ START_TEST(fault_backoff)
 	unsigned long errs;
 	int i;
 
+	/* the backoff runs on the flusher's clock, which moves only here:
+	 * how often a busy machine lets the flusher look changes nothing */
+	t_clock_fake(100000);
 	t_fault_inject = true;
 	t_env_init(&e, 1024, false);
 	t_fault_inject = false;
@@ -1160,14 +1191,26 @@ START_TEST(fault_backoff)
 	t_dirty(&a, 0, 64, 'k');
 	t_dirty(&b, 0, 64, 'l');
 	bdi_wakeup(e.b, 0, WB_REASON_BACKGROUND);
-	for (i = 0; i < 200 && b.m.nrdirty; i++)
+	for (i = 0; i < 1000 && (b.m.nrdirty || !atomic_load(&a.wb.nr_write_errors) ||
+				 a.m.nrwriteback); i++)
 		usleep(10000);
 	ck_assert_int_eq(b.m.nrdirty, 0);
-	usleep(1000 * 1000);
+	ck_assert_int_eq(a.m.nrwriteback, 0);
 	errs = atomic_load(&a.wb.nr_write_errors);
 	ck_assert_uint_gt(errs, 0);
-	/* 0, 100, 300, 700 ms (+ the wait for b): a handful of passes of 64 pages */
-	ck_assert_uint_le(errs, 8 * 64);
+	/* the clock stands still: the backoff never ends, no retry comes */
+	usleep(300000);
+	ck_assert_uint_eq(atomic_load(&a.wb.nr_write_errors), errs);
+	/* past the first backoff (100 ms): retried once, then waiting 200 ms */
+	t_clock_advance(150);
+	for (i = 0; i < 1000 && (atomic_load(&a.wb.nr_write_errors) == errs || a.m.nrwriteback); i++)
+		usleep(10000);
+	ck_assert_uint_gt(atomic_load(&a.wb.nr_write_errors), errs);
+	ck_assert_int_eq(a.m.nrwriteback, 0);
+	errs = atomic_load(&a.wb.nr_write_errors);
+	t_clock_advance(150);	/* 150 of its 200 ms */
+	usleep(300000);
+	ck_assert_uint_eq(atomic_load(&a.wb.nr_write_errors), errs);
 	ck_assert_int_eq(a.m.nrdirty, 64);
 	ck_assert_int_eq(bdi_inode_set_fault(e.b, &a.wb, 0), 0);
 	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), 0);
@@ -1176,6 +1219,7 @@ START_TEST(fault_backoff)
 	t_inode_done(&e, &a);
 	t_inode_done(&e, &b);
 	t_env_done(&e);
+	t_clock_real();
 }
 END_TEST
 
