@@ -54,12 +54,16 @@ def content(tag, name, n):
     return random.Random("%s/%s" % (tag, name)).randbytes(n)
 
 
+def write_all(fd, data):
+    off = 0
+    while off < len(data):
+        off += os.write(fd, data[off:off + 256 * 1024])
+
+
 def write_file(path, data, flags=os.O_CREAT | os.O_WRONLY, sync=False):
     fd = os.open(path, flags, 0o644)
     try:
-        off = 0
-        while off < len(data):
-            off += os.write(fd, data[off:off + 256 * 1024])
+        write_all(fd, data)
         if sync:
             os.fsync(fd)
     finally:
@@ -122,7 +126,7 @@ class Files:
             fd = os.open(p, os.O_RDWR)
             try:
                 os.ftruncate(fd, 0)
-                os.write(fd, new)   # offset 0: nothing read or written before
+                write_all(fd, new)  # from offset 0: nothing read or written before
             finally:
                 os.close(fd)
         else:
@@ -163,8 +167,8 @@ def classify(got, old, new):
     if len(got) == len(new) and not got.strip(b"\0"):
         return "zeros"
     # written back in part: each page the new one's or zeros
-    if len(got) == len(new) and all(got[i:i + 4096] in (new[i:i + 4096], bytes(len(got[i:i + 4096])))
-                                    for i in range(0, len(got), 4096)):
+    pages = [(got[i:i + 4096], new[i:i + 4096]) for i in range(0, len(got), 4096)]
+    if len(got) == len(new) and all(g in (n, bytes(len(g))) for g, n in pages):
         return "part"
     return "other"
 
