@@ -261,12 +261,16 @@ def part_timed_commit(env):
     files = Files(m.mnt, tag)
     files.replace_all((100, 65536 + 13))
     if not t_is_kernel():
-        # commits started before the last change may not hold it: the
-        # second one after it does
+        # a commit running now may have begun before the last change: the
+        # one after it (commits run one at a time) holds it. An empty
+        # transaction is not committed: a directory made now and then
+        # keeps one coming
         c0 = journal_commits(m.mnt)
-        end = time.monotonic() + 120
+        end, n = time.monotonic() + 120, 0
         while journal_commits(m.mnt) < c0 + 2:
             t_check(time.monotonic() < end, "commit=1: no two commits in 120 s")
+            os.mkdir(files.path("tick%d" % n))
+            n += 1
             time.sleep(0.2)
     kill_daemon(env, m)
     replays(env, dev, files, True, tag)
