@@ -941,6 +941,11 @@ int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)
 		wbfs_unlock(w);
 	}
 	ls_rwlock_unlock(&wi->ilock);
+	/* auto_da_alloc: the data written next goes out at the next close
+	 * (ops.c). Only when there was data to lose: a file emptied again
+	 * loses nothing, and its close need not wait */
+	if (!ret && !size && old && w->opts.auto_da_alloc)
+		atomic_store(&wi->da_alloc_close, true);
 	if (!ret && size > old)
 		wbfs_inval_zero_eof_page(w, wi, old, size);
 	return ret;

@@ -2086,6 +2086,29 @@ int winode_sync(struct wbfs *w, struct winode *wi, bool datasync)
 }
 
 /*
+ * ext4's ext4_alloc_da_blocks only starts the writeback (filemap_flush):
+ * the blocks are allocated in the caller, in the running transaction, and
+ * jbd2's ordered list makes that transaction's commit wait for the data.
+ * Here the caller waits for the data writes itself, through fsync's path
+ * (its own writeback context, WB_SYNC_ALL, the bdi's bandwidth and
+ * completion accounting), but without the fsync's commit: the rename or
+ * close then costs the data's write, not a commit's two flushes, and
+ * whatever commit comes next finds the data already on the device.
+ * Every dirty page, not only delayed ones: pages over unwritten
+ * (fallocated) blocks would read back as zeros too.
+ */
+long winode_alloc_da_blocks(struct wbfs *w, struct winode *wi)
+{
+	long nr = atomic_load(&wi->map.nrdirty);
+	int ret;
+
+	if (w->ro || nr <= 0)
+		return 0;
+	ret = bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, true);
+	return ret ? ret : nr;
+}
+
+/*
  * Make every metadata change so far durable, and the data written so far:
  * with a journal, one commit (the running transaction's metadata, in the
  * log); without, libext2fs's bitmaps and descriptors into the cache and

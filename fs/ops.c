@@ -382,6 +382,33 @@ static void wbcfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, c
 		reply_entry(req, w, ino);
 }
 
+/*
+ * auto_da_alloc at a rename over a file (ext4_rename): the file moved in
+ * is written before its new name is made, so that no commit holds the
+ * name without the data (the pattern "write a temp file, rename it over
+ * the real one", without fsync, would otherwise give a file of zeros
+ * after a crash). Under the kernel's locks on both directories, so the
+ * names looked up here are still the rename's. No lock of ours is held
+ * while the data is written. A write error does not fail the rename (as
+ * ext4): it is the file's, reported at its next fsync or close.
+ */
+static void rename_alloc_da(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
+			    const char *n2, unsigned flags)
+{
+	ext2_ino_t src, dst;
+	struct winode *wi;
+
+	if (!w->opts.auto_da_alloc || (flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
+		return;
+	if (dir_lookup(w, p2, n2, &dst) || dir_lookup(w, p1, n1, &src) || src == dst)
+		return;
+	/* not in memory: nothing dirty. In memory, it stays: the kernel
+	 * holds a lookup of it for the rename */
+	wi = winode_find(w, src);
+	if (wi && LINUX_S_ISREG(wi->mode) && winode_alloc_da_blocks(w, wi) > 0)
+		atomic_fetch_add(&w->stats.nr_auto_da_alloc_rename, 1);
+}
+
 /* Valid replies: fuse_reply_err */
 static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 fuse_ino_t newparent, const char *newname, unsigned int flags)
@@ -397,6 +424,8 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		ret = iflags_check(w, wbfs_ino(parent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
 		ret = iflags_check(w, wbfs_ino(newparent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
+	if (!ret && !w->ro)
+		rename_alloc_da(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags);
 	if (!ret)
 		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags,
 				 fuse_req_ctx(req), wbfs_privileged(w, fuse_req_ctx(req)), moved);
@@ -627,14 +656,38 @@ static int file_check_error(struct wfile *f)
 }
 
 /*
- * close(2): nothing is written here, but a writeback of the file that
- * failed since it was opened (or since the error was last reported to
- * it, by fsync or an earlier close of a dup) is reported, as EIO.
+ * auto_da_alloc at close (ext4_release_file): a file truncated to 0 from
+ * a larger size since the last close has its pages written now, so that
+ * the commit that holds the truncation also holds the new data, or a
+ * later one does (the pattern "open(O_TRUNC), write, close" would
+ * otherwise give an empty file after a crash). Once per truncation: at
+ * the first close of any open file of the inode, as ext4's state bit.
+ * At FLUSH, which close(2) waits for, where ext4 acts at the release of
+ * the open file (its last close): FUSE sends RELEASE only after close(2)
+ * has returned, so the commit an application makes next (its fsync of
+ * another file) would not find the data, and the RELEASE of a file
+ * closed before the truncation, arriving after it, would take the state
+ * from the close it is meant for. So the close of each descriptor counts,
+ * not only the last of a file shared by dup or fork; and pages a
+ * mapping of the file dirties after its close are not written here.
+ */
+static void file_alloc_da_close(struct wbfs *w, struct winode *wi)
+{
+	if (atomic_exchange(&wi->da_alloc_close, false) && winode_alloc_da_blocks(w, wi) > 0)
+		atomic_fetch_add(&w->stats.nr_auto_da_alloc_close, 1);
+}
+
+/*
+ * close(2): nothing is written here (but for auto_da_alloc, above), and a
+ * writeback of the file that failed since it was opened (or since the
+ * error was last reported to it, by fsync or an earlier close of a dup)
+ * is reported, as EIO.
  * Valid replies: fuse_reply_err
  */
 static void wbcfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	CTL_ROUTE(ino, flush, req, ino, fi);
+	file_alloc_da_close(req_wbfs(req), fi_file(fi)->wi);
 	fuse_reply_err(req, -file_check_error(fi_file(fi)));
 }
 

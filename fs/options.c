@@ -53,6 +53,7 @@ void options_default(struct wbcfs_options *o)
 	o->max_pause_ms = THROTTLE_MAX_PAUSE_MS_DEFAULT;
 	o->fair_zone_alloc = true;
 	o->zone_dirty = true;
+	o->auto_da_alloc = true;
 	strcpy(o->ctl_name, OPTIONS_CTL_NAME_DEFAULT);
 }
 
@@ -559,6 +560,17 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 		return set_bool(opt, val, &o->zone_dirty, err, errlen);
 	if (!strcmp(opt, "zones"))
 		return set_zones(o, val, err, errlen);
+	/* ext4's spellings: auto_da_alloc[=0|1] and noauto_da_alloc */
+	if (!strcmp(opt, "auto_da_alloc"))
+		return set_bool(opt, val, &o->auto_da_alloc, err, errlen);
+	if (!strcmp(opt, "noauto_da_alloc")) {
+		if (val) {
+			snprintf(err, errlen, "%s: takes no value", opt);
+			return -EINVAL;
+		}
+		o->auto_da_alloc = false;
+		return 0;
+	}
 	if (!strcmp(opt, "transport")) {
 		static const char *const names[] = {
 			[TRANSPORT_AUTO] = "auto", [TRANSPORT_URING] = "uring",
@@ -666,6 +678,9 @@ void options_usage(FILE *out)
 		"  strictlimit[=0|1]              throttle on the device's own share of the limit [0]\n"
 		"  max_pause_ms=N                 longest single throttle pause, ms (1-10000) [200]\n"
 		"  commit=N                       journal commit interval, s (0-3600; 0: 5) [5]\n"
+		"  auto_da_alloc[=0|1], noauto_da_alloc\n"
+		"                                 write a file's new data at a rename over another\n"
+		"                                 file and at close after truncation to 0 [1]\n"
 		"  zones=N|SIZE:SIZE...           cache zones, lowest first [one per NUMA node, else 1]\n"
 		"  fair_zone_alloc[=0|1]          fill zones in proportion to their size [1]\n"
 		"  zone_dirty[=0|1]               per-zone dirty limits for writes [1]\n"

@@ -131,6 +131,10 @@ struct winode {
 						 * most): the extents they will need */
 	long meta_resv;				/* resv_lock: extent tree blocks
 						 * reserved for those extents */
+	_Atomic bool da_alloc_close;		/* atomic: truncated to 0 from a size
+						 * above it: the next close writes
+						 * its pages (auto_da_alloc; ext4's
+						 * EXT4_STATE_DA_ALLOC_CLOSE) */
 	pthread_rwlock_t dc_lock;		/* protects, with fs_lock: dcache (changed
 						 * under both, dc_lock exclusive; read
 						 * under either: a LOOKUP takes dc_lock
@@ -185,6 +189,10 @@ struct wbfs_stats {
 						 * not committed */
 	_Atomic long nr_alloc_commits;		/* atomic: commits forced so that such
 						 * blocks may be reused */
+	_Atomic long nr_auto_da_alloc_rename;	/* atomic: renames over a file that
+						 * wrote the moved file's pages first */
+	_Atomic long nr_auto_da_alloc_close;	/* atomic: closes after a truncation to
+						 * 0 that wrote the file's pages */
 };
 
 struct ra_pool;	/* data.c: the readahead threads */
@@ -496,6 +504,15 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
 void winode_note_itable_change(struct wbfs *w, uint64_t blk, const void *old, size_t in,
 			       const void *b, size_t n);
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
+/*
+ * auto_da_alloc (ext4_alloc_da_blocks): write @wi's dirty pages, allocating
+ * their delayed blocks, and its inode, and wait for the writes; no commit.
+ * A commit after the call holds the blocks, and finds their data on the
+ * device. Returns the number of dirty pages there were (0: nothing done)
+ * or -errno (a write error: also kept for the file's next fsync or close).
+ * Context: no lock held; may sleep on the device.
+ */
+long winode_alloc_da_blocks(struct wbfs *w, struct winode *wi);
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_orphan_add_ino_locked(struct wbfs *w, ext2_ino_t ino);

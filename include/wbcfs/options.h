@@ -73,6 +73,9 @@ struct wbcfs_options {
 	bool noatime;			/* noatime (strictatime wins over it) */
 	bool strictatime;		/* strictatime; neither: relatime */
 	bool nodiratime;		/* no atime updates on directories */
+	bool auto_da_alloc;		/* write a file's delayed data at a rename
+					 * over another file and at the close after
+					 * a truncation to 0, as ext4's [1] */
 	bool ro;
 	bool fsck;			/* run e2fsck -p before mounting */
 	bool allow_other;

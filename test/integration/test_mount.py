@@ -35,7 +35,8 @@ OPTIONS = ("cache_size", "dirty_ratio", "dirty_background_ratio", "dirty_bytes",
            "dirty_writeback_centisecs", "flushers", "flusher_model", "io_engine",
            "queue_depth",
            "max_io_kb", "readahead_kb", "max_threads", "poll_us", "ro", "fsck", "allow_other",
-           "default_permissions", "fsname", "ctl_name", "domain")
+           "default_permissions", "fsname", "ctl_name", "domain", "auto_da_alloc",
+           "noauto_da_alloc")
 
 BAD_OPTIONS = ("no_such_option", "cache_size=12Q", "cache_size=abc", "domain=a/b",
                "dirty_ratio=101", "dirty_ratio=-1", "dirty_background_ratio=x",
@@ -43,7 +44,8 @@ BAD_OPTIONS = ("no_such_option", "cache_size=12Q", "cache_size=abc", "domain=a/b
                "queue_depth=0", "queue_depth=abc", "max_io_kb=-4",
                "readahead_kb=lots", "flushers=-1", "dirty_bytes=1Z",
                "ctl_name=a/b", "ctl_name=..", "flusher_model=percpu",
-               "pdflush_threads=0", "pdflush_threads=4-2", "pdflush_threads=2")
+               "pdflush_threads=0", "pdflush_threads=4-2", "pdflush_threads=2",
+               "auto_da_alloc=yes", "noauto_da_alloc=0")
 
 
 CLONE_NEWNS = 0x00020000

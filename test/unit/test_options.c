@@ -53,6 +53,7 @@ START_TEST(defaults)
 	ck_assert_str_eq(o.fuse_opts, "");
 	ck_assert_str_eq(o.ctl_name, ".wbcfs");
 	ck_assert_str_eq(o.write_log, "");
+	ck_assert(o.auto_da_alloc);
 }
 END_TEST
 
@@ -416,6 +417,25 @@ START_TEST(atime_words)
 }
 END_TEST
 
+/* ext4's spellings; the last one given wins */
+START_TEST(auto_da_alloc)
+{
+	ck_assert_int_eq(t_parse("noauto_da_alloc"), 0);
+	ck_assert(!o.auto_da_alloc);
+	ck_assert_int_eq(t_parse("auto_da_alloc"), 0);
+	ck_assert(o.auto_da_alloc);
+	ck_assert_int_eq(t_parse("auto_da_alloc=0"), 0);
+	ck_assert(!o.auto_da_alloc);
+	ck_assert_int_eq(t_parse("auto_da_alloc=1"), 0);
+	ck_assert(o.auto_da_alloc);
+	ck_assert_int_eq(t_parse("auto_da_alloc=1,noauto_da_alloc"), 0);
+	ck_assert(!o.auto_da_alloc);
+	ck_assert_str_eq(o.fuse_opts, "");
+	t_refused("auto_da_alloc=2", "auto_da_alloc: '2' is not 0 or 1");
+	t_refused("noauto_da_alloc=1", "noauto_da_alloc: takes no value");
+}
+END_TEST
+
 static Suite *options_suite(void)
 {
 	Suite *s = suite_create("options");
@@ -434,6 +454,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, flusher_model);
 	tcase_add_test(tc, pdflush_threads);
 	tcase_add_test(tc, atime_words);
+	tcase_add_test(tc, auto_da_alloc);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_add_checked_fixture(tc, setup, NULL);
