@@ -1835,6 +1835,17 @@ const struct bdi_ops wbfs_bdi_ops = {
  */
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync)
 {
+	return winode_sync_range(w, wi, 0, UINT64_MAX, datasync);
+}
+
+/*
+ * winode_sync for the pages [@first, @last] only (a synchronous write's:
+ * the kernel's generic_write_sync syncs the range written, not the file).
+ * The commit is the same: it joins whatever commit other syncs started.
+ */
+int winode_sync_range(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last,
+		      bool datasync)
+{
 	struct bdi_sync_io io;
 	bool flushed = false;
 	int ret, r;
@@ -1842,10 +1853,10 @@ int winode_sync(struct wbfs *w, struct winode *wi, bool datasync)
 	if (w->ro)
 		return 0;
 	if (!w->journal) {
-		ret = bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, datasync);
+		ret = bdi_sync_inode(w->bdi, &wi->wb, first, last, datasync);
 		return ret ? ret : wbfs_sync_durable(w);
 	}
-	bdi_sync_inode_start(w->bdi, &wi->wb, 0, UINT64_MAX, datasync, &io);
+	bdi_sync_inode_start(w->bdi, &wi->wb, first, last, datasync, &io);
 	/* as ext4: only the transactions up to the file's newest change;
 	 * one already committed leaves just the device cache to flush */
 	r = wbfs_journal_commit_tid(w, wi->sync_tid, &flushed, &io);

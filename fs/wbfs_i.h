@@ -164,6 +164,12 @@ struct wbfs_stats {
 						 * readahead threads */
 	_Atomic long nr_ra_inline;		/* atomic: ... by the reader itself (the
 						 * queue was full, or unmount began) */
+	_Atomic long nr_sync_writes;		/* atomic: writes made durable before
+						 * their reply (O_SYNC, O_DSYNC, IS_SYNC) */
+	_Atomic long nr_dirsync_ops;		/* atomic: directory changes committed
+						 * before their reply (IS_DIRSYNC) */
+	_Atomic long nr_sync_metadata;		/* atomic: other changes committed before
+						 * their reply (IS_SYNC, O_SYNC fallocate) */
 };
 
 struct ra_pool;	/* data.c: the readahead threads */
@@ -458,6 +464,8 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
 void winode_note_itable_change(struct wbfs *w, uint64_t blk, const void *old, size_t in,
 			       const void *b, size_t n);
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
+int winode_sync_range(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last,
+		      bool datasync);
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_orphan_add_ino_locked(struct wbfs *w, ext2_ino_t ino);
@@ -569,6 +577,8 @@ int export_set_dir_generation_locked(struct wbfs *w, ext2_ino_t ino);
 bool winode_noatime_flag(struct winode *wi);
 uint32_t iflags_inherit(mode_t mode, uint32_t dir_flags);
 int iflags_check(struct wbfs *w, ext2_ino_t ino, uint32_t deny);
+bool iflags_is_sync(struct wbfs *w, ext2_ino_t ino);
+bool iflags_is_dirsync(struct wbfs *w, ext2_ino_t dir);
 int iflags_check_setattr(struct wbfs *w, ext2_ino_t ino, int to_set);
 int iflags_check_open(struct winode *wi, int flags);
 int iflags_check_write(struct winode *wi, int flags);

@@ -73,6 +73,9 @@ struct wbcfs_options {
 	bool noatime;			/* noatime (strictatime wins over it) */
 	bool strictatime;		/* strictatime; neither: relatime */
 	bool nodiratime;		/* no atime updates on directories */
+	bool sync;			/* sync: every write durable before its reply */
+	bool dirsync;			/* dirsync: directory changes committed before
+					 * their reply (sync implies it) */
 	bool ro;
 	bool fsck;			/* run e2fsck -p before mounting */
 	bool allow_other;

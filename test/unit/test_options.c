@@ -416,6 +416,20 @@ START_TEST(atime_words)
 }
 END_TEST
 
+/* sync and dirsync are the daemon's to honour, and the kernel's mount flags */
+START_TEST(sync_words)
+{
+	ck_assert(!o.sync && !o.dirsync);
+	ck_assert_int_eq(t_parse("sync"), 0);
+	ck_assert(o.sync && !o.dirsync);
+	ck_assert_str_eq(o.fuse_opts, "sync");
+	ck_assert_int_eq(t_parse("async,dirsync"), 0);
+	ck_assert(!o.sync && o.dirsync);
+	ck_assert_str_eq(o.fuse_opts, "sync,async,dirsync");
+	t_refused("sync=1", "sync: takes no value");
+}
+END_TEST
+
 static Suite *options_suite(void)
 {
 	Suite *s = suite_create("options");
@@ -434,6 +448,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, flusher_model);
 	tcase_add_test(tc, pdflush_threads);
 	tcase_add_test(tc, atime_words);
+	tcase_add_test(tc, sync_words);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_add_checked_fixture(tc, setup, NULL);
