@@ -479,7 +479,9 @@ static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
 		reply_entry(req, w, wbfs_ino(ino));
 }
 
-static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, fuse_req_t req)
+/* @created: a new, empty file (CREATE, O_TMPFILE): O_TRUNC has nothing to cut */
+static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, fuse_req_t req,
+		     bool created)
 {
 	struct winode *wi;
 	struct wfile *f;
@@ -502,7 +504,8 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, 
 	pthread_mutex_init(&f->ra_lock, NULL);
 	/* readahead_kb changes live through the control directory */
 	ra_state_init(&f->ra, __atomic_load_n(&w->opts.readahead_kb, __ATOMIC_RELAXED) / 4);
-	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode)) {
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode) &&
+	    !created) {
 		/* the kernel's truncation at open (ATOMIC_O_TRUNC) is this one */
 		ret = data_truncate(w, wi, 0);
 		if (!ret && req && atomic_load(&wi->has_priv) && fuse_req_ctx(req)->uid) {
@@ -536,7 +539,7 @@ static void wbcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int ret;
 
 	CTL_ROUTE(ino, open, req, ino, fi);
-	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi, req);
+	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi, req, false);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (fuse_reply_open(req, fi) == -ENOENT)
@@ -566,7 +569,7 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 	wi = winode_get(w, ino, true);
 	ret = wi ? export_stat(w, ino, &e.attr, &e.generation) : -EIO;
 	if (!ret)
-		ret = file_open(w, ino, fi, req);
+		ret = file_open(w, ino, fi, req, true);
 	if (ret) {
 		if (wi)
 			winode_forget(w, wi, 1);
@@ -789,7 +792,7 @@ int wbfs_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fu
 	 * changes between replies bad, and linkat's entry carries it */
 	ret = export_stat(w, ino, &e->attr, &e->generation);
 	if (!ret)
-		ret = file_open(w, ino, fi, NULL);	/* a new, empty file */
+		ret = file_open(w, ino, fi, NULL, true);
 	if (ret) {
 		winode_forget(w, wi, 1);
 		return ret;
