@@ -464,6 +464,11 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
 void winode_note_itable_change(struct wbfs *w, uint64_t blk, const void *old, size_t in,
 			       const void *b, size_t n);
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
+/*
+ * fsync (fdatasync: @datasync) of @wi limited to its pages [@first, @last]
+ * (@last inclusive), with the commit up to its newest change: a
+ * synchronous write's. Returns 0 or -errno (-EIO: a page write failed).
+ */
 int winode_sync_range(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last,
 		      bool datasync);
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino);
@@ -577,6 +582,7 @@ int export_set_dir_generation_locked(struct wbfs *w, ext2_ino_t ino);
 bool winode_noatime_flag(struct winode *wi);
 uint32_t iflags_inherit(mode_t mode, uint32_t dir_flags);
 int iflags_check(struct wbfs *w, ext2_ino_t ino, uint32_t deny);
+/* ext4's IS_SYNC (sync mount, chattr +S) and IS_DIRSYNC (+dirsync, +D) */
 bool iflags_is_sync(struct wbfs *w, ext2_ino_t ino);
 bool iflags_is_dirsync(struct wbfs *w, ext2_ino_t dir);
 int iflags_check_setattr(struct wbfs *w, ext2_ino_t ino, int to_set);

@@ -22,6 +22,11 @@ replayed by wbcfs; each is then e2fsck -fn clean.
               directory, then renamed.
   dirsync     -o dirsync: mkdir, create, rename and unlink.
 
+  powercut    (wbcfs only) the flags round's four writes under -o write_log:
+              tools/wbcfs-crash checks every state a power cut could leave
+              (flushes and prefixes between them, a random subset each)
+              against them, each recorded as an fsync when it returned.
+
 The vmstat counters nr_sync_writes, nr_dirsync_ops and nr_sync_metadata
 show that the flags reached the daemon over the transport in use.
 
@@ -34,7 +39,7 @@ show that the flags reached the daemon over the transport in use.
               write returns EIO.
 
     WBCFS_BIN=build/wbcfs test/integration/test_syncwrite.py [--kernel]
-Env: WBCFS_SYNCWRITE_ROUNDS (default flags,sync,dirsync,errors).
+Env: WBCFS_SYNCWRITE_ROUNDS (default flags,sync,dirsync,errors,powercut).
 """
 
 import ctypes
@@ -385,8 +390,62 @@ def round_errors(env):
     env.fsck(dev)
 
 
+def round_powercut(env):
+    """The synchronous writes under power cuts: tools/wbcfs-crash rebuilds
+    from the write log every state the device's volatile cache could be
+    left in; each synchronous write is recorded as an fsync at the log's
+    position when it returned, so every state after it must hold it."""
+    if t_is_kernel():
+        t_log("powercut: the write log is wbcfs's only")
+        return
+    import crashwork
+    import test_crash
+    t_step("powercut: synchronous writes under a write log, then their crash states")
+    dev = env.new_fs(test_crash.IMG_BYTES, name="powercut.img", fill=test_crash.STALE)
+    base = os.path.join(env.tmp, "powercut-base.img")
+    after = os.path.join(env.tmp, "powercut-after.img")
+    log = os.path.join(env.tmp, "powercut.wlog")
+    record = os.path.join(env.tmp, "powercut.rec")
+    test_crash.copy_dev(dev, base)
+    m = env.mount(dev, QUIET + ["write_log=" + log])
+    rec = crashwork.Record(log, record)
+    p = lambda rel: os.path.join(m.mnt, rel)  # noqa: E731
+    try:
+        a0 = data(b"a", 12800)
+        write_new(p("a"), a0)
+        syncfs(m.mnt)
+        rec.fsynced("a", a0, rec.pos())
+        rec.mod("a")
+        a1 = data(b"a1", 1024)
+        fd = os.open(p("a"), os.O_WRONLY | os.O_DSYNC)
+        os.pwrite(fd, a1, 54208)
+        os.close(fd)
+        rec.fsynced("a", a0 + bytes(54208 - len(a0)) + a1, rec.pos())
+        b = data(b"b", 5000)
+        write_new(p("b"), b, os.O_SYNC)
+        rec.fsynced("b", b, rec.pos())
+        for rel, flag in (("c", os.RWF_DSYNC), ("d", os.RWF_SYNC)):
+            x = data(rel.encode(), 7000)
+            fd = os.open(p(rel), os.O_CREAT | os.O_WRONLY, 0o644)
+            os.pwritev(fd, [x], 0, flag)
+            os.close(fd)
+            rec.fsynced(rel, x, rec.pos())
+        # later changes, never synced: the unmount's flushes come after them
+        write_new(p("later"), data(b"later", 300000))
+    finally:
+        rec.close()
+    env.umount(m)
+    test_crash.copy_dev(dev, after)
+    rc, out = test_crash.run_tool(["--base", base, "--log", log, "--oracle", record,
+                                   "--seed", "1", "--states", "0", "--random", "1",
+                                   "--full-every", "4", "--verify-final", after,
+                                   "--max-details", "4"])
+    print(out, flush=True)
+    t_check(rc == 0, "powercut: crash states lost a synchronous write (above)")
+
+
 ROUNDS = {"flags": round_flags, "sync": round_sync_mount, "dirsync": round_dirsync_mount,
-          "errors": round_errors}
+          "errors": round_errors, "powercut": round_powercut}
 
 
 def body(env):
