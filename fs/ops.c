@@ -607,7 +607,8 @@ static void wbcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 /*
  * Writeback errors of the file not yet reported to this open file: each
- * is reported once per open file (errseq), by fsync, by close or by a synchronous write.
+ * is reported once per open file (errseq), by fsync, by close or by a
+ * synchronous write.
  */
 static int file_check_error(struct wfile *f)
 {
