@@ -2056,6 +2056,17 @@ const struct bdi_ops wbfs_bdi_ops = {
  */
 int winode_sync(struct wbfs *w, struct winode *wi, bool datasync)
 {
+	return winode_sync_range(w, wi, 0, UINT64_MAX, datasync);
+}
+
+/*
+ * winode_sync for the pages [@first, @last] only (a synchronous write's:
+ * the kernel's generic_write_sync syncs the range written, not the file).
+ * The commit is the same: it joins whatever commit other syncs started.
+ */
+int winode_sync_range(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last,
+		      bool datasync)
+{
 	struct bdi_sync_io io;
 	bool flushed = false;
 	int ret, r;
@@ -2063,14 +2074,15 @@ int winode_sync(struct wbfs *w, struct winode *wi, bool datasync)
 	if (w->ro)
 		return 0;
 	if (!w->journal) {
-		ret = bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, datasync);
+		ret = bdi_sync_inode(w->bdi, &wi->wb, first, last, datasync);
 		if (!ret)
 			ret = winode_settle_disksize(w, wi);
 		return ret ? ret : wbfs_sync_durable(w);
 	}
-	bdi_sync_inode_start(w->bdi, &wi->wb, 0, UINT64_MAX, datasync, &io);
-	/* every page is mapped now, its write in flight (the commit's
-	 * ordered wait takes it): the on-disk size may reach i_size */
+	bdi_sync_inode_start(w->bdi, &wi->wb, first, last, datasync, &io);
+	/* every page of the range is mapped now, its write in flight (the
+	 * commit's ordered wait takes it): the on-disk size may reach as far
+	 * as written data goes (disksize_catch_up stops at waiting pages) */
 	r = winode_settle_disksize(w, wi);
 	if (r) {
 		bdi_sync_inode_finish(w->bdi, &io);

@@ -72,6 +72,26 @@ static uint32_t iflags_of(struct wbfs *w, ext2_ino_t ino)
 	return ret ? 0 : in.i_flags;
 }
 
+/*
+ * ext4's IS_SYNC of @ino: a sync mount, or chattr +S. Its writes are
+ * durable before they return (as O_DSYNC), and its changes of size,
+ * attributes, xattrs and flags are committed before they return.
+ */
+bool iflags_is_sync(struct wbfs *w, ext2_ino_t ino)
+{
+	return w->opts.sync || (iflags_of(w, ino) & EXT2_SYNC_FL);
+}
+
+/*
+ * ext4's IS_DIRSYNC of directory @dir: a sync or dirsync mount, chattr +S
+ * or +D. Entries made or removed in it are committed before the reply.
+ */
+bool iflags_is_dirsync(struct wbfs *w, ext2_ino_t dir)
+{
+	return w->opts.sync || w->opts.dirsync ||
+	       (iflags_of(w, dir) & (EXT2_SYNC_FL | EXT2_DIRSYNC_FL));
+}
+
 bool winode_noatime_flag(struct winode *wi)
 {
 	return atomic_load(&wi->iflags) & EXT2_NOATIME_FL;
@@ -204,7 +224,7 @@ static int flags_set(struct wbfs *w, ext2_ino_t ino, uint32_t want, const struct
 	struct ext2_inode_large in;
 	struct winode *wi;
 	struct timespec now;
-	uint32_t old, nfl;
+	uint32_t old = 0, nfl = 0;
 	int ret;
 
 	if (w->ro)
@@ -240,6 +260,9 @@ static int flags_set(struct wbfs *w, ext2_ino_t ino, uint32_t want, const struct
 		atomic_store(&wi->iflags, nfl);
 out:
 	wbfs_unlock(w);
+	/* as ext4_ioctl_setflags: committed when the inode is (now) sync */
+	if (!ret && nfl != old && iflags_is_sync(w, ino))
+		ret = wbfs_sync_durable(w);
 	return ret;
 }
 

@@ -25,6 +25,11 @@ static struct wbfs *req_wbfs(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+static struct wfile *fi_file(struct fuse_file_info *fi)
+{
+	return (struct wfile *)(uintptr_t)fi->fh;
+}
+
 /* A request on a control inode (fs/ctl.c) is answered there. */
 #define CTL_ROUTE(ino, op, ...)				\
 	do {						\
@@ -87,6 +92,38 @@ static int file_kill_priv(struct wbfs *w, struct winode *wi, const struct wbfs_c
 static bool name_too_long(const char *name)
 {
 	return strlen(name) > WBFS_NAME_MAX;
+}
+
+/*
+ * ext4's IS_DIRSYNC (ext4_handle_sync in create, mknod, mkdir, symlink,
+ * link, unlink, rmdir, rename): a change of the entries of @dir, or of
+ * @dir2 too for a rename (0: none), is committed before the reply. The
+ * kernel's FUSE commits nothing for a dirsync mount: it is ours. An
+ * error of the commit is the request's, as in ext4: the change is made,
+ * not durable.
+ */
+static int dir_change_sync(struct wbfs *w, ext2_ino_t dir, ext2_ino_t dir2)
+{
+	if (!iflags_is_dirsync(w, dir) && (!dir2 || !iflags_is_dirsync(w, dir2)))
+		return 0;
+	atomic_fetch_add(&w->stats.nr_dirsync_ops, 1);
+	return wbfs_sync_durable(w);
+}
+
+/*
+ * A change of @ino's size, attributes, xattrs or flags, committed before
+ * the reply when @ino is IS_SYNC (a sync mount, chattr +S) or @sync (the
+ * change came through an O_SYNC or O_DSYNC descriptor): ext4 commits its
+ * truncate, setxattr and setflags of an IS_SYNC inode (ext4_handle_sync)
+ * and fallocate through an O_SYNC one; wbcfs commits its mode, owner and
+ * times too, and an ftruncate through an O_SYNC descriptor.
+ */
+static int inode_change_sync(struct wbfs *w, ext2_ino_t ino, bool sync)
+{
+	if (!sync && !iflags_is_sync(w, ino))
+		return 0;
+	atomic_fetch_add(&w->stats.nr_sync_metadata, 1);
+	return wbfs_sync_durable(w);
 }
 
 /* Reply an entry for @ino after a lookup or a create (counts one lookup). */
@@ -270,6 +307,8 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 	if (!ret && (to_set || !sized))
 		ret = setattr_inode(w, ino, attr, to_set);
 	if (!ret)
+		ret = inode_change_sync(w, ino, fi && fi->fh && (fi_file(fi)->flags & O_DSYNC));
+	if (!ret)
 		ret = winode_stat(w, ino, &st);
 	if (!ret && S_ISDIR(st.st_mode))
 		wbfs_inval_dir_listing(w, winode_find(w, ino), false);
@@ -320,6 +359,8 @@ static void wbcfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 
 	if (!ret)
 		ret = dir_create(w, wbfs_ino(parent), name, mode, rdev, fuse_req_ctx(req), &ino);
+	if (!ret)
+		ret = dir_change_sync(w, wbfs_ino(parent), 0);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -335,6 +376,8 @@ static void wbcfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 
 	if (!ret)
 		ret = dir_mkdir(w, wbfs_ino(parent), name, mode, fuse_req_ctx(req), &ino);
+	if (!ret)
+		ret = dir_change_sync(w, wbfs_ino(parent), 0);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -351,6 +394,8 @@ static void wbcfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ret = iflags_check(w, wbfs_ino(parent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
 		ret = dir_unlink(w, wbfs_ino(parent), name, false);
+	if (!ret)
+		ret = dir_change_sync(w, wbfs_ino(parent), 0);
 	fuse_reply_err(req, -ret);
 }
 
@@ -364,6 +409,8 @@ static void wbcfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ret = iflags_check(w, wbfs_ino(parent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
 		ret = dir_unlink(w, wbfs_ino(parent), name, true);
+	if (!ret)
+		ret = dir_change_sync(w, wbfs_ino(parent), 0);
 	fuse_reply_err(req, -ret);
 }
 
@@ -376,6 +423,8 @@ static void wbcfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, c
 
 	if (!ret)
 		ret = dir_symlink(w, wbfs_ino(parent), name, link, fuse_req_ctx(req), &ino);
+	if (!ret)
+		ret = dir_change_sync(w, wbfs_ino(parent), 0);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -433,6 +482,8 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	for (i = 0; !ret && i < 2; i++)
 		if (moved[i])
 			wbfs_inval_dir_listing(w, winode_find(w, moved[i]), true);
+	if (!ret)
+		ret = dir_change_sync(w, wbfs_ino(parent), wbfs_ino(newparent));
 	fuse_reply_err(req, -ret);
 }
 
@@ -449,13 +500,17 @@ static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
 	if (!ret)
 		ret = dir_link(w, wbfs_ino(ino), wbfs_ino(newparent), newname,
 			       wbfs_privileged(w, fuse_req_ctx(req)));
+	if (!ret)
+		ret = dir_change_sync(w, wbfs_ino(newparent), 0);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
 		reply_entry(req, w, wbfs_ino(ino));
 }
 
-static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, fuse_req_t req)
+/* @created: a new, empty file (CREATE, O_TMPFILE): O_TRUNC has nothing to cut */
+static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, fuse_req_t req,
+		     bool created)
 {
 	struct winode *wi;
 	struct wfile *f;
@@ -478,7 +533,8 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, 
 	pthread_mutex_init(&f->ra_lock, NULL);
 	/* readahead_kb changes live through the control directory */
 	ra_state_init(&f->ra, __atomic_load_n(&w->opts.readahead_kb, __ATOMIC_RELAXED) / 4);
-	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode)) {
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(wi->mode) &&
+	    !created) {
 		/* the kernel's truncation at open (ATOMIC_O_TRUNC) is this one */
 		ret = data_truncate(w, wi, 0);
 		if (!ret && req && atomic_load(&wi->has_priv) && fuse_req_ctx(req)->uid) {
@@ -487,6 +543,9 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, 
 			req_cred(req, &cred);
 			ret = file_kill_priv(w, wi, &cred);
 		}
+		/* as an ftruncate through the new descriptor would be */
+		if (!ret)
+			ret = inode_change_sync(w, ino, fi->flags & O_DSYNC);
 	}
 	if (ret) {
 		free(f);
@@ -509,7 +568,7 @@ static void wbcfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int ret;
 
 	CTL_ROUTE(ino, open, req, ino, fi);
-	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi, req);
+	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi, req, false);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (fuse_reply_open(req, fi) == -ENOENT)
@@ -529,6 +588,8 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 	if (!ret)
 		ret = dir_create(w, wbfs_ino(parent), name, (mode & ~S_IFMT) | S_IFREG, 0,
 				 fuse_req_ctx(req), &ino);
+	if (!ret)
+		ret = dir_change_sync(w, wbfs_ino(parent), 0);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -537,7 +598,7 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 	wi = winode_get(w, ino, true);
 	ret = wi ? export_stat(w, ino, &e.attr, &e.generation) : -EIO;
 	if (!ret)
-		ret = file_open(w, ino, fi, req);
+		ret = file_open(w, ino, fi, req, true);
 	if (ret) {
 		if (wi)
 			winode_forget(w, wi, 1);
@@ -548,11 +609,6 @@ static void wbcfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mo
 	e.attr_timeout = ATTR_TIMEOUT;
 	e.entry_timeout = ENTRY_TIMEOUT;
 	fuse_reply_create(req, &e, fi);
-}
-
-static struct wfile *fi_file(struct fuse_file_info *fi)
-{
-	return (struct wfile *)(uintptr_t)fi->fh;
 }
 
 /* Valid replies: fuse_reply_iov, fuse_reply_buf, fuse_reply_err */
@@ -576,6 +632,58 @@ static void wbcfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	else
 		fuse_reply_iov(req, rr.iov, rr.n);
 	data_read_done(&rr);
+}
+
+/*
+ * Writeback errors of the file not yet reported to this open file: each
+ * is reported once per open file (errseq), by fsync, by close or by a
+ * synchronous write.
+ */
+static int file_check_error(struct wfile *f)
+{
+	int ret;
+
+	ls_mutex_lock(&f->ra_lock, &lc_ra_lock);
+	ret = mapping_check_and_advance(&f->wi->map, &f->wb_err);
+	ls_mutex_unlock(&f->ra_lock);
+	return ret;
+}
+
+/*
+ * fsync or fdatasync (@datasync) of @f's file, pages [@first, @last]:
+ * the writeback error it meets, or one not yet reported to @f, is
+ * reported to @f once, as fsync reports it (errseq); -EIO from the sync
+ * is that same error.
+ */
+static int file_sync(struct wbfs *w, struct wfile *f, uint64_t first, uint64_t last,
+		     bool datasync)
+{
+	int ret = winode_sync_range(w, f->wi, first, last, datasync);
+	int err = file_check_error(f);
+
+	return err ? err : ret;
+}
+
+/*
+ * A synchronous write: the kernel passes O_DSYNC or O_SYNC in the WRITE's
+ * flags (fuse_write_flags(): O_DSYNC for IOCB_DSYNC, from O_DSYNC, RWF_DSYNC
+ * or an IS_SYNC inode; O_SYNC for IOCB_SYNC, from O_SYNC or RWF_SYNC) and,
+ * the file being direct_io, leaves its durability to us: it sends no
+ * fsync after it, as generic_write_sync would for a page cache write. So
+ * the range written is made durable before the reply, as fdatasync of it
+ * (O_DSYNC) or fsync (O_SYNC), joining the commit of other syncs; so is
+ * every write to a sync inode (ext4's IS_SYNC: a sync mount, chattr +S),
+ * whatever the kernel passed. Returns 0 or the sync's -errno, which
+ * replaces the byte count: the bytes are in the cache, not durable.
+ */
+static int write_sync(struct wbfs *w, struct wfile *f, int flags, uint64_t off, size_t len)
+{
+	bool datasync = (flags & O_SYNC) != O_SYNC;
+
+	if (!(flags & O_DSYNC) && !w->opts.sync && !(atomic_load(&f->wi->iflags) & EXT2_SYNC_FL))
+		return 0;
+	atomic_fetch_add(&w->stats.nr_sync_writes, 1);
+	return file_sync(w, f, off >> PAGE_SHIFT, (off + len - 1) >> PAGE_SHIFT, datasync);
 }
 
 /* Valid replies: fuse_reply_write, fuse_reply_err */
@@ -633,26 +741,18 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 		req_cred(req, &cred);
 		file_kill_priv(w, fi_file(fi)->wi, &cred);
 	}
+	if (ret > 0 && !fi->writepage) {
+		int err = write_sync(w, fi_file(fi), fi->flags, (uint64_t)off, (size_t)ret);
+
+		if (err)
+			ret = err;
+	}
 	if (ret > 0)
 		data_balance_dirty(w, fuse_req_ctx(req)->pid, page_thread_dirtied() - dirtied);
 	if (ret < 0)
 		fuse_reply_err(req, (int)-ret);
 	else
 		fuse_reply_write(req, (size_t)ret);
-}
-
-/*
- * Writeback errors of the file not yet reported to this open file: each
- * is reported once per open file (errseq), by fsync or by close.
- */
-static int file_check_error(struct wfile *f)
-{
-	int ret;
-
-	ls_mutex_lock(&f->ra_lock, &lc_ra_lock);
-	ret = mapping_check_and_advance(&f->wi->map, &f->wb_err);
-	ls_mutex_unlock(&f->ra_lock);
-	return ret;
 }
 
 /*
@@ -746,7 +846,7 @@ int wbfs_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fu
 	 * changes between replies bad, and linkat's entry carries it */
 	ret = export_stat(w, ino, &e->attr, &e->generation);
 	if (!ret)
-		ret = file_open(w, ino, fi, NULL);	/* a new, empty file */
+		ret = file_open(w, ino, fi, NULL, true);
 	if (ret) {
 		winode_forget(w, wi, 1);
 		return ret;
@@ -774,15 +874,10 @@ static void wbcfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 {
 	struct wbfs *w = req_wbfs(req);
 	struct wfile *f;
-	int ret, err;
 
 	CTL_ROUTE(ino, fsync, req, ino, datasync, fi);
 	f = fi_file(fi);
-	ret = winode_sync(w, f->wi, datasync != 0);
-	err = file_check_error(f);
-	/* a data write that failed now, or before without being reported
-	 * to this file, is its error; -EIO from winode_sync is the same one */
-	fuse_reply_err(req, err ? -err : -ret);
+	fuse_reply_err(req, -file_sync(w, f, 0, UINT64_MAX, datasync != 0));
 }
 
 struct wdir {
@@ -1003,6 +1098,8 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 				wbfs_privileged(w, fuse_req_ctx(req)));
 	if (!ret)
 		wbfs_inval_dir_listing(w, winode_find(w, wbfs_ino(ino)), false);
+	if (!ret && !xattr_is_fault(w, name))
+		ret = inode_change_sync(w, wbfs_ino(ino), false);
 	fuse_reply_err(req, -ret);
 }
 
@@ -1069,6 +1166,8 @@ static void wbcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		      xattr_remove(w, wbfs_ino(ino), name);
 	if (!ret)
 		wbfs_inval_dir_listing(w, winode_find(w, wbfs_ino(ino)), false);
+	if (!ret && !xattr_is_fault(w, name))
+		ret = inode_change_sync(w, wbfs_ino(ino), false);
 	fuse_reply_err(req, -ret);
 }
 
@@ -1094,7 +1193,17 @@ static void wbcfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		req_cred(req, &cred);
 		ret = file_kill_priv(w, fi_file(fi)->wi, &cred);
 	}
-
+	/*
+	 * ext4 commits a fallocate through an O_SYNC (or O_DSYNC) descriptor,
+	 * and a punch of an IS_SYNC inode; the kernel's FUSE leaves it to
+	 * us. An fsync of the range: zeroed pages written, then the commit.
+	 */
+	if (!ret && len > 0 && ((fi_file(fi)->flags & O_DSYNC) ||
+				iflags_is_sync(w, fi_file(fi)->wi->ino))) {
+		atomic_fetch_add(&w->stats.nr_sync_metadata, 1);
+		ret = file_sync(w, fi_file(fi), (uint64_t)off >> PAGE_SHIFT,
+				((uint64_t)off + (uint64_t)len - 1) >> PAGE_SHIFT, false);
+	}
 	fuse_reply_err(req, -ret);
 }
 

@@ -28,7 +28,7 @@ static const char *const fstab_words[] = {
 /* FUSE mount options libfuse 3.14 accepts, passed through as given. */
 static const char *const fuse_words[] = {
 	"allow_root", "auto_unmount", "nosuid", "suid", "nodev", "dev", "noexec", "exec",
-	"async", "sync", "dirsync", "default_permissions", NULL,
+	"default_permissions", NULL,
 };
 static const char *const fuse_keys[] = { "fsname", "subtype", "max_read", NULL };
 
@@ -275,6 +275,29 @@ static int parse_atime(struct wbcfs_options *o, const char *key, const char *val
 	}
 	*(bool *)((char *)o + words[i].field) = words[i].v;
 	return !strcmp(key, "noatime") ? fuse_opt_append(o, key, err, errlen) : 0;
+}
+
+/*
+ * sync, async and dirsync: the daemon's to honour (files are direct_io,
+ * and FUSE commits nothing itself), and the kernel's mount flags too
+ * (MS_SYNCHRONOUS, MS_DIRSYNC), so /proc/mounts shows them and the kernel
+ * marks every WRITE of a sync mount O_DSYNC (IS_SYNC in fuse_write_flags).
+ */
+static int parse_sync(struct wbcfs_options *o, const char *key, const char *val,
+		      char *err, size_t errlen, bool *matched)
+{
+	*matched = !strcmp(key, "sync") || !strcmp(key, "async") || !strcmp(key, "dirsync");
+	if (!*matched)
+		return 0;
+	if (val) {
+		snprintf(err, errlen, "%s: takes no value", key);
+		return -EINVAL;
+	}
+	if (!strcmp(key, "dirsync"))
+		o->dirsync = true;
+	else
+		o->sync = !strcmp(key, "sync");
+	return fuse_opt_append(o, key, err, errlen);
 }
 
 enum atime_mode options_atime_mode(const struct wbcfs_options *o)
@@ -616,6 +639,9 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 	ret = parse_atime(o, opt, val, err, errlen, &matched);
 	if (matched)
 		return ret;
+	ret = parse_sync(o, opt, val, err, errlen, &matched);
+	if (matched)
+		return ret;
 	if (!val && in_list(fstab_words, opt))
 		return 0;
 	if (!strncmp(opt, "x-", 2) || !strcmp(opt, "comment"))
@@ -706,6 +732,9 @@ void options_usage(FILE *out)
 		"  relatime|strictatime|noatime   atime on reads: when older than mtime/ctime\n"
 		"                                 or a day, always, never [relatime]\n"
 		"  nodiratime                     no atime updates on directories\n"
+		"  sync                           every write durable before it returns, and\n"
+		"                                 every directory change (as ext4's sync)\n"
+		"  dirsync                        directory changes durable before they return\n"
 		"  ro                             mount read-only\n"
 		"  fsck                           run e2fsck -p before mounting\n"
 		"  allow_other                    let other users access the mount\n"

@@ -193,6 +193,12 @@ struct wbfs_stats {
 						 * wrote the moved file's pages first */
 	_Atomic long nr_auto_da_alloc_close;	/* atomic: closes after a truncation to
 						 * 0 that wrote the file's pages */
+	_Atomic long nr_sync_writes;		/* atomic: writes made durable before
+						 * their reply (O_SYNC, O_DSYNC, IS_SYNC) */
+	_Atomic long nr_dirsync_ops;		/* atomic: directory changes committed
+						 * before their reply (IS_DIRSYNC) */
+	_Atomic long nr_sync_metadata;		/* atomic: other changes committed before
+						 * their reply (IS_SYNC, O_SYNC fallocate) */
 };
 
 struct ra_pool;	/* data.c: the readahead threads */
@@ -513,6 +519,13 @@ int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
  * Context: no lock held; may sleep on the device.
  */
 long winode_alloc_da_blocks(struct wbfs *w, struct winode *wi);
+/*
+ * fsync (fdatasync: @datasync) of @wi limited to its pages [@first, @last]
+ * (@last inclusive), with the commit up to its newest change: a
+ * synchronous write's. Returns 0 or -errno (-EIO: a page write failed).
+ */
+int winode_sync_range(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last,
+		      bool datasync);
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_orphan_add_ino_locked(struct wbfs *w, ext2_ino_t ino);
@@ -624,6 +637,9 @@ int export_set_dir_generation_locked(struct wbfs *w, ext2_ino_t ino);
 bool winode_noatime_flag(struct winode *wi);
 uint32_t iflags_inherit(mode_t mode, uint32_t dir_flags);
 int iflags_check(struct wbfs *w, ext2_ino_t ino, uint32_t deny);
+/* ext4's IS_SYNC (sync mount, chattr +S) and IS_DIRSYNC (+dirsync, +D) */
+bool iflags_is_sync(struct wbfs *w, ext2_ino_t ino);
+bool iflags_is_dirsync(struct wbfs *w, ext2_ino_t dir);
 int iflags_check_setattr(struct wbfs *w, ext2_ino_t ino, int to_set);
 int iflags_check_open(struct winode *wi, int flags);
 int iflags_check_write(struct winode *wi, int flags);

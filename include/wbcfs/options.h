@@ -76,6 +76,9 @@ struct wbcfs_options {
 	bool auto_da_alloc;		/* write a file's delayed data at a rename
 					 * over another file and at the close after
 					 * a truncation to 0, as ext4's [1] */
+	bool sync;			/* sync: every write durable before its reply */
+	bool dirsync;			/* dirsync: directory changes committed before
+					 * their reply (sync implies it) */
 	bool ro;
 	bool fsck;			/* run e2fsck -p before mounting */
 	bool allow_other;

@@ -16,6 +16,7 @@
 #include <check.h>
 #include "helpers.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,9 @@ static void t_ring_request(uint32_t opcode, uint64_t unique, const void *op, siz
 
 START_TEST(write_in_place)
 {
-	struct fuse_write_in wi = { .fh = 9, .offset = 4096, .size = 5000 };
+	/* a synchronous write: its O_SYNC is how wbcfs knows to sync it */
+	struct fuse_write_in wi = { .fh = 9, .offset = 4096, .size = 5000,
+				    .flags = O_WRONLY | O_SYNC };
 	char data[5000];
 	const struct fuse_in_header *in;
 	size_t len = 0;
@@ -78,6 +81,8 @@ START_TEST(write_in_place)
 	ck_assert_uint_eq(in->unique, 42);
 	ck_assert_uint_eq(in->len, len);
 	ck_assert_mem_eq(msg + sizeof(*in), &wi, sizeof(wi));
+	ck_assert_uint_eq(((const struct fuse_write_in *)(msg + sizeof(*in)))->flags,
+			  O_WRONLY | O_SYNC);
 	ck_assert_mem_eq(payload, data, sizeof(data));
 }
 END_TEST

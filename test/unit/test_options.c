@@ -436,6 +436,20 @@ START_TEST(auto_da_alloc)
 }
 END_TEST
 
+/* sync and dirsync are the daemon's to honour, and the kernel's mount flags */
+START_TEST(sync_words)
+{
+	ck_assert(!o.sync && !o.dirsync);
+	ck_assert_int_eq(t_parse("sync"), 0);
+	ck_assert(o.sync && !o.dirsync);
+	ck_assert_str_eq(o.fuse_opts, "sync");
+	ck_assert_int_eq(t_parse("async,dirsync"), 0);
+	ck_assert(!o.sync && o.dirsync);
+	ck_assert_str_eq(o.fuse_opts, "sync,async,dirsync");
+	t_refused("sync=1", "sync: takes no value");
+}
+END_TEST
+
 static Suite *options_suite(void)
 {
 	Suite *s = suite_create("options");
@@ -455,6 +469,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, pdflush_threads);
 	tcase_add_test(tc, atime_words);
 	tcase_add_test(tc, auto_da_alloc);
+	tcase_add_test(tc, sync_words);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_add_checked_fixture(tc, setup, NULL);
