@@ -75,6 +75,8 @@ struct wbcfs_options {
 	bool nodiratime;		/* no atime updates on directories */
 	bool ro;
 	bool fsck;			/* run e2fsck -p before mounting */
+	bool norecovery;		/* norecovery/noload: never replay the
+					 * journal (needs ro) */
 	bool allow_other;
 	bool fault_inject;		/* testing aid: per-file I/O error injection */
 	bool lockstat;			/* collect lock statistics from mount on */
