@@ -29,8 +29,9 @@
                  "journal recovered" line but one saying so, the tree is
                  the kernel's ext4 mounting it ro,noload, FITRIM fails with
                  EROFS as on the kernel's, and not a byte of the device is
-                 written (the kernel's ext4 frees the orphans even then):
-                 the next plain mount still replays the journal.
+                 written (the kernel's ext4 frees the orphans even then),
+                 also from a read-only device: the next plain mount still
+                 replays the journal.
                  -o norecovery without ro is refused with one line.
   refused        a corrupt journal superblock (bad magic; bad checksum), an
                  external journal, fast commits waiting in the log (the
@@ -269,8 +270,12 @@ def case_norecovery(env, img):
     path = copy(env, img, "norec.img")
     before = t_sha256_file(path)
     dev = env.loop(path)
-    for opt in ("norecovery", "noload"):
-        m = env.mount(dev, opts=["ro", opt])
+    p = t_run(["losetup", "--find", "--show", "--read-only", path])
+    rdev = p.stdout.strip().splitlines()[-1]
+    env.loops.append(rdev)
+    # noload on a read-only device, which -o ro alone refuses (no replay)
+    for opt, d in (("norecovery", dev), ("noload", rdev)):
+        m = env.mount(d, opts=["ro", opt, "cache_size=64M"])
         log = m.daemon_log()
         t_check("journal recovered" not in log, "-o ro,%s replayed:\n%s" % (opt, log))
         t_check("not replayed (norecovery)" in log, "-o ro,%s: no line says the journal"
@@ -280,6 +285,7 @@ def case_norecovery(env, img):
         t_errno(errno.EROFS, fitrim, m.mnt, what="-o ro,%s: FITRIM" % opt)
         env.umount(m)
         t_check(t_sha256_file(path) == before, "-o ro,%s wrote to the device" % opt)
+    env.detach(rdev)
     feats, start = jsb_start(dev)
     t_check("needs_recovery" in feats and start,
             "after norecovery mounts: features %s, journal start %s" % (feats, start))
