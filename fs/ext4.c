@@ -567,7 +567,11 @@ static int sb_check(struct wbfs *w, const char *dev, bool ro, bool fsck_done)
 		wbfs_err(dev, "feature mmp is not supported read-write; mount with -o ro");
 		goto out;
 	}
-	if (sb->s_feature_incompat & EXT3_FEATURE_INCOMPAT_RECOVER) {
+	if ((sb->s_feature_incompat & EXT3_FEATURE_INCOMPAT_RECOVER) && w->opts.norecovery) {
+		/* as ext4's noload: said, and left to the next mount that replays */
+		fprintf(wbfs_msg(), "wbcfs: %s: the journal needs recovery and is not replayed"
+			" (norecovery): the filesystem may look older or inconsistent\n", dev);
+	} else if (sb->s_feature_incompat & EXT3_FEATURE_INCOMPAT_RECOVER) {
 		/* jrec_recover() cleared it, or refused: never reached in practice */
 		wbfs_err(dev, "filesystem needs journal recovery; run e2fsck first (or mount with -o fsck)");
 		goto out;
@@ -2313,6 +2317,15 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 	w->opts = *o;
 	w->ro = o->ro;
 	w->dev_path = dev;
+	/*
+	 * A filesystem whose journal was not replayed is not one to write.
+	 * ext4 mounts read-write with noload when no replay is due and runs
+	 * without a journal; wbcfs never writes without one.
+	 */
+	if (o->norecovery && !o->ro) {
+		wbfs_err(dev, "norecovery (noload) requires ro");
+		return -EINVAL;
+	}
 	ret = wbfs_init_locks(w);
 	if (!ret && o->fsck && !o->ro)
 		ret = run_fsck(dev);
@@ -2320,8 +2333,9 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 		ret = dev_open(w, dev, w->ro);
 	if (ret)
 		return ret;
-	/* the journal goes home before anything below reads metadata */
-	ret = jrec_recover(dev, w->dev_fd, w->ro);
+	/* the journal goes home before anything below reads metadata,
+	 * unless the mount asked to see the device as it is (ro only) */
+	ret = o->norecovery ? 0 : jrec_recover(dev, w->dev_fd, w->ro);
 	w->recovered = ret > 0;
 	if (ret >= 0)
 		ret = sb_check(w, dev, w->ro, o->fsck);

@@ -247,13 +247,12 @@ static int flags_set(struct wbfs *w, ext2_ino_t ino, uint32_t want, const struct
 	ret = -EOPNOTSUPP;
 	if ((old ^ want) & (EXT4_EXTENTS_FL | IFL_UNSUPPORTED))
 		goto out;
-	ret = 0;
-	if (nfl == old)
-		goto out;
+	/* ext4 stamps ctime even when no flag changes (chattr of what is) */
 	in.i_flags = nfl;
+	/* a write's pending times first: its older ctime must not win */
+	winode_fold_attrs_locked(w, ino, &in);
 	wbfs_now(&now);
 	wbfs_ts_set(&in, TS_CTIME, &now);
-	winode_fold_attrs_locked(w, ino, &in);
 	ret = wbfs_write_inode(w, ino, &in);
 	wi = winode_find(w, ino);
 	if (!ret && wi)
@@ -386,6 +385,18 @@ void wbfs_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
 	default:
 		ret = -ENOTTY;
 		break;
+	}
+	/*
+	 * chattr stamped ctime, and the kernel keeps the old one until its
+	 * attributes time out: drop them before the reply, so stat after
+	 * chattr sees it (the kernel takes no page lock for that).
+	 */
+	if (!ret && (cmd == FS_IOC_SETFLAGS || cmd == FS_IOC32_SETFLAGS ||
+		     cmd == FS_IOC_FSSETXATTR)) {
+		struct winode *wi = winode_find(w, ino);
+
+		if (wi)
+			wbfs_inval_attr(w, wi);
 	}
 	if (ret)
 		fuse_reply_err(req, -ret);

@@ -724,6 +724,10 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 	dirtied = page_thread_dirtied();
 	/* pages the kernel dirtied before a chattr are still written */
 	ret = fi->writepage ? 0 : iflags_check_write(fi_file(fi)->wi, fi_file(fi)->flags);
+	/* before the bytes land, as file_remove_privs; a mapping's pages
+	 * written back are not a write(2) (ext4's page_mkwrite keeps them) */
+	if (!ret && !fi->writepage)
+		ret = xattr_kill_caps(w, fi_file(fi)->wi);
 	while (!ret) {
 		ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off,
 				 fuse_req_ctx(req)->uid == 0, fi->writepage);

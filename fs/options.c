@@ -222,6 +222,8 @@ static int parse_flag(struct wbcfs_options *o, const char *key, const char *val,
 		f = &o->ro;
 	else if (!strcmp(key, "fsck"))
 		f = &o->fsck;
+	else if (!strcmp(key, "norecovery") || !strcmp(key, "noload"))
+		f = &o->norecovery;
 	else if (!strcmp(key, "allow_other"))
 		f = &o->allow_other;
 	else if (!strcmp(key, "fault_inject"))
@@ -737,6 +739,8 @@ void options_usage(FILE *out)
 		"  dirsync                        directory changes durable before they return\n"
 		"  ro                             mount read-only\n"
 		"  fsck                           run e2fsck -p before mounting\n"
+		"  norecovery|noload              with ro: do not replay the journal, read the\n"
+		"                                 filesystem as it is on the device\n"
 		"  allow_other                    let other users access the mount\n"
 		"  fault_inject                   testing: per-file I/O errors (trusted.wbcfs.fault)\n"
 		"  write_log=FILE                 testing: record every device write and flush in FILE\n"

@@ -70,6 +70,17 @@ extern struct lock_class lc_ra_lock;		/* wfile->ra_lock */
 extern struct lock_class lc_dcache_r;		/* winode->dc_lock, shared */
 extern struct lock_class lc_dcache_w;		/* winode->dc_lock, exclusive */
 
+/*
+ * Does the inode have security.capability? Looked up at its first write
+ * (zero, as calloc leaves it, is "not known yet"), then kept by every
+ * set and removal of that attribute (xattr.c).
+ */
+enum winode_caps {
+	WINODE_CAPS_UNKNOWN = 0,
+	WINODE_CAPS_NONE,
+	WINODE_CAPS_SET,
+};
+
 struct winode {
 	ext2_ino_t ino;				/* constant */
 	struct winode *hash_next;		/* itable_lock */
@@ -118,6 +129,8 @@ struct winode {
 						 * into an inode not yet written */
 	unsigned fold_seq;			/* attr_lock: +1 at each fold and write */
 	_Atomic bool has_priv;			/* atomic: mode has S_ISUID/S_ISGID */
+	_Atomic int caps;			/* atomic, changed under fs_lock:
+						 * enum winode_caps */
 	_Atomic uint32_t iflags;		/* atomic: ext4 i_flags (chattr), ioctl.c */
 
 	pthread_mutex_t ec_lock;		/* protects: runs, nr_runs, ec_valid */
@@ -614,6 +627,7 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 int xattr_get(struct wbfs *w, ext2_ino_t ino, const char *name, void *buf, size_t len);
 int xattr_list(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len);
 int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name);
+int xattr_kill_caps(struct wbfs *w, struct winode *wi);
 int xattr_acl_chmod_locked(struct wbfs *w, ext2_ino_t ino, mode_t mode);
 int xattr_acl_inherit_locked(struct wbfs *w, ext2_ino_t dir, mode_t *mode, mode_t umask,
 			     struct acl_inherit *ai);

@@ -13,6 +13,10 @@
  * it (and stores nothing when the mode says it all), chmod rewrites the
  * ACL's user::, mask:: and other::, and new inodes inherit their
  * directory's default ACL (acl.c has the rules).
+ *
+ * A write removes security.capability (xattr_kill_caps), as the kernel's
+ * file_remove_privs does for ext4; the kernel does it for the other
+ * changes of a file's contents itself.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,6 +29,7 @@
 
 #define XATTR_NAME_MAX_LEN 255
 #define XATTR_VALUE_MAX (64 * 1024)
+#define XATTR_NAME_CAPS "security.capability"
 
 /* Namespaces the kernel's ext4 stores; anything else is EOPNOTSUPP. */
 static bool xattr_name_ok(const char *name)
@@ -42,6 +47,24 @@ static bool xattr_name_ok(const char *name)
 		if (!strcmp(name, *p))
 			return true;
 	return false;
+}
+
+/*
+ * @name was set (@state WINODE_CAPS_SET) or removed: if it is
+ * security.capability, the next write of the inode in memory knows it
+ * without looking. Under fs_lock, as xattr_kill_caps's lookup, so the
+ * two cannot undo each other's answer. Context: fs_lock.
+ */
+static void caps_note_locked(struct wbfs *w, ext2_ino_t ino, const char *name,
+			     enum winode_caps state)
+{
+	struct winode *wi;
+
+	if (strcmp(name, XATTR_NAME_CAPS))
+		return;
+	wi = winode_find(w, ino);
+	if (wi)
+		atomic_store(&wi->caps, state);
 }
 
 static int xopen_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_xattr_handle **h)
@@ -335,6 +358,8 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 		ret = xattr_undo_block_locked(w, ino, name, old, oldlen, had);
 	if (!ret)
 		ret = winode_touch_ctime_locked(w, ino);
+	if (!ret)
+		caps_note_locked(w, ino, name, WINODE_CAPS_SET);
 out:
 	if (old)
 		ext2fs_free_mem(&old);
@@ -437,6 +462,60 @@ int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name)
 		ret = -wbfs_errno(err);
 	if (!ret)
 		ret = winode_touch_ctime_locked(w, ino);
+	if (!ret)
+		caps_note_locked(w, ino, name, WINODE_CAPS_NONE);
+out:
+	wbfs_unlock(w);
+	return ret;
+}
+
+/*
+ * A write drops the file's capabilities (security.capability), whoever
+ * writes, as the kernel's ext4 does (file_remove_privs: the attribute
+ * being there is enough, cap_inode_need_killpriv): a changed binary must
+ * not keep them. Before truncate, chown, fallocate and copy_file_range
+ * the kernel removes it itself (setattr_prepare, file_modified), but a
+ * direct_io WRITE reaches us untouched. @wi->caps keeps the answer, so
+ * only an inode's first write in memory looks for the attribute. Returns
+ * 0 or -errno; the removal is a metadata change like any removexattr,
+ * and stamps ctime. Context: a WRITE's worker before it writes; takes
+ * fs_lock.
+ */
+int xattr_kill_caps(struct wbfs *w, struct winode *wi)
+{
+	struct ext2_xattr_handle *h = NULL;
+	void *old = NULL;
+	size_t oldlen;
+	errcode_t err;
+	int ret;
+
+	if (atomic_load(&wi->caps) == WINODE_CAPS_NONE)
+		return 0;
+	wbfs_lock(w);
+	ret = xopen_locked(w, wi->ino, &h);
+	if (ret)
+		goto out;
+	err = ext2fs_xattr_get(h, XATTR_NAME_CAPS, &old, &oldlen);
+	if (err == EXT2_ET_EA_KEY_NOT_FOUND) {
+		ext2fs_xattrs_close(&h);
+		goto none;
+	}
+	if (err) {
+		ext2fs_xattrs_close(&h);
+		ret = -wbfs_errno(err);
+		goto out;
+	}
+	ext2fs_free_mem(&old);
+	ret = -wbfs_errno(ext2fs_xattr_remove(h, XATTR_NAME_CAPS));
+	err = ext2fs_xattrs_close(&h);
+	if (!ret)
+		ret = -wbfs_errno(err);
+	if (!ret)
+		ret = winode_touch_ctime_locked(w, wi->ino);
+	if (ret)
+		goto out;
+none:
+	atomic_store(&wi->caps, WINODE_CAPS_NONE);
 out:
 	wbfs_unlock(w);
 	return ret;

@@ -81,6 +81,8 @@ struct wbcfs_options {
 					 * their reply (sync implies it) */
 	bool ro;
 	bool fsck;			/* run e2fsck -p before mounting */
+	bool norecovery;		/* norecovery/noload: never replay the
+					 * journal (needs ro) */
 	bool allow_other;
 	bool fault_inject;		/* testing aid: per-file I/O error injection */
 	bool lockstat;			/* collect lock statistics from mount on */

@@ -34,6 +34,12 @@ setuid/setgid (the writer is 65534, never root):
     group-executable and set-group-ID by a member.
 (j) an ACL the kernel's ext4 wrote before the mount is enforced: a 644
     file with u:65534:--- cannot be read by user 65534.
+capabilities (security.capability, setcap cap_chown+ep; xfstests
+generic/093):
+(l) a write removes them, by root (an append) or by user 65534; so do a
+    truncate and a chown; a read does not, nor a write of another file;
+    other attributes stay. Set again after a write, the next write removes
+    them again. The kernel's ext4 (ro) finds them where the mount did.
 Then: unmount, e2fsck -fn clean, and the kernel's ext4 (ro) shows the same
 getfacl -R listing as the mount did.  Every check runs; failures are
 reported together.  Runs once.  WBCFS_TEST_TARGET=kernel runs it on ext4.
@@ -56,6 +62,9 @@ NOBODY = 65534
 GROUP = 4321
 SETFACL = "/usr/bin/setfacl"
 GETFACL = "/usr/bin/getfacl"
+SETCAP = "/usr/sbin/setcap"
+GETCAP = "/usr/sbin/getcap"
+CAPS = "cap_chown=ep"
 
 failures = []
 
@@ -344,6 +353,54 @@ def priv_checks(root):
                       "(i) %s inherited the default ACL" % os.path.relpath(sub, root))
 
 
+def getcap(path):
+    """The file's capabilities as getcap prints them ("" for none)."""
+    out = t_run([GETCAP, path], quiet=True).stdout.split()
+    return out[1] if len(out) == 2 else ""
+
+
+def cap_checks(root):
+    """(l); returns {name: capabilities} to find again on disk."""
+    t_step("(l) a write, truncate or chown removes the file's capabilities")
+    d = os.path.join(root, "caps")
+    os.mkdir(d)
+    os.chmod(d, 0o777)
+
+    def capped(name, mode=0o755):
+        p = os.path.join(d, name)
+        new_file(p, mode, b"#!/bin/true\n")
+        os.setxattr(p, "user.keep", b"1")
+        t_run([SETCAP, "cap_chown+ep", p], quiet=True)
+        check(getcap(p) == CAPS, "(l) setcap %s: getcap shows %s" % (name, CAPS))
+        return p
+
+    p = capped("append")
+    with open(p, "ab") as f:
+        f.write(b"data\n")
+    check(getcap(p) == "", "(l) an append by root removed the capabilities")
+    check(os.getxattr(p, "user.keep") == b"1", "(l) the append kept user.keep")
+    p = capped("user_write", 0o777)
+    check(as_user(write_file(p, b"y")) == "ok", "(l) user %d writes user_write" % NOBODY)
+    check(getcap(p) == "", "(l) a write by user %d removed the capabilities" % NOBODY)
+    p = capped("truncate")
+    os.truncate(p, 1)
+    check(getcap(p) == "", "(l) truncate removed the capabilities")
+    p = capped("chown")
+    os.chown(p, NOBODY, NOBODY)
+    check(getcap(p) == "", "(l) chown removed the capabilities")
+    p = capped("read")
+    check(as_user(read_file(p)) == "ok", "(l) user %d reads read" % NOBODY)
+    write_file(os.path.join(d, "append"), b"other")()
+    check(getcap(p) == CAPS, "(l) a read, and a write of another file, kept them")
+    p = capped("again")
+    write_file(p, b"1")()
+    t_run([SETCAP, "cap_chown+ep", p], quiet=True)
+    check(getcap(p) == CAPS, "(l) set again after a write: getcap shows them")
+    write_file(p, b"2")()
+    check(getcap(p) == "", "(l) the next write removed them again")
+    return dict((n, getcap(os.path.join(d, n))) for n in sorted(os.listdir(d)))
+
+
 def listing(root):
     """getfacl -R of everything but lost+found, from inside root."""
     t_log("$ cd %s && getfacl -R -n -p ." % root)
@@ -379,6 +436,9 @@ def body(env):
     for tool in (SETFACL, GETFACL):
         if not os.access(tool, os.X_OK):
             raise TFail("%s is missing (package acl)" % tool)
+    for tool in (SETCAP, GETCAP):
+        if not os.access(tool, os.X_OK):
+            raise TFail("%s is missing (package libcap2-bin)" % tool)
     dev = env.new_fs(256 * MIB)
     t_step("(j) the kernel's ext4 writes an ACL before the mount")
     kmnt = env.mkdir("krw")
@@ -397,13 +457,18 @@ def body(env):
     acl_checks(m.mnt)
     priv_checks(m.mnt)
     copy_checks(env, m.mnt)
+    caps = cap_checks(m.mnt)
     before = listing(m.mnt)
     env.umount(m)
     env.fsck(dev)
-    t_step("the kernel's ext4 (ro) shows the same ACLs")
+    t_step("the kernel's ext4 (ro) shows the same ACLs and capabilities")
     k = env.kernel_ro(dev)
     try:
         after = listing(k.mnt)
+        for name, want in caps.items():
+            got = getcap(os.path.join(k.mnt, "caps", name))
+            check(got == want, "(l) kernel ext4: caps/%s has capabilities %r (mount: %r)"
+                  % (name, got, want))
     finally:
         env.umount(k)
     check(before == after, "getfacl -R: the mount and the kernel's ext4 agree")

@@ -23,6 +23,11 @@ and times that two paths write (libext2fs and wbcfs's in-memory inode).
 (g) One clock for every stamp: files (written), fifos, directories,
     symlinks, devices and links made one after the other have ctimes in
     that order.
+(h) chattr stamps ctime, also when no flag changes (chattr -d of a file
+    without it) and after a write whose times are still pending in
+    memory: stat right after chattr shows the new ctime, not the one the
+    kernel cached before (xfstests generic/277), and the kernel's ext4
+    finds it on disk.
 
     WBCFS_BIN=build/wbcfs test/integration/test_attrs.py
 """
@@ -129,6 +134,28 @@ def ctime_changes(mnt):
                        % (what, c, written[name]))
         stamps[after] = c
     t_check(not bad, "; ".join(bad))
+    return stamps
+
+
+def chattr_checks(mnt):
+    """(h); returns {name: ctime_ns} to find again on disk."""
+    d = os.path.join(mnt, "chattr")
+    os.mkdir(d)
+    stamps = {}
+    for name, flags in (("plus_A", "+A"), ("minus_d", "-d"), ("written", "+d")):
+        p = os.path.join(d, name)
+        t_step("chattr %s %s: stat shows its ctime at once" % (flags, name))
+        if name == "written":
+            write_pending(p)
+        else:
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
+        before = os.stat(p).st_ctime_ns    # now in the kernel's cache
+        later()
+        t_run(["chattr", flags, p])
+        after = os.stat(p).st_ctime_ns
+        t_check(after > before, "%s: ctime %d after chattr %s, %d before"
+                % (p, after, flags, before))
+        stamps[name] = after
     return stamps
 
 
@@ -326,6 +353,7 @@ def body(env):
     m = env.mount(dev, ["cache_size=64M"])
     seen = grow_dirs(m.mnt)
     stamps = ctime_changes(m.mnt)
+    chattr_stamps = chattr_checks(m.mnt)
     env.umount(m)
     env.fsck(dev)
     t_step("the kernel's ext4 (ro) sees the sizes, modes, owners and times")
@@ -337,6 +365,9 @@ def body(env):
         for name, c in stamps.items():
             got = os.stat(os.path.join(k.mnt, "ct", name)).st_ctime_ns
             t_eq(got, c, "kernel ext4: ct/%s ctime" % name)
+        for name, c in chattr_stamps.items():
+            got = os.stat(os.path.join(k.mnt, "chattr", name)).st_ctime_ns
+            t_eq(got, c, "kernel ext4: chattr/%s ctime" % name)
     finally:
         env.umount(k)
     atime_phase(env, dev, "relatime", relatime_checks)

@@ -24,6 +24,15 @@
   read-only      -o ro on that copy still replays (the device can be
                  written), as the kernel does; on a read-only loop device
                  the mount is refused with one line, the device unchanged.
+  norecovery     -o ro,norecovery (and its other name, noload) on that
+                 copy replays nothing (xfstests generic/537): no
+                 "journal recovered" line but one saying so, the tree is
+                 the kernel's ext4 mounting it ro,noload, FITRIM fails with
+                 EROFS as on the kernel's, and not a byte of the device is
+                 written (the kernel's ext4 frees the orphans even then),
+                 also from a read-only device: the next plain mount still
+                 replays the journal.
+                 -o norecovery without ro is refused with one line.
   refused        a corrupt journal superblock (bad magic; bad checksum), an
                  external journal, fast commits waiting in the log (the
                  kernel's, with -O fast_commit): one line naming e2fsck, a
@@ -40,13 +49,16 @@
     WBCFS_BIN=build/wbcfs test/integration/test_jrecover.py
 """
 
+import errno
+import fcntl
 import os
 import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, Mount, TFail, TSkip, t_check, t_compare, t_is_kernel, t_log,  # noqa: E402
-                    t_main, t_manifest, t_run, t_sha256_file, t_step)
+from wbtest import (MIB, Mount, TFail, TSkip, t_check, t_compare, t_errno,  # noqa: E402
+                    t_is_kernel, t_log, t_main, t_manifest, t_run, t_sha256_file,
+                    t_step)
 
 BS = 4096
 SB = 1024
@@ -236,6 +248,68 @@ def case_read_only(env, img, man):
     refused(env, rdev, "cannot be written", opts=["ro"])
     env.detach(rdev)
     t_check(t_sha256_file(path) == before, "the read-only device changed")
+
+
+FITRIM = 0xC0185879     # _IOWR('X', 121, struct fstrim_range)
+
+
+def fitrim(mnt):
+    """fstrim of the whole filesystem through the mount's root."""
+    fd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.ioctl(fd, FITRIM, bytearray(struct.pack("=QQQ", 0, 2**64 - 1, 0)))
+    finally:
+        os.close(fd)
+
+
+def case_norecovery(env, img):
+    t_step("-o ro,norecovery replays nothing: the tree is the kernel's ro,noload one")
+    # a copy of its own: the kernel's ext4 writes even on ro,noload when
+    # the orphan list is not empty (it frees the orphans); wbcfs does not
+    kdev = env.loop(copy(env, img, "norec-kernel.img"))
+    k = env.kernel_ro(kdev)         # ro,noload
+    try:
+        want = t_manifest(k.mnt)
+        t_errno(errno.EROFS, fitrim, k.mnt, what="kernel ext4 ro,noload: FITRIM")
+    finally:
+        env.umount(k)
+    env.detach(kdev)
+    path = copy(env, img, "norec.img")
+    before = t_sha256_file(path)
+    dev = env.loop(path)
+    p = t_run(["losetup", "--find", "--show", "--read-only", path])
+    rdev = p.stdout.strip().splitlines()[-1]
+    env.loops.append(rdev)
+    # noload on a read-only device, which -o ro alone refuses (no replay)
+    for opt, d in (("norecovery", dev), ("noload", rdev)):
+        m = env.mount(d, opts=["ro", opt, "cache_size=64M"])
+        log = m.daemon_log()
+        t_check("journal recovered" not in log, "-o ro,%s replayed:\n%s" % (opt, log))
+        t_check("not replayed (norecovery)" in log, "-o ro,%s: no line says the journal"
+                " is not replayed:\n%s" % (opt, log))
+        t_compare(want, t_manifest(m.mnt, exclude=(".wbcfs",)), "kernel-noload",
+                  "wbcfs-" + opt, keys=KEYS)
+        t_errno(errno.EROFS, fitrim, m.mnt, what="-o ro,%s: FITRIM" % opt)
+        env.umount(m)
+        t_check(t_sha256_file(path) == before, "-o ro,%s wrote to the device" % opt)
+    env.detach(rdev)
+    feats, start = jsb_start(dev)
+    t_check("needs_recovery" in feats and start,
+            "after norecovery mounts: features %s, journal start %s" % (feats, start))
+
+    t_step("-o norecovery without ro is refused")
+    rc, out = env.mount(dev, opts=["norecovery"], expect_fail=True)
+    lines = [ln for ln in out.splitlines() if ln.startswith("wbcfs:")]
+    t_check(rc != 0 and len(lines) == 1 and "norecovery (noload) requires ro" in lines[0],
+            "want exit != 0 and one line naming ro, got %d:\n%s" % (rc, out))
+    t_check(t_sha256_file(path) == before, "the refused mount wrote to the device")
+
+    t_step("the journal was left alone: a plain mount replays it")
+    m = env.mount(dev)
+    t_log(recovered_line(m.daemon_log()))
+    env.umount(m)
+    env.fsck(dev)
+    env.detach(dev)
 
 
 def refused(env, dev, want, opts=()):
@@ -567,6 +641,7 @@ def body(env):
     img, man = crashed_image(env, "crash")
     case_kernel_log(env, img, man)
     case_read_only(env, img, man)
+    case_norecovery(env, img)
     case_refused(env, img)
     case_commit_damage(env, img, man)
     case_bad_tag_homes(env, img)

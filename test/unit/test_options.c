@@ -145,6 +145,21 @@ START_TEST(flusher_model)
 }
 END_TEST
 
+/* ext4's words for a mount that does not replay the journal; ro only */
+START_TEST(norecovery)
+{
+	ck_assert(!o.norecovery);
+	ck_assert_int_eq(t_parse("norecovery"), 0);
+	ck_assert(o.norecovery);
+	ck_assert_str_eq(o.fuse_opts, "");
+	options_default(&o);
+	/* without ro it is refused where the device is opened (ext4.c) */
+	ck_assert_int_eq(t_parse("ro,noload"), 0);
+	ck_assert(o.norecovery && o.ro);
+	t_refused("noload=1", "noload: takes no value");
+}
+END_TEST
+
 START_TEST(pdflush_threads)
 {
 	ck_assert_uint_eq(o.pdflush_min, 2);
@@ -467,6 +482,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, domain_options);
 	tcase_add_test(tc, flusher_model);
 	tcase_add_test(tc, pdflush_threads);
+	tcase_add_test(tc, norecovery);
 	tcase_add_test(tc, atime_words);
 	tcase_add_test(tc, auto_da_alloc);
 	tcase_add_test(tc, sync_words);
