@@ -34,7 +34,6 @@ cleanly, which checks the test's own expectations).
 
 import os
 import random
-import signal
 import sys
 import time
 
@@ -146,15 +145,7 @@ class Files:
 
 
 def kill_daemon(env, m):
-    if t_is_kernel():
-        env.umount(m)
-        return
-    m.proc.send_signal(signal.SIGKILL)
-    m.proc.wait(60)
-    t_log("daemon pid %d killed with SIGKILL" % m.pid)
-    t_run(["umount", "-l", m.mnt], check=False)
-    m.mounted = False
-    env.mounts.remove(m)
+    env.kill(m)
 
 
 def classify(got, old, new):

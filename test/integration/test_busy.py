@@ -25,7 +25,6 @@ import ctypes
 import errno
 import hashlib
 import os
-import signal
 import sys
 import time
 
@@ -143,11 +142,7 @@ def wait_written(m, written0, pages, timeout_s=120):
 
 
 def kill_daemon(env, m):
-    m.proc.send_signal(signal.SIGKILL)
-    m.proc.wait()
-    t_run(["umount", "-l", m.mnt], check=False)
-    m.mounted = False
-    env.mounts.remove(m)
+    env.kill(m)
 
 
 def copy_image(env, dev, name):

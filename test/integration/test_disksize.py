@@ -29,9 +29,7 @@ import os
 import random
 import shutil
 import subprocess
-import signal
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crashwork  # noqa: E402
@@ -129,17 +127,7 @@ def check(root, want, what):
 
 
 def kill_mount(env, m):
-    m.proc.send_signal(signal.SIGKILL)
-    m.proc.wait(30)
-    t_log("daemon pid %d killed with SIGKILL" % m.pid)
-    for _ in range(50):
-        if not t_is_mounted(m.mnt):
-            break
-        if t_run(["umount", m.mnt], check=False).returncode != 0:
-            time.sleep(0.1)
-    t_check(not t_is_mounted(m.mnt), "dead mount %s would not go away" % m.mnt)
-    m.mounted = False
-    env.mounts.remove(m)
+    env.kill(m)
 
 
 def copy(env, dev, name):

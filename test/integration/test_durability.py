@@ -116,21 +116,7 @@ def check_promises(root, journal, what):
 
 def kill_mount(env, m):
     """SIGKILL the daemon, then take down the dead mount."""
-    if t_is_kernel():
-        # the kernel cannot be killed: unmount cleanly (validates the test)
-        env.umount(m)
-        return
-    m.proc.send_signal(signal.SIGKILL)
-    m.proc.wait(30)
-    t_log("daemon pid %d killed with SIGKILL" % m.pid)
-    for _ in range(50):
-        if not t_is_mounted(m.mnt):
-            break
-        if t_run(["umount", m.mnt], check=False).returncode != 0:
-            time.sleep(0.1)
-    t_check(not t_is_mounted(m.mnt), "dead mount %s would not go away" % m.mnt)
-    m.mounted = False
-    env.mounts.remove(m)
+    env.kill(m)
 
 
 def repair(env, dev):

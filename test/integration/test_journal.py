@@ -27,7 +27,6 @@ ext4 as oracles.
 import os
 import errno
 import re
-import signal
 import sys
 import time
 
@@ -61,11 +60,7 @@ def copy_image(env, dev, name):
 
 
 def kill_daemon(env, m):
-    m.proc.send_signal(signal.SIGKILL)
-    m.proc.wait()
-    t_run(["umount", "-l", m.mnt], check=False)
-    m.mounted = False
-    env.mounts.remove(m)
+    env.kill(m)
 
 
 def write_sync(path, data):

@@ -23,9 +23,7 @@ wrote, not what a timer happened to write.
 import ctypes
 import os
 import shutil
-import signal
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (MIB, TFail, t_check, t_is_kernel, t_is_mounted,  # noqa: E402
@@ -265,16 +263,7 @@ def crash(env, m, img, copy):
         shutil.copyfile(img, copy)
         env.umount(m)
         return
-    m.proc.send_signal(signal.SIGKILL)
-    m.proc.wait(30)
-    for _ in range(50):
-        if not t_is_mounted(m.mnt):
-            break
-        if t_run(["umount", m.mnt], check=False).returncode != 0:
-            time.sleep(0.1)
-    t_check(not t_is_mounted(m.mnt), "dead mount %s would not go away" % m.mnt)
-    m.mounted = False
-    env.mounts.remove(m)
+    env.kill(m)
     shutil.copyfile(img, copy)
 
 

@@ -46,10 +46,8 @@ import ctypes
 import errno
 import hashlib
 import os
-import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (MIB, Mount, t_check, t_eq, t_errno, t_is_kernel,  # noqa: E402
@@ -126,20 +124,7 @@ def chattr(path, flags):
 
 def kill_daemon(env, m):
     """SIGKILL the daemon and take down the dead mount (kernel: umount)."""
-    if t_is_kernel():
-        env.umount(m)
-        return
-    m.proc.send_signal(signal.SIGKILL)
-    m.proc.wait(30)
-    t_log("daemon pid %d killed with SIGKILL" % m.pid)
-    for _ in range(100):
-        if not t_is_mounted(m.mnt):
-            break
-        if t_run(["umount", m.mnt], check=False).returncode != 0:
-            time.sleep(0.1)
-    t_check(not t_is_mounted(m.mnt), "dead mount %s would not go away" % m.mnt)
-    m.mounted = False
-    env.mounts.remove(m)
+    env.kill(m)
 
 
 def check_tree(root, want, what):

@@ -574,6 +574,28 @@ class T_Env:
             self.mounts.remove(m)
         t_log("unmounted %s in %.2fs" % (m.mnt, time.monotonic() - t0))
 
+    def kill(self, m, tries=100):
+        """SIGKILL the daemon of @m (a crash: nothing is flushed or
+        committed) and take down its dead mount. The kernel's ext4 cannot
+        be killed: it is unmounted cleanly instead, which still validates
+        a test's oracle."""
+        if t_is_kernel():
+            self.umount(m)
+            return
+        m.proc.send_signal(signal.SIGKILL)
+        m.proc.wait(60)
+        t_log("daemon pid %d killed with SIGKILL" % m.pid)
+        for _ in range(tries):
+            if not t_is_mounted(m.mnt):
+                break
+            if t_run(["umount", m.mnt], check=False).returncode != 0:
+                time.sleep(0.1)
+        if t_is_mounted(m.mnt):
+            t_run(["umount", "-l", m.mnt], check=False)
+        t_check(not t_is_mounted(m.mnt), "dead mount %s would not go away" % m.mnt)
+        m.mounted = False
+        self.mounts.remove(m)
+
     def kernel_ro(self, dev):
         """Mount dev read-only with the kernel's ext4 (noload: never replay)."""
         mnt = self.mkdir("kro%d" % len(self.mounts))
