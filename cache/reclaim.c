@@ -166,7 +166,7 @@ static long zone_lru_pages(const struct zone *z)
 }
 
 /* Reclaim up to @nr pages from @z (aging its active list as needed). */
-static long zone_shrink(struct zone *z, long nr, long *dirty)
+long zone_shrink(struct zone *z, long nr, long *dirty)
 {
 	long freed = 0, budget = zone_lru_pages(z);
 
@@ -309,7 +309,9 @@ static void *kswapd_main(void *arg)
 		}
 		c->kswapd_wake = false;
 		ls_mutex_unlock(&c->wait_lock);
-		backoff = !kswapd_balance(c);
+		/* pages over the target first: then the watermarks of what is left */
+		backoff = !cache_balloon_run(c);
+		backoff = !kswapd_balance(c) || backoff;
 		ls_mutex_lock(&c->wait_lock, &lc_cache_wait_lock);
 	}
 	ls_mutex_unlock(&c->wait_lock);
