@@ -358,6 +358,9 @@ long cache_balloon_step(struct cache *c, long *left)
 		ls_mutex_unlock(&z->lock);
 		rest += over > 0 ? over : 0;
 	}
+	/* the zones' cached dirty limits fall with what was given back */
+	if (given)
+		zones_refresh_dirty_limits(c);
 	*left = rest;
 	return given;
 }
