@@ -46,6 +46,8 @@ void cache_lru_activate(struct page *p);
 void cache_kswapd_kick(struct cache *c);
 /* Reclaim up to @nr clean pages from @z's LRU; *dirty counts dirty pages met. */
 long zone_shrink(struct zone *z, long nr, long *dirty);
+/* The same, scanning at most @budget pages. */
+long zone_shrink_scan(struct zone *z, long nr, long budget, long *dirty);
 /* Watermarks and reserves from the zones' managed pages. Context: size_lock. */
 void zones_set_watermarks(struct cache *c);
 void zones_set_reserves(struct cache *c);

@@ -70,7 +70,7 @@ static long zone_resize_locked(struct zone *z)
 		struct page *p = list_first_entry(&z->returned, struct page, lru);
 
 		list_move_tail(&p->lru, &z->free_list);
-		z->nr_returned--;
+		ZONE_COUNT(z->nr_returned, -1);
 		held++;
 		ZONE_COUNT(z->nr_free, 1);
 	}
@@ -207,6 +207,16 @@ static void target_apply_locked(struct cache *c, size_t pages, bool force, const
 		return;
 	atomic_fetch_add(&c->stats.cache_target_changes, 1);
 	dirty = atomic_load(&c->stats.nr_dirty);
+	if (pages < old) {
+		unsigned long bg, thresh;
+		long wb = atomic_load(&c->stats.nr_writeback);
+
+		/* the thresholds of the cache once shrunk: dirtyable memory
+		 * falls as kswapd gives pages back, the limit at once */
+		dirty_thresholds_for(c, pages, &bg, &thresh);
+		throttle_domain_lower_limit(&c->throttle, thresh,
+					    dirty + wb > 0 ? (unsigned long)(dirty + wb) : 0);
+	}
 	rec = (struct throttle_trace_cache){
 		.target = pages, .resident = cache_resident_pages(c), .ceiling = c->nr_pages,
 		.floor = c->floor_pages, .free = (unsigned long)cache_free_pages(c),
@@ -312,7 +322,7 @@ static long zone_balloon(struct zone *z, struct page **batch, long *dirty, long 
 		batch[n++] = p;
 	}
 	ZONE_COUNT(z->nr_free, -n);
-	z->nr_returning += n;
+	ZONE_COUNT(z->nr_returning, n);
 	ls_mutex_unlock(&z->lock);
 	given = n ? balloon_madvise(batch, n) : 0;
 	if (n) {
@@ -321,8 +331,8 @@ static long zone_balloon(struct zone *z, struct page **batch, long *dirty, long 
 			page_set(batch[i], PG_returned);
 			list_add(&batch[i]->lru, &z->returned);
 		}
-		z->nr_returning -= n;
-		z->nr_returned += n;
+		ZONE_COUNT(z->nr_returning, -n);
+		ZONE_COUNT(z->nr_returned, n);
 		/* the target may have risen meanwhile */
 		if (zone_resize_locked(z) > 0) {
 			ls_mutex_unlock(&z->lock);
@@ -333,9 +343,13 @@ static long zone_balloon(struct zone *z, struct page **batch, long *dirty, long 
 		atomic_fetch_add(&z->cache->stats.pgreturned, given);
 	}
 	*progress += n;
-	if (excess > n)
-		*progress += zone_shrink(z, excess - n < BALLOON_RECLAIM ? excess - n
-									  : BALLOON_RECLAIM, dirty);
+	if (excess > n) {
+		long want = excess - n < BALLOON_RECLAIM ? excess - n : BALLOON_RECLAIM;
+
+		/* a bounded scan: an LRU of dirty pages is not walked whole
+		 * every round while the flusher writes them */
+		*progress += zone_shrink_scan(z, want, 4 * want, dirty);
+	}
 	return given;
 }
 

@@ -970,6 +970,17 @@ void throttle_trace_wait(struct throttle_domain *d, uint64_t cursor, unsigned ti
 	ls_mutex_unlock(&d->lock);
 }
 
+void throttle_domain_lower_limit(struct throttle_domain *d, unsigned long thresh,
+				 unsigned long dirty)
+{
+	unsigned long t = max_ul(thresh, dirty);
+
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
+	if (d->dirty_limit > t)
+		d->dirty_limit = t;
+	ls_mutex_unlock(&d->lock);
+}
+
 void throttle_trace_cache(struct throttle_domain *d, const struct throttle_trace_cache *rec)
 {
 	struct throttle_trace_rec *r;

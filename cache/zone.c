@@ -270,7 +270,7 @@ void cache_prefault(struct cache *c, uint64_t bytes)
 
 			list_add_tail(&p->lru, &z->free_list);
 		}
-		z->nr_touched += n;
+		ZONE_COUNT(z->nr_touched, n);
 		z->nr_virgin -= n;
 		ls_mutex_unlock(&z->lock);
 		if (n)
@@ -479,7 +479,7 @@ static struct page *zone_rmqueue(struct zone *z, enum alloc_mark mark)
 			list_del_init(&p->lru);
 		} else {
 			p = zone_page_init(z, z->start_pfn + (size_t)z->nr_touched);
-			z->nr_touched++;
+			ZONE_COUNT(z->nr_touched, 1);
 			z->nr_virgin--;
 		}
 		ZONE_COUNT(z->nr_free, -1);

@@ -606,7 +606,9 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 }
 
 /*
- * /proc/zoneinfo's layout, one block per zone, in pages. protection is the
+ * /proc/zoneinfo's layout, one block per zone, in pages. present is the
+ * zone's share of the ceiling (cache_size), managed its share of the target,
+ * nr_returned the pages it gave back to the kernel. protection is the
  * lowmem reserve; dirty_limit the zone's share of the dirty threshold now.
  */
 static int ctl_gen_zone(struct ctl_buf *b, struct zone *z)
@@ -618,6 +620,7 @@ static int ctl_gen_zone(struct ctl_buf *b, struct zone *z)
 		"        low      %ld\n"
 		"        high     %ld\n"
 		"        present  %ld\n"
+		"        managed  %ld\n"
 		"        protection %ld\n"
 		"        dirty_limit %lu\n"
 		"  nr_active_file %ld\n"
@@ -629,16 +632,19 @@ static int ctl_gen_zone(struct ctl_buf *b, struct zone *z)
 		"  pgalloc        %ld\n"
 		"  pgscan         %ld\n"
 		"  pgsteal        %ld\n"
-		"  nr_vmscan_immediate_reclaim %ld\n",
+		"  nr_vmscan_immediate_reclaim %ld\n"
+		"  nr_returned    %ld\n",
 		z->id, ctl_gauge(__atomic_load_n(&z->nr_free, __ATOMIC_RELAXED)),
 		z->wmark_min, z->wmark_low, z->wmark_high, z->present_pages,
+		__atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED),
 		z->lowmem_reserve, zone_dirty_limit(z),
 		ctl_gauge(__atomic_load_n(&z->nr_active, __ATOMIC_RELAXED)),
 		ctl_gauge(__atomic_load_n(&z->nr_inactive, __ATOMIC_RELAXED)),
 		ctl_gauge(atomic_load(&z->nr_dirty)), ctl_gauge(atomic_load(&z->nr_writeback)),
 		atomic_load(&z->alloc_batch), (int)atomic_load(&z->fair_depleted),
 		atomic_load(&z->pgalloc), atomic_load(&z->pgscan), atomic_load(&z->pgsteal),
-		atomic_load(&z->nr_immediate));
+		atomic_load(&z->nr_immediate),
+		ctl_gauge(__atomic_load_n(&z->nr_returned, __ATOMIC_RELAXED)));
 }
 
 static int ctl_gen_zoneinfo(struct wbfs *w, struct ctl_buf *b)

@@ -263,6 +263,15 @@ size_t throttle_trace_read(struct throttle_domain *d, uint64_t *cursor,
 			   struct throttle_trace_rec *out, size_t max, uint64_t *lost);
 /** Wait until a record with seq >= @cursor exists or @timeout_ms passes. */
 void throttle_trace_wait(struct throttle_domain *d, uint64_t cursor, unsigned timeout_ms);
+/**
+ * The cache's target fell: the smoothed hard limit, which otherwise comes
+ * down 1/32 of the gap per 200 ms, drops at once to @thresh or to the
+ * pages dirty now, whichever is higher, so that writers are held to the
+ * new limits instead of filling a shrinking cache with dirty pages.
+ * Context: takes the domain lock (leaf).
+ */
+void throttle_domain_lower_limit(struct throttle_domain *d, unsigned long thresh,
+				 unsigned long dirty);
 /** Record a change of the cache's target. Context: takes the domain lock (leaf). */
 void throttle_trace_cache(struct throttle_domain *d, const struct throttle_trace_cache *rec);
 /** Format one record as a trace line (with '\n'). Returns its length. */

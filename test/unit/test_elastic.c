@@ -276,7 +276,10 @@ START_TEST(dirty_limits_follow_target)
 	avail0 = dirty_dirtyable_pages(c);
 	zlimit0 = zone_dirty_limit(&c->zones[0]);
 	ck_assert_uint_ge(avail0, 7000);
+	c->throttle.dirty_limit = avail0 * 20 / 100;	/* the smoothed limit before */
 	cache_set_target(c, 1024, "pressure", 1);
+	/* the throttle's hard limit falls at once, not 1/32 per 200 ms */
+	ck_assert_uint_le(c->throttle.dirty_limit, 1025 * 20 / 100);
 	ck_assert_int_eq(t_balloon(c), 0);
 	/* returned pages are neither free nor file pages */
 	ck_assert_uint_le(dirty_dirtyable_pages(c), 1024 + 1);
