@@ -301,6 +301,14 @@ int cache_create(struct cache **out, const struct cache_config *cfg)
 	/* a reservation: nothing is resident until a page is first used */
 	c->arena = mmap(NULL, c->reserve_pages << PAGE_SHIFT, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (c->arena == MAP_FAILED && c->reserve_pages > c->nr_pages) {
+		/* strict overcommit (vm.overcommit_memory=2) charges even a
+		 * MAP_NORESERVE mapping: then the ceiling cannot rise above
+		 * the size asked for */
+		c->reserve_pages = c->nr_pages;
+		c->arena = mmap(NULL, c->reserve_pages << PAGE_SHIFT, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	}
 	if (c->arena == MAP_FAILED)
 		goto out_free;
 	/* 2 MiB pages: 512x fewer first-touch faults, fewer TLB misses */
