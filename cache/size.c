@@ -66,6 +66,14 @@ static long zone_resize_locked(struct zone *z)
 {
 	long old = z->nr_free, held = zone_held(z), want, room;
 
+	/* all of them: one splice, not a walk of a million descriptors
+	 * under the lock */
+	if (z->nr_returned && held + z->nr_returned <= z->managed_pages) {
+		list_splice_init(&z->returned, &z->free_list);
+		ZONE_COUNT(z->nr_free, z->nr_returned);
+		held += z->nr_returned;
+		ZONE_COUNT(z->nr_returned, -z->nr_returned);
+	}
 	while (held < z->managed_pages && !list_empty(&z->returned)) {
 		struct page *p = list_first_entry(&z->returned, struct page, lru);
 

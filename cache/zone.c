@@ -52,7 +52,6 @@ LOCK_CLASS(lc_cache_wait_lock, "cache_wait_lock")
 #define CACHE_MIN_PAGES 64	/* the smallest ceiling */
 #define DIRTY_LIMIT_REFRESH 64	/* allocations between dirty-limit refreshes */
 
-
 /* NR_ALLOC_BATCH's full value: high - low, at least 1 page. */
 static long zone_batch(const struct zone *z)
 {
@@ -188,7 +187,6 @@ static int zones_init(struct cache *c, const struct cache_config *cfg)
 	for (i = 0; i < c->nr_zones; i++) {
 		size_t n = cfg->zone_bytes ? cfg->zone_bytes[i] >> PAGE_SHIFT
 					   : c->nr_pages / c->nr_zones;
-
 		size_t span;
 
 		if (i == c->nr_zones - 1 || pfirst + n > c->nr_pages)
