@@ -44,6 +44,17 @@ void cache_reclaim_now(struct page *p);
 void cache_lru_activate(struct page *p);
 /* Wake kswapd if any zone is below its low watermark. */
 void cache_kswapd_kick(struct cache *c);
+/* Reclaim up to @nr clean pages from @z's LRU; *dirty counts dirty pages met. */
+long zone_shrink(struct zone *z, long nr, long *dirty);
+/* The same, scanning at most @budget pages. */
+long zone_shrink_scan(struct zone *z, long nr, long budget, long *dirty);
+/* Watermarks and reserves from the zones' managed pages. Context: size_lock. */
+void zones_set_watermarks(struct cache *c);
+void zones_set_reserves(struct cache *c);
+/* Recompute the zones' cached dirty limits (zone_dirty_limit). */
+void zones_refresh_dirty_limits(struct cache *c);
+/* kswapd's balloon rounds (size.c); false when stuck on dirty pages. */
+bool cache_balloon_run(struct cache *c);
 /* Start/stop the reclaim thread. */
 int reclaim_start(struct cache *c);
 void reclaim_stop(struct cache *c);

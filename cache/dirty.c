@@ -117,9 +117,10 @@ static unsigned long bytes_to_pages(uint64_t b)
 	return (unsigned long)((b + PAGE_SIZE - 1) / PAGE_SIZE);
 }
 
-void dirty_thresholds(struct cache *c, unsigned long *bg_thresh, unsigned long *thresh)
+static void thresholds_of(struct cache *c, unsigned long avail, unsigned long *bg_thresh,
+			  unsigned long *thresh)
 {
-	unsigned long avail = dirty_dirtyable_pages(c), t, bg;
+	unsigned long t, bg;
 	uint64_t bytes = atomic_load(&c->tun.dirty_bytes);
 	uint64_t bg_bytes = atomic_load(&c->tun.dirty_background_bytes);
 
@@ -132,6 +133,24 @@ void dirty_thresholds(struct cache *c, unsigned long *bg_thresh, unsigned long *
 		bg = t / 2;
 	*thresh = t;
 	*bg_thresh = bg;
+}
+
+void dirty_thresholds(struct cache *c, unsigned long *bg_thresh, unsigned long *thresh)
+{
+	thresholds_of(c, dirty_dirtyable_pages(c), bg_thresh, thresh);
+}
+
+void dirty_thresholds_for(struct cache *c, size_t target, unsigned long *bg_thresh,
+			  unsigned long *thresh)
+{
+	unsigned long avail = dirty_dirtyable_pages(c), cap;
+	long reserve = 0;
+	unsigned i;
+
+	for (i = 0; i < c->nr_zones; i++)
+		reserve += c->zones[i].dirty_balance_reserve;
+	cap = (long)target > reserve ? (unsigned long)((long)target - reserve) + 1 : 1;
+	thresholds_of(c, avail < cap ? avail : cap, bg_thresh, thresh);
 }
 
 void dirty_throttle_global(void *arg, struct throttle_global *g)

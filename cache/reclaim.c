@@ -165,10 +165,11 @@ static long zone_lru_pages(const struct zone *z)
 	       __atomic_load_n(&z->nr_active, __ATOMIC_RELAXED);
 }
 
-/* Reclaim up to @nr pages from @z (aging its active list as needed). */
-static long zone_shrink(struct zone *z, long nr, long *dirty)
+/* Reclaim up to @nr pages from @z (aging its active list as needed),
+ * scanning at most @budget pages. */
+long zone_shrink_scan(struct zone *z, long nr, long budget, long *dirty)
 {
-	long freed = 0, budget = zone_lru_pages(z);
+	long freed = 0;
 
 	while (freed < nr && budget > 0) {
 		long want = nr - freed < SCAN_BATCH ? nr - freed : SCAN_BATCH, got;
@@ -181,6 +182,12 @@ static long zone_shrink(struct zone *z, long nr, long *dirty)
 			break;
 	}
 	return freed;
+}
+
+/* Reclaim up to @nr pages from @z, scanning its whole LRU at most. */
+long zone_shrink(struct zone *z, long nr, long *dirty)
+{
+	return zone_shrink_scan(z, nr, zone_lru_pages(z), dirty);
 }
 
 /*
@@ -309,7 +316,9 @@ static void *kswapd_main(void *arg)
 		}
 		c->kswapd_wake = false;
 		ls_mutex_unlock(&c->wait_lock);
-		backoff = !kswapd_balance(c);
+		/* pages over the target first: then the watermarks of what is left */
+		backoff = !cache_balloon_run(c);
+		backoff = !kswapd_balance(c) || backoff;
 		ls_mutex_lock(&c->wait_lock, &lc_cache_wait_lock);
 	}
 	ls_mutex_unlock(&c->wait_lock);

@@ -297,7 +297,7 @@ static struct throttle_trace_rec *trace_new(struct throttle_domain *d, struct th
 	r->seq = d->ring_seq++;
 	r->ms = now - d->start_ms;
 	r->type = type;
-	snprintf(r->bdi, sizeof(r->bdi), "%s", tw->name);
+	snprintf(r->bdi, sizeof(r->bdi), "%s", tw ? tw->name : "");
 	atomic_fetch_add(&d->stats.trace_records, 1);
 	return r;
 }
@@ -970,11 +970,42 @@ void throttle_trace_wait(struct throttle_domain *d, uint64_t cursor, unsigned ti
 	ls_mutex_unlock(&d->lock);
 }
 
+void throttle_domain_lower_limit(struct throttle_domain *d, unsigned long thresh,
+				 unsigned long dirty)
+{
+	unsigned long t = max_ul(thresh, dirty);
+
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
+	if (d->dirty_limit > t)
+		d->dirty_limit = t;
+	ls_mutex_unlock(&d->lock);
+}
+
+void throttle_trace_cache(struct throttle_domain *d, const struct throttle_trace_cache *rec)
+{
+	struct throttle_trace_rec *r;
+
+	ls_mutex_lock(&d->lock, &lc_throttle_lock);
+	r = trace_new(d, NULL, TT_CACHE, clock_now_ms());
+	if (r) {
+		r->cache = *rec;
+		trace_done(d);
+	}
+	ls_mutex_unlock(&d->lock);
+}
+
 int throttle_trace_format(const struct throttle_trace_rec *r, char *buf, size_t len)
 {
 	int n;
 
-	if (r->type == TT_BDP)
+	if (r->type == TT_CACHE)
+		n = snprintf(buf, len,
+			     "%llu cache target=%lu resident=%lu ceiling=%lu floor=%lu free=%lu "
+			     "dirty=%lu reason=%s pressure=%ld\n",
+			     (unsigned long long)r->ms, r->cache.target, r->cache.resident,
+			     r->cache.ceiling, r->cache.floor, r->cache.free, r->cache.dirty,
+			     r->cache.reason ? r->cache.reason : "?", r->cache.pressure);
+	else if (r->type == TT_BDP)
 		n = snprintf(buf, len,
 			     "%llu bdp bdi=%s limit=%lu setpoint=%lu dirty=%lu bdi_setpoint=%lu "
 			     "bdi_dirty=%lu dirty_ratelimit=%lu task_ratelimit=%lu dirtied=%ld "

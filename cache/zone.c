@@ -49,10 +49,8 @@
 LOCK_CLASS(lc_zone_lock, "zone_lock")
 LOCK_CLASS(lc_cache_wait_lock, "cache_wait_lock")
 
-#define CACHE_MIN_PAGES 64
+#define CACHE_MIN_PAGES 64	/* the smallest ceiling */
 #define DIRTY_LIMIT_REFRESH 64	/* allocations between dirty-limit refreshes */
-
-static void zones_refresh_dirty_limits(struct cache *c);
 
 /* NR_ALLOC_BATCH's full value: high - low, at least 1 page. */
 static long zone_batch(const struct zone *z)
@@ -64,44 +62,65 @@ static long zone_batch(const struct zone *z)
 
 /*
  * The cache's min watermark, shared among the zones in proportion to their
- * size as min_free_kbytes is: max(16, pages / 256). Every zone then has the
+ * size as min_free_kbytes is: max(16, pages / 256) of the target (the
+ * managed pages, as the kernel computes watermarks from managed_pages: a
+ * ballooned zone keeps watermarks it can reach). Every zone then has the
  * same watermark-to-size ratio, and the fair batches (high - low) are
  * proportional to zone sizes.
  */
-static size_t cache_min_pages(const struct cache *c)
+static long cache_wmark_total(size_t target)
 {
-	return c->nr_pages / 256 > 16 ? c->nr_pages / 256 : 16;
+	return target / 256 > 16 ? (long)(target / 256) : 16;
 }
 
-static void zone_init(struct cache *c, struct zone *z, unsigned id, size_t first, size_t n)
+/* Context: size_lock held (or creation); readers peek without a lock. */
+static void zone_set_watermarks(struct zone *z, size_t target)
 {
-	size_t i;
+	long managed = z->managed_pages, min;
 
+	min = target ? (long)((size_t)cache_wmark_total(target) * (size_t)managed / target) : 4;
+	if (min < 4)
+		min = 4;
+	if (min > managed / 4)
+		min = managed / 4;
+	__atomic_store_n(&z->wmark_min, min, __ATOMIC_RELAXED);
+	__atomic_store_n(&z->wmark_low, min + min / 4, __ATOMIC_RELAXED);
+	__atomic_store_n(&z->wmark_high, min + min / 2, __ATOMIC_RELAXED);
+	atomic_store(&z->alloc_batch, zone_batch(z));
+}
+
+/*
+ * Descriptors are written when a page is first handed out, not at
+ * creation: the array covers the whole reservation (64 bytes a page, 1.5%
+ * of it), and pages never used must not make it resident.
+ */
+static struct page *zone_page_init(struct zone *z, size_t pfn)
+{
+	struct page *p = &z->cache->pages[pfn];
+
+	p->zone = z;
+	p->data = (char *)z->cache->arena + (pfn << PAGE_SHIFT);
+	list_init(&p->lru);
+	return p;
+}
+
+static void zone_init(struct cache *c, struct zone *z, unsigned id, size_t first, size_t n,
+		      size_t span)
+{
 	memset(z, 0, sizeof(*z));
 	pthread_mutex_init(&z->lock, NULL);
 	list_init(&z->free_list);
 	list_init(&z->active);
 	list_init(&z->inactive);
+	list_init(&z->returned);
 	z->id = id;
 	z->cache = c;
 	z->present_pages = (long)n;
+	z->managed_pages = (long)n;
+	z->span_pages = (long)span;
 	z->start_pfn = first;
-	z->wmark_min = (long)(cache_min_pages(c) * n / c->nr_pages);
-	if (z->wmark_min < 4)
-		z->wmark_min = 4;
-	if (z->wmark_min > z->present_pages / 4)
-		z->wmark_min = z->present_pages / 4;
-	z->wmark_low = z->wmark_min + z->wmark_min / 4;
-	z->wmark_high = z->wmark_min + z->wmark_min / 2;
-	atomic_store(&z->alloc_batch, zone_batch(z));
-	for (i = first; i < first + n; i++) {
-		struct page *p = &c->pages[i];
-
-		p->zone = z;
-		p->data = (char *)c->arena + (i << PAGE_SHIFT);
-		list_init(&p->lru);
-		list_add_tail(&p->lru, &z->free_list);
-	}
+	zone_set_watermarks(z, c->nr_pages);
+	z->nr_virgin = (long)n;
 	z->nr_free = (long)n;
 }
 
@@ -118,29 +137,47 @@ static void zone_init(struct cache *c, struct zone *z, unsigned id, size_t first
  * lower zone keeps 1/256 of the pages above it out of their reach. Its
  * dirtyable memory excludes that reserve and its high watermark.
  */
-static void zones_set_reserves(struct cache *c)
+void zones_set_reserves(struct cache *c)
 {
 	long above = 0, smallest = 0;
 	unsigned i;
 
 	for (i = 0; i < c->nr_zones; i++)
-		if (!smallest || c->zones[i].present_pages < smallest)
-			smallest = c->zones[i].present_pages;
+		if (!smallest || c->zones[i].managed_pages < smallest)
+			smallest = c->zones[i].managed_pages;
+	if (smallest < 1)
+		smallest = 1;
 	for (i = c->nr_zones; i-- > 0;) {
 		struct zone *z = &c->zones[i];
+		long r = above / 256;
 
-		z->lowmem_reserve = above / 256;
-		if (z->lowmem_reserve > z->present_pages / 4)
-			z->lowmem_reserve = z->present_pages / 4;
-		z->dirty_balance_reserve = z->wmark_high + z->lowmem_reserve;
-		z->kswapd_batch = KSWAPD_BATCH * z->present_pages / smallest;
-		above += z->present_pages;
+		if (r > z->managed_pages / 4)
+			r = z->managed_pages / 4;
+		__atomic_store_n(&z->lowmem_reserve, r, __ATOMIC_RELAXED);
+		__atomic_store_n(&z->dirty_balance_reserve, z->wmark_high + r, __ATOMIC_RELAXED);
+		__atomic_store_n(&z->kswapd_batch, KSWAPD_BATCH * z->managed_pages / smallest,
+				 __ATOMIC_RELAXED);
+		above += z->managed_pages;
 	}
 }
 
+/* Context: size_lock held. */
+void zones_set_watermarks(struct cache *c)
+{
+	unsigned i;
+
+	for (i = 0; i < c->nr_zones; i++)
+		zone_set_watermarks(&c->zones[i], atomic_load(&c->target_pages));
+	zones_set_reserves(c);
+}
+
+/*
+ * Each zone reserves address space in proportion to its size: raising the
+ * ceiling grows every zone by the same factor, as far as its span allows.
+ */
 static int zones_init(struct cache *c, const struct cache_config *cfg)
 {
-	size_t first = 0;
+	size_t first = 0, pfirst = 0;
 	unsigned i;
 
 	c->nr_zones = cfg->nr_zones ? cfg->nr_zones : 1;
@@ -150,13 +187,17 @@ static int zones_init(struct cache *c, const struct cache_config *cfg)
 	for (i = 0; i < c->nr_zones; i++) {
 		size_t n = cfg->zone_bytes ? cfg->zone_bytes[i] >> PAGE_SHIFT
 					   : c->nr_pages / c->nr_zones;
+		size_t span;
 
-		if (i == c->nr_zones - 1 || first + n > c->nr_pages)
-			n = c->nr_pages - first;
+		if (i == c->nr_zones - 1 || pfirst + n > c->nr_pages)
+			n = c->nr_pages - pfirst;
 		if (n < CACHE_MIN_PAGES / 4)
 			return -EINVAL;
-		zone_init(c, &c->zones[i], i, first, n);
-		first += n;
+		span = i == c->nr_zones - 1 ? c->reserve_pages - first
+					    : n * c->reserve_pages / c->nr_pages;
+		zone_init(c, &c->zones[i], i, first, n, span);
+		first += span;
+		pfirst += n;
 	}
 	zones_set_reserves(c);
 	return 0;
@@ -183,7 +224,7 @@ static void zones_bind_nodes(struct cache *c, const int *node)
 			continue;
 		mask[node[i] / (8 * sizeof(long))] = 1UL << (node[i] % (8 * sizeof(long)));
 		if (syscall(SYS_mbind, (char *)c->arena + (z->start_pfn << PAGE_SHIFT),
-			    (size_t)z->present_pages << PAGE_SHIFT, MPOL_BIND, mask,
+			    (size_t)z->span_pages << PAGE_SHIFT, MPOL_BIND, mask,
 			    sizeof(mask) * 8, 0))
 			fprintf(stderr, "wbcfs: zone %u: cannot bind to node %d: %s\n", i, node[i],
 				strerror(errno));
@@ -195,24 +236,45 @@ static void zones_bind_nodes(struct cache *c, const int *node)
 #endif
 
 /*
- * Fault @bytes of the arena in before the cache is used (pages are handed
- * out in arena order). The kernel zeroes every page on first touch, and on
- * a virtual machine the host backs guest memory on first touch too:
- * measured here, 6 GiB took 8-19 s when the host had not backed it and
- * 0.9 s when it had. Left to the first writers, that cost turned a 1 GiB
- * dd from 700-900 MB/s into 100-350 MB/s and halved cold reads; a
- * background pass competed with them just as badly. So by default it is
- * paid at mount (the prefault= option bounds it).
- * MADV_POPULATE_WRITE maps pages without changing their contents.
+ * Fault @bytes of the cache in before it is used, each zone its share.
+ * The kernel zeroes every page on first touch, and on a virtual machine
+ * the host backs guest memory on first touch too: measured here, 6 GiB
+ * took 8-19 s when the host had not backed it and 0.9 s when it had.
+ * Left to the first writers, that cost slows them (README, "Cache size":
+ * the figures of a 1 GiB dd with prefault=0 and prefault=all), but paying
+ * it at mount pins the whole ceiling in memory that an idle mount does
+ * not need, so it is no longer the default (prefault=0).
+ * MADV_POPULATE_WRITE maps pages without changing their contents; the
+ * pages go on the free lists with their descriptors written.
  */
 void cache_prefault(struct cache *c, uint64_t bytes)
 {
-	size_t len = c->nr_pages << PAGE_SHIFT;
+	uint64_t total = (uint64_t)atomic_load(&c->nr_pages) << PAGE_SHIFT;
+	unsigned i;
 
-	if (bytes < len)
-		len = (size_t)bytes & ~(PAGE_SIZE - 1);
-	if (len)
-		madvise(c->arena, len, MADV_POPULATE_WRITE);
+	if (bytes > total)
+		bytes = total;
+	for (i = 0; i < c->nr_zones && bytes; i++) {
+		struct zone *z = &c->zones[i];
+		long n = (long)(bytes / PAGE_SIZE * (uint64_t)z->present_pages /
+				(total / PAGE_SIZE)), k, first;
+
+		ls_mutex_lock(&z->lock, &lc_zone_lock);
+		if (n > z->nr_virgin)
+			n = z->nr_virgin;
+		first = z->nr_touched;
+		for (k = 0; k < n; k++) {
+			struct page *p = zone_page_init(z, z->start_pfn + (size_t)(first + k));
+
+			list_add_tail(&p->lru, &z->free_list);
+		}
+		ZONE_COUNT(z->nr_touched, n);
+		z->nr_virgin -= n;
+		ls_mutex_unlock(&z->lock);
+		if (n)
+			madvise((char *)c->arena + ((z->start_pfn + (size_t)first) << PAGE_SHIFT),
+				(size_t)n << PAGE_SHIFT, MADV_POPULATE_WRITE);
+	}
 }
 
 int cache_create(struct cache **out, const struct cache_config *cfg)
@@ -220,20 +282,38 @@ int cache_create(struct cache **out, const struct cache_config *cfg)
 	struct cache *c;
 	int ret = -ENOMEM;
 
-	if (cfg->size_bytes >> PAGE_SHIFT < CACHE_MIN_PAGES)
+	size_t floor = cfg->min_bytes ? cfg->min_bytes >> PAGE_SHIFT : CACHE_FLOOR_MIN_PAGES;
+
+	if (cfg->size_bytes >> PAGE_SHIFT < CACHE_MIN_PAGES || floor < CACHE_FLOOR_MIN_PAGES ||
+	    floor > cfg->size_bytes >> PAGE_SHIFT ||
+	    (cfg->reserve_bytes && cfg->reserve_bytes < cfg->size_bytes))
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->nr_pages = cfg->size_bytes >> PAGE_SHIFT;
-	c->arena = mmap(NULL, c->nr_pages << PAGE_SHIFT, PROT_READ | PROT_WRITE,
+	c->target_pages = c->nr_pages;
+	c->floor_pages = floor;
+	c->reserve_pages = (cfg->reserve_bytes ? cfg->reserve_bytes : cfg->size_bytes) >> PAGE_SHIFT;
+	pthread_mutex_init(&c->size_lock, NULL);
+	/* a reservation: nothing is resident until a page is first used */
+	c->arena = mmap(NULL, c->reserve_pages << PAGE_SHIFT, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (c->arena == MAP_FAILED && c->reserve_pages > c->nr_pages) {
+		/* strict overcommit (vm.overcommit_memory=2) charges even a
+		 * MAP_NORESERVE mapping: then the ceiling cannot rise above
+		 * the size asked for */
+		c->reserve_pages = c->nr_pages;
+		c->arena = mmap(NULL, c->reserve_pages << PAGE_SHIFT, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	}
 	if (c->arena == MAP_FAILED)
 		goto out_free;
 	/* 2 MiB pages: 512x fewer first-touch faults, fewer TLB misses */
-	madvise(c->arena, c->nr_pages << PAGE_SHIFT, MADV_HUGEPAGE);
-	c->pages = calloc(c->nr_pages, sizeof(*c->pages));
-	if (!c->pages)
+	madvise(c->arena, c->reserve_pages << PAGE_SHIFT, MADV_HUGEPAGE);
+	c->pages = mmap(NULL, c->reserve_pages * sizeof(*c->pages), PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (c->pages == MAP_FAILED)
 		goto out_unmap;
 	ret = zones_init(c, cfg);
 	if (ret)
@@ -264,9 +344,9 @@ out_throttle:
 out_zones:
 	free(c->zones);
 out_pages:
-	free(c->pages);
+	munmap(c->pages, c->reserve_pages * sizeof(*c->pages));
 out_unmap:
-	munmap(c->arena, c->nr_pages << PAGE_SHIFT);
+	munmap(c->arena, c->reserve_pages << PAGE_SHIFT);
 out_free:
 	free(c);
 	return ret;
@@ -281,8 +361,8 @@ void cache_destroy(struct cache *c)
 	ls_mutex_unlock(&c->wait_lock);
 	reclaim_stop(c);
 	throttle_domain_destroy(&c->throttle);
-	munmap(c->arena, c->nr_pages << PAGE_SHIFT);
-	free(c->pages);
+	munmap(c->arena, c->reserve_pages << PAGE_SHIFT);
+	munmap(c->pages, c->reserve_pages * sizeof(*c->pages));
 	free(c->zones);
 	free(c);
 }
@@ -359,7 +439,7 @@ unsigned long zone_dirty_limit(struct zone *z)
 	return zd * atomic_load(&c->tun.dirty_ratio) / 100;
 }
 
-static void zones_refresh_dirty_limits(struct cache *c)
+void zones_refresh_dirty_limits(struct cache *c)
 {
 	unsigned i;
 
@@ -399,15 +479,23 @@ static struct page *zone_rmqueue(struct zone *z, enum alloc_mark mark)
 		return NULL;	/* unlocked peek: a zone under its mark costs no lock */
 	ls_mutex_lock(&z->lock, &lc_zone_lock);
 	if (z->nr_free > floor) {
-		p = list_first_entry(&z->free_list, struct page, lru);
-		list_del_init(&p->lru);
+		/* resident pages first; a never-used one only when none is free */
+		if (!list_empty(&z->free_list)) {
+			p = list_first_entry(&z->free_list, struct page, lru);
+			list_del_init(&p->lru);
+		} else {
+			p = zone_page_init(z, z->start_pfn + (size_t)z->nr_touched);
+			ZONE_COUNT(z->nr_touched, 1);
+			z->nr_virgin--;
+		}
 		ZONE_COUNT(z->nr_free, -1);
 		if (atomic_fetch_sub(&z->alloc_batch, 1) <= 1)
 			atomic_store(&z->fair_depleted, true);
 	}
 	ls_mutex_unlock(&z->lock);
 	if (p) {
-		atomic_store(&p->flags, 0);
+		if (atomic_exchange(&p->flags, 0) & (1UL << PG_returned))
+			atomic_fetch_add(&z->cache->stats.pgregrown, 1);
 		atomic_store(&p->refcount, 1);
 		atomic_fetch_add(&z->pgalloc, 1);
 		atomic_fetch_add(&z->cache->stats.pgalloc, 1);

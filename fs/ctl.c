@@ -112,6 +112,8 @@ const char *ctl_tunable_name(unsigned which)
 	case CTL_TUN_THROTTLE: return "throttle";
 	case CTL_TUN_FAIR_ZONE_ALLOC: return "fair_zone_alloc";
 	case CTL_TUN_ZONE_DIRTY: return "zone_dirty";
+	case CTL_TUN_CACHE_SIZE: return "cache_size";
+	case CTL_TUN_CACHE_MIN: return "cache_min";
 	default: return NULL;
 	}
 }
@@ -175,6 +177,34 @@ static bool ctl_tunable_valid(unsigned which, uint64_t v)
 	}
 }
 
+/*
+ * cache_size and cache_min: a size as the mount options take it. The
+ * ceiling moves the target with it (cache_set_ceiling); a lower one makes
+ * kswapd give pages back at once.
+ */
+static int ctl_cache_size_write(const struct ctl_tunables *t, unsigned which, const char *buf,
+				size_t len)
+{
+	char s[32];
+	uint64_t v;
+
+	while (len && ctl_blank(buf[len - 1]))
+		len--;
+	while (len && ctl_blank(*buf)) {
+		buf++;
+		len--;
+	}
+	if (!t->cache || !len || len >= sizeof(s))
+		return -EINVAL;
+	memcpy(s, buf, len);
+	s[len] = 0;
+	if (options_parse_size(s, &v))
+		return -EINVAL;
+	if (which == CTL_TUN_CACHE_MIN)
+		return v < OPTIONS_CACHE_MIN_MIN ? -EINVAL : cache_set_floor(t->cache, v >> PAGE_SHIFT);
+	return cache_set_ceiling(t->cache, v >> PAGE_SHIFT);
+}
+
 int ctl_tunable_write(const struct ctl_tunables *t, unsigned which, const char *buf,
 		      size_t len)
 {
@@ -182,6 +212,8 @@ int ctl_tunable_write(const struct ctl_tunables *t, unsigned which, const char *
 	uint64_t v;
 	int ret = 0;
 
+	if (which == CTL_TUN_CACHE_SIZE || which == CTL_TUN_CACHE_MIN)
+		return ctl_cache_size_write(t, which, buf, len);
 	if (which == CTL_TUN_THROTTLE) {
 		if (throttle_mode_parse(buf, len, &mode))
 			return -EINVAL;
@@ -238,6 +270,10 @@ uint64_t ctl_tunable_read(const struct ctl_tunables *t, unsigned which)
 	case CTL_TUN_THROTTLE: return (uint64_t)atomic_load(&t->throttle->mode);
 	case CTL_TUN_FAIR_ZONE_ALLOC: return atomic_load(t->fair_zone_alloc);
 	case CTL_TUN_ZONE_DIRTY: return atomic_load(t->zone_dirty);
+	case CTL_TUN_CACHE_SIZE:
+		return t->cache ? (uint64_t)cache_ceiling_pages(t->cache) << PAGE_SHIFT : 0;
+	case CTL_TUN_CACHE_MIN:
+		return t->cache ? (uint64_t)cache_floor_pages(t->cache) << PAGE_SHIFT : 0;
 	default: return dirty_tunable_get(t->dirty, (enum dirty_tunable)which);
 	}
 }
@@ -369,7 +405,8 @@ static struct ctl_tunables ctl_tunables_of(struct wbfs *w)
 				      .throttle = &w->cache->throttle,
 				      .tw = bdi_throttle_wb(w->bdi),
 				      .fair_zone_alloc = &w->cache->fair_zone_alloc,
-				      .zone_dirty = &w->cache->zone_dirty };
+				      .zone_dirty = &w->cache->zone_dirty,
+				      .cache = w->cache };
 }
 
 static void ctl_stat(struct wbfs *w, unsigned node, struct stat *st)
@@ -487,7 +524,14 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_written", atomic_load(&s->nr_written) },
 			{ "nr_dirty_threshold", (long)thresh },
 			{ "nr_dirty_background_threshold", (long)bg },
-			{ "nr_cache_pages", (long)c->nr_pages },
+			{ "nr_cache_pages", (long)cache_ceiling_pages(c) },
+			{ "cache_target_pages", (long)cache_target_pages(c) },
+			{ "cache_ceiling_pages", (long)cache_ceiling_pages(c) },
+			{ "cache_min_pages", (long)cache_floor_pages(c) },
+			{ "cache_resident_pages", (long)cache_resident_pages(c) },
+			{ "pgreturned", atomic_load(&s->pgreturned) },
+			{ "pgregrown", atomic_load(&s->pgregrown) },
+			{ "cache_target_changes", atomic_load(&s->cache_target_changes) },
 			{ "nr_dirtyable_pages", (long)dirty_dirtyable_pages(c) },
 			{ "pgalloc", atomic_load(&s->pgalloc) },
 			{ "pgactivate", atomic_load(&s->pgactivate) },
@@ -562,7 +606,9 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 }
 
 /*
- * /proc/zoneinfo's layout, one block per zone, in pages. protection is the
+ * /proc/zoneinfo's layout, one block per zone, in pages. present is the
+ * zone's share of the ceiling (cache_size), managed its share of the target,
+ * nr_returned the pages it gave back to the kernel. protection is the
  * lowmem reserve; dirty_limit the zone's share of the dirty threshold now.
  */
 static int ctl_gen_zone(struct ctl_buf *b, struct zone *z)
@@ -574,6 +620,7 @@ static int ctl_gen_zone(struct ctl_buf *b, struct zone *z)
 		"        low      %ld\n"
 		"        high     %ld\n"
 		"        present  %ld\n"
+		"        managed  %ld\n"
 		"        protection %ld\n"
 		"        dirty_limit %lu\n"
 		"  nr_active_file %ld\n"
@@ -585,16 +632,19 @@ static int ctl_gen_zone(struct ctl_buf *b, struct zone *z)
 		"  pgalloc        %ld\n"
 		"  pgscan         %ld\n"
 		"  pgsteal        %ld\n"
-		"  nr_vmscan_immediate_reclaim %ld\n",
+		"  nr_vmscan_immediate_reclaim %ld\n"
+		"  nr_returned    %ld\n",
 		z->id, ctl_gauge(__atomic_load_n(&z->nr_free, __ATOMIC_RELAXED)),
 		z->wmark_min, z->wmark_low, z->wmark_high, z->present_pages,
+		__atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED),
 		z->lowmem_reserve, zone_dirty_limit(z),
 		ctl_gauge(__atomic_load_n(&z->nr_active, __ATOMIC_RELAXED)),
 		ctl_gauge(__atomic_load_n(&z->nr_inactive, __ATOMIC_RELAXED)),
 		ctl_gauge(atomic_load(&z->nr_dirty)), ctl_gauge(atomic_load(&z->nr_writeback)),
 		atomic_load(&z->alloc_batch), (int)atomic_load(&z->fair_depleted),
 		atomic_load(&z->pgalloc), atomic_load(&z->pgscan), atomic_load(&z->pgsteal),
-		atomic_load(&z->nr_immediate));
+		atomic_load(&z->nr_immediate),
+		ctl_gauge(__atomic_load_n(&z->nr_returned, __ATOMIC_RELAXED)));
 }
 
 static int ctl_gen_zoneinfo(struct wbfs *w, struct ctl_buf *b)

@@ -130,6 +130,20 @@ static size_t default_cache_size(void)
 }
 
 /*
+ * Address space for the arena: the ceiling can be raised at run time
+ * (/.wbcfs/cache_size) up to the machine's RAM, or the mount's cache_size
+ * if larger. Reserving costs nothing resident: the arena and the page
+ * descriptors (64 bytes a page) are MAP_NORESERVE and touched only for
+ * pages in use.
+ */
+static size_t cache_reserve_bytes(size_t size)
+{
+	size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+
+	return ram > size ? ram : size;
+}
+
+/*
  * The zones: as the options say; by default one per NUMA node that has
  * memory, each bound to its node, or a single zone on a machine with one
  * node (zones only matter where memory is not uniform; zones=64M:960M
@@ -186,6 +200,10 @@ int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const cha
 		goto out;
 	}
 	cc.size_bytes = o->cache_size ? o->cache_size : default_cache_size();
+	cc.reserve_bytes = cache_reserve_bytes(cc.size_bytes);
+	cc.min_bytes = o->cache_min ? o->cache_min : OPTIONS_CACHE_MIN_DEFAULT;
+	if (cc.min_bytes > cc.size_bytes)
+		cc.min_bytes = cc.size_bytes;	/* the default floor of a small cache */
 	zones_config(o, &cc, zone_bytes, zone_node);
 	cc.fair_zone_alloc = o->fair_zone_alloc;
 	cc.zone_dirty = o->zone_dirty;

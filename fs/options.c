@@ -47,7 +47,7 @@ void options_default(struct wbcfs_options *o)
 	o->readahead_kb = 128;
 	o->max_threads = 16;
 	o->poll_us = 50;
-	o->prefault_bytes = UINT64_MAX;
+	o->prefault_bytes = 0;
 	o->throttle = THROTTLE_IOLESS;
 	o->max_ratio = 100;
 	o->max_pause_ms = THROTTLE_MAX_PAUSE_MS_DEFAULT;
@@ -553,6 +553,9 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 					 dirty_opts[i].max, err, errlen);
 	if (!strcmp(opt, "cache_size"))
 		return set_number(opt, val, 1 << 20, UINT64_MAX, 1, true, &o->cache_size, err, errlen);
+	if (!strcmp(opt, "cache_min"))
+		return set_number(opt, val, OPTIONS_CACHE_MIN_MIN, UINT64_MAX, 1, true, &o->cache_min,
+				  err, errlen);
 	if (!strcmp(opt, "prefault")) {
 		if (val && !strcmp(val, "all")) {
 			o->prefault_bytes = UINT64_MAX;
@@ -676,6 +679,11 @@ int options_parse(struct wbcfs_options *o, const char *optstr, char *err, size_t
 			 o->max_ratio);
 		ret = -EINVAL;
 	}
+	if (!ret && o->cache_min && o->cache_size && o->cache_min > o->cache_size) {
+		snprintf(err, errlen, "cache_min: %llu is above cache_size %llu",
+			 (unsigned long long)o->cache_min, (unsigned long long)o->cache_size);
+		ret = -EINVAL;
+	}
 	return ret;
 }
 
@@ -691,7 +699,9 @@ int options_check(const struct wbcfs_options *o, char *err, size_t errlen)
 void options_usage(FILE *out)
 {
 	fprintf(out,
-		"  cache_size=SIZE                page cache size [RAM/4, <= MemAvailable/2]\n"
+		"  cache_size=SIZE                page cache ceiling, grown on demand up to it\n"
+		"                                 [RAM/4, <= MemAvailable/2]\n"
+		"  cache_min=SIZE                 floor the cache is never shrunk below [64M]\n"
 		"  dirty_ratio=N                  %% of dirtyable cache a writer may dirty [20]\n"
 		"  dirty_background_ratio=N       %% at which background writeback starts [10]\n"
 		"  dirty_bytes=SIZE               dirty limit in bytes, 0 = use the ratio [0]\n"
@@ -727,7 +737,7 @@ void options_usage(FILE *out)
 		"  transport=auto|uring|dev       FUSE requests over io_uring or /dev/fuse [auto]\n"
 		"  max_io_kb=N                    largest merged write, KiB (4-4096) [1024]\n"
 		"  readahead_kb=N                 maximum readahead window, KiB [128]\n"
-		"  prefault=SIZE|all              cache faulted in at mount [all]\n"
+		"  prefault=SIZE|all              cache faulted in at mount [0]\n"
 		"  ctl_name=NAME                  control directory in the root [.wbcfs]\n"
 		"  domain=NAME                    start or join cache domain NAME: several devices\n"
 		"                                 in one daemon and one cache [none]\n"
@@ -758,6 +768,7 @@ static const struct {
 #define DOM_OPT(n, f) { n, offsetof(struct wbcfs_options, f), \
 			sizeof(((struct wbcfs_options *)0)->f) }
 	DOM_OPT("cache_size", cache_size),
+	DOM_OPT("cache_min", cache_min),
 	DOM_OPT("zones", nr_zones),
 	DOM_OPT("zones", zone_bytes),
 	DOM_OPT("fair_zone_alloc", fair_zone_alloc),

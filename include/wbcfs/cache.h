@@ -55,12 +55,24 @@ struct cache_stats {
 	_Atomic long nr_zone_dirty_skips;	/* fast-path skips of a zone over its dirty limit */
 	_Atomic long nr_zone_dirty_ignored;	/* slow-path write allocations from a
 						 * zone over its dirty limit */
+	_Atomic long pgreturned;	/* pages given back to the kernel (madvise) */
+	_Atomic long pgregrown;		/* returned pages handed out (faulted in) again */
+	_Atomic long cache_target_changes;	/* changes of the target size */
 };
 
 #define CACHE_TRACE_RECORDS 32768	/* throttle trace ring (~6 MiB) */
 
+/*
+ * The smallest floor (cache_min) the cache accepts, in pages: the zones'
+ * watermarks and a few writes in flight must fit (see cache_set_floor).
+ */
+#define CACHE_FLOOR_MIN_PAGES 64
+
 struct cache_config {
-	size_t size_bytes;		/* arena size, rounded down to pages */
+	size_t size_bytes;		/* the ceiling at creation, rounded down to pages */
+	size_t reserve_bytes;		/* address space reserved for the arena, the most
+					 * the ceiling can be raised to (0 = size_bytes) */
+	size_t min_bytes;		/* the floor (0 = CACHE_FLOOR_MIN_PAGES) */
 	unsigned nr_zones;		/* >= 1 */
 	const size_t *zone_bytes;	/* optional per-zone sizes (sum = size) */
 	const int *zone_node;		/* optional: NUMA node per zone (mbind), -1 = any */
@@ -73,9 +85,17 @@ struct cache_config {
 };
 
 struct cache {
-	void *arena;			/* constant: 4 KiB aligned */
-	size_t nr_pages;		/* constant */
-	struct page *pages;		/* constant: descriptor array */
+	void *arena;			/* constant: 4 KiB aligned, reserve_pages long */
+	size_t reserve_pages;		/* constant: pages of address space reserved */
+	_Atomic size_t nr_pages;	/* size_lock: the ceiling (cache_size) */
+	_Atomic size_t target_pages;	/* size_lock: floor <= target <= ceiling */
+	_Atomic size_t floor_pages;	/* size_lock: cache_min */
+	pthread_mutex_t size_lock;	/* protects: changes of ceiling, target, floor and
+					 * the zones' shares of them */
+	_Atomic bool balloon_work;	/* a zone holds more than its share of the target,
+					 * or may: kswapd gives pages back */
+	struct page *pages;		/* constant: descriptor array (reserve_pages long;
+					 * a descriptor is written when its page is first used) */
 	unsigned nr_zones;		/* constant */
 	struct zone *zones;		/* constant array */
 	struct cache_stats stats;
@@ -105,10 +125,57 @@ int cache_create(struct cache **out, const struct cache_config *cfg);
 /** Stop kswapd and free the arena. All mappings must be empty. */
 void cache_destroy(struct cache *c);
 /**
- * Fault the first @bytes of the arena in now (MADV_POPULATE_WRITE), so the
- * first writers do not pay for it. Contents are unchanged.
+ * Fault @bytes of the cache in now (MADV_POPULATE_WRITE), each zone its
+ * share, so the first writers do not pay for it; the pages go on the free
+ * lists and count as resident. Call before the cache is used.
  */
 void cache_prefault(struct cache *c, uint64_t bytes);
+
+/*
+ * The cache's size (pages). The ceiling (cache_size) bounds it; the target,
+ * between the floor (cache_min) and the ceiling, is what the cache may hold
+ * now: pages in use plus free pages. Pages above the target are given back
+ * to the kernel by kswapd (clean pages reclaimed first, dirty ones handed
+ * to the flusher) and kept aside as "returned"; resident pages are those
+ * ever handed out minus those returned. Each zone holds its share of the
+ * target in proportion to its share of the ceiling.
+ */
+
+/**
+ * Set the target, clamped to [floor, ceiling]. @reason is a static string
+ * ("pressure", "relax", "limit", "admin", ...) and @pressure an opaque
+ * number (-1 = none), both written in the trace record that each change of
+ * the target emits. Lowering wakes kswapd to give pages back; raising makes
+ * pages available at once. Context: any thread; never sleeps on I/O or on
+ * reclaim (takes the size lock and each zone's lock briefly).
+ */
+void cache_set_target(struct cache *c, size_t pages, const char *reason, long pressure);
+size_t cache_target_pages(const struct cache *c);
+/** Pages ever handed out, minus those given back to the kernel. */
+size_t cache_resident_pages(const struct cache *c);
+size_t cache_ceiling_pages(const struct cache *c);
+size_t cache_floor_pages(const struct cache *c);
+/**
+ * Set the ceiling at run time, within the reservation. A target equal to
+ * the old ceiling (nobody lowered it) follows the new one; otherwise the
+ * target is only lowered to the ceiling if above it. Returns 0 or -EINVAL
+ * (below the floor, above the reservation).
+ */
+int cache_set_ceiling(struct cache *c, size_t pages);
+/**
+ * Set the floor; a target below it rises to it. Returns 0 or -EINVAL
+ * (above the ceiling, below CACHE_FLOOR_MIN_PAGES).
+ */
+int cache_set_floor(struct cache *c, size_t pages);
+/**
+ * One round of giving pages back (kswapd runs it when woken; tests call it
+ * to play kswapd): from each zone over its share of the target, free pages
+ * are taken, given back to the kernel with madvise(MADV_DONTNEED) in
+ * coalesced ranges, and clean pages are reclaimed from its LRU tails for
+ * the rest; dirty pages met are handed to the flusher. Returns the pages
+ * given back; *left gets how many the zones still hold above the target.
+ */
+long cache_balloon_step(struct cache *c, long *left);
 
 /**
  * Allocate a page (refcount 1, not on any list, contents undefined).

@@ -43,7 +43,9 @@ void ctl_buf_free(struct ctl_buf *b);
 #define CTL_TUN_THROTTLE	(NR_DIRTY_TUNABLES + 5)
 #define CTL_TUN_FAIR_ZONE_ALLOC	(NR_DIRTY_TUNABLES + 6)
 #define CTL_TUN_ZONE_DIRTY	(NR_DIRTY_TUNABLES + 7)
-#define CTL_NR_TUNABLES		(NR_DIRTY_TUNABLES + 8)
+#define CTL_TUN_CACHE_SIZE	(NR_DIRTY_TUNABLES + 8)	/* bytes: the cache's ceiling */
+#define CTL_TUN_CACHE_MIN	(NR_DIRTY_TUNABLES + 9)	/* bytes: its floor */
+#define CTL_NR_TUNABLES		(NR_DIRTY_TUNABLES + 10)
 
 /* The live values the tunable files read and write. */
 struct ctl_tunables {
@@ -53,6 +55,7 @@ struct ctl_tunables {
 	struct throttle_wb *tw;		/* the device's ratios and strictlimit */
 	_Atomic unsigned *fair_zone_alloc;	/* the cache's: read at each allocation */
 	_Atomic unsigned *zone_dirty;	/* the cache's: read at each write allocation */
+	struct cache *cache;		/* cache_size, cache_min (NULL: they read 0) */
 };
 
 const char *ctl_tunable_name(unsigned which);
@@ -72,7 +75,10 @@ int ctl_parse_u64(const char *buf, size_t len, uint64_t *out);
  * centisecs up to 100 days; readahead_kb 0-65536 in multiples of 4;
  * min_ratio and max_ratio 0-100 with min_ratio <= max_ratio; strictlimit
  * 0 or 1; max_pause_ms 1-10000; throttle "ioless" or "simple";
- * fair_zone_alloc and zone_dirty 0 or 1.
+ * fair_zone_alloc and zone_dirty 0 or 1; cache_size and cache_min in
+ * bytes with the mount options' k/M/G/T suffixes, rounded down to pages,
+ * cache_min at least 4M and not above cache_size (cache_set_ceiling and
+ * cache_set_floor have the last word).
  * On error nothing changes. Returns 0 or -EINVAL.
  */
 int ctl_tunable_write(const struct ctl_tunables *t, unsigned which, const char *buf,

@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct cache;
@@ -53,6 +54,13 @@ unsigned long dirty_dirtyable_pages(struct cache *c);
  * ratios; bg >= thresh gives bg = thresh/2.
  */
 void dirty_thresholds(struct cache *c, unsigned long *bg_thresh, unsigned long *thresh);
+
+/**
+ * The thresholds the cache will have once it holds no more than @target
+ * pages (its dirtyable memory then at most the target minus the reserves).
+ */
+void dirty_thresholds_for(struct cache *c, size_t target, unsigned long *bg_thresh,
+			  unsigned long *thresh);
 
 struct throttle_global;
 /** The throttle domain's source of global counters: @arg is the cache. */

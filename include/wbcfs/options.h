@@ -39,8 +39,18 @@ enum flusher_model {
 	FLUSHER_MODEL_PDFLUSH,	/* one pool of threads for every device (pdflush.h) */
 };
 
+/*
+ * cache_min: 64 MiB by default (room for 16 FUSE writers' 1 MiB requests,
+ * readahead and the journal's metadata pages while the cache is shrunk);
+ * 4 MiB at least (the zones' watermarks and a few writes in flight).
+ */
+#define OPTIONS_CACHE_MIN_DEFAULT (64ULL << 20)
+#define OPTIONS_CACHE_MIN_MIN (4ULL << 20)
+
 struct wbcfs_options {
-	uint64_t cache_size;		/* bytes; 0 = a quarter of RAM */
+	uint64_t cache_size;		/* bytes: the cache's ceiling; 0 = a quarter of RAM */
+	uint64_t cache_min;		/* bytes: the floor it never shrinks below; 0 = the
+					 * default, OPTIONS_CACHE_MIN_DEFAULT or cache_size */
 	struct dirty_tunables dirty;	/* dirty_* tunables */
 	unsigned flushers;		/* flusher workers per bdi, 1-16; default 1 */
 	enum io_engine_type io_engine;	/* default IO_ENGINE_URING; nbd for NBD exports */
@@ -57,7 +67,7 @@ struct wbcfs_options {
 	unsigned max_threads;		/* FUSE worker threads, 1-256; default 16 */
 	unsigned poll_us;		/* FUSE device busy-poll, 0-1000 us; default 50 */
 	enum transport_type transport;	/* default TRANSPORT_AUTO */
-	uint64_t prefault_bytes;	/* arena faulted in at mount; UINT64_MAX = all (default) */
+	uint64_t prefault_bytes;	/* cache faulted in at mount; UINT64_MAX = all; 0 (default) */
 	unsigned throttle;		/* enum throttle_mode; default THROTTLE_IOLESS */
 	unsigned min_ratio;		/* percent of the dirty threshold guaranteed [0] */
 	unsigned max_ratio;		/* percent of the dirty threshold at most [100] */

@@ -132,8 +132,18 @@ struct throttle_stats {
 	_Atomic long nr_dirtier_waits;	/* their congestion waits */
 };
 
-/* A trace record: one throttle decision (bdp) or one bandwidth update (bw). */
-enum throttle_trace_type { TT_BDP = 1, TT_BW = 2 };
+/*
+ * A trace record: one throttle decision (bdp), one bandwidth update (bw)
+ * or one change of the cache's target size (cache).
+ */
+enum throttle_trace_type { TT_BDP = 1, TT_BW = 2, TT_CACHE = 3 };
+
+/* The cache record (pages); @reason is a static string. */
+struct throttle_trace_cache {
+	unsigned long target, resident, ceiling, floor, free, dirty;
+	const char *reason;
+	long pressure;		/* the caller's measure of pressure; -1 = none */
+};
 
 struct throttle_trace_rec {
 	uint64_t seq;
@@ -155,6 +165,7 @@ struct throttle_trace_rec {
 			long dirtied, written;				/* pages */
 			unsigned long nr_dirty, nr_writeback, bg_thresh, thresh, limit;
 		} bw;
+		struct throttle_trace_cache cache;
 	};
 };
 
@@ -252,6 +263,17 @@ size_t throttle_trace_read(struct throttle_domain *d, uint64_t *cursor,
 			   struct throttle_trace_rec *out, size_t max, uint64_t *lost);
 /** Wait until a record with seq >= @cursor exists or @timeout_ms passes. */
 void throttle_trace_wait(struct throttle_domain *d, uint64_t cursor, unsigned timeout_ms);
+/**
+ * The cache's target fell: the smoothed hard limit, which otherwise comes
+ * down 1/32 of the gap per 200 ms, drops at once to @thresh or to the
+ * pages dirty now, whichever is higher, so that writers are held to the
+ * new limits instead of filling a shrinking cache with dirty pages.
+ * Context: takes the domain lock (leaf).
+ */
+void throttle_domain_lower_limit(struct throttle_domain *d, unsigned long thresh,
+				 unsigned long dirty);
+/** Record a change of the cache's target. Context: takes the domain lock (leaf). */
+void throttle_trace_cache(struct throttle_domain *d, const struct throttle_trace_cache *rec);
 /** Format one record as a trace line (with '\n'). Returns its length. */
 int throttle_trace_format(const struct throttle_trace_rec *r, char *buf, size_t len);
 

@@ -23,15 +23,29 @@ struct zone {
 	struct list_head free_list;	/* lock */
 	struct list_head active;	/* lock: head = most recent */
 	struct list_head inactive;	/* lock: tail = oldest */
-	long nr_free;			/* lock (read racily for stats) */
+	long nr_free;			/* lock (read racily for stats): free_list
+					 * + nr_virgin */
+	struct list_head returned;	/* lock: pages given back to the kernel */
+	long nr_returned;		/* lock: on returned */
+	long nr_returning;		/* lock: taken for returned, madvise under way */
+	long nr_touched;		/* lock: pages from start_pfn with a written
+					 * descriptor (used at least once) */
+	long nr_virgin;			/* lock: never-used pages counted as free: the
+					 * allocator writes their descriptor when it
+					 * takes them (pfns start_pfn + nr_touched...) */
+	long span_pages;		/* constant: pfns reserved for the zone */
+	long managed_pages;		/* lock (written under size_lock too): the
+					 * zone's share of the target */
 	long nr_active;			/* lock */
 	long nr_inactive;		/* lock */
-	long present_pages;		/* constant */
+	long present_pages;		/* size_lock: the zone's share of the ceiling */
 	size_t start_pfn;		/* constant: first page's index in the arena */
-	long wmark_min, wmark_low, wmark_high;	/* constant: pages */
-	long lowmem_reserve;		/* constant: pages of higher zones / 256 */
-	long dirty_balance_reserve;	/* constant: high + lowmem_reserve, not dirtyable */
-	long kswapd_batch;		/* constant: pages kswapd reclaims a round, in
+	/* the rest of this block: written under size_lock (from managed
+	 * pages, as the kernel's), read without a lock */
+	long wmark_min, wmark_low, wmark_high;	/* pages */
+	long lowmem_reserve;		/* pages of higher zones / 256 */
+	long dirty_balance_reserve;	/* high + lowmem_reserve, not dirtyable */
+	long kswapd_batch;		/* pages kswapd reclaims a round, in
 					 * proportion to size (32 for the smallest zone) */
 	_Atomic long alloc_batch;	/* atomic: NR_ALLOC_BATCH, high - low per round */
 	_Atomic bool fair_depleted;	/* atomic: alloc_batch ran out this round */

@@ -133,7 +133,8 @@ def check_visibility(env, m, ctl):
     t_eq(oct(st.st_mode), oct(0o40700), "mode of .wbcfs")
     t_eq((st.st_uid, st.st_gid), (0, 0), "owner of .wbcfs")
     t_check(st.st_ino >= 1 << 32, "inode of .wbcfs %d collides with ext4's" % st.st_ino)
-    want = set(READ_ONLY) | set(MOUNT_TUNABLES) | {"throttle", "lockstat"}
+    want = set(READ_ONLY) | set(MOUNT_TUNABLES) | {"throttle", "lockstat", "cache_size",
+                                                   "cache_min"}
     got = set(os.listdir(ctl.dir))
     t_eq(got, want, "entries of .wbcfs")
     t_check("hidden-by-ctl" not in got, "the shadowed directory shows through")
@@ -580,7 +581,7 @@ def check_stat_tool(env, m, ctl_name):
     t_eq(len(lines), 4, "lines from wbcfs-stat:\n" + p.stdout)
     t_check("dirty_MB" in lines[0] and "free_MB" in lines[0], "header %r" % lines[0])
     for ln in lines[1:]:
-        t_check(len(ln.split()) == 7 and all(float(x) >= 0 for x in ln.split()),
+        t_check(len(ln.split()) == 9 and all(float(x) >= 0 for x in ln.split()),
                 "bad line %r" % ln)
     t_step("wbcfs-stat: SIGINT ends it with 0; not a wbcfs mount: exit 1 with a message")
     proc = subprocess.Popen(base + [m.mnt, "0.2"], stdout=subprocess.PIPE,

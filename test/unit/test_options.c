@@ -46,7 +46,9 @@ START_TEST(defaults)
 	ck_assert_uint_eq(o.queue_depth, 64);
 	ck_assert_uint_eq(o.max_io_kb, 1024);
 	ck_assert_uint_eq(o.readahead_kb, 128);
-	ck_assert_uint_eq(o.prefault_bytes, UINT64_MAX);
+	/* the cache grows on demand: nothing faulted in at mount */
+	ck_assert_uint_eq(o.prefault_bytes, 0);
+	ck_assert_uint_eq(o.cache_min, 0);
 	ck_assert(!o.fault_inject);
 	ck_assert(!o.lockstat);
 	ck_assert(!o.ro && !o.fsck && !o.allow_other);
@@ -273,6 +275,12 @@ START_TEST(own_options)
 	ck_assert_int_eq(t_parse("prefault=all"), 0);
 	ck_assert_uint_eq(o.prefault_bytes, UINT64_MAX);
 	t_refused("prefault=some", "prefault: 'some' is not a size");
+	/* cache_min: a floor of at least 4M, not above cache_size */
+	ck_assert_int_eq(t_parse("cache_size=1G,cache_min=128M"), 0);
+	ck_assert_uint_eq(o.cache_min, 128ULL << 20);
+	t_refused("cache_min=1M", "cache_min: value");
+	t_refused("cache_size=64M,cache_min=128M", "cache_min: 134217728 is above cache_size");
+	ck_assert_int_eq(t_parse("cache_size=256M,cache_min=16M"), 0);
 	ck_assert_uint_eq(o.max_threads, 16);
 	ck_assert_int_eq(t_parse("max_threads=4"), 0);
 	ck_assert_uint_eq(o.max_threads, 4);
