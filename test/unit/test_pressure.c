@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The cache's size controller with a fake clock and made-up signals: it
+ * falls at once on a cgroup or MemAvailable deficit and on PSI and level
+ * events (each level rate-limited), grows back slowly and only after the
+ * hold time, never into the headroom, does not oscillate on a steady
+ * signal at the edge, honours floor and ceiling; the default cache size;
+ * the parsers of the kernel's files.
+ */
+#include <check.h>
+#include "helpers.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wbcfs/pressure.h"
+
+#define MIB (1ull << 20)
+#define GIB (1ull << 30)
+#define PG 4096ull
+#define P(bytes) ((size_t)((bytes) / PG))
+
+static struct memctl m;
+static struct mem_signals s;
+static size_t resident;
+
+/* A 3 GiB cgroup; the cache between 64 MiB and 2 GiB; clock at 1000 s. */
+static void setup(void)
+{
+	struct memctl_config cfg;
+
+	memctl_config_default(&cfg, PG, P(64 * MIB), P(2 * GIB));
+	memctl_init(&m, &cfg);
+	memset(&s, 0, sizeof(s));
+	s.now_ms = 1000000;
+	s.cg_limit_bytes = 3 * GIB;
+	s.cg_usage_bytes = 1 * GIB;
+	resident = P(1 * GIB);
+}
+
+static size_t step_ms(unsigned ms)
+{
+	s.now_ms += ms;
+	return memctl_step(&m, &s, resident, 0);
+}
+
+/* headroom of 3 GiB: 192 MiB (1/16); the allowance 2.8125 GiB */
+#define ALLOWED (3 * GIB - 192 * MIB)
+
+START_TEST(idle_no_change)
+{
+	size_t t0 = m.target_pages;
+	int i;
+
+	ck_assert_uint_eq(t0, P(2 * GIB));
+	for (i = 0; i < 100; i++)
+		ck_assert_uint_eq(step_ms(100), t0);
+	/* no signal known at all: the same */
+	memset(&s, 0, sizeof(s));
+	for (i = 0; i < 100; i++)
+		ck_assert_uint_eq(step_ms(1000), t0);
+}
+END_TEST
+
+START_TEST(cgroup_deficit_falls_at_once)
+{
+	size_t t;
+
+	/* 100 MiB over the allowance */
+	s.cg_usage_bytes = ALLOWED + 100 * MIB;
+	resident = P(1536 * MIB);
+	t = step_ms(100);
+	/* by the deficit plus a quarter of the headroom, below resident */
+	ck_assert_uint_eq(t, resident - P(100 * MIB + 48 * MIB));
+	ck_assert_str_eq(m.reason, "cgroup");
+	ck_assert_int_eq(m.pressure, (long)P(100 * MIB));
+	/* the same deficit again with resident already down: no further cut */
+	resident = t;
+	s.cg_usage_bytes = ALLOWED - 48 * MIB;
+	ck_assert_uint_eq(step_ms(100), t);
+}
+END_TEST
+
+START_TEST(available_deficit_falls)
+{
+	size_t t;
+
+	s.cg_limit_bytes = 0;
+	s.cg_usage_bytes = 0;
+	s.mem_total_bytes = 32 * GIB;	/* floor: 1 GiB */
+	s.min_free_bytes = 64 * MIB;
+	s.mem_available_bytes = 768 * MIB;
+	t = step_ms(100);
+	ck_assert_uint_eq(t, resident - P(256 * MIB + 256 * MIB));
+	ck_assert_str_eq(m.reason, "available");
+	/* the low watermark wins when it is above MemTotal/32 */
+	s.min_free_bytes = 2 * GIB;
+	ck_assert_uint_eq(memctl_avail_floor_bytes(&m.cfg, &s), 2560 * MIB);
+}
+END_TEST
+
+START_TEST(events_cut_rate_limited)
+{
+	resident = P(1600 * MIB);
+	s.events = MEM_EV_PSI;
+	ck_assert_uint_eq(step_ms(100), P(1200 * MIB));
+	ck_assert_str_eq(m.reason, "psi");
+	/* again within 250 ms: no second cut from the same level */
+	resident = P(1200 * MIB);
+	ck_assert_uint_eq(step_ms(100), P(1200 * MIB));
+	/* a critical event is another level: half of resident */
+	s.events = MEM_EV_CRITICAL;
+	ck_assert_uint_eq(step_ms(10), P(600 * MIB));
+	ck_assert_str_eq(m.reason, "critical");
+	/* PSI after its interval cuts again */
+	resident = P(600 * MIB);
+	s.events = MEM_EV_PSI;
+	ck_assert_uint_eq(step_ms(300), P(450 * MIB));
+	/* medium: a quarter */
+	resident = P(400 * MIB);
+	s.events = MEM_EV_MEDIUM;
+	ck_assert_uint_eq(step_ms(1), P(300 * MIB));
+	/* a threshold crossing alone is only a wakeup */
+	s.events = MEM_EV_THRESHOLD;
+	ck_assert_uint_eq(step_ms(300), P(300 * MIB));
+}
+END_TEST
+
+START_TEST(grows_slowly_after_hold)
+{
+	size_t t, prev;
+	unsigned ms;
+
+	s.events = MEM_EV_CRITICAL;
+	t = step_ms(100);
+	ck_assert_uint_eq(t, P(512 * MIB));
+	s.events = 0;
+	resident = t;
+	s.cg_usage_bytes = 512 * MIB;
+	/* nothing during the hold time */
+	for (ms = 0; ms + 100 < 5000; ms += 100)
+		ck_assert_uint_eq(step_ms(100), t);
+	/* then ceiling/32 per second: 64 MiB per second */
+	prev = step_ms(100);
+	prev = step_ms(1000);
+	ck_assert_uint_eq(prev, t + P(64 * MIB) + P(64 * MIB) / 10);
+	ck_assert_str_eq(m.reason, "grow");
+	/* and on to the ceiling, never beyond */
+	for (ms = 0; ms < 60000; ms += 100) {
+		size_t n = step_ms(100);
+
+		ck_assert_uint_ge(n, prev);
+		ck_assert_uint_le(n - prev, P(64 * MIB) / 10 + 1);
+		prev = n;
+	}
+	ck_assert_uint_eq(prev, P(2 * GIB));
+}
+END_TEST
+
+START_TEST(growth_stops_short_of_headroom)
+{
+	size_t t;
+	unsigned ms;
+
+	/* 1.5 GiB of others' memory beside the cache */
+	resident = P(1 * GIB);
+	s.cg_usage_bytes = ALLOWED + 10 * MIB;
+	t = step_ms(100);
+	ck_assert_uint_lt(t, resident);
+	/* the cache gave back, the others stay: usage follows the cache */
+	for (ms = 0; ms < 60000; ms += 100) {
+		s.cg_usage_bytes = s.cg_usage_bytes - resident * PG + m.target_pages * PG;
+		resident = m.target_pages;
+		step_ms(100);
+		ck_assert_uint_le(s.cg_usage_bytes, ALLOWED);
+	}
+	ck_assert_uint_eq(m.target_pages, resident);
+	ck_assert_uint_lt(m.target_pages, P(1 * GIB));
+}
+END_TEST
+
+START_TEST(steady_edge_no_oscillation)
+{
+	size_t t, changes = 0, prev;
+	unsigned ms;
+
+	/* the others' memory: what is left for the cache's 1 GiB resident */
+	uint64_t others = ALLOWED + 1 * MIB - 1 * GIB;
+
+	resident = P(1 * GIB);
+	for (ms = 0; ms < 120000; ms += 100) {
+		s.cg_usage_bytes = others + (uint64_t)resident * PG;
+		prev = m.target_pages;
+		t = step_ms(100);
+		if (t != prev)
+			changes++;
+		/* the cache follows its target, filling up to it */
+		resident = t < P(1 * GIB) ? t : P(1 * GIB);
+	}
+	/* one cut, then a dead band: at most one regrowth toward its edge */
+	ck_assert_uint_le(changes, 3);
+	ck_assert_uint_le(s.cg_usage_bytes, ALLOWED);
+}
+END_TEST
+
+START_TEST(floor_and_ceiling)
+{
+	s.events = MEM_EV_CRITICAL;
+	resident = P(100 * MIB);
+	ck_assert_uint_eq(step_ms(100), P(64 * MIB));
+	s.events = 0;
+	s.cg_usage_bytes = 4 * GIB;
+	ck_assert_uint_eq(step_ms(300), P(64 * MIB));
+	/* a floor above the ceiling yields to it */
+	memctl_set_bounds(&m, P(64 * MIB), P(32 * MIB));
+	ck_assert_uint_eq(m.target_pages, P(32 * MIB));
+}
+END_TEST
+
+START_TEST(ceiling_change_takes_effect)
+{
+	/* lowered: at once */
+	memctl_set_bounds(&m, P(64 * MIB), P(1 * GIB));
+	ck_assert_uint_eq(m.target_pages, P(1 * GIB));
+	ck_assert_uint_eq(step_ms(100), P(1 * GIB));
+	/* raised while not under pressure: follows */
+	memctl_set_bounds(&m, P(64 * MIB), P(4 * GIB));
+	ck_assert_uint_eq(m.target_pages, P(4 * GIB));
+	/* raised after pressure had cut: grows back by the rules */
+	s.events = MEM_EV_MEDIUM;
+	resident = P(2 * GIB);
+	ck_assert_uint_eq(step_ms(100), P(1536 * MIB));
+	s.events = 0;
+	memctl_set_bounds(&m, P(64 * MIB), P(8 * GIB));
+	ck_assert_uint_eq(m.target_pages, P(1536 * MIB));
+	/* a floor raised above the target lifts it */
+	memctl_set_bounds(&m, P(1800 * MIB), P(8 * GIB));
+	ck_assert_uint_eq(m.target_pages, P(1800 * MIB));
+}
+END_TEST
+
+START_TEST(default_cache_size)
+{
+	/* a 3 GiB cgroup on a 24 GiB host: 768 MiB, not 6 GiB */
+	ck_assert_uint_eq(mem_default_cache_bytes(24 * GIB, 3 * GIB, 22 * GIB), 768 * MIB);
+	ck_assert_uint_eq(mem_default_cache_bytes(24 * GIB, 0, 22 * GIB), 6 * GIB);
+	/* cgroup v1's "no limit" is a huge number */
+	ck_assert_uint_eq(mem_default_cache_bytes(24 * GIB, 9223372036854771712ull, 0), 6 * GIB);
+	/* half of MemAvailable at most, 64 MiB at least */
+	ck_assert_uint_eq(mem_default_cache_bytes(24 * GIB, 0, 2 * GIB), 1 * GIB);
+	ck_assert_uint_eq(mem_default_cache_bytes(24 * GIB, 128 * MIB, 0), 64 * MIB);
+}
+END_TEST
+
+START_TEST(parsers)
+{
+	static const char meminfo[] = "MemTotal:       24683736 kB\nMemFree:  1 kB\n"
+				      "MemAvailable:   22928440 kB\n";
+	static const char psi[] = "some avg10=0.00 avg60=0.00 avg300=0.00 total=910675\n"
+				  "full avg10=0.00 avg60=0.00 avg300=0.00 total=468010\n";
+	static const char cg1[] = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/f66a\n"
+				  "0::/\n";
+	static const char cg1b[] = "5:cpu,memory:/a/b\n";
+	static const char cg2[] = "0::/user.slice/x.scope\n";
+	static const char stat[] = "cache 10\ninactive_file 4096\ntotal_inactive_file 8192\n";
+	char path[64];
+	bool v1;
+
+	ck_assert_uint_eq(mem_meminfo_field(meminfo, "MemAvailable"), 22928440ull * 1024);
+	ck_assert_uint_eq(mem_meminfo_field(meminfo, "MemTotal"), 24683736ull * 1024);
+	ck_assert_uint_eq(mem_meminfo_field(meminfo, "Mem"), 0);
+	ck_assert_uint_eq(mem_psi_some_total(psi), 910675);
+	ck_assert_uint_eq(mem_kv_field(stat, "inactive_file"), 4096);
+	ck_assert_uint_eq(mem_kv_field(stat, "total_inactive_file"), 8192);
+	ck_assert_int_eq(mem_cgroup_path(cg1, path, sizeof(path), &v1), 0);
+	ck_assert(v1);
+	ck_assert_str_eq(path, "/process_api/f66a");
+	ck_assert_int_eq(mem_cgroup_path(cg1b, path, sizeof(path), &v1), 0);
+	ck_assert_str_eq(path, "/a/b");
+	ck_assert_int_eq(mem_cgroup_path(cg2, path, sizeof(path), &v1), 0);
+	ck_assert(!v1);
+	ck_assert_str_eq(path, "/user.slice/x.scope");
+	ck_assert_int_eq(mem_cgroup_path("1:cpu:/\n", path, sizeof(path), &v1), -ENOENT);
+}
+END_TEST
+
+static Suite *pressure_suite(void)
+{
+	Suite *s = suite_create("pressure");
+	TCase *tc = tcase_create("memctl");
+
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, idle_no_change);
+	tcase_add_test(tc, cgroup_deficit_falls_at_once);
+	tcase_add_test(tc, available_deficit_falls);
+	tcase_add_test(tc, events_cut_rate_limited);
+	tcase_add_test(tc, grows_slowly_after_hold);
+	tcase_add_test(tc, growth_stops_short_of_headroom);
+	tcase_add_test(tc, steady_edge_no_oscillation);
+	tcase_add_test(tc, floor_and_ceiling);
+	tcase_add_test(tc, ceiling_change_takes_effect);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("sizes");
+	tcase_add_test(tc, default_cache_size);
+	tcase_add_test(tc, parsers);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return t_run(pressure_suite());
+}
