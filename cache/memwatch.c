@@ -741,8 +741,13 @@ void memwatch_set_bounds(struct memwatch *w, size_t floor_pages, size_t ceiling_
 
 void memwatch_stats(const struct memwatch *w, struct mem_stats_snap *out)
 {
-	struct mem_stats *st = (struct mem_stats *)&w->stats;
+	struct mem_stats *st;
 
+	if (!w) {
+		memset(out, 0, sizeof(*out));
+		return;
+	}
+	st = (struct mem_stats *)&w->stats;
 	out->pressure_events = atomic_load(&st->pressure_events);
 	out->pressure_stall_us = atomic_load(&st->pressure_stall_us);
 	out->cgroup_limit_bytes = atomic_load(&st->cgroup_limit_bytes);

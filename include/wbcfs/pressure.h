@@ -169,6 +169,7 @@ void memwatch_stop(struct memwatch *w);
 /** New bounds at run time; the next step applies them (it is kicked). */
 void memwatch_set_bounds(struct memwatch *w, size_t floor_pages, size_t ceiling_pages);
 
+/** The counters; all 0 for a NULL @w (no watcher). */
 void memwatch_stats(const struct memwatch *w, struct mem_stats_snap *out);
 
 /** One line: "cgroup v1 /foo limit 3.0G, PSI, MemAvailable". */
