@@ -585,12 +585,16 @@ static void memwatch_step(struct memwatch *w, unsigned events, uint64_t woken_ns
 	struct mem_signals s;
 	size_t resident = ops->resident_pages(w->cfg.arg);
 	size_t dirty = ops->dirty_pages ? ops->dirty_pages(w->cfg.arg) : 0;
-	size_t target;
+	size_t target, floor = 0, ceiling = 0;
 	const char *reason;
 	long pressure;
 
 	signals_sample(w, &s, events);
+	if (ops->bounds)
+		ops->bounds(w->cfg.arg, &floor, &ceiling);
 	pthread_mutex_lock(&w->lock);
+	if (ops->bounds && (floor != w->ctl.cfg.floor_pages || ceiling != w->ctl.cfg.ceiling_pages))
+		memctl_set_bounds(&w->ctl, floor, ceiling);
 	target = memctl_step(&w->ctl, &s, resident, dirty);
 	reason = w->ctl.reason;
 	pressure = w->ctl.pressure;

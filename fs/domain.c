@@ -131,6 +131,15 @@ static size_t domain_mem_resident(void *arg)
 #endif
 }
 
+#ifdef WBCFS_CACHE_ELASTIC
+/* cache_min and cache_size, as /.wbcfs/ may have changed them */
+static void domain_mem_bounds(void *arg, size_t *floor_pages, size_t *ceiling_pages)
+{
+	*floor_pages = cache_floor_pages(arg);
+	*ceiling_pages = cache_ceiling_pages(arg);
+}
+#endif
+
 static size_t domain_mem_dirty(void *arg)
 {
 	long n = atomic_load(&((struct cache *)arg)->stats.nr_dirty);
@@ -150,6 +159,9 @@ static void domain_memwatch_start(struct wbfs_domain *d, const struct wbcfs_opti
 		.set_target = domain_mem_set_target,
 		.resident_pages = domain_mem_resident,
 		.dirty_pages = domain_mem_dirty,
+#ifdef WBCFS_CACHE_ELASTIC
+		.bounds = domain_mem_bounds,
+#endif
 	};
 	struct memwatch_config cfg;
 	size_t floor = 0, ceiling = d->cache->nr_pages;

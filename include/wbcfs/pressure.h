@@ -135,6 +135,9 @@ struct memwatch_ops {
 	void (*set_target)(void *arg, size_t pages, const char *reason, long pressure);
 	size_t (*resident_pages)(void *arg);
 	size_t (*dirty_pages)(void *arg);	/* may be NULL */
+	/* the cache's floor and ceiling now (cache_min, cache_size as changed
+	 * at run time), read each step; NULL: memwatch_set_bounds() only */
+	void (*bounds)(void *arg, size_t *floor_pages, size_t *ceiling_pages);
 	/* testing and measuring: each step, with when its wakeup came (real ns) */
 	void (*trace)(void *arg, const struct mem_signals *s, size_t target,
 		      uint64_t woken_ns, uint64_t decided_ns);

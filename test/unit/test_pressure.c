@@ -10,8 +10,10 @@
 #include <check.h>
 #include "helpers.h"
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "wbcfs/pressure.h"
 
@@ -284,6 +286,87 @@ START_TEST(parsers)
 }
 END_TEST
 
+/* ---- the watcher thread, on this machine's real signals ---- */
+
+static atomic_size_t w_target = SIZE_MAX, w_ceiling = 1000;
+static atomic_int w_calls;
+
+static void w_set_target(void *arg, size_t pages, const char *reason, long pressure)
+{
+	atomic_store(&w_target, pages);
+	atomic_fetch_add(&w_calls, 1);
+}
+
+static size_t w_resident(void *arg)
+{
+	return 1000;
+}
+
+static void w_bounds(void *arg, size_t *floor_pages, size_t *ceiling_pages)
+{
+	*floor_pages = 10;
+	*ceiling_pages = atomic_load(&w_ceiling);
+}
+
+static bool w_wait(bool (*cond)(void))
+{
+	int i;
+
+	for (i = 0; i < 300 && !cond(); i++)
+		usleep(50000);
+	return cond();
+}
+
+static bool w_target_le_500(void)
+{
+	return atomic_load(&w_target) <= 500;
+}
+
+static bool w_target_le_100(void)
+{
+	return atomic_load(&w_target) <= 100;
+}
+
+/*
+ * The watcher steps, hands a lowered ceiling over as a new target (from
+ * the bounds callback and from memwatch_set_bounds), counts its steps,
+ * and stops.
+ */
+START_TEST(watcher_runs)
+{
+	static const struct memwatch_ops ops = {
+		.set_target = w_set_target, .resident_pages = w_resident, .bounds = w_bounds,
+	};
+	struct memwatch_config cfg;
+	struct mem_stats_snap st;
+	struct memwatch *w;
+	char desc[512];
+
+	memwatch_config_default(&cfg);
+	memctl_config_default(&cfg.ctl, 4096, 10, 1000);
+	cfg.ops = &ops;
+	cfg.slow_ms = 50;
+	cfg.fast_ms = 20;
+	ck_assert_int_eq(memwatch_start(&w, &cfg), 0);
+	memwatch_describe(w, desc, sizeof(desc));
+	ck_assert_msg(strstr(desc, "MemAvailable") != NULL, "%s", desc);
+	atomic_store(&w_ceiling, 500);
+	ck_assert_msg(w_wait(w_target_le_500), "target %zu", atomic_load(&w_target));
+	memwatch_set_bounds(w, 10, 100);
+	/* memwatch_set_bounds() lowers it too; the bounds callback, read at
+	 * each step, must agree or it would win at the next one */
+	atomic_store(&w_ceiling, 100);
+	ck_assert_msg(w_wait(w_target_le_100), "target %zu", atomic_load(&w_target));
+	memwatch_stats(w, &st);
+	ck_assert_uint_ge(st.watch_steps, 1);
+	ck_assert_uint_ge(st.target_changes, 2);
+	ck_assert_int_ge(atomic_load(&w_calls), 2);
+	memwatch_stop(w);
+	memwatch_stats(NULL, &st);
+	ck_assert_uint_eq(st.watch_steps, 0);
+}
+END_TEST
+
 static Suite *pressure_suite(void)
 {
 	Suite *s = suite_create("pressure");
@@ -303,6 +386,10 @@ static Suite *pressure_suite(void)
 	tc = tcase_create("sizes");
 	tcase_add_test(tc, default_cache_size);
 	tcase_add_test(tc, parsers);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("watcher");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, watcher_runs);
 	suite_add_tcase(s, tc);
 	return s;
 }
