@@ -50,6 +50,7 @@ struct cg_info {
 	char mnt[PATH_MAX];		/* the hierarchy's mount point */
 	char psi_dir[PATH_MAX];		/* v2 directory with memory.pressure; "" none */
 	uint64_t limit;			/* bytes; 0: none */
+	uint64_t lim_own;		/* lim_dir's own limit file(s) at the scan */
 };
 
 enum { FD_STOP, FD_TIMER, FD_PSI_SYS, FD_PSI_CG, FD_MEDIUM, FD_CRITICAL, FD_THRESHOLD,
@@ -192,6 +193,12 @@ static void cg_dir(const char *mnt, const char *root, const char *path, char *ou
  * a container's mount); v2 the smaller of memory.max and memory.high (the
  * kernel throttles and reclaims hard at high).
  */
+static uint64_t cg_own_limit(const struct cg_info *cg, const char *dir)
+{
+	return cg->v1 ? read_limit(dir, "memory.limit_in_bytes")
+		      : min_nonzero(read_limit(dir, "memory.max"), read_limit(dir, "memory.high"));
+}
+
 static void cg_scan_limits(struct cg_info *cg, uint64_t mem_total)
 {
 	char dir[PATH_MAX], text[TEXT_MAX];
@@ -200,12 +207,12 @@ static void cg_scan_limits(struct cg_info *cg, uint64_t mem_total)
 
 	snprintf(dir, sizeof(dir), "%s", cg->leaf);
 	snprintf(cg->lim_dir, sizeof(cg->lim_dir), "%s", cg->leaf);
+	cg->lim_own = 0;
 	for (;;) {
-		v = cg->v1 ? read_limit(dir, "memory.limit_in_bytes")
-			   : min_nonzero(read_limit(dir, "memory.max"),
-					 read_limit(dir, "memory.high"));
+		v = cg_own_limit(cg, dir);
 		if (v && (!best || v < best)) {
 			best = v;
+			cg->lim_own = v;
 			snprintf(cg->lim_dir, sizeof(cg->lim_dir), "%s", dir);
 		}
 		if (strlen(dir) <= ml)
@@ -285,6 +292,8 @@ uint64_t mem_default_cache_size(void)
 }
 
 /* ---- the signals' file descriptors ---------------------------------------------- */
+
+static unsigned v2_events_read(struct memwatch *w);
 
 /*
  * "some STALL WINDOW" on a PSI file: POLLPRI when the stall is exceeded.
@@ -376,6 +385,55 @@ static void threshold_arm(struct memwatch *w)
 		w->armed_bytes = want;
 }
 
+/* The files of the cgroup with the tightest limit (cg.lim_dir). */
+static void lim_files_close(struct memwatch *w)
+{
+	fd_close(&w->usage_fd);
+	fd_close(&w->stat_fd);
+	fd_close(&w->limit_fd);
+	fd_close(&w->high_fd);
+	fd_close(&w->evctl_fd);
+	fd_close(&w->pfd[FD_EVENTS].fd);
+	fd_close(&w->pfd[FD_THRESHOLD].fd);
+	w->armed_bytes = 0;
+}
+
+static void lim_files_open(struct memwatch *w)
+{
+	const char *dir = w->cg.lim_dir;
+
+	if (w->cg.v1) {
+		w->usage_fd = open_in(dir, "memory.usage_in_bytes", O_RDONLY);
+		w->limit_fd = open_in(dir, "memory.limit_in_bytes", O_RDONLY);
+		/* the threshold registers in the limit's own cgroup */
+		w->evctl_fd = open_in(dir, "cgroup.event_control", O_WRONLY);
+	} else {
+		w->usage_fd = open_in(dir, "memory.current", O_RDONLY);
+		w->limit_fd = open_in(dir, "memory.max", O_RDONLY);
+		w->high_fd = open_in(dir, "memory.high", O_RDONLY);
+		w->pfd[FD_EVENTS].fd = open_in(dir, "memory.events", O_RDONLY);
+		/* the counts so far are no news */
+		if (w->pfd[FD_EVENTS].fd >= 0)
+			v2_events_read(w);
+	}
+	w->stat_fd = open_in(dir, "memory.stat", O_RDONLY);
+}
+
+/*
+ * v1 pressure_level in the daemon's own cgroup: reclaim anywhere above it
+ * (a parent's limit, the machine's) scans it and reports there.
+ */
+static void v1_levels_open(struct memwatch *w)
+{
+	int keep = w->evctl_fd;
+
+	w->evctl_fd = open_in(w->cg.leaf, "cgroup.event_control", O_WRONLY);
+	w->pfd[FD_MEDIUM].fd = v1_event_open(w, w->cg.leaf, "memory.pressure_level", "medium");
+	w->pfd[FD_CRITICAL].fd = v1_event_open(w, w->cg.leaf, "memory.pressure_level", "critical");
+	fd_close(&w->evctl_fd);
+	w->evctl_fd = keep;
+}
+
 static void files_open(struct memwatch *w)
 {
 	struct cg_info *cg = &w->cg;
@@ -409,40 +467,20 @@ static void files_open(struct memwatch *w)
 		w->psi_read_fd = open("/proc/pressure/memory", O_RDONLY | O_CLOEXEC);
 	if (!cg->found)
 		return;
-	if (cg->v1) {
-		w->usage_fd = open_in(cg->lim_dir, "memory.usage_in_bytes", O_RDONLY);
-		w->limit_fd = open_in(cg->lim_dir, "memory.limit_in_bytes", O_RDONLY);
-		w->evctl_fd = open_in(cg->leaf, "cgroup.event_control", O_WRONLY);
-		w->pfd[FD_MEDIUM].fd = v1_event_open(w, cg->leaf, "memory.pressure_level", "medium");
-		w->pfd[FD_CRITICAL].fd = v1_event_open(w, cg->leaf, "memory.pressure_level",
-							"critical");
-		if (strcmp(cg->lim_dir, cg->leaf)) {
-			/* the threshold registers in the limit's own cgroup */
-			fd_close(&w->evctl_fd);
-			w->evctl_fd = open_in(cg->lim_dir, "cgroup.event_control", O_WRONLY);
-		}
-	} else {
-		w->usage_fd = open_in(cg->lim_dir, "memory.current", O_RDONLY);
-		w->limit_fd = open_in(cg->lim_dir, "memory.max", O_RDONLY);
-		w->high_fd = open_in(cg->lim_dir, "memory.high", O_RDONLY);
-		w->pfd[FD_EVENTS].fd = open_in(cg->lim_dir, "memory.events", O_RDONLY);
-	}
-	w->stat_fd = open_in(cg->lim_dir, "memory.stat", O_RDONLY);
+	if (cg->v1)
+		v1_levels_open(w);
+	lim_files_open(w);
 }
 
 static void files_close(struct memwatch *w)
 {
 	int i;
 
+	lim_files_close(w);
 	for (i = 0; i < FD_NR; i++)
 		fd_close(&w->pfd[i].fd);
-	fd_close(&w->usage_fd);
-	fd_close(&w->stat_fd);
 	fd_close(&w->meminfo_fd);
 	fd_close(&w->psi_read_fd);
-	fd_close(&w->limit_fd);
-	fd_close(&w->high_fd);
-	fd_close(&w->evctl_fd);
 }
 
 /* ---- one step ------------------------------------------------------------------------ */
@@ -504,6 +542,34 @@ static unsigned wakeups_read(struct memwatch *w)
 	return ev;
 }
 
+/* The tightest limit's own file changed since the scan (read each step). */
+static bool limit_moved(struct memwatch *w)
+{
+	uint64_t v = read_limit_fd(w->limit_fd);
+
+	if (w->high_fd >= 0)
+		v = min_nonzero(v, read_limit_fd(w->high_fd));
+	return v != w->cg.lim_own;
+}
+
+/*
+ * The limits up the tree again: another cgroup may now be the tightest
+ * (its files are opened instead), and the threshold follows the limit
+ * (threshold_arm at the end of the step).
+ */
+static void limits_rescan(struct memwatch *w, uint64_t now_ms, uint64_t mem_total)
+{
+	char before[PATH_MAX];
+
+	snprintf(before, sizeof(before), "%s", w->cg.lim_dir);
+	cg_scan_limits(&w->cg, mem_total);
+	w->last_scan_ms = now_ms;
+	if (strcmp(before, w->cg.lim_dir)) {
+		lim_files_close(w);
+		lim_files_open(w);
+	}
+}
+
 /* Usage less inactive file pages (see pressure.c), and the limit's changes. */
 static void cg_sample(struct memwatch *w, struct mem_signals *s)
 {
@@ -512,10 +578,8 @@ static void cg_sample(struct memwatch *w, struct mem_signals *s)
 
 	if (!w->cg.found)
 		return;
-	if (s->now_ms - w->last_scan_ms >= LIMIT_RESCAN_MS) {
-		cg_scan_limits(&w->cg, s->mem_total_bytes);
-		w->last_scan_ms = s->now_ms;
-	}
+	if (s->now_ms - w->last_scan_ms >= LIMIT_RESCAN_MS || limit_moved(w))
+		limits_rescan(w, s->now_ms, s->mem_total_bytes);
 	if (pread_text(w->usage_fd, text, sizeof(text)) <= 0)
 		return;
 	usage = strtoull(text, NULL, 10);
