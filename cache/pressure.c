@@ -14,6 +14,11 @@
  *      deficit plus a margin (a quarter of the headroom or floor): the
  *      margin is the dead band that keeps a steady signal at the edge from
  *      cutting and growing in turn.
+ *      For settle_ms after such a cut, only the deficit's growth cuts
+ *      further: memory given back may show in the cgroup's usage late
+ *      (a transparent huge page partly given back stays charged until the
+ *      kernel splits it), and cutting again for the same deficit at each
+ *      sample would empty the cache.
  *  (2) Events. A PSI trigger or a medium-level event cuts a quarter of
  *      what is resident, a critical one a half; each level at most once
  *      per cut_interval_ms (the kernel repeats events while reclaim runs:
@@ -54,6 +59,7 @@ void memctl_config_default(struct memctl_config *cfg, size_t page_bytes, size_t 
 	cfg->hold_ms = 5000;
 	cfg->grow_shift = 5;
 	cfg->cut_interval_ms = 250;
+	cfg->settle_ms = 1000;
 }
 
 static size_t clamp_target(const struct memctl_config *cfg, size_t t)
@@ -194,6 +200,31 @@ static void set_target(struct memctl *m, size_t t, const char *reason, long pres
 	m->pressure = pressure;
 }
 
+/*
+ * Rule (1): below what is resident by deficit + margin; within settle_ms
+ * of that, by the deficit's growth only.
+ */
+static void deficit_cut(struct memctl *m, uint64_t now, uint64_t deficit, uint64_t margin,
+			size_t resident, const char *why)
+{
+	size_t d, t;
+
+	if (m->last_deficit_ms && now - m->last_deficit_ms < m->cfg.settle_ms) {
+		if (deficit <= m->last_deficit_bytes)
+			return;
+		d = bytes_to_pages(m, deficit - m->last_deficit_bytes);
+		m->last_deficit_bytes = deficit;
+		t = m->target_pages > d ? m->target_pages - d : 0;
+	} else {
+		d = bytes_to_pages(m, deficit + margin);
+		m->last_deficit_ms = now;
+		m->last_deficit_bytes = deficit;
+		t = resident > d ? resident - d : 0;
+	}
+	if (t < m->target_pages)
+		set_target(m, t, why, (long)bytes_to_pages(m, deficit));
+}
+
 size_t memctl_step(struct memctl *m, const struct mem_signals *s, size_t resident_pages,
 		   size_t dirty_pages)
 {
@@ -207,7 +238,7 @@ size_t memctl_step(struct memctl *m, const struct mem_signals *s, size_t residen
 	uint64_t room, margin, deficit, now = s->now_ms;
 	const char *why;
 	bool pressure = false;
-	size_t cut, t;
+	size_t cut;
 	int l;
 
 	/* dirty pages are written back before they are dropped: the target
@@ -215,11 +246,7 @@ size_t memctl_step(struct memctl *m, const struct mem_signals *s, size_t residen
 	(void)dirty_pages;
 	deficit = mem_deficit(m, s, &room, &margin, &why);
 	if (deficit) {
-		size_t d = bytes_to_pages(m, deficit + margin);
-
-		t = resident_pages > d ? resident_pages - d : 0;
-		if (t < m->target_pages)
-			set_target(m, t, why, (long)bytes_to_pages(m, deficit));
+		deficit_cut(m, now, deficit, margin, resident_pages, why);
 		pressure = true;
 	}
 	for (l = MEMCTL_CRITICAL; l >= 0; l--) {

@@ -56,6 +56,8 @@ struct memctl_config {
 	unsigned hold_ms;		/* no pressure this long before growing [5000] */
 	unsigned grow_shift;		/* growth per second: ceiling >> shift [5: 1/32] */
 	unsigned cut_interval_ms;	/* an event level cuts at most this often [250] */
+	unsigned settle_ms;		/* after a deficit cut, only the deficit's growth
+					 * cuts for this long [1000] */
 };
 
 enum memctl_level { MEMCTL_PSI, MEMCTL_MEDIUM, MEMCTL_CRITICAL, MEMCTL_NR_LEVELS };
@@ -66,6 +68,8 @@ struct memctl {
 	uint64_t last_pressure_ms;	/* last step that saw pressure; 0: never */
 	uint64_t last_step_ms;		/* 0: no step yet */
 	uint64_t last_cut_ms[MEMCTL_NR_LEVELS];	/* per event level; 0: never */
+	uint64_t last_deficit_ms;	/* the last full deficit cut; 0: never */
+	uint64_t last_deficit_bytes;	/* the deficit cut for since then */
 	size_t grow_frac_pages;		/* growth not yet whole pages, x1000 */
 	const char *reason;		/* why the last change: "cgroup", "psi", ... */
 	long pressure;			/* the last change's pressure: deficit pages for

@@ -83,6 +83,35 @@ START_TEST(cgroup_deficit_falls_at_once)
 }
 END_TEST
 
+/*
+ * Memory given back that the cgroup's usage does not show yet (a huge
+ * page partly given back): one cut per settle time, not one per sample;
+ * the deficit's growth still cuts at once.
+ */
+START_TEST(deficit_settles)
+{
+	size_t t0, t;
+	unsigned ms;
+
+	s.cg_usage_bytes = ALLOWED + 100 * MIB;
+	resident = P(1536 * MIB);
+	t0 = step_ms(100);
+	ck_assert_uint_eq(t0, resident - P(148 * MIB));
+	/* the cache did its part, the usage stays */
+	resident = t0;
+	for (ms = 100; ms < 1000; ms += 100)
+		ck_assert_uint_eq(step_ms(100), t0);
+	/* someone allocates 50 MiB more meanwhile */
+	s.cg_usage_bytes += 50 * MIB;
+	t = step_ms(50);
+	ck_assert_uint_eq(t, t0 - P(50 * MIB));
+	resident = t;
+	/* past the settle time a deficit still there is cut for anew */
+	t = step_ms(100);
+	ck_assert_uint_eq(t, resident - P(150 * MIB + 48 * MIB));
+}
+END_TEST
+
 START_TEST(available_deficit_falls)
 {
 	size_t t;
@@ -375,6 +404,7 @@ static Suite *pressure_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, idle_no_change);
 	tcase_add_test(tc, cgroup_deficit_falls_at_once);
+	tcase_add_test(tc, deficit_settles);
 	tcase_add_test(tc, available_deficit_falls);
 	tcase_add_test(tc, events_cut_rate_limited);
 	tcase_add_test(tc, grows_slowly_after_hold);
