@@ -519,7 +519,7 @@ static unsigned wakeups_read(struct memwatch *w)
 		(void)!read(w->pfd[FD_TIMER].fd, &cnt, sizeof(cnt));
 	for (i = FD_PSI_SYS; i <= FD_PSI_CG; i++) {
 		if (w->pfd[i].revents & POLLPRI) {
-			ev |= MEM_EV_PSI;
+			ev |= i == FD_PSI_SYS ? MEM_EV_PSI_SYS : MEM_EV_PSI;
 			n++;
 		} else if (w->pfd[i].revents & (POLLERR | POLLNVAL)) {
 			fd_close(&w->pfd[i].fd);	/* the cgroup went away */

@@ -22,7 +22,13 @@
  *  (2) Events. A PSI trigger or a medium-level event cuts a quarter of
  *      what is resident, a critical one a half; each level at most once
  *      per cut_interval_ms (the kernel repeats events while reclaim runs:
- *      one cut must have time to show before the next).
+ *      one cut must have time to show before the next). The machine's PSI
+ *      counts only near a bound (MemAvailable under twice its floor, or
+ *      the cgroup within two headrooms of its limit): a task stalled on
+ *      its own cgroup's limit stalls the machine's PSI as well, and a
+ *      cache with gigabytes free around it must not shrink for another
+ *      container's limit (seen: another cgroup's tests here fired it and
+ *      cut an idle cache to its floor).
  *  (3) Growth. After hold_ms without pressure the target grows back by
  *      ceiling >> grow_shift per second (additive, as TCP's congestion
  *      avoidance after a multiplicative cut), never past what fits under
@@ -154,6 +160,17 @@ static uint64_t mem_deficit(const struct memctl *m, const struct mem_signals *s,
 	return deficit;
 }
 
+/* Within two headrooms of the cgroup's limit, or MemAvailable under twice its floor. */
+static bool near_bound(const struct memctl *m, const struct mem_signals *s)
+{
+	if (s->cg_limit_bytes && s->cg_usage_bytes &&
+	    s->cg_usage_bytes + 2 * memctl_headroom_bytes(&m->cfg, s->cg_limit_bytes) >
+	    s->cg_limit_bytes)
+		return true;
+	return s->mem_available_bytes && s->mem_total_bytes &&
+	       s->mem_available_bytes < 2 * memctl_avail_floor_bytes(&m->cfg, s);
+}
+
 static size_t bytes_to_pages(const struct memctl *m, uint64_t bytes)
 {
 	uint64_t p = (bytes + m->cfg.page_bytes - 1) / m->cfg.page_bytes;
@@ -236,6 +253,7 @@ size_t memctl_step(struct memctl *m, const struct mem_signals *s, size_t residen
 		[MEMCTL_PSI] = "psi", [MEMCTL_MEDIUM] = "medium", [MEMCTL_CRITICAL] = "critical",
 	};
 	uint64_t room, margin, deficit, now = s->now_ms;
+	unsigned events = s->events;
 	const char *why;
 	bool pressure = false;
 	size_t cut;
@@ -249,8 +267,10 @@ size_t memctl_step(struct memctl *m, const struct mem_signals *s, size_t residen
 		deficit_cut(m, now, deficit, margin, resident_pages, why);
 		pressure = true;
 	}
+	if ((events & MEM_EV_PSI_SYS) && near_bound(m, s))
+		events |= MEM_EV_PSI;
 	for (l = MEMCTL_CRITICAL; l >= 0; l--) {
-		if (!(s->events & level_ev[l]))
+		if (!(events & level_ev[l]))
 			continue;
 		pressure = true;
 		cut = event_cut(m, (enum memctl_level)l, now, resident_pages);

@@ -24,11 +24,14 @@
 
 /* Events seen since the previous step (mem_signals.events). */
 enum mem_event {
-	MEM_EV_PSI = 1u << 0,		/* a PSI trigger fired (system or cgroup) */
+	MEM_EV_PSI = 1u << 0,		/* the daemon's cgroup's PSI trigger fired */
 	MEM_EV_MEDIUM = 1u << 1,	/* v1 pressure_level medium, v2 memory.events high */
 	MEM_EV_CRITICAL = 1u << 2,	/* v1 pressure_level critical, v2 max/oom */
 	MEM_EV_THRESHOLD = 1u << 3,	/* v1 usage crossed limit - headroom (a wakeup:
 					 * the deficit is read from usage) */
+	MEM_EV_PSI_SYS = 1u << 4,	/* the machine's PSI trigger fired: it counts only
+					 * near a bound (another cgroup at its own limit
+					 * stalls the machine's PSI too) */
 };
 
 /* One sample of the memory signals; 0 = unknown for every size. */

@@ -157,6 +157,32 @@ START_TEST(events_cut_rate_limited)
 }
 END_TEST
 
+/*
+ * The machine's PSI fires for any cgroup stalled on its own limit: it cuts
+ * only when this cgroup or the machine is near its bound.
+ */
+START_TEST(system_psi_only_near_bound)
+{
+	size_t t0 = m.target_pages;
+
+	s.mem_total_bytes = 32 * GIB;		/* floor 1 GiB */
+	s.mem_available_bytes = 20 * GIB;
+	s.events = MEM_EV_PSI_SYS;
+	ck_assert_uint_eq(step_ms(100), t0);
+	ck_assert_uint_eq(step_ms(300), t0);
+	/* the cgroup within two headrooms of its limit */
+	s.cg_usage_bytes = 3 * GIB - 300 * MIB;
+	ck_assert_uint_eq(step_ms(300), resident - resident / 4);
+	ck_assert_str_eq(m.reason, "psi");
+	/* or the machine under twice its MemAvailable floor */
+	setup();
+	s.mem_total_bytes = 32 * GIB;
+	s.mem_available_bytes = 1536 * MIB;
+	s.events = MEM_EV_PSI_SYS;
+	ck_assert_uint_eq(step_ms(100), resident - resident / 4);
+}
+END_TEST
+
 START_TEST(grows_slowly_after_hold)
 {
 	size_t t, prev;
@@ -407,6 +433,7 @@ static Suite *pressure_suite(void)
 	tcase_add_test(tc, deficit_settles);
 	tcase_add_test(tc, available_deficit_falls);
 	tcase_add_test(tc, events_cut_rate_limited);
+	tcase_add_test(tc, system_psi_only_near_bound);
 	tcase_add_test(tc, grows_slowly_after_hold);
 	tcase_add_test(tc, growth_stops_short_of_headroom);
 	tcase_add_test(tc, steady_edge_no_oscillation);
