@@ -64,6 +64,7 @@ struct memwatch {
 	atomic_bool stopping;
 	struct pollfd pfd[FD_NR];	/* watcher thread; fd -1 unused */
 	int usage_fd, stat_fd, meminfo_fd, psi_read_fd, limit_fd, high_fd;	/* -1 unused */
+	int failcnt_fd;			/* v1 memory.failcnt; -1 unused */
 	int evctl_fd;			/* v1 cgroup.event_control */
 	uint64_t armed_bytes;		/* threshold eventfd's value; 0: none */
 	uint64_t events_seen[3];	/* v2 memory.events high, max, oom */
@@ -392,6 +393,7 @@ static void lim_files_close(struct memwatch *w)
 	fd_close(&w->stat_fd);
 	fd_close(&w->limit_fd);
 	fd_close(&w->high_fd);
+	fd_close(&w->failcnt_fd);
 	fd_close(&w->evctl_fd);
 	fd_close(&w->pfd[FD_EVENTS].fd);
 	fd_close(&w->pfd[FD_THRESHOLD].fd);
@@ -405,6 +407,7 @@ static void lim_files_open(struct memwatch *w)
 	if (w->cg.v1) {
 		w->usage_fd = open_in(dir, "memory.usage_in_bytes", O_RDONLY);
 		w->limit_fd = open_in(dir, "memory.limit_in_bytes", O_RDONLY);
+		w->failcnt_fd = open_in(dir, "memory.failcnt", O_RDONLY);
 		/* the threshold registers in the limit's own cgroup */
 		w->evctl_fd = open_in(dir, "cgroup.event_control", O_WRONLY);
 	} else {
@@ -450,6 +453,7 @@ static void files_open(struct memwatch *w)
 	w->pfd[FD_CRITICAL].events = POLLIN;
 	w->pfd[FD_THRESHOLD].events = POLLIN;
 	w->usage_fd = w->stat_fd = w->psi_read_fd = w->limit_fd = w->high_fd = -1;
+	w->failcnt_fd = -1;
 	w->evctl_fd = -1;
 	w->meminfo_fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
 	if (read_text("/proc/sys/vm/min_free_kbytes", text, sizeof(text)) > 0)
@@ -589,6 +593,10 @@ static void cg_sample(struct memwatch *w, struct mem_signals *s)
 	}
 	s->cg_limit_bytes = w->cg.limit;
 	s->cg_usage_bytes = usage;
+	if (w->cg.v1 && pread_text(w->failcnt_fd, text, sizeof(text)) > 0)
+		s->cg_limit_hits = strtoull(text, NULL, 10);
+	else if (!w->cg.v1)
+		s->cg_limit_hits = w->events_seen[1];
 }
 
 static void signals_sample(struct memwatch *w, struct mem_signals *s, unsigned events)

@@ -42,6 +42,8 @@ struct mem_signals {
 	uint64_t cg_usage_bytes;	/* that cgroup's working set: usage less its
 					 * inactive file pages, which the kernel drops
 					 * before it would OOM */
+	uint64_t cg_limit_hits;		/* times that cgroup's charges met its limit
+					 * (v1 memory.failcnt, v2 memory.events max) */
 	uint64_t mem_available_bytes;	/* /proc/meminfo MemAvailable */
 	uint64_t mem_total_bytes;	/* /proc/meminfo MemTotal */
 	uint64_t min_free_bytes;	/* /proc/sys/vm/min_free_kbytes */
@@ -60,7 +62,8 @@ struct memctl_config {
 	unsigned grow_shift;		/* growth per second: ceiling >> shift [5: 1/32] */
 	unsigned cut_interval_ms;	/* an event level cuts at most this often [250] */
 	unsigned settle_ms;		/* after a deficit cut, only the deficit's growth
-					 * cuts for this long [1000] */
+					 * cuts for this long, unless the limit was hit
+					 * meanwhile [1000] */
 };
 
 enum memctl_level { MEMCTL_PSI, MEMCTL_MEDIUM, MEMCTL_CRITICAL, MEMCTL_NR_LEVELS };
@@ -73,6 +76,7 @@ struct memctl {
 	uint64_t last_cut_ms[MEMCTL_NR_LEVELS];	/* per event level; 0: never */
 	uint64_t last_deficit_ms;	/* the last full deficit cut; 0: never */
 	uint64_t last_deficit_bytes;	/* the deficit cut for since then */
+	uint64_t last_deficit_hits;	/* cg_limit_hits at that cut */
 	size_t grow_frac_pages;		/* growth not yet whole pages, x1000 */
 	const char *reason;		/* why the last change: "cgroup", "psi", ... */
 	long pressure;			/* the last change's pressure: deficit pages for

@@ -109,6 +109,12 @@ START_TEST(deficit_settles)
 	/* past the settle time a deficit still there is cut for anew */
 	t = step_ms(100);
 	ck_assert_uint_eq(t, resident - P(150 * MIB + 48 * MIB));
+	/* within it, a limit hit says the memory given back was taken: the
+	 * same deficit again is cut for at once */
+	resident = t;
+	ck_assert_uint_eq(step_ms(100), t);
+	s.cg_limit_hits++;
+	ck_assert_uint_eq(step_ms(100), t - P(150 * MIB + 48 * MIB));
 }
 END_TEST
 
