@@ -79,6 +79,23 @@ struct memwatch {
 
 /* ---- reading the kernel's files ----------------------------------------------- */
 
+/* Tests only: /proc read from under this directory (mem_set_proc_root). */
+static char proc_root[PATH_MAX];
+
+void mem_set_proc_root(const char *root)
+{
+	snprintf(proc_root, sizeof(proc_root), "%s", root ? root : "");
+}
+
+/* A /proc path, under the tests' root when one is set. */
+static const char *proc_path(const char *p, char *buf, size_t len)
+{
+	if (!proc_root[0])
+		return p;
+	snprintf(buf, len, "%s%s", proc_root, p);
+	return buf;
+}
+
 static ssize_t pread_text(int fd, char *buf, size_t len)
 {
 	ssize_t n;
@@ -156,7 +173,8 @@ static uint64_t min_nonzero(uint64_t a, uint64_t b)
 static int cg_find_mount(bool v1, char *mnt, char *root, size_t len)
 {
 	char line[4096], m[PATH_MAX], r[PATH_MAX], fstype[64], sopts[1024];
-	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char pb[PATH_MAX + 64];
+	FILE *f = fopen(proc_path("/proc/self/mountinfo", pb, sizeof(pb)), "re");
 	int ret = -ENOENT;
 
 	while (f && fgets(line, sizeof(line), f)) {
@@ -233,7 +251,9 @@ static uint64_t mem_total_bytes(void)
 {
 	char text[TEXT_MAX];
 
-	return read_text("/proc/meminfo", text, sizeof(text)) > 0
+	char pb[PATH_MAX + 64];
+
+	return read_text(proc_path("/proc/meminfo", pb, sizeof(pb)), text, sizeof(text)) > 0
 	       ? mem_meminfo_field(text, "MemTotal") : 0;
 }
 
@@ -249,7 +269,9 @@ static void cg_find(struct cg_info *cg, uint64_t mem_total)
 	const char *p;
 
 	memset(cg, 0, sizeof(*cg));
-	if (read_text("/proc/self/cgroup", text, sizeof(text)) <= 0 ||
+	char pb[PATH_MAX + 64];
+
+	if (read_text(proc_path("/proc/self/cgroup", pb, sizeof(pb)), text, sizeof(text)) <= 0 ||
 	    mem_cgroup_path(text, cg->path, sizeof(cg->path), &cg->v1))
 		return;
 	p = strstr(text, "0::");
@@ -277,13 +299,16 @@ static void cg_find(struct cg_info *cg, uint64_t mem_total)
 
 uint64_t mem_default_cache_size(void)
 {
-	char text[TEXT_MAX];
+	char text[TEXT_MAX], pb[PATH_MAX + 64];
 	struct cg_info *cg = malloc(sizeof(*cg));
 	uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
 	uint64_t avail = 0, limit = 0;
 
-	if (read_text("/proc/meminfo", text, sizeof(text)) > 0)
+	if (read_text(proc_path("/proc/meminfo", pb, sizeof(pb)), text, sizeof(text)) > 0) {
 		avail = mem_meminfo_field(text, "MemAvailable");
+		if (proc_root[0])
+			ram = mem_meminfo_field(text, "MemTotal");
+	}
 	if (cg) {
 		cg_find(cg, ram);
 		limit = cg->found ? cg->limit : 0;
@@ -440,7 +465,7 @@ static void v1_levels_open(struct memwatch *w)
 static void files_open(struct memwatch *w)
 {
 	struct cg_info *cg = &w->cg;
-	char text[64];
+	char text[64], pb[PATH_MAX + 64];
 	int i;
 
 	for (i = 0; i < FD_NR; i++) {
@@ -455,10 +480,12 @@ static void files_open(struct memwatch *w)
 	w->usage_fd = w->stat_fd = w->psi_read_fd = w->limit_fd = w->high_fd = -1;
 	w->failcnt_fd = -1;
 	w->evctl_fd = -1;
-	w->meminfo_fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
-	if (read_text("/proc/sys/vm/min_free_kbytes", text, sizeof(text)) > 0)
+	w->meminfo_fd = open(proc_path("/proc/meminfo", pb, sizeof(pb)), O_RDONLY | O_CLOEXEC);
+	if (read_text(proc_path("/proc/sys/vm/min_free_kbytes", pb, sizeof(pb)), text,
+		      sizeof(text)) > 0)
 		w->min_free_bytes = strtoull(text, NULL, 10) * 1024;
-	w->pfd[FD_PSI_SYS].fd = psi_trigger_open("/proc/pressure/memory", &w->cfg,
+	w->pfd[FD_PSI_SYS].fd = psi_trigger_open(proc_path("/proc/pressure/memory", pb,
+							   sizeof(pb)), &w->cfg,
 						  &w->psi_window_us);
 	if (cg->psi_dir[0]) {
 		char p[PATH_MAX + 32];
@@ -468,7 +495,8 @@ static void files_open(struct memwatch *w)
 		w->psi_read_fd = open(p, O_RDONLY | O_CLOEXEC);
 	}
 	if (w->psi_read_fd < 0)
-		w->psi_read_fd = open("/proc/pressure/memory", O_RDONLY | O_CLOEXEC);
+		w->psi_read_fd = open(proc_path("/proc/pressure/memory", pb, sizeof(pb)),
+				      O_RDONLY | O_CLOEXEC);
 	if (!cg->found)
 		return;
 	if (cg->v1)

@@ -191,6 +191,13 @@ void memwatch_describe(const struct memwatch *w, char *buf, size_t len);
 
 /* ---- parsing, exposed for the unit tests ----------------------------------- */
 
+/**
+ * Tests only: read /proc/self/cgroup, /proc/self/mountinfo, /proc/meminfo,
+ * /proc/pressure/memory and /proc/sys/vm/min_free_kbytes from under @root
+ * (NULL: the real ones), so that a made-up cgroup tree can be watched.
+ */
+void mem_set_proc_root(const char *root);
+
 /** "MemAvailable:" etc. of a /proc/meminfo text in bytes; 0 when absent. */
 uint64_t mem_meminfo_field(const char *text, const char *field);
 

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "wbcfs/pressure.h"
@@ -428,6 +429,169 @@ START_TEST(watcher_runs)
 }
 END_TEST
 
+/* ---- made-up cgroup trees (mem_set_proc_root) ---- */
+
+static char root[256];
+
+static void t_put(const char *rel, const char *text)
+{
+	char path[512], *sl;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	for (sl = strchr(path + strlen(root) + 1, '/'); sl; sl = strchr(sl + 1, '/')) {
+		*sl = 0;
+		mkdir(path, 0755);
+		*sl = '/';
+	}
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void tree_setup(void)
+{
+	char mi[1024];
+
+	snprintf(root, sizeof(root), "/tmp/wbcfs-pressure-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	t_put("proc/meminfo", "MemTotal:       33554432 kB\nMemFree: 1 kB\n"
+	      "MemAvailable:   16777216 kB\n");
+	t_put("proc/pressure/memory", "some avg10=0.00 avg60=0.00 avg300=0.00 total=1234\n"
+	      "full avg10=0.00 avg60=0.00 avg300=0.00 total=5\n");
+	t_put("proc/sys/vm/min_free_kbytes", "65536\n");
+	snprintf(mi, sizeof(mi), "34 30 0:31 / %s/mem rw,relatime - cgroup cgroup rw,memory\n"
+		 "40 30 0:37 / %s/sys rw,relatime - cgroup2 cgroup2 rw\n", root, root);
+	t_put("proc/self/mountinfo", mi);
+	mem_set_proc_root(root);
+}
+
+static void tree_teardown(void)
+{
+	char cmd[300];
+
+	mem_set_proc_root(NULL);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static struct mem_stats_snap w_st;
+static struct memwatch *w_cur;
+
+static bool w_stats_limit_1g(void)
+{
+	memwatch_stats(w_cur, &w_st);
+	return w_st.cgroup_limit_bytes == GIB;
+}
+
+static bool w_stats_sampled(void)
+{
+	memwatch_stats(w_cur, &w_st);
+	/* a step after the PSI file was written again */
+	return w_st.watch_steps >= 1 && w_st.available_bytes && w_st.pressure_stall_us;
+}
+
+static struct memwatch *tree_watch(size_t ceiling)
+{
+	static const struct memwatch_ops ops = {
+		.set_target = w_set_target, .resident_pages = w_resident,
+	};
+	struct memwatch_config cfg;
+
+	memwatch_config_default(&cfg);
+	memctl_config_default(&cfg.ctl, 4096, 10, ceiling);
+	cfg.ops = &ops;
+	cfg.slow_ms = cfg.fast_ms = 20;
+	atomic_store(&w_target, SIZE_MAX);
+	ck_assert_int_eq(memwatch_start(&w_cur, &cfg), 0);
+	return w_cur;
+}
+
+/*
+ * cgroup v2: the tightest of memory.max and memory.high up the tree,
+ * usage less inactive_file, the cgroup's own PSI total, a limit changed
+ * at run time, and a deficit cut.
+ */
+START_TEST(tree_v2)
+{
+	struct memwatch *w;
+	char desc[1024];
+
+	t_put("proc/self/cgroup", "0::/a/b\n");
+	t_put("sys/cgroup.controllers", "cpu io memory pids\n");
+	t_put("sys/a/memory.max", "max\n");
+	t_put("sys/a/memory.high", "2147483648\n");
+	t_put("sys/a/memory.current", "1610612736\n");
+	t_put("sys/a/memory.stat", "anon 1073741824\ninactive_file 536870912\n");
+	t_put("sys/a/memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+	t_put("sys/a/b/memory.max", "3221225472\n");
+	t_put("sys/a/b/memory.high", "max\n");
+	t_put("sys/a/b/memory.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=777\n");
+	/* RAM 32 GiB, MemAvailable 16 GiB, limit 2 GiB: 512 MiB */
+	ck_assert_uint_eq(mem_default_cache_size(), 512 * MIB);
+	w = tree_watch(P(1 * GIB));
+	/* the PSI triggers were written into the made-up files: again */
+	t_put("sys/a/b/memory.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=777\n");
+	memwatch_describe(w, desc, sizeof(desc));
+	ck_assert_msg(strstr(desc, "cgroup v2 /a/b limit 2.0G, memory.events") != NULL, "%s", desc);
+	ck_assert_msg(strstr(desc, "cgroup PSI") != NULL, "%s", desc);
+	ck_assert(w_wait(w_stats_sampled));
+	ck_assert_uint_eq(w_st.cgroup_limit_bytes, 2 * GIB);
+	ck_assert_uint_eq(w_st.cgroup_usage_bytes, 1 * GIB);
+	ck_assert_uint_eq(w_st.available_bytes, 16 * GIB);
+	ck_assert_uint_eq(w_st.pressure_stall_us, 777);
+	/* the limit lowered: followed without waiting for the 5 s rescan */
+	t_put("sys/a/memory.high", "1073741824\n");
+	ck_assert(w_wait(w_stats_limit_1g));
+	/* usage 1 GiB over a 1 GiB limit less 64 MiB: cut below resident
+	 * (1000 pages) to the floor */
+	ck_assert(w_wait(w_target_le_100));
+	memwatch_stop(w);
+}
+END_TEST
+
+/*
+ * cgroup v1: the daemon in /x/y, the limit on /x (its usage read there),
+ * the pressure_level and threshold registrations written; a limit only in
+ * memory.stat's hierarchical_memory_limit (above a container's mount)
+ * sizes the default too.
+ */
+START_TEST(tree_v1)
+{
+	struct memwatch *w;
+	char desc[1024];
+
+	t_put("proc/self/cgroup", "9:name=systemd:/\n4:memory:/x/y\n0::/\n");
+	t_put("mem/memory.limit_in_bytes", "9223372036854771712\n");
+	t_put("mem/x/memory.limit_in_bytes", "1073741824\n");
+	t_put("mem/x/memory.usage_in_bytes", "500000000\n");
+	t_put("mem/x/memory.stat", "total_inactive_file 100000000\n");
+	t_put("mem/x/memory.failcnt", "0\n");
+	t_put("mem/x/cgroup.event_control", "");
+	t_put("mem/x/y/memory.limit_in_bytes", "9223372036854771712\n");
+	t_put("mem/x/y/memory.usage_in_bytes", "100000000\n");
+	t_put("mem/x/y/memory.stat", "hierarchical_memory_limit 1073741824\n");
+	t_put("mem/x/y/memory.pressure_level", "");
+	t_put("mem/x/y/cgroup.event_control", "");
+	ck_assert_uint_eq(mem_default_cache_size(), 256 * MIB);
+	w = tree_watch(P(1 * GIB));
+	t_put("proc/pressure/memory", "some avg10=0.00 avg60=0.00 avg300=0.00 total=1234\n");
+	memwatch_describe(w, desc, sizeof(desc));
+	ck_assert_msg(strstr(desc, "cgroup v1 /x/y limit 1.0G, usage threshold, pressure_level") !=
+		      NULL, "%s", desc);
+	ck_assert(w_wait(w_stats_sampled));
+	ck_assert_uint_eq(w_st.cgroup_limit_bytes, 1 * GIB);
+	ck_assert_uint_eq(w_st.cgroup_usage_bytes, 400000000);
+	ck_assert_uint_eq(w_st.pressure_stall_us, 1234);
+	memwatch_stop(w);
+	/* no limit on /x: memory.stat's hierarchical limit of 512 MiB */
+	t_put("mem/x/memory.limit_in_bytes", "9223372036854771712\n");
+	t_put("mem/x/y/memory.stat", "hierarchical_memory_limit 536870912\n");
+	ck_assert_uint_eq(mem_default_cache_size(), 128 * MIB);
+}
+END_TEST
+
 static Suite *pressure_suite(void)
 {
 	Suite *s = suite_create("pressure");
@@ -453,6 +617,12 @@ static Suite *pressure_suite(void)
 	tc = tcase_create("watcher");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, watcher_runs);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("trees");
+	tcase_set_timeout(tc, 60);
+	tcase_add_checked_fixture(tc, tree_setup, tree_teardown);
+	tcase_add_test(tc, tree_v2);
+	tcase_add_test(tc, tree_v1);
 	suite_add_tcase(s, tc);
 	return s;
 }
