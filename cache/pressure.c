@@ -9,21 +9,25 @@
  * The rules, in the order memctl_step() applies them:
  *
  *  (1) Deficit. The daemon's cgroup keeps usage <= limit - headroom, and
- *      the machine keeps MemAvailable >= avail_floor. When either is
- *      broken, the target falls at once below what is resident, by the
- *      deficit plus a margin (a quarter of the headroom or floor): the
- *      margin is the dead band that keeps a steady signal at the edge from
- *      cutting and growing in turn.
- *      For settle_ms after such a cut, only the deficit's growth cuts
- *      further, unless the cgroup's charges met its limit meanwhile:
- *      memory given back may show in the cgroup's usage late (a
- *      transparent huge page partly given back stays charged until the
- *      kernel splits it), and cutting again for the same deficit at each
- *      sample would empty the cache; but a program that took what was
- *      given back and hits the limit again shows the same deficit (usage
- *      cannot pass the limit), and must be answered at once (seen: with
- *      the settle time alone, a 2.25 GiB program beside a 1.8 GiB cache
- *      in a 3 GiB cgroup took 20 s).
+ *      the machine keeps MemAvailable >= avail_floor, both as projected
+ *      horizon_ms ahead at the rate the others' memory grew since the
+ *      previous sample, while usage rises (projected_rise below; a
+ *      program taking 300 MiB/s crosses a 192 MiB headroom in 0.6 s;
+ *      without no-swap anon memory to reclaim the kernel OOM-kills within
+ *      milliseconds of the limit, so the cache must move before it, not
+ *      after: seen, a program OOM-killed beside a cache that cut only what
+ *      the usage was over). When either is broken the target falls at
+ *      once below what is resident, by the deficit plus a margin (a
+ *      quarter of the headroom or floor): the margin is the dead band that
+ *      keeps a steady signal at the edge from cutting and growing in turn.
+ *      For settle_ms after such a cut, while usage does not rise and the
+ *      cgroup's charges do not meet its limit, only the deficit's growth
+ *      cuts further: memory given back may show in the cgroup's usage
+ *      late (a transparent huge page partly given back stays charged
+ *      until the kernel splits it), and cutting again for the same
+ *      deficit at each sample would empty the cache. A program that takes
+ *      what was given back raises the usage or meets the limit, and is
+ *      answered at every sample.
  *  (2) Events. A PSI trigger or a medium-level event cuts a quarter of
  *      what is resident, a critical one a half; each level at most once
  *      per cut_interval_ms (the kernel repeats events while reclaim runs:
@@ -71,6 +75,7 @@ void memctl_config_default(struct memctl_config *cfg, size_t page_bytes, size_t 
 	cfg->grow_shift = 5;
 	cfg->cut_interval_ms = 250;
 	cfg->settle_ms = 1000;
+	cfg->horizon_ms = 500;
 }
 
 static size_t clamp_target(const struct memctl_config *cfg, size_t t)
@@ -127,34 +132,82 @@ uint64_t memctl_avail_floor_bytes(const struct memctl_config *cfg, const struct 
  * under it (*room) and the margin of the dead band below it, the tighter
  * of the cgroup's and the machine's.
  */
-static uint64_t mem_deficit(const struct memctl *m, const struct mem_signals *s, uint64_t *room,
-			    uint64_t *margin, const char **why)
+/*
+ * How far the others' memory (the cgroup's usage, or the machine's used
+ * memory, less what the cache holds) grows in horizon_ms at its rate
+ * since the previous sample:
+ *
+ *   rise = ((used - resident) - (used' - resident')) * horizon / dt
+ *
+ * (1) Counted only while @used itself rises: when the cache keeps up, used
+ *     is flat and nothing is projected; memory given back that shows late
+ *     in used (a huge page partly given back) makes the others seem to
+ *     grow, but used does not rise, so it does not compound.
+ * (2) The others' rate, not used's: used rises by the others' growth less
+ *     what the cache gives back meanwhile, which would hide a program
+ *     outrunning the cache.
+ * (3) dt at least 50 ms: samples a few ms apart (an event right after the
+ *     timer) must not extrapolate noise.
+ */
+static uint64_t projected_rise(const struct memctl *m, uint64_t now, uint64_t used_prev,
+			       uint64_t used, size_t resident)
 {
-	uint64_t deficit = 0, bound, r;
+	uint64_t dt = m->prev_ms && now > m->prev_ms ? now - m->prev_ms : 0;
+	uint64_t res = (uint64_t)resident * m->cfg.page_bytes;
+	uint64_t res_prev = (uint64_t)m->prev_resident_pages * m->cfg.page_bytes;
+	uint64_t others, others_prev;
+
+	if (!dt || !used_prev || used <= used_prev)
+		return 0;
+	others = used > res ? used - res : 0;
+	others_prev = used_prev > res_prev ? used_prev - res_prev : 0;
+	if (others <= others_prev)
+		return 0;
+	if (dt < 50)
+		dt = 50;
+	return (others - others_prev) * m->cfg.horizon_ms / dt;
+}
+
+static uint64_t mem_deficit(const struct memctl *m, const struct mem_signals *s, size_t resident,
+			    uint64_t *room, uint64_t *margin, const char **why, bool *rising)
+{
+	uint64_t deficit = 0, bound, r, usage, avail, up, down;
 
 	*room = UINT64_MAX;
 	*margin = 0;
 	*why = NULL;
+	*rising = false;
 	if (s->cg_limit_bytes && s->cg_usage_bytes) {
 		uint64_t h = memctl_headroom_bytes(&m->cfg, s->cg_limit_bytes);
 
+		up = projected_rise(m, s->now_ms, m->prev_usage_bytes, s->cg_usage_bytes, resident);
+		usage = s->cg_usage_bytes + up;
 		bound = s->cg_limit_bytes - h;
-		if (s->cg_usage_bytes > bound) {
-			deficit = s->cg_usage_bytes - bound;
+		if (usage > bound) {
+			deficit = usage - bound;
 			*room = 0;
 			*why = "cgroup";
+			*rising = s->cg_usage_bytes > m->prev_usage_bytes && m->prev_usage_bytes;
 		} else {
-			*room = bound - s->cg_usage_bytes;
+			*room = bound - usage;
 		}
 		*margin = h / 4;
 	}
 	if (s->mem_available_bytes && s->mem_total_bytes) {
+		/* used = MemTotal - MemAvailable */
+		uint64_t t = s->mem_total_bytes, prev = m->prev_avail_bytes;
+
+		down = prev && prev <= t && s->mem_available_bytes <= t
+		       ? projected_rise(m, s->now_ms, t - prev, t - s->mem_available_bytes, resident)
+		       : 0;
+		avail = s->mem_available_bytes > down ? s->mem_available_bytes - down : 0;
 		bound = memctl_avail_floor_bytes(&m->cfg, s);
-		r = s->mem_available_bytes > bound ? s->mem_available_bytes - bound : 0;
-		if (s->mem_available_bytes < bound && bound - s->mem_available_bytes > deficit) {
-			deficit = bound - s->mem_available_bytes;
+		r = avail > bound ? avail - bound : 0;
+		if (avail < bound && bound - avail > deficit) {
+			deficit = bound - avail;
 			*why = "available";
 			*margin = bound / 4;
+			*rising = prev && s->mem_available_bytes < prev;
 		}
 		if (r < *room) {
 			*room = r;
@@ -224,15 +277,16 @@ static void set_target(struct memctl *m, size_t t, const char *reason, long pres
 
 /*
  * Rule (1): below what is resident by deficit + margin; within settle_ms
- * of that and with no limit hit since, by the deficit's growth only.
+ * of that, with usage not rising and no limit hit since, by the deficit's
+ * growth only.
  */
 static void deficit_cut(struct memctl *m, const struct mem_signals *s, uint64_t deficit,
-			uint64_t margin, size_t resident, const char *why)
+			uint64_t margin, size_t resident, const char *why, bool rising)
 {
 	uint64_t now = s->now_ms;
 	size_t d, t;
 
-	if (m->last_deficit_ms && now - m->last_deficit_ms < m->cfg.settle_ms &&
+	if (m->last_deficit_ms && now - m->last_deficit_ms < m->cfg.settle_ms && !rising &&
 	    s->cg_limit_hits == m->last_deficit_hits) {
 		if (deficit <= m->last_deficit_bytes)
 			return;
@@ -263,16 +317,16 @@ size_t memctl_step(struct memctl *m, const struct mem_signals *s, size_t residen
 	uint64_t room, margin, deficit, now = s->now_ms;
 	unsigned events = s->events;
 	const char *why;
-	bool pressure = false;
+	bool pressure = false, rising;
 	size_t cut;
 	int l;
 
 	/* dirty pages are written back before they are dropped: the target
 	 * does not wait for them (the kernel's reclaim sets a goal too) */
 	(void)dirty_pages;
-	deficit = mem_deficit(m, s, &room, &margin, &why);
+	deficit = mem_deficit(m, s, resident_pages, &room, &margin, &why, &rising);
 	if (deficit) {
-		deficit_cut(m, s, deficit, margin, resident_pages, why);
+		deficit_cut(m, s, deficit, margin, resident_pages, why, rising);
 		pressure = true;
 	}
 	if ((events & MEM_EV_PSI_SYS) && near_bound(m, s))
@@ -301,6 +355,10 @@ size_t memctl_step(struct memctl *m, const struct mem_signals *s, size_t residen
 		set_target(m, grow(m, now, cap), "grow", 0);
 	}
 	m->last_step_ms = now;
+	m->prev_ms = now;
+	m->prev_usage_bytes = s->cg_usage_bytes;
+	m->prev_avail_bytes = s->mem_available_bytes;
+	m->prev_resident_pages = resident_pages;
 	return m->target_pages;
 }
 

@@ -61,9 +61,11 @@ struct memctl_config {
 	unsigned hold_ms;		/* no pressure this long before growing [5000] */
 	unsigned grow_shift;		/* growth per second: ceiling >> shift [5: 1/32] */
 	unsigned cut_interval_ms;	/* an event level cuts at most this often [250] */
-	unsigned settle_ms;		/* after a deficit cut, only the deficit's growth
-					 * cuts for this long, unless the limit was hit
-					 * meanwhile [1000] */
+	unsigned settle_ms;		/* after a deficit cut, while usage does not rise
+					 * and the limit is not hit, only the deficit's
+					 * growth cuts for this long [1000] */
+	unsigned horizon_ms;		/* others' growth is projected this far ahead,
+					 * while usage rises [500] */
 };
 
 enum memctl_level { MEMCTL_PSI, MEMCTL_MEDIUM, MEMCTL_CRITICAL, MEMCTL_NR_LEVELS };
@@ -77,6 +79,10 @@ struct memctl {
 	uint64_t last_deficit_ms;	/* the last full deficit cut; 0: never */
 	uint64_t last_deficit_bytes;	/* the deficit cut for since then */
 	uint64_t last_deficit_hits;	/* cg_limit_hits at that cut */
+	uint64_t prev_ms;		/* the previous step's sample: its time, */
+	uint64_t prev_usage_bytes;	/* cgroup usage, */
+	uint64_t prev_avail_bytes;	/* MemAvailable (0: none), */
+	size_t prev_resident_pages;	/* and what the cache held */
 	size_t grow_frac_pages;		/* growth not yet whole pages, x1000 */
 	const char *reason;		/* why the last change: "cgroup", "psi", ... */
 	long pressure;			/* the last change's pressure: deficit pages for

@@ -102,12 +102,14 @@ START_TEST(deficit_settles)
 	resident = t0;
 	for (ms = 100; ms < 1000; ms += 100)
 		ck_assert_uint_eq(step_ms(100), t0);
-	/* someone allocates 50 MiB more meanwhile */
+	/* someone allocates 50 MiB in 50 ms: rising usage is answered at
+	 * once, projected 500 ms ahead (500 MiB more) */
 	s.cg_usage_bytes += 50 * MIB;
 	t = step_ms(50);
-	ck_assert_uint_eq(t, t0 - P(50 * MIB));
+	ck_assert_uint_eq(t, t0 - P(150 * MIB + 500 * MIB + 48 * MIB));
 	resident = t;
 	/* past the settle time a deficit still there is cut for anew */
+	ck_assert_uint_eq(step_ms(900), t);
 	t = step_ms(100);
 	ck_assert_uint_eq(t, resident - P(150 * MIB + 48 * MIB));
 	/* within it, a limit hit says the memory given back was taken: the
@@ -116,6 +118,60 @@ START_TEST(deficit_settles)
 	ck_assert_uint_eq(step_ms(100), t);
 	s.cg_limit_hits++;
 	ck_assert_uint_eq(step_ms(100), t - P(150 * MIB + 48 * MIB));
+}
+END_TEST
+
+/*
+ * A program allocating fast beside a full cache in a 3 GiB cgroup: the
+ * cache gives back what the target asks one sample late (its reclaim),
+ * and the cgroup's usage must never reach the limit, where the kernel
+ * would OOM-kill within milliseconds (no swap).
+ */
+static uint64_t hog_peak(uint64_t mib_per_step, unsigned step_ms_each, unsigned delay)
+{
+	uint64_t others = 300 * MIB, peak = 0, usage, want = 300 * MIB + 2304 * MIB;
+	size_t asked[4];
+	unsigned i, k;
+
+	resident = P(1800 * MIB);
+	for (k = 0; k < 4; k++)
+		asked[k] = resident;
+	for (i = 0; i < 400; i++) {
+		others = others + mib_per_step * MIB < want ? others + mib_per_step * MIB : want;
+		/* what was asked @delay samples ago is given back now */
+		if (asked[delay] < resident)
+			resident = asked[delay];
+		usage = others + (uint64_t)resident * PG;
+		if (usage > peak)
+			peak = usage;
+		s.cg_usage_bytes = usage;
+		for (k = 3; k > 0; k--)
+			asked[k] = asked[k - 1];
+		asked[0] = step_ms(step_ms_each);
+	}
+	ck_assert_uint_le((uint64_t)resident * PG, 3 * GIB - want);
+	return peak;
+}
+
+/*
+ * 300 MiB/s sampled every 100 ms and given back a sample late; 300 MiB/s
+ * sampled every 200 ms (a loaded machine) given back two samples late;
+ * 1 GiB/s. (Seen: a program OOM-killed at 300 MiB/s with the samples
+ * 200 ms apart, the settle time cutting only the deficit's growth.)
+ */
+START_TEST(fast_program_no_limit)
+{
+	static const unsigned runs[][3] = { { 30, 100, 1 }, { 60, 200, 2 }, { 100, 100, 1 } };
+	uint64_t peak;
+	unsigned i;
+
+	for (i = 0; i < 3; i++) {
+		setup();
+		peak = hog_peak(runs[i][0], runs[i][1], runs[i][2]);
+		ck_assert_msg(peak < 3 * GIB, "%u MiB per %u ms, given back %u samples late: "
+			      "usage reached %llu MiB", runs[i][0], runs[i][1], runs[i][2],
+			      (unsigned long long)(peak / MIB));
+	}
 }
 END_TEST
 
@@ -178,7 +234,9 @@ START_TEST(system_psi_only_near_bound)
 	ck_assert_uint_eq(step_ms(100), t0);
 	ck_assert_uint_eq(step_ms(300), t0);
 	/* the cgroup within two headrooms of its limit */
+	setup();
 	s.cg_usage_bytes = 3 * GIB - 300 * MIB;
+	s.events = MEM_EV_PSI_SYS;
 	ck_assert_uint_eq(step_ms(300), resident - resident / 4);
 	ck_assert_str_eq(m.reason, "psi");
 	/* or the machine under twice its MemAvailable floor */
@@ -601,6 +659,7 @@ static Suite *pressure_suite(void)
 	tcase_add_test(tc, idle_no_change);
 	tcase_add_test(tc, cgroup_deficit_falls_at_once);
 	tcase_add_test(tc, deficit_settles);
+	tcase_add_test(tc, fast_program_no_limit);
 	tcase_add_test(tc, available_deficit_falls);
 	tcase_add_test(tc, events_cut_rate_limited);
 	tcase_add_test(tc, system_psi_only_near_bound);
