@@ -8,13 +8,19 @@
 - in a 1 GiB cgroup v1 memory group, the default cache_size is a quarter
   of the group's limit, not of the host; a program allocating past
   limit - headroom fires the usage threshold: vmstat counts the event and
-  a change of target, and both programs live.
+  a change of target, and both programs live;
+- once the cache gives memory back (vmstat cache_resident_pages; skipped
+  before): in a 3 GiB group, cache_size=2G holding 1.5 GiB written and
+  synced and 300 MiB not yet synced, a program takes 2.25 GiB: it gets
+  it, the group's OOM killer kills nothing, the daemon lives, both files
+  read back whole through wbcfs and the kernel's ext4.
 Ends with e2fsck -fn.
 
     WBCFS_BIN=build/wbcfs WBCFS_MEMHOG=build/test/integration/memhog \\
         test/integration/test_memwatch.py
 """
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -140,13 +146,92 @@ def in_cgroup(env, dev):
                 f.write(str(os.getpid()))
 
 
+def write_random(path, mib, seed):
+    """mib MiB of reproducible bytes; returns their sha256."""
+    h = hashlib.sha256()
+    block = hashlib.sha256(seed.encode()).digest() * (MIB // 32)
+    with open(path, "wb") as f:
+        for i in range(mib):
+            b = i.to_bytes(8, "little") + block[8:]
+            h.update(b)
+            f.write(b)
+    return h.hexdigest()
+
+
+def sha(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(4 * MIB), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def oom_kills(cg):
+    with open(os.path.join(cg.path, "memory.oom_control")) as f:
+        for line in f:
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    return 0
+
+
+def gives_back(env):
+    """The issue's scenario: nothing killed, nothing lost."""
+    hog = memhog_bin()
+    dev = env.new_fs(2 * GIB, name="big.img")
+    cg = env.memory_cgroup(3 * GIB)
+    with open("/proc/self/cgroup") as f:
+        home = [ln.split(":", 2)[2].strip() for ln in f if ":memory:" in ln]
+    cg.add(os.getpid())
+    try:
+        m = env.mount(dev, ["cache_size=2G"])
+        if "cache_resident_pages" not in vmstat(m):
+            t_log("the cache does not give memory back yet (no cache_resident_pages): skipped")
+            env.umount(m)
+            return
+        t_step("3 GiB group: 1.5 GiB synced and 300 MiB dirty in a 2 GiB cache, "
+               "a program takes 2.25 GiB")
+        clean = write_random(os.path.join(m.mnt, "clean"), 1536, "clean")
+        os.sync()
+        dirty = write_random(os.path.join(m.mnt, "dirty"), 300, "dirty")
+        st = vmstat(m)
+        t_log("before: resident %d MiB, dirty %d MiB, group usage %d MiB"
+              % (st["cache_resident_pages"] * PAGE // MIB, st["nr_dirty"] * PAGE // MIB,
+                 int(open(os.path.join(cg.path, "memory.usage_in_bytes")).read()) // MIB))
+        kills = oom_kills(cg)
+        p = subprocess.run([hog, "-c", "64", "2304"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=600)
+        t_log("%s (exit %d)" % (p.stdout.strip(), p.returncode))
+        st = vmstat(m)
+        t_log("after: resident %d MiB, target %d MiB, %s" % (
+              st["cache_resident_pages"] * PAGE // MIB, st["cache_target_pages"] * PAGE // MIB,
+              {k: v for k, v in st.items() if k.startswith("mem_")}))
+        t_eq(p.returncode, 0, "the program's exit (-9: killed)")
+        t_eq(oom_kills(cg) - kills, 0, "OOM kills in the group")
+        t_check(m.proc.poll() is None, "the daemon died")
+        t_check(st["mem_target_changes"] > 0, "the target never changed")
+        t_eq(sha(os.path.join(m.mnt, "dirty")), dirty, "the unsynced file through wbcfs")
+        t_eq(sha(os.path.join(m.mnt, "clean")), clean, "the synced file through wbcfs")
+        env.umount(m)
+    finally:
+        if home:
+            with open(os.path.join("/sys/fs/cgroup/memory", home[0].lstrip("/"),
+                                   "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+    env.fsck(dev)
+    k = env.kernel_ro(dev)
+    t_eq(sha(os.path.join(k.mnt, "dirty")), dirty, "the unsynced file through the kernel's ext4")
+    t_eq(sha(os.path.join(k.mnt, "clean")), clean, "the synced file through the kernel's ext4")
+    env.umount(k)
+
+
 def body(env):
     dev = env.new_fs(256 * MIB)
     default_mount(env, dev)
     watch_off(env, dev)
     in_cgroup(env, dev)
     env.fsck(dev)
+    gives_back(env)
 
 
 if __name__ == "__main__":
-    t_main("memwatch", body, deadline_s=280)
+    t_main("memwatch", body, deadline_s=580)
