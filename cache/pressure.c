@@ -12,10 +12,10 @@
  *      the machine keeps MemAvailable >= avail_floor, both as projected
  *      horizon_ms ahead at the rate the others' memory grew since the
  *      previous sample, while usage rises (projected_rise below; a
- *      program taking 300 MiB/s crosses a 192 MiB headroom in 0.6 s;
- *      without no-swap anon memory to reclaim the kernel OOM-kills within
- *      milliseconds of the limit, so the cache must move before it, not
- *      after: seen, a program OOM-killed beside a cache that cut only what
+ *      program taking 300 MiB/s crosses a 192 MiB headroom in 0.6 s, and
+ *      with only anonymous memory and no swap the kernel OOM-kills within
+ *      milliseconds of the limit: the cache must move before it, not
+ *      after; seen, a program OOM-killed beside a cache that cut only what
  *      the usage was over). When either is broken the target falls at
  *      once below what is resident, by the deficit plus a margin (a
  *      quarter of the headroom or floor): the margin is the dead band that
