@@ -67,7 +67,8 @@ struct wbfs_domain {
 	struct wbcfs_options opts;	/* constant: the first mount's (domain options) */
 	struct cache *cache;		/* lock: created by the first mount */
 	struct flusher_pool *pool;	/* lock: with the cache (flusher_model=pdflush) */
-	struct memwatch *memwatch;	/* lock: with the cache (mem_watch=1) */
+	struct memwatch *memwatch;	/* lock: at the first mount up (mem_watch=1) */
+	bool mem_started;		/* lock: oom_score_adj and the watcher done */
 	pthread_mutex_t lock;		/* protects: cache creation, mounts, nr_mounts,
 					 * stopping, closing, status */
 	pthread_cond_t cond;		/* lock: nr_mounts dropped */
@@ -286,10 +287,6 @@ int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const cha
 		atomic_store(&d->cache->throttle.mode, (int)o->throttle);
 		atomic_store(&d->cache->throttle.max_pause_ms, o->max_pause_ms);
 	}
-	if (!ret) {
-		domain_oom_protect(o, dev);
-		domain_memwatch_start(d, o, dev);
-	}
 	if (!ret && o->flusher_model == FLUSHER_MODEL_PDFLUSH) {
 		/* one pool for every device of the domain, as pdflush served all disks */
 		struct flusher_pool_config pc = {
@@ -302,8 +299,6 @@ int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const cha
 		if (ret) {
 			fprintf(wbfs_msg(), "wbcfs: %s: cannot start the pdflush threads: %s\n",
 				dev, strerror(-ret));
-			memwatch_stop(d->memwatch);
-			d->memwatch = NULL;
 			cache_destroy(d->cache);
 			d->cache = NULL;
 		}
@@ -630,6 +625,12 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 	}
 	pthread_mutex_lock(&d->lock);
 	m->serving = true;
+	/* once the first mount is up: a refused one prints its one line only */
+	if (!d->mem_started) {
+		d->mem_started = true;
+		domain_oom_protect(&d->opts, dev);
+		domain_memwatch_start(d, &d->opts, dev);
+	}
 	pthread_mutex_unlock(&d->lock);
 	return 0;
 fail:
