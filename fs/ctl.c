@@ -35,6 +35,7 @@
 
 #include "wbcfs/clock.h"
 #include "wbcfs/ctl.h"
+#include "wbcfs/pressure.h"
 #include "wbfs_i.h"
 
 #define CTL_ATTR_TIMEOUT 1.0
@@ -509,7 +510,9 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 	const struct flusher_pool_stats *ps = w->pool ? flusher_pool_get_stats(w->pool) : &no_pool;
 	unsigned long bg, thresh;
 	long active, inactive;
+	struct mem_stats_snap ms;
 
+	memwatch_stats(domain_memwatch(w->dom), &ms);
 	dirty_thresholds(c, &bg, &thresh);
 	ctl_lru_counts(c, &active, &inactive);
 	{
@@ -595,6 +598,14 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_fair_batch_resets", atomic_load(&s->nr_fair_batch_resets) },
 			{ "nr_zone_dirty_skips", atomic_load(&s->nr_zone_dirty_skips) },
 			{ "nr_zone_dirty_ignored", atomic_load(&s->nr_zone_dirty_ignored) },
+			/* the memory watcher (pressure.h); 0 with mem_watch=0 */
+			{ "mem_pressure_events", (long)ms.pressure_events },
+			{ "mem_pressure_stall_us", (long)ms.pressure_stall_us },
+			{ "mem_cgroup_limit_bytes", (long)ms.cgroup_limit_bytes },
+			{ "mem_cgroup_usage_bytes", (long)ms.cgroup_usage_bytes },
+			{ "mem_available_bytes", (long)ms.available_bytes },
+			{ "mem_watch_steps", (long)ms.watch_steps },
+			{ "mem_target_changes", (long)ms.target_changes },
 		};
 		unsigned i;
 		int ret = ctl_print_lines(b, lines, sizeof(lines) / sizeof(lines[0]));

@@ -36,6 +36,7 @@
 
 #include "wbcfs/devlog.h"
 #include "wbcfs/list.h"
+#include "wbcfs/pressure.h"
 #include "domain.h"
 #include "fuse_uring.h"
 #include "wbfs_i.h"
@@ -66,6 +67,8 @@ struct wbfs_domain {
 	struct wbcfs_options opts;	/* constant: the first mount's (domain options) */
 	struct cache *cache;		/* lock: created by the first mount */
 	struct flusher_pool *pool;	/* lock: with the cache (flusher_model=pdflush) */
+	struct memwatch *memwatch;	/* lock: at the first mount up (mem_watch=1) */
+	bool mem_started;		/* lock: oom_score_adj and the watcher done */
 	pthread_mutex_t lock;		/* protects: cache creation, mounts, nr_mounts,
 					 * stopping, closing, status */
 	pthread_cond_t cond;		/* lock: nr_mounts dropped */
@@ -104,29 +107,97 @@ static void domain_wakeup_flusher(void *owner, long nr_pages, enum wb_reason why
 	pthread_rwlock_unlock(&d->bdis_lock);
 }
 
-/*
- * The default cache: a quarter of RAM, but at most half of what the machine
- * has available right now (MemAvailable), so that a second daemon, or one
- * started on a loaded machine, does not fault in memory it cannot have.
- * Never below 64 MiB.
- */
-static size_t default_cache_size(void)
-{
-	size_t size = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 4;
-	unsigned long long avail_kb;
-	char line[128];
-	FILE *f = fopen("/proc/meminfo", "r");
+/* ---- memory pressure ------------------------------------------------------ */
 
-	while (f && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "MemAvailable: %llu kB", &avail_kb) == 1) {
-			if (avail_kb * 1024 / 2 < size)
-				size = avail_kb * 1024 / 2;
-			break;
-		}
+/*
+ * The watcher's hands on the cache: cache_set_target() reclaims clean
+ * pages and gives them back to the kernel, writing dirty ones back first.
+ */
+static void domain_mem_set_target(void *arg, size_t pages, const char *reason, long pressure)
+{
+	cache_set_target(arg, pages, reason, pressure);
+}
+
+static size_t domain_mem_resident(void *arg)
+{
+	return cache_resident_pages(arg);
+}
+
+/* cache_min and cache_size, as /.wbcfs/ may have changed them */
+static void domain_mem_bounds(void *arg, size_t *floor_pages, size_t *ceiling_pages)
+{
+	*floor_pages = cache_floor_pages(arg);
+	*ceiling_pages = cache_ceiling_pages(arg);
+}
+
+static size_t domain_mem_dirty(void *arg)
+{
+	long n = atomic_load(&((struct cache *)arg)->stats.nr_dirty);
+
+	return n > 0 ? (size_t)n : 0;
+}
+
+/*
+ * The watcher of the domain's cache: its floor and ceiling are the cache's
+ * (cache_min, cache_size); one line on the mount's standard error says
+ * which signals this machine gives. Context: d->lock held.
+ */
+static void domain_memwatch_start(struct wbfs_domain *d, const struct wbcfs_options *o,
+				  const char *dev)
+{
+	static const struct memwatch_ops ops = {
+		.set_target = domain_mem_set_target,
+		.resident_pages = domain_mem_resident,
+		.dirty_pages = domain_mem_dirty,
+		.bounds = domain_mem_bounds,
+	};
+	struct memwatch_config cfg;
+	size_t floor, ceiling;
+	int ret;
+
+	floor = cache_floor_pages(d->cache);
+	ceiling = cache_ceiling_pages(d->cache);
+	if (!o->mem_watch)
+		return;
+	memwatch_config_default(&cfg);
+	memctl_config_default(&cfg.ctl, PAGE_SIZE, floor, ceiling);
+	cfg.ops = &ops;
+	cfg.arg = d->cache;
+	cfg.msg = wbfs_msg();
+	ret = memwatch_start(&d->memwatch, &cfg);
+	if (ret)
+		fprintf(wbfs_msg(), "wbcfs: %s: memory: cannot start the watcher: %s\n", dev,
+			strerror(-ret));
+}
+
+/*
+ * The daemon's OOM protection (README "Memory"): oom_score_adj=N as given,
+ * or the default unless whoever started the daemon protected it more
+ * already (a service manager's OOMScoreAdjust= wins over a default).
+ */
+static void domain_oom_protect(const struct wbcfs_options *o, const char *dev)
+{
+	char buf[16] = "";
+	int fd, ret, cur = 0;
+
+	if (!o->oom_score_adj_given) {
+		fd = open("/proc/self/oom_score_adj", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0)
+			cur = atoi(buf);
+		if (fd >= 0)
+			close(fd);
+		if (cur <= o->oom_score_adj)
+			return;
 	}
-	if (f)
-		fclose(f);
-	return size < (64u << 20) ? (64u << 20) : size;
+	ret = mem_oom_score_adj_set(o->oom_score_adj);
+	if (ret)
+		fprintf(wbfs_msg(), "wbcfs: %s: oom_score_adj=%d: %s%s\n", dev, o->oom_score_adj,
+			strerror(-ret), ret == -EACCES ? " (lowering it needs CAP_SYS_RESOURCE)" : "");
+}
+
+struct memwatch *domain_memwatch(struct wbfs_domain *d)
+{
+	return d ? d->memwatch : NULL;
 }
 
 /*
@@ -199,7 +270,7 @@ int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const cha
 		fprintf(wbfs_msg(), "wbcfs: %s\n", err);
 		goto out;
 	}
-	cc.size_bytes = o->cache_size ? o->cache_size : default_cache_size();
+	cc.size_bytes = o->cache_size ? o->cache_size : mem_default_cache_size();
 	cc.reserve_bytes = cache_reserve_bytes(cc.size_bytes);
 	cc.min_bytes = o->cache_min ? o->cache_min : OPTIONS_CACHE_MIN_DEFAULT;
 	if (cc.min_bytes > cc.size_bytes)
@@ -557,6 +628,12 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 	}
 	pthread_mutex_lock(&d->lock);
 	m->serving = true;
+	/* once the first mount is up: a refused one prints its one line only */
+	if (!d->mem_started) {
+		d->mem_started = true;
+		domain_oom_protect(&d->opts, dev);
+		domain_memwatch_start(d, &d->opts, dev);
+	}
 	pthread_mutex_unlock(&d->lock);
 	return 0;
 fail:
@@ -994,7 +1071,8 @@ int domain_destroy(struct wbfs_domain *d)
 		unlink(d->sock_path);
 		close(d->listen_fd);
 	}
-	/* every member bdi is gone: the pool, then the cache */
+	/* every member bdi is gone: the watcher, the pool, then the cache */
+	memwatch_stop(d->memwatch);
 	if (d->pool)
 		flusher_pool_destroy(d->pool);
 	if (d->cache)

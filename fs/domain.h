@@ -60,6 +60,8 @@ int domain_destroy(struct wbfs_domain *d);
 int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const char *dev,
 		 struct cache **out, struct flusher_pool **pool);
 void domain_attach(struct wbfs_domain *d, struct wbfs *w);
+/** The domain's memory watcher (its vmstat counters); NULL with mem_watch=0. */
+struct memwatch *domain_memwatch(struct wbfs_domain *d);
 void domain_detach(struct wbfs_domain *d, struct wbfs *w);
 
 /** For /.wbcfs/domain: name, devices and mountpoints. */

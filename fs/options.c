@@ -48,6 +48,8 @@ void options_default(struct wbcfs_options *o)
 	o->max_threads = 16;
 	o->poll_us = 50;
 	o->prefault_bytes = 0;
+	o->oom_score_adj = OPTIONS_OOM_SCORE_ADJ;
+	o->mem_watch = true;
 	o->throttle = THROTTLE_IOLESS;
 	o->max_ratio = 100;
 	o->max_pause_ms = THROTTLE_MAX_PAUSE_MS_DEFAULT;
@@ -507,6 +509,31 @@ static int set_bool(const char *key, const char *val, bool *out, char *err, size
 	return 0;
 }
 
+/* oom_score_adj=N: -1000..1000, as /proc/PID/oom_score_adj takes */
+static int set_oom_score_adj(struct wbcfs_options *o, const char *val, char *err, size_t errlen)
+{
+	char *end;
+	long v;
+
+	if (!val || !*val) {
+		snprintf(err, errlen, "oom_score_adj: needs a value");
+		return -EINVAL;
+	}
+	errno = 0;
+	v = strtol(val, &end, 10);
+	if (errno || *end) {
+		snprintf(err, errlen, "oom_score_adj: '%s' is not a number", val);
+		return -EINVAL;
+	}
+	if (v < -1000 || v > 1000) {
+		snprintf(err, errlen, "oom_score_adj: value %s out of range -1000-1000", val);
+		return -EINVAL;
+	}
+	o->oom_score_adj = (int)v;
+	o->oom_score_adj_given = true;
+	return 0;
+}
+
 int options_parse_nodelist(const char *s, int *ids, unsigned max)
 {
 	unsigned n = 0;
@@ -563,6 +590,10 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 		}
 		return set_number(opt, val, 0, UINT64_MAX, 1, true, &o->prefault_bytes, err, errlen);
 	}
+	if (!strcmp(opt, "oom_score_adj"))
+		return set_oom_score_adj(o, val, err, errlen);
+	if (!strcmp(opt, "mem_watch"))
+		return set_bool(opt, val, &o->mem_watch, err, errlen);
 	if (!strcmp(opt, "ctl_name"))
 		return set_ctl_name(o, val, err, errlen);
 	if (!strcmp(opt, "write_log"))
@@ -700,7 +731,7 @@ void options_usage(FILE *out)
 {
 	fprintf(out,
 		"  cache_size=SIZE                page cache ceiling, grown on demand up to it\n"
-		"                                 [RAM/4, <= MemAvailable/2]\n"
+		"                                 [min(RAM, cgroup limit)/4, <= MemAvailable/2]\n"
 		"  cache_min=SIZE                 floor the cache is never shrunk below [64M]\n"
 		"  dirty_ratio=N                  %% of dirtyable cache a writer may dirty [20]\n"
 		"  dirty_background_ratio=N       %% at which background writeback starts [10]\n"
@@ -738,6 +769,10 @@ void options_usage(FILE *out)
 		"  max_io_kb=N                    largest merged write, KiB (4-4096) [1024]\n"
 		"  readahead_kb=N                 maximum readahead window, KiB [128]\n"
 		"  prefault=SIZE|all              cache faulted in at mount [0]\n"
+		"  oom_score_adj=N                the daemon's OOM score adjustment (-1000-1000):\n"
+		"                                 it serves every process on the mount [-500]\n"
+		"  mem_watch[=0|1]                watch memory pressure (PSI, the cgroup's limit,\n"
+		"                                 MemAvailable) and size the cache by it [1]\n"
 		"  ctl_name=NAME                  control directory in the root [.wbcfs]\n"
 		"  domain=NAME                    start or join cache domain NAME: several devices\n"
 		"                                 in one daemon and one cache [none]\n"
@@ -776,6 +811,8 @@ static const struct {
 	DOM_OPT("throttle", throttle),
 	DOM_OPT("max_pause_ms", max_pause_ms),
 	DOM_OPT("prefault", prefault_bytes),
+	DOM_OPT("oom_score_adj", oom_score_adj),
+	DOM_OPT("mem_watch", mem_watch),
 	DOM_OPT("flusher_model", flusher_model),
 	DOM_OPT("pdflush_threads", pdflush_min),
 	DOM_OPT("pdflush_threads", pdflush_max),

@@ -25,6 +25,8 @@
 #define OPTIONS_PDFLUSH_THREADS_MAX 64	/* pdflush_threads= at most */
 #define OPTIONS_ZONE_MIN_BYTES (1u << 20)	/* smallest zone: 1 MiB */
 #define OPTIONS_DOMAIN_MAX 64		/* a domain's name: [A-Za-z0-9_.-] */
+/* the daemon's default OOM protection: see README "Memory" (why not -1000) */
+#define OPTIONS_OOM_SCORE_ADJ (-500)
 
 /* How FUSE requests reach the daemon. */
 enum transport_type {
@@ -68,6 +70,9 @@ struct wbcfs_options {
 	unsigned poll_us;		/* FUSE device busy-poll, 0-1000 us; default 50 */
 	enum transport_type transport;	/* default TRANSPORT_AUTO */
 	uint64_t prefault_bytes;	/* cache faulted in at mount; UINT64_MAX = all; 0 (default) */
+	int oom_score_adj;		/* the daemon's, -1000..1000 [OPTIONS_OOM_SCORE_ADJ] */
+	bool oom_score_adj_given;	/* oom_score_adj= was on the command line */
+	bool mem_watch;			/* watch memory pressure, size the cache by it [1] */
 	unsigned throttle;		/* enum throttle_mode; default THROTTLE_IOLESS */
 	unsigned min_ratio;		/* percent of the dirty threshold guaranteed [0] */
 	unsigned max_ratio;		/* percent of the dirty threshold at most [100] */

@@ -254,6 +254,7 @@ class Mount:
 
 
 BLKIO_ROOT = "/sys/fs/cgroup/blkio"
+MEMORY_ROOT = "/sys/fs/cgroup/memory"
 
 
 def t_dev_majmin(dev):
@@ -268,11 +269,12 @@ class BlkioCgroup:
     is a subprocess preexec_fn that starts the child inside.  Made through
     T_Env.blkio_cgroup(), which removes it at cleanup."""
 
-    def __init__(self, name):
+    def __init__(self, name, root=BLKIO_ROOT):
         self.name = name
-        self.path = os.path.join(BLKIO_ROOT, name)
+        self.root = root
+        self.path = os.path.join(root, name)
         os.mkdir(self.path)
-        t_log("blkio cgroup %s created" % self.path)
+        t_log("cgroup %s created" % self.path)
 
     def _put(self, f, text):
         with open(os.path.join(self.path, f), "w") as fh:
@@ -314,7 +316,7 @@ class BlkioCgroup:
         for _ in range(50):
             for pid in self.pids():
                 try:
-                    with open(os.path.join(BLKIO_ROOT, "cgroup.procs"),
+                    with open(os.path.join(self.root, "cgroup.procs"),
                               "w") as fh:
                         fh.write(str(pid))
                 except OSError:
@@ -645,6 +647,19 @@ class T_Env:
         name = name or "wbt-%d-%d" % (os.getpid(), len(self.cgroups))
         cg = BlkioCgroup(name)
         self.cgroups.append(cg)
+        return cg
+
+    def memory_cgroup(self, limit_bytes, name=None):
+        """A new cgroup v1 memory group limited to limit_bytes (the same
+        object as blkio_cgroup's: add, preexec, pids), removed by cleanup()
+        whatever happens.  Skips the test without cgroup v1 memory."""
+        if not os.path.isfile(os.path.join(MEMORY_ROOT, "memory.limit_in_bytes")):
+            raise TSkip("no cgroup v1 memory controller at %s" % MEMORY_ROOT)
+        name = name or "wbt-%d-%d" % (os.getpid(), len(self.cgroups))
+        cg = BlkioCgroup(name, MEMORY_ROOT)
+        self.cgroups.append(cg)
+        cg._put("memory.limit_in_bytes", str(limit_bytes))
+        t_log("memory cgroup %s: limit %d" % (name, limit_bytes))
         return cg
 
     # -- cleanup

@@ -59,6 +59,26 @@ START_TEST(defaults)
 }
 END_TEST
 
+/* The daemon's OOM protection and the memory watcher's switch. */
+START_TEST(memory_options)
+{
+	ck_assert_int_eq(o.oom_score_adj, -500);
+	ck_assert(!o.oom_score_adj_given);
+	ck_assert(o.mem_watch);
+	ck_assert_int_eq(t_parse("oom_score_adj=-1000,mem_watch=0"), 0);
+	ck_assert_int_eq(o.oom_score_adj, -1000);
+	ck_assert(o.oom_score_adj_given);
+	ck_assert(!o.mem_watch);
+	ck_assert_int_eq(t_parse("oom_score_adj=1000,mem_watch"), 0);
+	ck_assert_int_eq(o.oom_score_adj, 1000);
+	ck_assert(o.mem_watch);
+	t_refused("oom_score_adj=-1001", "oom_score_adj: value -1001 out of range -1000-1000");
+	t_refused("oom_score_adj=12a", "oom_score_adj: '12a' is not a number");
+	t_refused("oom_score_adj", "oom_score_adj: needs a value");
+	t_refused("mem_watch=2", "mem_watch: '2' is not 0 or 1");
+}
+END_TEST
+
 START_TEST(domain_name)
 {
 	ck_assert_int_eq(t_parse("domain=main-1.a_b"), 0);
@@ -480,6 +500,7 @@ static Suite *options_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, defaults);
+	tcase_add_test(tc, memory_options);
 	tcase_add_test(tc, sizes);
 	tcase_add_test(tc, own_options);
 	tcase_add_test(tc, ratio_and_bytes_exclude);
