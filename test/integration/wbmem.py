@@ -255,6 +255,22 @@ class Hog:
             out.close()
         self.pid = self.proc.pid
 
+    def got(self, timeout=600):
+        """For a hog that holds its memory long: wait for its `got` line;
+        returns the seconds it took, or None when it died first."""
+        import select
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            r, _, _ = select.select([self.proc.stdout], [], [], 1.0)
+            if r:
+                line = self.proc.stdout.readline()
+                if not line:
+                    return None         # exited (or killed) without it
+                if line.startswith("got "):
+                    return float(line.split()[-1])
+        raise TFail("the hog did not get %d MiB within %ds"
+                    % (self.nbytes // MIB, timeout))
+
     def wait(self, timeout=600):
         try:
             so, _ = self.proc.communicate(timeout=timeout)
