@@ -32,7 +32,9 @@ Each case asserts states and counts, never speeds.  dirty, clean and
 swap need a memory cgroup and swap needs swapon: without them they are
 skipped with a message; the file exits 77 only when no case could run.
 The cgroup and the swap file are removed whatever happens.
-WBCFS_MEMORY_CASES=idle,clean (or the case names as arguments) runs some.
+WBCFS_MEMORY_CASES=idle,clean (or the case names as arguments) runs some;
+WBCFS_MEMORY_OPTS=mem_watch=0 adds mount options to the cgroup cases (to
+see them fail without the watcher).
 
     WBCFS_BIN=build/wbcfs test/integration/test_memory.py [CASE...]
 
@@ -191,7 +193,9 @@ def pressure(env, ctx, kind, swap=False):
         wbmem.swap_file(env, SWAP)
     cg = wbmem.mem_cgroup(env, LIMIT)
     dev = ctx.fs(4 * GIB)
-    m = env.mount(dev, ["cache_size=" + CACHE] + HOLD_DIRTY,
+    extra = [o for o in os.environ.get("WBCFS_MEMORY_OPTS", "").split(",")
+             if o]
+    m = env.mount(dev, ["cache_size=" + CACHE] + HOLD_DIRTY + extra,
                   preexec=cg.preexec())
     t_check(m.pid in cg.pids(), "the daemon (pid %d) is not in %s"
             % (m.pid, cg.path))
