@@ -20,7 +20,9 @@ time under load without losing a byte.
           and the trace's cache records show the target falling.
   swap    `clean` with a 2 GiB swap file on (switched on for this case
           only, off and removed afterwards): the daemon's VmSwap stays
-          under 64 MiB, its clean pages given back, not swapped out.
+          under 64 MiB, its clean pages given back, not swapped out, and
+          the cgroup as a whole has under 256 MiB in swap (the kernel
+          did not swap the hog out to make room the cache should give).
   resize  /.wbcfs/cache_size written down to 64M and back up to 1G five
           times while dd writes a file, another reader checks one in a
           loop and dbench runs (dbench absent: that part is skipped with a
@@ -64,7 +66,8 @@ CLEAN = 1400 * MIB
 HOG = 2304 * MIB                # 2.25 GiB
 IDLE_RSS_MAX = 256 * MIB
 SWAP = 2 * GIB
-SWAP_MAX = 64 * MIB
+SWAP_MAX = 64 * MIB            # the daemon's VmSwap
+CG_SWAP_MAX = 256 * MIB         # everything the cgroup put in swap
 PAGE = 4096
 # the written data stays dirty until the hog has run: no expiry, no
 # periodic writeback, a background threshold above it
@@ -112,9 +115,10 @@ class Sampler:
     """Samples the daemon's VmRSS/VmSwap and vmstat's cache fields every
     0.1 s in a thread, for the log and the swap check."""
 
-    def __init__(self, m):
-        self.m = m
+    def __init__(self, m, cg=None):
+        self.m, self.cg = m, cg
         self.samples = []
+        self.cg_swap_max = 0
         self.stop_ev = threading.Event()
         self.th = threading.Thread(target=self._run, daemon=True)
         self.th.start()
@@ -124,6 +128,8 @@ class Sampler:
         while not self.stop_ev.is_set():
             st = wbmem.proc_status(self.m.pid)
             v = wbmem.vmstat_or_empty(self.m.mnt)
+            if self.cg:
+                self.cg_swap_max = max(self.cg_swap_max, self.cg.swap_bytes())
             self.samples.append((time.monotonic() - t0, st.get("VmRSS", 0),
                                  st.get("VmSwap", 0),
                                  v.get("cache_resident_pages"),
@@ -222,7 +228,7 @@ def pressure(env, ctx, kind, swap=False):
                 "data held dirty" % (v0.get("nr_dirty", 0) * PAGE // MIB))
     t_step("a hog in the cgroup takes %d MiB: it completes, no OOM kill, "
            "the daemon lives" % (HOG // MIB))
-    sampler = Sampler(m)
+    sampler = Sampler(m, cg)
     ctx.on_fail(sampler.stop)
     hog = wbmem.Hog(cg, HOG, hold=3.0,
                     log=os.path.join(env.tmp, "hog-%s.log" % ctx.name))
@@ -233,9 +239,10 @@ def pressure(env, ctx, kind, swap=False):
     kills = cg.oom_kills()
     daemon_alive = m.proc.poll() is None and wbmem.alive(m.pid)
     t_log("after the hog: daemon %s, VmRSS max %d MiB, VmSwap max %d MiB, "
-          "OOM kills in the cgroup %d"
+          "the cgroup's swap max %d MiB, OOM kills in the cgroup %d"
           % ("alive" if daemon_alive else "DEAD (%s)" % m.proc.poll(),
-             sampler.max_rss() // MIB, sampler.max_swap() // MIB, kills))
+             sampler.max_rss() // MIB, sampler.max_swap() // MIB,
+             sampler.cg_swap_max // MIB, kills))
     problems = []
     if rc != 0:
         problems.append("the hog exited %d%s" % (
@@ -266,6 +273,12 @@ def pressure(env, ctx, kind, swap=False):
                 "the daemon had %d MiB swapped out: its clean pages went to "
                 "swap instead of back to the kernel"
                 % (sampler.max_swap() // MIB))
+        t_step("the cgroup swapped under %d MiB in all: the cache's clean "
+               "pages went back before the kernel had to swap anything"
+               % (CG_SWAP_MAX // MIB))
+        t_check(sampler.cg_swap_max < CG_SWAP_MAX,
+                "the cgroup had %d MiB in swap while the cache held clean "
+                "pages" % (sampler.cg_swap_max // MIB))
     if kind == "clean":
         t_step("clean pages were returned (pgreturned), pressure was seen, "
                "the trace shows the target falling")

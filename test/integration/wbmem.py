@@ -120,6 +120,20 @@ class MemCgroup:
         except ValueError:
             return 0
 
+    def swap_bytes(self):
+        """What of the cgroup is in swap now (v1 memory.stat swap, v2
+        memory.swap.current); 0 without swap accounting."""
+        if self.flavour == "v2":
+            try:
+                return int(self._get("memory.swap.current").strip() or 0)
+            except ValueError:
+                return 0
+        for line in self._get("memory.stat").splitlines():
+            k, _, v = line.partition(" ")
+            if k == "swap":
+                return int(v)
+        return 0
+
     def oom_kills(self):
         """Tasks the OOM killer killed in this cgroup (v1 memory.oom_control
         oom_kill, v2 memory.events oom_kill)."""
