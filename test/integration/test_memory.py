@@ -512,10 +512,21 @@ def body(env):
         before = (list(env.mounts), list(env.cgroups), list(env.undo))
         failed = True
         try:
-            if name in ("dirty", "clean", "swap") and \
-                    wbmem.cgroup_flavour() is None:
-                raise TSkip("no memory cgroup (cgroup v1 %s or v2 with the "
-                            "memory controller)" % wbmem.V1_ROOT)
+            if name in ("dirty", "clean", "swap"):
+                if wbmem.cgroup_flavour() is None:
+                    raise TSkip("no memory cgroup (cgroup v1 %s or v2 with "
+                                "the memory controller)" % wbmem.V1_ROOT)
+                avail = wbmem.mem_available()
+                if avail < LIMIT + GIB:
+                    raise TSkip("MemAvailable %d MiB: the %d MiB cgroup "
+                                "needs %d MiB free on the machine" % (
+                                    avail // MIB, LIMIT // MIB,
+                                    (LIMIT + GIB) // MIB))
+            if name == "swap":
+                st = os.statvfs("/")
+                if st.f_bavail * st.f_frsize < SWAP + GIB:
+                    raise TSkip("under %d MiB free on / for the swap file"
+                                % ((SWAP + GIB) // MIB))
             globals()["case_" + name](env, ctx)
             results[name] = "pass"
             failed = False

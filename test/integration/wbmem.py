@@ -229,6 +229,14 @@ def swap_file(env, size, where="/"):
     return sw
 
 
+def mem_available():
+    """/proc/meminfo MemAvailable in bytes (0 when unreadable)."""
+    for line in (_read("/proc/meminfo", "") or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def proc_status(pid):
     """{key: kB} of /proc/PID/status's Vm* lines ({} once it is gone)."""
     out = {}
