@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""tools/wbcfs-plot on synthetic throttle traces; needs no root, no mount.
-A full trace of 3 tasks (with a lost line, a malformed line and a second
-bdi) gives the 5 PNGs; a trace of bw or bdp records only gives the graphs
-it can and names the others; 20 tasks cap the legend; an empty trace, a
+"""tools/wbcfs-plot on synthetic throttle and cache traces; needs no root,
+no mount. A full trace of 3 tasks (with a lost line, a malformed line, a
+second bdi and the cache's records) gives the 6 PNGs; a trace of bw or
+bdp records only gives the graphs it can and names the others; a trace of
+cache records only (a cache shrunk under pressure and grown back, one
+record malformed, one without its optional fields) gives cache.png alone,
+its title counting the falls and rises by reason, pressure on a second
+axis; 20 tasks cap the legend; an empty trace, a
 missing file and a missing gnuplot exit 1 with a message. Exits 77 (skip)
 without gnuplot.
 
@@ -22,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PLOT = os.environ.get("WBCFS_PLOT") or \
     os.path.join(HERE, "..", "..", "tools", "wbcfs-plot")
 PNGS = ("dirtied.png", "pause.png", "dirtied-written.png", "dirty.png",
-        "ratelimit.png")
+        "ratelimit.png", "cache.png")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MIN_PNG_BYTES = 4096    # an empty frame with axes is already more
 
@@ -85,6 +89,40 @@ def synth(nr_pids=3, seconds=20, bdp=True, bw=True, bdi="7:0"):
     return lines
 
 
+def synth_cache(seconds=40, t0_ms=500):
+    """Cache records of a 2 GiB cache (pages) that grows on demand, is cut
+    three times by a cgroup deficit and once by a PSI event from second 10,
+    then grows back by 1/32 of the ceiling a second after 5 s of quiet."""
+    ceiling, floor = 524288, 8192
+    lines = []
+    target, resident = ceiling, 0
+
+    def rec(ms, reason, pressure):
+        lines.append("%d cache target=%d resident=%d ceiling=%d floor=%d "
+                     "free=%d dirty=%d reason=%s pressure=%d" % (
+                         ms, target, resident, ceiling, floor,
+                         max(0, target - resident), min(resident, 76800),
+                         reason, pressure))
+    rec(t0_ms, "init", 0)
+    for step in range(1, seconds * 2):
+        ms = t0_ms + step * 500
+        resident = min(target, resident + 20000)
+        if step in (20, 21, 22):
+            cut = 120000
+            target = max(floor, min(target, resident) - cut)
+            resident = target
+            rec(ms, "cgroup", cut)
+        elif step == 24:
+            cut = target // 4
+            target -= cut
+            resident = target
+            rec(ms, "psi", cut)
+        elif step > 34 and target < ceiling:
+            target = min(ceiling, target + ceiling // 64)
+            rec(ms, "grow", 0)
+    return lines
+
+
 def run(args, env=None):
     p = subprocess.run([sys.executable, PLOT] + args, capture_output=True,
                        text=True, env=env, timeout=60)
@@ -118,6 +156,9 @@ def t_full(tmp):
     lines.insert(80, "garbage that is no record")
     lines.insert(90, "4400 bdp bdi=7:0 pid=12")          # fields missing
     lines.append(synth(nr_pids=1, seconds=1, bdi="8:16")[0])
+    lines += synth_cache(seconds=20)
+    lines.sort(key=lambda ln: int(ln.split()[0]) if ln.split()[0].isdigit()
+               else 0)
     trace = write_trace(tmp, "full.txt", lines)
     out = os.path.join(tmp, "full")
     rc, so, se = run([trace, out])
@@ -153,6 +194,39 @@ def t_one_kind(tmp):
               "%s only: valid PNGs" % kind)
 
 
+def t_cache_only(tmp):
+    lines = synth_cache()
+    lines.insert(5, "3100 cache target=12 resident=zz ceiling=1 floor=1")
+    # cache_size written down at run time; no free, dirty or pressure
+    lines.append("%d cache target=100000 resident=390000 ceiling=100000 "
+                 "floor=8192 reason=set" % (int(lines[-1].split()[0]) + 500))
+    trace = write_trace(tmp, "cache.txt", lines)
+    out = os.path.join(tmp, "cache")
+    rc, so, se = run(["--keep-data", trace, out])
+    check(rc == 0, "cache only: exit 0 (rc=%d, stderr=%r)" % (rc, se))
+    check(png_ok(os.path.join(out, "cache.png")),
+          "cache only: cache.png is a 1000x600 PNG")
+    made = set(n for n in os.listdir(out) if n.endswith(".png")) \
+        if os.path.isdir(out) else set()
+    check(made == {"cache.png"}, "cache only: made %s" % sorted(made))
+    for name in set(PNGS) - {"cache.png"}:
+        check("skipped " + name in se, "cache only: %s skip named" % name)
+    check("1 malformed lines" in se, "cache only: the bad record counted")
+    check(("%d cache records" % (len(lines) - 1)) in so,
+          "cache only: records counted (%r)" % so.splitlines()[:1])
+    try:
+        with open(os.path.join(out, "cache.gp")) as f:
+            gp = f.read()
+    except OSError:
+        gp = ""
+    check("axes x1y2" in gp and "set y2label" in gp,
+          "cache only: pressure drawn on the second axis")
+    for t in ("target", "resident", "ceiling", "floor", "dirty"):
+        check("title '%s'" % t in gp, "cache only: %s drawn" % t)
+    check("falls: cgroup 3, psi 1, set 1; rises: grow " in gp,
+          "cache only: the title counts falls and rises by reason")
+
+
 def t_many_tasks(tmp):
     trace = write_trace(tmp, "many.txt", synth(nr_pids=20, seconds=5))
     out = os.path.join(tmp, "many")
@@ -177,7 +251,8 @@ def t_many_tasks(tmp):
 def t_errors(tmp):
     empty = write_trace(tmp, "empty.txt", [])
     rc, so, se = run([empty, os.path.join(tmp, "e")])
-    check(rc == 1 and se.startswith("wbcfs-plot: no bdp or bw records"),
+    check(rc == 1 and
+          se.startswith("wbcfs-plot: no bdp, bw or cache records"),
           "empty trace: exit 1 with a message (rc=%d, %r)" % (rc, se))
     rc, so, se = run([os.path.join(tmp, "nope.txt"), os.path.join(tmp, "n")])
     check(rc == 1 and se.startswith("wbcfs-plot: cannot read"),
@@ -201,7 +276,8 @@ def main():
         print("FAIL: %s not found" % PLOT)
         return 1
     with tempfile.TemporaryDirectory(prefix="wbcfs-test-plot.") as tmp:
-        for t in (t_full, t_one_kind, t_many_tasks, t_errors):
+        for t in (t_full, t_one_kind, t_cache_only, t_many_tasks,
+                  t_errors):
             t(tmp)
     print("%d failed" % failures if failures else "all passed")
     return 1 if failures else 0

@@ -342,7 +342,9 @@ class T_Env:
         self.mounts = []        # Mount objects
         self.procs = []         # other daemons (pids) we must reap
         self.shm = []           # tmpfs dirs we made
-        self.cgroups = []       # BlkioCgroup objects we made
+        self.cgroups = []       # cgroups we made (anything with remove())
+        self.undo = []          # other system state: callables, run last
+                                # first after the cgroups (swapoff, ...)
         self.watchdog_fired = False
         self._cleaned = False
         self._wd = threading.Timer(deadline_s, self._watchdog)
@@ -423,13 +425,15 @@ class T_Env:
 
     # -- mounting the target
     def mount(self, dev, opts=(), mnt=None, extra_args=(), expect_fail=False,
-              timeout=120):
+              timeout=120, preexec=None):
         """Mount dev on a temp dir with the target under test.
 
         wbcfs: `WBCFS_BIN DEV MNT -f -o allow_other,default_permissions,...`
         in the background; wait until it shows in /proc/mounts or the daemon
         exits.  kernel: `mount -t ext4`.  With expect_fail the mount must
-        fail: returns (exit code, output) instead of a Mount."""
+        fail: returns (exit code, output) instead of a Mount.  preexec (a
+        subprocess preexec_fn, e.g. a cgroup's) runs in the daemon before
+        it execs."""
         mnt = mnt or self.mkdir("mnt%d" % len(self.mounts))
         if t_is_kernel():
             kopts = [o for o in opts if o in ("ro", "noatime")]
@@ -443,10 +447,11 @@ class T_Env:
             self.mounts.append(m)
             return m
         return self.mount_wbcfs(dev, mnt, ["allow_other", "default_permissions"]
-                                + list(opts), extra_args, expect_fail, timeout)
+                                + list(opts), extra_args, expect_fail, timeout,
+                                preexec)
 
     def mount_wbcfs(self, dev, mnt, opts, extra_args=(), expect_fail=False,
-                    timeout=120):
+                    timeout=120, preexec=None):
         binp = t_wbcfs_bin()
         eng = os.environ.get("WBCFS_IO_ENGINE")
         if eng and not any(o.startswith("io_engine=") for o in opts):
@@ -466,7 +471,7 @@ class T_Env:
         t_log("$ " + " ".join(cmd) + " &")
         logf = open(log, "w")
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, preexec_fn=preexec)
         logf.close()
         m = Mount(mnt, dev, "wbcfs", proc, log)
         m.mounted = False
@@ -674,6 +679,12 @@ class T_Env:
         for cg in reversed(self.cgroups):
             cg.remove()
         self.cgroups = []
+        for fn in reversed(self.undo):
+            try:
+                fn()
+            except Exception as e:      # the rest must still be undone
+                print("cleanup: %r: %s" % (fn, e), flush=True)
+        self.undo = []
         for dev in reversed(self.loops):
             p = subprocess.run(["losetup", "-d", dev], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
