@@ -583,6 +583,19 @@ def check_stat_tool(env, m, ctl_name):
     for ln in lines[1:]:
         t_check(len(ln.split()) == 9 and all(float(x) >= 0 for x in ln.split()),
                 "bad line %r" % ln)
+    t_step("wbcfs-stat -m: the cache's memory, ten columns a line")
+    p = t_run(base + ["-m", "--count", "2", m.mnt, "0.2"], timeout=30)
+    lines = p.stdout.strip().splitlines()
+    t_eq(len(lines), 3, "lines from wbcfs-stat -m:\n" + p.stdout)
+    t_check("target_MB" in lines[0] and "ret_MB/s" in lines[0], "header %r" % lines[0])
+    for ln in lines[1:]:
+        v = ln.split()
+        t_check(len(v) == 10 and all(float(x) >= 0 for x in v), "bad line %r" % ln)
+        # target within [floor, ceiling], resident never above the ceiling
+        t_check(float(v[2]) <= float(v[0]) <= float(v[1]) and float(v[3]) <= float(v[1]),
+                "target/floor/ceiling/resident out of order in %r" % ln)
+    p = t_run(base + ["-m", "-z", m.mnt], check=False)
+    t_eq(p.returncode, 1, "wbcfs-stat -m -z")
     t_step("wbcfs-stat: SIGINT ends it with 0; not a wbcfs mount: exit 1 with a message")
     proc = subprocess.Popen(base + [m.mnt, "0.2"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
