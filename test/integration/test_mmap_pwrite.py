@@ -65,6 +65,14 @@ def body(env):
         if p.returncode:
             bad.append("f%d (exit %d):\n%s" % (i, p.returncode, "\n".join(lines[-12:])))
     if bad:
+        if not t_is_kernel():
+            # which ordering rule met the lost marker: writebacks that kept
+            # a write's bytes, and those older than a write the log forgot
+            try:
+                with open(os.path.join(m.mnt, ".wbcfs", "vmstat")) as f:
+                    bad += [ln.strip() for ln in f if ln.startswith("nr_store_")]
+            except OSError as e:
+                bad.append("vmstat: %s" % e)
         raise TFail("markers lost or calls failed:\n" + "\n".join(bad))
     man = t_manifest(m.mnt)
     log = m.log
