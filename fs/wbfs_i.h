@@ -684,7 +684,16 @@ void wbfs_kstore_end(struct wbfs *w, struct winode *wi, int slot, uint64_t start
 int wbfs_kstore_mask(struct wbfs *w, struct winode *wi, uint64_t pos, size_t n,
 		     struct kstore_range *keep);
 void wbfs_kstore_free(struct winode *wi);
-#define KSTORE_MAX_KEEP 16
+/*
+ * Writes per file the kernel caches that a writeback from its page cache is
+ * checked against (inval.c). A writeback taken before a write but handled
+ * after the log forgot it may put old bytes over the write's; the worker
+ * that took it may be off the CPU for milliseconds on a loaded machine
+ * while a writer goes on (16 were met: one lost marker in ~600 holetest
+ * runs under the test suite's load). 256 covers ~10 ms of 40 us writes, at
+ * 6 KiB per such file and a scan of 256 entries per write and writeback.
+ */
+#define KSTORE_MAX_KEEP 256
 void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,
 			      uint64_t new_size);
 void wbfs_inval_attr(struct wbfs *w, struct winode *wi);
