@@ -29,7 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, t_check, t_eq, t_is_kernel, t_log, t_main,  # noqa: E402
+from wbtest import (t_syncfs, MIB, t_check, t_eq, t_is_kernel, t_log, t_main,  # noqa: E402
                     t_run, t_step, TSkip)
 
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -104,14 +104,6 @@ def write_until_enospc(path, limit):
     return total
 
 
-def syncfs(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        t_check(LIBC.syncfs(fd) == 0, "syncfs %s failed" % path)
-    finally:
-        os.close(fd)
-
-
 def full_with(env, m, name, size):
     """Fill most of the filesystem, write @name (@size bytes, fsync'ed),
     fill the rest; everything synced. Returns @name's bytes."""
@@ -121,7 +113,7 @@ def full_with(env, m, name, size):
     data = pattern(name, size)
     write_file(os.path.join(m.mnt, name), data)
     n = fill(os.path.join(m.mnt, "fill2"))
-    syncfs(m.mnt)
+    t_syncfs(m.mnt)
     st = os.statvfs(m.mnt)
     t_log("full: fill2 took %d KiB; %d blocks free, %d available" %
           (n // 1024, st.f_bfree, st.f_bavail))

@@ -66,19 +66,10 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, TFail, t_check, t_eq, t_fail, t_is_kernel, t_log, t_main,  # noqa: E402
+from wbtest import (t_pattern, MIB, TFail, t_check, t_eq, t_fail, t_is_kernel, t_log, t_main,  # noqa: E402
                     t_run, t_sha256_file, t_step)
 
 BS = 4096
-
-
-def data(tag, n):
-    out = bytearray()
-    i = 0
-    while len(out) < n:
-        out += hashlib.sha256(b"%s/%d" % (tag, i)).digest()
-        i += 1
-    return bytes(out[:n])
 
 
 def debugfs(dev, *cmds):
@@ -158,7 +149,7 @@ def bitmap_case(env):
     t_step("group 0's block bitmap zeroed: nothing is allocated over its files")
     dev = env.new_fs(128 * MIB, ["-O", "^metadata_csum,^uninit_bg", "-g", "8192"],
                      name="bitmap.img")
-    old = {"f1": data(b"f1", 3 * MIB + 123), "f2": data(b"f2", 1 * MIB)}
+    old = {"f1": t_pattern(b"f1", 3 * MIB + 123), "f2": t_pattern(b"f2", 1 * MIB)}
     put_files(env, dev, old)
     gd = group_desc(dev)
     t_check(gd[0]["first"] <= bmap(dev, "f1", 0) <= gd[0]["last"], "f1 lies in group 0")
@@ -173,7 +164,7 @@ def bitmap_case(env):
     new = {}
     for i in range(4):
         name = "n%d" % i
-        new[name] = data(name.encode(), 6 * MIB + i)
+        new[name] = t_pattern(name.encode(), 6 * MIB + i)
         with open(os.path.join(m.mnt, name), "wb") as f:
             f.write(new[name])
             f.flush()
@@ -205,7 +196,7 @@ def inode_bitmap_case(env):
     t_step("group 0's inode bitmap zeroed: no new inode is one a live file has")
     dev = env.new_fs(128 * MIB, ["-O", "^metadata_csum,^uninit_bg", "-g", "8192"],
                      name="ibitmap.img")
-    old = data(b"old", 5000)
+    old = t_pattern(b"old", 5000)
     put_files(env, dev, {"old": old})
     out = t_run(["dumpe2fs", dev], quiet=True).stdout
     ib = int(re.search(r"Group 0:.*?Inode bitmap at (\d+)", out, re.S).group(1))
@@ -219,7 +210,7 @@ def inode_bitmap_case(env):
     new = {}
     for i in range(3):
         name = "n%d" % i
-        new[name] = data(name.encode(), 3000 + i)
+        new[name] = t_pattern(name.encode(), 3000 + i)
         with open(os.path.join(m.mnt, name), "wb") as f:
             f.write(new[name])
         t_check(os.stat(os.path.join(m.mnt, name)).st_ino > ipg,
@@ -489,7 +480,7 @@ def _sparse(p):
 def owned_last_block_case(env, how):
     t_step("a file that owns the filesystem's last block: %s, e2fsck -fn is clean" % how)
     dev = env.new_fs(64 * MIB, name="owned-%s.img" % how)
-    content = data(b"last", BS)
+    content = t_pattern(b"last", BS)
     put_files(env, dev, {"f": content})
     old = bmap(dev, "f", 0)
     last = int(re.search(r"Block count:\s+(\d+)",
@@ -520,8 +511,8 @@ def shared_case(env):
     t_step("two files share their blocks: the survivor of an unlink is not "
            "overwritten by writes before the next sync")
     dev = env.new_fs(64 * MIB, name="shared.img")
-    a = data(b"a", 1 * MIB)
-    put_files(env, dev, {"a": a, "b": data(b"b", 1 * MIB)})
+    a = t_pattern(b"a", 1 * MIB)
+    put_files(env, dev, {"a": a, "b": t_pattern(b"b", 1 * MIB)})
     ablk, bblk = bmap(dev, "a", 0), bmap(dev, "b", 0)
     sb = t_run(["dumpe2fs", "-h", dev], quiet=True).stdout
     free = int(re.search(r"Free blocks:\s+(\d+)", sb).group(1)) + 256
@@ -538,7 +529,7 @@ def shared_case(env):
     os.unlink(os.path.join(m.mnt, "a"))
     for i in range(4):
         with open(os.path.join(m.mnt, "c%d" % i), "wb") as f:
-            f.write(data(b"c%d" % i, 1 * MIB))
+            f.write(t_pattern(b"c%d" % i, 1 * MIB))
     # one syncfs: the new files' blocks are allocated before it commits
     # the unlink (an fsync of each would commit it on ext4 first)
     t_run(["sync", "-f", m.mnt])
@@ -558,7 +549,7 @@ def freed_space_case(env):
     m = env.mount(dev, ["cache_size=64M"])
     for name in ("x", "y"):
         with open(os.path.join(m.mnt, name), "wb") as f:
-            f.write(data(name.encode(), 20 * MIB))
+            f.write(t_pattern(name.encode(), 20 * MIB))
     t_run(["sync", "-f", m.mnt])
     os.unlink(os.path.join(m.mnt, "x"))
     os.unlink(os.path.join(m.mnt, "y"))
@@ -567,7 +558,7 @@ def freed_space_case(env):
         os.posix_fallocate(fd, 0, 30 * MIB)
     finally:
         os.close(fd)
-    w = data(b"w", 8 * MIB)
+    w = t_pattern(b"w", 8 * MIB)
     with open(os.path.join(m.mnt, "w"), "wb") as f:
         f.write(w)
         f.flush()
@@ -582,7 +573,7 @@ def freed_space_case(env):
     for i in range(10):
         for name in ("x", "y"):
             with open(os.path.join(m.mnt, name), "wb") as f:
-                f.write(data(name.encode(), 20 * MIB))
+                f.write(t_pattern(name.encode(), 20 * MIB))
         t_run(["sync", "-f", m.mnt], quiet=True)
         os.unlink(os.path.join(m.mnt, "x"))
         os.unlink(os.path.join(m.mnt, "y"))
@@ -607,7 +598,7 @@ def forgotten_case(env):
     dev = env.new_fs(64 * MIB, name="forget.img")
     m = env.mount(dev, ["fault_inject", "cache_size=64M"])
     p = os.path.join(m.mnt, "e")
-    content = data(b"e", 1 * MIB + 17)
+    content = t_pattern(b"e", 1 * MIB + 17)
     with open(p, "wb") as f:
         os.setxattr(p, FAULT, b"write")
         f.write(content)

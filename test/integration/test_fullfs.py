@@ -42,7 +42,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, TFail, t_as_user, t_check, t_eq, t_is_kernel,  # noqa: E402
+from wbtest import (t_syncfs, MIB, TFail, t_as_user, t_check, t_eq, t_is_kernel,  # noqa: E402
                     t_log, t_main, t_manifest, t_read_all, t_run, t_statfs,
                     t_step)
 
@@ -263,15 +263,6 @@ def mapped_zeros(path, timeout_s=20):
         time.sleep(0.1)
 
 
-def syncfs(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if ctypes.CDLL(None, use_errno=True).syncfs(fd) != 0:
-            raise OSError(ctypes.get_errno(), "syncfs " + path)
-    finally:
-        os.close(fd)
-
-
 def fsync_errno(fd):
     try:
         os.fsync(fd)
@@ -392,7 +383,7 @@ def grow_extents(env):
         for i in range(4):
             os.pwrite(fd, chunk(path, i, PAGE), 2 * i * PAGE)
         os.close(fd)
-    syncfs(m.mnt)
+    t_syncfs(m.mnt)
     for path in names:
         fd = os.open(path, os.O_WRONLY)
         os.pwrite(fd, chunk(path, 4, PAGE), 8 * PAGE)

@@ -40,20 +40,11 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, TFail, TSkip, t_check, t_eq, t_errno, t_is_kernel,  # noqa: E402
+from wbtest import (t_pattern, MIB, TFail, TSkip, t_check, t_eq, t_errno, t_is_kernel,  # noqa: E402
                     t_log, t_main, t_read_all, t_run, t_step, t_write_all)
 
 FAULT = "trusted.wbcfs.fault"
 ENGINES = ("uring", "aio", "psync")
-
-
-def data(tag, n):
-    out = bytearray()
-    i = 0
-    while len(out) < n:
-        out += hashlib.sha256(b"%s/%d" % (tag, i)).digest()
-        i += 1
-    return bytes(out[:n])
 
 
 def set_fault(path, mode):
@@ -76,7 +67,7 @@ def read_file(path):
 def check_b(mnt, round_):
     """The daemon keeps serving other files: write, fsync, read back B."""
     path = os.path.join(mnt, "b")
-    content = data(b"b%d" % round_, 2 * MIB + 123)
+    content = t_pattern(b"b%d" % round_, 2 * MIB + 123)
     write_file(path, content)
     t_check(read_file(path) == content, "B reads back what was written")
     return content
@@ -84,7 +75,7 @@ def check_b(mnt, round_):
 
 def write_errors(env, mnt):
     a = os.path.join(mnt, "a")
-    safe = data(b"a-safe", 1 * MIB)
+    safe = t_pattern(b"a-safe", 1 * MIB)
     write_file(a, safe)
 
     t_step("fault=write on A: write + fsync gives EIO, twice")
@@ -93,8 +84,8 @@ def write_errors(env, mnt):
     fd2 = os.open(a, os.O_WRONLY)
     fdr = os.open(a, os.O_RDONLY)
     fdr2 = os.open(a, os.O_RDONLY)
-    over = data(b"a-over", 256 * 1024)
-    tail = data(b"a-tail", 512 * 1024 + 100)
+    over = t_pattern(b"a-over", 256 * 1024)
+    tail = t_pattern(b"a-tail", 512 * 1024 + 100)
     t_write_all(fd1, over, 64 * 1024)            # overwrites safe blocks
     t_write_all(fd1, tail, len(safe))            # and allocates new ones
     want = bytearray(safe)
@@ -169,7 +160,7 @@ def lost_at_umount(env, m):
     write_file(path, b"")
     set_fault(path, "write")
     fd = os.open(path, os.O_WRONLY)
-    t_write_all(fd, data(b"lost", 96 * 1024))
+    t_write_all(fd, t_pattern(b"lost", 96 * 1024))
     t_errno(errno.EIO, os.fsync, fd, what="fsync of L")
     os.close(fd)
     rc, log = umount_daemon_fails(env, m)
@@ -217,7 +208,7 @@ def meta_errors(env, dev, opts):
     os.setxattr(m.mnt, FAULT + "_meta", b"write")
     t_eq(os.getxattr(m.mnt, FAULT + "_meta"), b"write", "fault_meta")
     n = os.path.join(m.mnt, "n")
-    n_content = data(b"n", 40 * 1024)
+    n_content = t_pattern(b"n", 40 * 1024)
     fd = os.open(n, os.O_CREAT | os.O_WRONLY, 0o644)
     t_write_all(fd, n_content)
     t_errno(errno.EIO, os.fsync, fd, what="fsync of N under a metadata write fault")
@@ -269,7 +260,7 @@ def one_engine(env, engine):
     dev = env.new_fs(256 * MIB, name="disk-%s.img" % engine)
     opts = ["fault_inject", "io_engine=" + engine, "cache_size=64M"]
     m = env.mount(dev, opts)
-    r_content = data(b"r", 700 * 1024 + 5)
+    r_content = t_pattern(b"r", 700 * 1024 + 5)
     write_file(os.path.join(m.mnt, "r"), r_content)
     os.mkdir(os.path.join(m.mnt, "sub"))
     write_file(os.path.join(m.mnt, "sub", "s"), b"s" * 3000)

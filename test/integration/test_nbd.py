@@ -73,7 +73,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, Mount, TFail, TSkip, t_check, t_compare,  # noqa: E402
+from wbtest import (t_pattern, MIB, Mount, TFail, TSkip, t_check, t_compare,  # noqa: E402
                     t_eq, t_errno, t_is_kernel, t_log, t_main, t_manifest,
                     t_mount_entry, t_read_all, t_run, t_sha256_file, t_step,
                     t_wbcfs_bin, t_wbcfs_pids, t_write_all)
@@ -86,16 +86,6 @@ BLOCKSIZES = ["blocksize-minimum=4096", "blocksize-preferred=64K",
 RATE_BPS = 10 * 1000 * 1000     # a slow export: nbdkit's rate filter
 CACHE = "cache_size=64M"          # a quick mount: little to fault in
 CTL_NBD = os.path.join(".wbcfs", "nbd")
-
-
-def data(tag, n):
-    """n bytes that depend on tag alone (a model needs no copy)."""
-    out = bytearray()
-    i = 0
-    while len(out) < n:
-        out += hashlib.sha256(b"%s/%d" % (tag.encode(), i)).digest()
-        i += 1
-    return bytes(out[:n])
 
 
 # --------------------------------------------------------------------------
@@ -424,15 +414,15 @@ def posix_workload(mnt):
 
     os.makedirs(os.path.join(mnt, "d1", "d2"))
     os.mkdir(os.path.join(mnt, "gone"))
-    put("big", data("big", 3 * MIB + 123))
-    put("mid", data("mid", 300 * 1024), fsync=False)
+    put("big", t_pattern("big", 3 * MIB + 123))
+    put("mid", t_pattern("mid", 300 * 1024), fsync=False)
     for i in range(24):
-        put("d1/s%02d" % i, data("s%d" % i, 100 + i * 997), fsync=i % 4 == 0)
+        put("d1/s%02d" % i, t_pattern("s%d" % i, 100 + i * 997), fsync=i % 4 == 0)
     # overwrite in the middle, extend past EOF
     fd = os.open(os.path.join(mnt, "big"), os.O_RDWR)
-    over = data("over", 70000)
+    over = t_pattern("over", 70000)
     t_write_all(fd, over, 12345)
-    tail = data("tail", 5000)
+    tail = t_pattern("tail", 5000)
     t_write_all(fd, tail, len(model["big"]) + 8192)
     os.fsync(fd)
     os.close(fd)
@@ -443,7 +433,7 @@ def posix_workload(mnt):
     # rename, rename over, unlink, rmdir
     os.rename(os.path.join(mnt, "mid"), os.path.join(mnt, "d1/d2/mid"))
     model["d1/d2/mid"] = model.pop("mid")
-    put("new", data("new", 40000), fsync=False)
+    put("new", t_pattern("new", 40000), fsync=False)
     os.rename(os.path.join(mnt, "new"), os.path.join(mnt, "d1/s00"))
     model["d1/s00"] = model.pop("new")
     for i in range(1, 6):
@@ -475,7 +465,7 @@ def fitrim(env, m, img):
     t_step("fstrim over NBD: trimmed bytes reported, the image gives back "
            "a deleted file's blocks")
     junk = os.path.join(m.mnt, "junk")
-    write_file(junk, data("junk", 12 * MIB))
+    write_file(junk, t_pattern("junk", 12 * MIB))
     os.unlink(junk)
     fsync_path(m.mnt)                 # the commit that frees the blocks
     before = os.stat(img).st_blocks * 512
@@ -538,8 +528,8 @@ def case_b(env):
     model = {}
     for i in range(6):
         rel = "f%d" % i
-        write_file(os.path.join(m.mnt, rel), data(rel, 200000 * i + 17))
-        model[rel] = data(rel, 200000 * i + 17)
+        write_file(os.path.join(m.mnt, rel), t_pattern(rel, 200000 * i + 17))
+        model[rel] = t_pattern(rel, 200000 * i + 17)
     os.mkdir(os.path.join(m.mnt, "dir"))
     os.rename(os.path.join(m.mnt, "f5"), os.path.join(m.mnt, "dir/f5"))
     model["dir/f5"] = model.pop("f5")
@@ -659,7 +649,7 @@ def case_c(env, img):
 def case_d(env):
     t_step("d. server faults (error filter): EIO, pages kept, recovery")
     src = env.mkdir("d-src")
-    cold = data("cold", 700 * 1024)
+    cold = t_pattern("cold", 700 * 1024)
     with open(os.path.join(src, "cold"), "wb") as f:
         f.write(cold)
     img = new_image(env, "d.img", src)
@@ -671,7 +661,7 @@ def case_d(env):
     m = env.mount(srv.uri(), [CACHE])
     mnt = m.mnt
     a = os.path.join(mnt, "a")
-    safe = data("a-safe", MIB)
+    safe = t_pattern("a-safe", MIB)
     write_file(a, safe)
 
     t_step("read errors: an uncached file gives EIO, reads once disarmed")
@@ -687,8 +677,8 @@ def case_d(env):
     fd1 = os.open(a, os.O_RDWR)
     fd2 = os.open(a, os.O_WRONLY)
     open(trig_w, "w").close()
-    over = data("a-over", 256 * 1024)
-    tail = data("a-tail", 512 * 1024 + 100)
+    over = t_pattern("a-over", 256 * 1024)
+    tail = t_pattern("a-tail", 512 * 1024 + 100)
     t_write_all(fd1, over, 64 * 1024)
     t_write_all(fd1, tail, len(safe))
     want = bytearray(safe)
@@ -727,7 +717,7 @@ def case_d(env):
     write_file(lost, b"")
     open(trig_w, "w").close()
     fd = os.open(lost, os.O_WRONLY)
-    t_write_all(fd, data("lost", 96 * 1024))
+    t_write_all(fd, t_pattern("lost", 96 * 1024))
     t_errno(errno.EIO, os.fsync, fd, what="fsync of the doomed file")
     os.close(fd)
     t0 = time.monotonic()
@@ -759,7 +749,7 @@ def case_d(env):
 def case_e(env):
     t_step("e. server killed under the mount (nbd_retry=1), then restarted")
     src = env.mkdir("e-src")
-    cold = data("e-cold", 300 * 1024)
+    cold = t_pattern("e-cold", 300 * 1024)
     with open(os.path.join(src, "cold"), "wb") as f:
         f.write(cold)
     img = new_image(env, "e.img", src)
@@ -768,10 +758,10 @@ def case_e(env):
                       params=["rate=%d" % (RATE_BPS * 8), "burstiness=0.2"])
     m = env.mount(srv.uri(), [CACHE, "nbd_retry=1"])
     mnt = m.mnt
-    pre = data("pre", 256 * 1024)
+    pre = t_pattern("pre", 256 * 1024)
     write_file(os.path.join(mnt, "pre"), pre)
     t_check(read_file(os.path.join(mnt, "pre")) == pre, "pre reads back")
-    late = data("late", 8 * MIB + 5)
+    late = t_pattern("late", 8 * MIB + 5)
     fd = os.open(os.path.join(mnt, "late"), os.O_CREAT | os.O_RDWR, 0o644)
     t_write_all(fd, late)
 
@@ -835,9 +825,9 @@ def case_e(env):
            "naming the pages lost")
     m = env.mount(srv.uri(), [CACHE, "nbd_retry=0"])
     t_eq(nbd_ctl(m.mnt)["retry_s"], 0, "retry_s with nbd_retry=0")
-    write_file(os.path.join(m.mnt, "kept"), data("kept", 64 * 1024))
+    write_file(os.path.join(m.mnt, "kept"), t_pattern("kept", 64 * 1024))
     fd = os.open(os.path.join(m.mnt, "doomed"), os.O_CREAT | os.O_WRONLY, 0o644)
-    t_write_all(fd, data("doomed", 200 * 1024))
+    t_write_all(fd, t_pattern("doomed", 200 * 1024))
     srv.kill(signal.SIGKILL)
     srv.start()
     t_errno(errno.EIO, os.fsync, fd, what="fsync with the server gone, nbd_retry=0")
@@ -1008,7 +998,7 @@ def case_i(env):
                     "the mount replayed the journal:\n%s" % m.daemon_log())
             check_model(m.mnt, model, "after the replay")
         rel = "f%d" % rnd
-        model[rel] = data(rel, 300000)
+        model[rel] = t_pattern(rel, 300000)
         write_file(os.path.join(m.mnt, rel), model[rel])
         os.mkdir(os.path.join(m.mnt, "d%d" % rnd))
         fsync_path(m.mnt)

@@ -50,7 +50,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (MIB, Mount, t_check, t_eq, t_errno, t_is_kernel,  # noqa: E402
+from wbtest import (t_syncfs, t_pattern, MIB, Mount, t_check, t_eq, t_errno, t_is_kernel,  # noqa: E402
                     t_is_mounted, t_log, t_main, t_run, t_step, t_write_all)
 
 FAULT = "trusted.wbcfs.fault"
@@ -59,25 +59,6 @@ QUIET = ["cache_size=64M", "commit=3600", "dirty_writeback_centisecs=0"]
 IMG_BYTES = 128 * MIB
 
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-def data(tag, n):
-    out = bytearray()
-    i = 0
-    while len(out) < n:
-        out += hashlib.sha256(b"%s/%d" % (tag, i)).digest()
-        i += 1
-    return bytes(out[:n])
-
-
-def syncfs(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        if _libc.syncfs(fd) != 0:
-            e = ctypes.get_errno()
-            raise OSError(e, os.strerror(e))
-    finally:
-        os.close(fd)
 
 
 def write_new(path, content, flags=0):
@@ -216,40 +197,40 @@ def round_flags(env):
     p = lambda rel: os.path.join(mnt, rel)  # noqa: E731
 
     # before the syncfs: the files the synchronous operations then change
-    a0 = data(b"a", 12800)
+    a0 = t_pattern(b"a", 12800)
     write_new(p("a"), a0)
-    c0 = data(b"c", 8192)
+    c0 = t_pattern(b"c", 8192)
     write_new(p("c"), c0)
-    write_new(p("f"), data(b"f", 5000))
-    write_new(p("s"), data(b"s", 20000))
-    write_new(p("t"), data(b"t", 20000))
+    write_new(p("f"), t_pattern(b"f", 5000))
+    write_new(p("s"), t_pattern(b"s", 20000))
+    write_new(p("t"), t_pattern(b"t", 20000))
     os.mkdir(p("dd"))
     write_new(p("dd/old"), b"")
     chattr(p("s"), "+S")
     chattr(p("t"), "+S")
     chattr(p("dd"), "+D")
-    syncfs(mnt)
+    t_syncfs(mnt)
     before = vmstat(mnt)
 
     t_step("O_DSYNC pwrite of 1024 bytes at 54208 (the issue's reproduction)")
-    a1 = data(b"a1", 1024)
+    a1 = t_pattern(b"a1", 1024)
     fd = os.open(p("a"), os.O_WRONLY | os.O_DSYNC)
     t_eq(os.pwrite(fd, a1, 54208), 1024, "O_DSYNC pwrite")
     os.close(fd)
     want["a"] = a0 + bytes(54208 - len(a0)) + a1
 
     t_step("a file created O_SYNC and written")
-    b = data(b"b", 5000)
+    b = t_pattern(b"b", 5000)
     write_new(p("b"), b, os.O_SYNC)
     want["b"] = b
 
     t_step("pwritev2 RWF_DSYNC onto a synced file, RWF_SYNC onto a new one")
-    c1 = data(b"c1", 3000)
+    c1 = t_pattern(b"c1", 3000)
     fd = os.open(p("c"), os.O_WRONLY)
     t_eq(os.pwritev(fd, [c1], 100000, os.RWF_DSYNC), 3000, "RWF_DSYNC pwritev2")
     os.close(fd)
     want["c"] = c0 + bytes(100000 - len(c0)) + c1
-    d = data(b"d", 7000)
+    d = t_pattern(b"d", 7000)
     fd = os.open(p("d"), os.O_CREAT | os.O_WRONLY, 0o644)
     t_eq(os.pwritev(fd, [d], 0, os.RWF_SYNC), 7000, "RWF_SYNC pwritev2")
     os.close(fd)
@@ -262,13 +243,13 @@ def round_flags(env):
     want["f"] = MIB
 
     t_step("chattr +S: a plain write, a truncation")
-    s1 = data(b"s1", 4096)
+    s1 = t_pattern(b"s1", 4096)
     fd = os.open(p("s"), os.O_WRONLY)
     t_eq(os.pwrite(fd, s1, 30000), 4096, "write to a +S file")
     os.close(fd)
-    want["s"] = data(b"s", 20000) + bytes(10000) + s1
+    want["s"] = t_pattern(b"s", 20000) + bytes(10000) + s1
     os.truncate(p("t"), 5000)
-    want["t"] = data(b"t", 5000)
+    want["t"] = t_pattern(b"t", 5000)
 
     t_step("chattr +D: a create and a rename in the directory")
     write_new(p("dd/new"), b"")
@@ -292,7 +273,7 @@ def round_sync_mount(env):
             "/proc/mounts shows sync for %s" % m.mnt)
     before = vmstat(m.mnt)
     os.mkdir(os.path.join(m.mnt, "d"))
-    x = data(b"x", 6000)
+    x = t_pattern(b"x", 6000)
     with open(os.path.join(m.mnt, "d", "x"), "wb") as f:
         f.write(x[:4000])
         f.flush()
@@ -310,7 +291,7 @@ def round_dirsync_mount(env):
     m = mount_quiet(env, dev, ["dirsync"])
     write_new(os.path.join(m.mnt, "gone"), b"")
     write_new(os.path.join(m.mnt, "r0"), b"")
-    syncfs(m.mnt)
+    t_syncfs(m.mnt)
     before = vmstat(m.mnt)
     os.mkdir(os.path.join(m.mnt, "m"))
     write_new(os.path.join(m.mnt, "m", "e"), b"")
@@ -331,14 +312,14 @@ def round_errors(env):
     img, dev = new_dev(env, "errors")
     m = env.mount(dev, ["fault_inject", "cache_size=64M"])
     e = os.path.join(m.mnt, "e")
-    e0 = data(b"e", 8192)
+    e0 = t_pattern(b"e", 8192)
     write_new(e, e0)
     fd = os.open(e, os.O_WRONLY)
     os.fsync(fd)
     fd2 = os.open(e, os.O_WRONLY)
     fd3 = os.open(e, os.O_WRONLY | os.O_DSYNC)
     os.setxattr(e, FAULT, b"write")
-    x = data(b"x", 4096)
+    x = t_pattern(b"x", 4096)
     t_errno(errno.EIO, os.pwritev, fd, [x], 4096, os.RWF_DSYNC,
             what="RWF_DSYNC write under a write fault")
     os.setxattr(e, FAULT, b"none")
@@ -352,7 +333,7 @@ def round_errors(env):
 
     t_step("an O_DSYNC descriptor: its write under a write fault gets EIO, once")
     os.setxattr(e, FAULT, b"write")
-    y = data(b"y", 4096)
+    y = t_pattern(b"y", 4096)
     t_errno(errno.EIO, os.pwrite, fd3, y, 0, what="O_DSYNC write under a write fault")
     os.setxattr(e, FAULT, b"none")
     os.fsync(fd3)
@@ -362,7 +343,7 @@ def round_errors(env):
     t_step("every device write failing (fault_rate=1000): an RWF_DSYNC write gets EIO")
     os.setxattr(m.mnt, FAULT + "_rate", b"1000")
     try:
-        t_errno(errno.EIO, os.pwritev, fd, [data(b"z", 4096)], 0, os.RWF_DSYNC,
+        t_errno(errno.EIO, os.pwritev, fd, [t_pattern(b"z", 4096)], 0, os.RWF_DSYNC,
                 what="RWF_DSYNC write while every device write fails")
     finally:
         os.setxattr(m.mnt, FAULT + "_rate", b"0")
@@ -396,27 +377,27 @@ def round_powercut(env):
     rec = crashwork.Record(log, record)
     p = lambda rel: os.path.join(m.mnt, rel)  # noqa: E731
     try:
-        a0 = data(b"a", 12800)
+        a0 = t_pattern(b"a", 12800)
         write_new(p("a"), a0)
-        syncfs(m.mnt)
+        t_syncfs(m.mnt)
         rec.fsynced("a", a0, rec.pos())
         rec.mod("a")
-        a1 = data(b"a1", 1024)
+        a1 = t_pattern(b"a1", 1024)
         fd = os.open(p("a"), os.O_WRONLY | os.O_DSYNC)
         os.pwrite(fd, a1, 54208)
         os.close(fd)
         rec.fsynced("a", a0 + bytes(54208 - len(a0)) + a1, rec.pos())
-        b = data(b"b", 5000)
+        b = t_pattern(b"b", 5000)
         write_new(p("b"), b, os.O_SYNC)
         rec.fsynced("b", b, rec.pos())
         for rel, flag in (("c", os.RWF_DSYNC), ("d", os.RWF_SYNC)):
-            x = data(rel.encode(), 7000)
+            x = t_pattern(rel.encode(), 7000)
             fd = os.open(p(rel), os.O_CREAT | os.O_WRONLY, 0o644)
             os.pwritev(fd, [x], 0, flag)
             os.close(fd)
             rec.fsynced(rel, x, rec.pos())
         # later changes, never synced: the unmount's flushes come after them
-        write_new(p("later"), data(b"later", 300000))
+        write_new(p("later"), t_pattern(b"later", 300000))
     finally:
         rec.close()
     env.umount(m)

@@ -962,6 +962,31 @@ def t_statfs(path):
             "ffree": s.f_ffree, "bsize": s.f_frsize, "blocks": s.f_blocks}
 
 
+def t_pattern(tag, n):
+    """n bytes that depend on tag (bytes or str) alone: a model of a file's
+    contents needs no copy of them."""
+    if isinstance(tag, str):
+        tag = tag.encode()
+    out = bytearray()
+    i = 0
+    while len(out) < n:
+        out += hashlib.sha256(b"%s/%d" % (tag, i)).digest()
+        i += 1
+    return bytes(out[:n])
+
+
+def t_syncfs(path):
+    """syncfs(2) of the filesystem holding path; OSError when it fails."""
+    import ctypes
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if ctypes.CDLL(None, use_errno=True).syncfs(fd) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "syncfs %s: %s" % (path, os.strerror(e)))
+    finally:
+        os.close(fd)
+
+
 def t_write_all(fd, data, off=None):
     """Write all of data (pwrite at off when given); returns bytes written."""
     mv = memoryview(data)
