@@ -4,7 +4,7 @@
 #define WBCFS_CACHE_I_H
 
 #include "wbcfs/cache.h"
-#include "wbcfs/lockstat.h"
+#include "wbcfs/lib/lockstat.h"
 
 /* Lock classes of cache/ (zone.c defines them) for /.wbcfs/lockstat. */
 extern struct lock_class lc_zone_lock;		/* zone->lock */

@@ -8,8 +8,8 @@
 #include <errno.h>
 
 #include "wbcfs/cache.h"
-#include "wbcfs/clock.h"
-#include "wbcfs/dirty.h"
+#include "wbcfs/lib/clock.h"
+#include "wbcfs/cache/dirty.h"
 #include "cache_i.h"
 
 #define DIRTY_BYTES_MIN (2 * PAGE_SIZE)

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "wbcfs/cache.h"
-#include "wbcfs/mapping.h"
+#include "wbcfs/cache/mapping.h"
 #include "cache_i.h"
 
 LOCK_CLASS(lc_mapping_lock, "mapping_lock")

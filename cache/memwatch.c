@@ -35,8 +35,8 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "wbcfs/clock.h"
-#include "wbcfs/pressure.h"
+#include "wbcfs/lib/clock.h"
+#include "wbcfs/cache/pressure.h"
 
 #define NO_LIMIT (1ull << 60)		/* v1 says "no limit" as 2^63 - page */
 #define LIMIT_RESCAN_MS 5000		/* how often the limits up the tree are re-read */

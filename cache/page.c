@@ -8,8 +8,8 @@
 #include <stdint.h>
 
 #include "wbcfs/cache.h"
-#include "wbcfs/mapping.h"
-#include "wbcfs/lockstat.h"
+#include "wbcfs/cache/mapping.h"
+#include "wbcfs/lib/lockstat.h"
 #include "cache_i.h"
 
 #define WAIT_BUCKETS 256

@@ -56,7 +56,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "wbcfs/pressure.h"
+#include "wbcfs/cache/pressure.h"
 
 #define MIB (1ull << 20)
 #define DEFAULT_CACHE_MIN_BYTES (64 * MIB)

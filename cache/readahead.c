@@ -6,7 +6,7 @@
  */
 #include <stdint.h>
 
-#include "wbcfs/readahead.h"
+#include "wbcfs/cache/readahead.h"
 
 static unsigned roundup_pow2(unsigned x)
 {

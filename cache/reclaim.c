@@ -10,8 +10,8 @@
 #include <errno.h>
 
 #include "wbcfs/cache.h"
-#include "wbcfs/clock.h"
-#include "wbcfs/mapping.h"
+#include "wbcfs/lib/clock.h"
+#include "wbcfs/cache/mapping.h"
 #include "cache_i.h"
 
 #define SCAN_BATCH 32

@@ -41,7 +41,7 @@
 #include <sys/mman.h>
 
 #include "wbcfs/cache.h"
-#include "wbcfs/clock.h"
+#include "wbcfs/lib/clock.h"
 #include "cache_i.h"
 
 LOCK_CLASS(lc_cache_size_lock, "cache_size_lock")

@@ -35,9 +35,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wbcfs/clock.h"
-#include "wbcfs/throttle.h"
-#include "wbcfs/lockstat.h"
+#include "wbcfs/lib/clock.h"
+#include "wbcfs/cache/throttle.h"
+#include "wbcfs/lib/lockstat.h"
 
 LOCK_CLASS(lc_throttle_lock, "throttle_lock")
 

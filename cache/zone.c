@@ -42,8 +42,8 @@
 #include <unistd.h>
 
 #include "wbcfs/cache.h"
-#include "wbcfs/clock.h"
-#include "wbcfs/mapping.h"
+#include "wbcfs/lib/clock.h"
+#include "wbcfs/cache/mapping.h"
 #include "cache_i.h"
 
 LOCK_CLASS(lc_zone_lock, "zone_lock")

@@ -16,8 +16,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "wbcfs/clock.h"
-#include "wbcfs/devlog.h"
+#include "wbcfs/lib/clock.h"
+#include "wbcfs/blkdev/devlog.h"
 #include "bdi_i.h"
 
 LOCK_CLASS(lc_bdi_lock, "bdi_lock")

@@ -5,9 +5,9 @@
 #ifndef WBCFS_FLUSHER_BDI_I_H
 #define WBCFS_FLUSHER_BDI_I_H
 
-#include "wbcfs/bdi.h"
-#include "wbcfs/lockstat.h"
-#include "wbcfs/nbdev.h"
+#include "wbcfs/flusher/bdi.h"
+#include "wbcfs/lib/lockstat.h"
+#include "wbcfs/blkdev/nbdev.h"
 
 /* Lock classes of flusher/ (bdi.c defines them) for /.wbcfs/lockstat. */
 extern struct lock_class lc_bdi_lock;		/* bdi->lock */

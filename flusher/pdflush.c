@@ -44,8 +44,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wbcfs/clock.h"
-#include "wbcfs/dirty.h"
+#include "wbcfs/lib/clock.h"
+#include "wbcfs/cache/dirty.h"
 #include "bdi_i.h"
 
 LOCK_CLASS(lc_pdflush_lock, "pdflush_lock")

@@ -55,8 +55,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "wbcfs/clock.h"
-#include "wbcfs/dirty.h"
+#include "wbcfs/lib/clock.h"
+#include "wbcfs/cache/dirty.h"
 #include "bdi_i.h"
 
 /*

@@ -14,10 +14,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "page.h"
-#include "zone.h"
-#include "dirty.h"
-#include "throttle.h"
+#include "wbcfs/cache/page.h"
+#include "wbcfs/cache/zone.h"
+#include "wbcfs/cache/dirty.h"
+#include "wbcfs/cache/throttle.h"
 
 enum wb_reason {
 	WB_REASON_BACKGROUND,

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "wbcfs/clock.h"
-#include "wbcfs/pressure.h"
+#include "wbcfs/lib/clock.h"
+#include "wbcfs/cache/pressure.h"
 
 #define MIB ((size_t)1 << 20)
 

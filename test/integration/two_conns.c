@@ -20,8 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../fs/fuse_uring.h"
-#include "../../fs/wbfs_i.h"
+#include "../../fuse/fuse_uring.h"
+#include "../../ext4/ext4_i.h"
 
 #define T_SKIP 77
 

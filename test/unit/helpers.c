@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include "wbcfs/clock.h"
+#include "wbcfs/lib/clock.h"
 #include "helpers.h"
 
 static uint64_t t_now;

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include "helpers.h"
 
-#include "../../fs/wbfs_i.h"
+#include "../../ext4/ext4_i.h"
 
 #define BPG 8192ULL			/* blocks per group */
 #define NBLOCKS (4 * BPG)

@@ -11,7 +11,7 @@
 #include <ext2fs/ext2fs.h>
 #include "helpers.h"
 
-#include "../../fs/wbfs_i.h"
+#include "../../ext4/ext4_i.h"
 
 START_TEST(known_value)
 {

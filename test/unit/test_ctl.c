@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wbcfs/ctl.h"
+#include "wbcfs/daemon/ctl.h"
 
 static struct dirty_tunables dt;
 static unsigned ra_kb;

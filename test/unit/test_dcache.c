@@ -14,7 +14,7 @@
 #include <string.h>
 #include "helpers.h"
 
-#include "../../fs/wbfs_i.h"
+#include "../../ext4/ext4_i.h"
 
 #define NNAMES 3000
 

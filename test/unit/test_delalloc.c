@@ -13,7 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "../../fs/wbfs_i.h"
+#include "../../ext4/ext4_i.h"
 
 static struct wbfs *t_wbfs(int64_t free_blocks, int64_t headroom, int64_t root)
 {

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "wbcfs/devlog.h"
-#include "wbcfs/engine.h"
+#include "wbcfs/blkdev/devlog.h"
+#include "wbcfs/blkdev/engine.h"
 #include "helpers.h"
 
 #define BS 4096

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "wbcfs/cache.h"
-#include "wbcfs/mapping.h"
+#include "wbcfs/cache/mapping.h"
 
 static _Atomic long kicks, bg_kicks;
 static void t_wakeup(void *owner, long nr, enum wb_reason why)

@@ -11,7 +11,7 @@
 #include "helpers.h"
 #include <stdlib.h>
 
-#include "../../fs/wbfs_i.h"
+#include "../../ext4/ext4_i.h"
 
 #define P(n) ((uint64_t)(n) * PAGE_SIZE)
 

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "wbcfs/cache.h"
-#include "wbcfs/mapping.h"
+#include "wbcfs/cache/mapping.h"
 
 static _Atomic long flusher_calls, flusher_pages;
 

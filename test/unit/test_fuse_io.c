@@ -28,8 +28,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "../../fs/wbfs_i.h"
-#include "../../fs/fuse_uring.h"
+#include "../../ext4/ext4_i.h"
+#include "../../fuse/fuse_uring.h"
 
 #define ALLOW_MMAP_FLAGS2 (1u << 4)	/* FUSE_DIRECT_IO_ALLOW_MMAP >> 32 */
 

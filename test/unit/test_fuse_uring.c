@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../fs/fuse_uring.h"
+#include "../../fuse/fuse_uring.h"
 
 #define PAYLOAD 8192
 

@@ -12,7 +12,7 @@
 #include <linux/falloc.h>
 #include <stdlib.h>
 
-#include "../../fs/wbfs_i.h"
+#include "../../ext4/ext4_i.h"
 
 static struct winode *t_winode(uint32_t iflags)
 {

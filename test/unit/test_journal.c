@@ -8,8 +8,8 @@
 #include "helpers.h"
 #include <stdlib.h>
 #include <string.h>
-#include "../../fs/jbd2.h"
-#include "../../fs/jtab.h"
+#include "../../jbd2/jbd2.h"
+#include "../../jbd2/jtab.h"
 
 START_TEST(jtab_basic)
 {

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include <ext2fs/ext2fs.h>
-#include "../../fs/jrecover.h"
+#include "../../jbd2/jrecover.h"
 
 #define NBLK 512		/* device blocks */
 #define JLEN 64			/* journal blocks */

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "wbcfs/lockstat.h"
+#include "wbcfs/lib/lockstat.h"
 
 LOCK_CLASS(lc_test_a, "test_a")
 LOCK_CLASS(lc_test_rw_r, "test_rw(r)")

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "wbcfs/cache.h"
-#include "wbcfs/mapping.h"
+#include "wbcfs/cache/mapping.h"
 
 static struct cache *t_cache(size_t pages)
 {

@@ -21,8 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "wbcfs/engine.h"
-#include "wbcfs/nbdev.h"
+#include "wbcfs/blkdev/engine.h"
+#include "wbcfs/blkdev/nbdev.h"
 #include "helpers.h"
 
 #define SIZE_MB 16

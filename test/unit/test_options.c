@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wbcfs/options.h"
-#include "wbcfs/throttle.h"
+#include "wbcfs/ext4/options.h"
+#include "wbcfs/cache/throttle.h"
 
 static struct wbcfs_options o;
 static char err[256];

@@ -19,10 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "wbcfs/bdi.h"
+#include "wbcfs/flusher/bdi.h"
 #include "wbcfs/cache.h"
-#include "wbcfs/clock.h"
-#include "wbcfs/pdflush.h"
+#include "wbcfs/lib/clock.h"
+#include "wbcfs/flusher/pdflush.h"
 #include "helpers.h"
 
 #define T_DEVS 2

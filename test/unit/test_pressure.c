@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "wbcfs/pressure.h"
+#include "wbcfs/cache/pressure.h"
 
 #define MIB (1ull << 20)
 #define GIB (1ull << 30)

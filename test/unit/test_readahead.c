@@ -10,7 +10,7 @@
 #include "helpers.h"
 #include <stdlib.h>
 
-#include "wbcfs/readahead.h"
+#include "wbcfs/cache/readahead.h"
 
 static unsigned cached_n;
 static unsigned t_count(void *arg, uint64_t index, unsigned max)

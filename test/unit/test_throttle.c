@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wbcfs/bdi.h"
-#include "wbcfs/throttle.h"
+#include "wbcfs/flusher/bdi.h"
+#include "wbcfs/cache/throttle.h"
 
 #define MB_PAGES 256L			/* pages per MB (MiB) */
 #define SIM_MAX_DEV 2

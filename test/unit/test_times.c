@@ -6,7 +6,7 @@
 #include <check.h>
 #include "helpers.h"
 
-#include "wbcfs/times.h"
+#include "wbcfs/lib/times.h"
 
 static struct timespec ts(long long sec, long nsec)
 {

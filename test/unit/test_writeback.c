@@ -21,10 +21,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "wbcfs/bdi.h"
+#include "wbcfs/flusher/bdi.h"
 #include "wbcfs/cache.h"
-#include "wbcfs/clock.h"
-#include "wbcfs/lockstat.h"
+#include "wbcfs/lib/clock.h"
+#include "wbcfs/lib/lockstat.h"
 #include "helpers.h"
 
 struct t_inode {

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "wbcfs/cache.h"
-#include "wbcfs/mapping.h"
+#include "wbcfs/cache/mapping.h"
 
 #define MIB_PAGES(n) ((size_t)(n) << (20 - PAGE_SHIFT))
 
