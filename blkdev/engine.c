@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "wbcfs/blkdev/devlog.h"
-#include "wbcfs/blkdev/engine.h"
+#include "blkdev_i.h"
 
 static const struct io_engine_ops *engine_ops(enum io_engine_type t)
 {

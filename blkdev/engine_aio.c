@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "wbcfs/blkdev/engine.h"
+#include "blkdev_i.h"
 
 struct aio {
 	io_context_t ctx;	/* owner thread only */

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wbcfs/blkdev/engine.h"
+#include "blkdev_i.h"
 #include "wbcfs/blkdev/nbdev.h"
 
 struct nbd_req {

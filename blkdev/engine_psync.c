@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "wbcfs/blkdev/engine.h"
+#include "blkdev_i.h"
 #include "wbcfs/lib/list.h"
 
 struct psync_req {

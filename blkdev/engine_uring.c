@@ -8,7 +8,7 @@
 #include <liburing.h>
 #include <stdlib.h>
 
-#include "wbcfs/blkdev/engine.h"
+#include "blkdev_i.h"
 
 struct uring {
 	struct io_uring ring;	/* owner thread only */

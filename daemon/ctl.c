@@ -36,7 +36,7 @@
 #include "wbcfs/lib/clock.h"
 #include "wbcfs/daemon/ctl.h"
 #include "wbcfs/cache/pressure.h"
-#include "ext4_i.h"
+#include "daemon_i.h"
 
 #define CTL_ATTR_TIMEOUT 1.0
 #define CTL_CENTISECS_MAX (100ULL * 3600 * 24 * 100)	/* 100 days */
@@ -426,7 +426,7 @@ void ctl_mount_check(struct wbfs *w)
 
 	wbfs_now(&w->ctl_time);
 	if (dir_lookup(w, EXT2_ROOT_INO, w->opts.ctl_name, &ino) == 0)
-		fprintf(wbfs_msg(), "wbcfs: %s: warning: /%s exists in the filesystem; the control "
+		fprintf(msg_stream(), "wbcfs: %s: warning: /%s exists in the filesystem; the control "
 			"directory hides it (mount with ctl_name=NAME to reach it)\n",
 			w->dev_path, w->opts.ctl_name);
 }
@@ -512,7 +512,7 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 	long active, inactive;
 	struct mem_stats_snap ms;
 
-	memwatch_stats(domain_memwatch(w->dom), &ms);
+	memwatch_stats(domain_memwatch(w->host), &ms);
 	dirty_thresholds(c, &bg, &thresh);
 	ctl_lru_counts(c, &active, &inactive);
 	{
@@ -830,7 +830,7 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 	case CTL_DOMAIN: {
 		char buf[8192];
 
-		domain_show(w->dom, buf, sizeof(buf));
+		domain_show(w->host, buf, sizeof(buf));
 		return ctl_buf_printf(&f->out, "%s", buf);
 	}
 	case CTL_FLUSHER:
@@ -1294,4 +1294,13 @@ const struct fuse_lowlevel_ops ctl_ops = {
 	.removexattr = ctl_removexattr,
 	.fallocate = ctl_fallocate,
 	.lseek = ctl_lseek,
+};
+
+/* The operations table routes the control directory's requests through these. */
+const struct ops_ctl_hooks ctl_hooks = {
+	.ops = &ctl_ops,
+	.owns = ctl_owns,
+	.is_root_name = ctl_is_root_name,
+	.check_name = ctl_check_name,
+	.hide_in_root = ctl_hide_in_root,
 };

@@ -37,9 +37,7 @@
 #include "wbcfs/blkdev/devlog.h"
 #include "wbcfs/lib/list.h"
 #include "wbcfs/cache/pressure.h"
-#include "domain.h"
-#include "fuse_uring.h"
-#include "ext4_i.h"
+#include "daemon_i.h"
 
 #define JOIN_MAGIC "wbcfs-join"
 #define JOIN_MSG_MAX 16384
@@ -85,13 +83,6 @@ struct wbfs_domain {
 	pthread_t server, sig_thread;
 	bool have_server, have_sig_thread;
 };
-
-static __thread FILE *msg_to;
-
-FILE *wbfs_msg(void)
-{
-	return msg_to ? msg_to : stderr;
-}
 
 /* ---- the cache and the devices' bdis ------------------------------------ */
 
@@ -163,10 +154,10 @@ static void domain_memwatch_start(struct wbfs_domain *d, const struct wbcfs_opti
 	memctl_config_default(&cfg.ctl, PAGE_SIZE, floor, ceiling);
 	cfg.ops = &ops;
 	cfg.arg = d->cache;
-	cfg.msg = wbfs_msg();
+	cfg.msg = msg_stream();
 	ret = memwatch_start(&d->memwatch, &cfg);
 	if (ret)
-		fprintf(wbfs_msg(), "wbcfs: %s: memory: cannot start the watcher: %s\n", dev,
+		fprintf(msg_stream(), "wbcfs: %s: memory: cannot start the watcher: %s\n", dev,
 			strerror(-ret));
 }
 
@@ -191,7 +182,7 @@ static void domain_oom_protect(const struct wbcfs_options *o, const char *dev)
 	}
 	ret = mem_oom_score_adj_set(o->oom_score_adj);
 	if (ret)
-		fprintf(wbfs_msg(), "wbcfs: %s: oom_score_adj=%d: %s%s\n", dev, o->oom_score_adj,
+		fprintf(msg_stream(), "wbcfs: %s: oom_score_adj=%d: %s%s\n", dev, o->oom_score_adj,
 			strerror(-ret), ret == -EACCES ? " (lowering it needs CAP_SYS_RESOURCE)" : "");
 }
 
@@ -249,9 +240,10 @@ static void zones_config(const struct wbcfs_options *o, struct cache_config *cc,
 	}
 }
 
-int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const char *dev,
-		 struct cache **out, struct flusher_pool **pool)
+static int domain_cache(void *host, const struct wbcfs_options *o, const char *dev,
+			struct cache **out, struct flusher_pool **pool)
 {
+	struct wbfs_domain *d = host;
 	static const struct cache_ops cops = {
 		.wakeup_flusher = domain_wakeup_flusher,
 	};
@@ -267,7 +259,7 @@ int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const cha
 	/* the domain's first device: its options become the domain's */
 	ret = options_check(o, err, sizeof(err));
 	if (ret) {
-		fprintf(wbfs_msg(), "wbcfs: %s\n", err);
+		fprintf(msg_stream(), "wbcfs: %s\n", err);
 		goto out;
 	}
 	cc.size_bytes = o->cache_size ? o->cache_size : mem_default_cache_size();
@@ -284,7 +276,7 @@ int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const cha
 	cc.start_kswapd = true;
 	ret = cache_create(&d->cache, &cc);
 	if (ret)
-		fprintf(wbfs_msg(), "wbcfs: %s: cannot create a cache of %zu bytes in %u zones: "
+		fprintf(msg_stream(), "wbcfs: %s: cannot create a cache of %zu bytes in %u zones: "
 			"%s\n", dev, cc.size_bytes, cc.nr_zones, strerror(-ret));
 	else {
 		atomic_store(&d->cache->throttle.mode, (int)o->throttle);
@@ -300,7 +292,7 @@ int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const cha
 
 		ret = flusher_pool_create(&d->pool, &pc);
 		if (ret) {
-			fprintf(wbfs_msg(), "wbcfs: %s: cannot start the pdflush threads: %s\n",
+			fprintf(msg_stream(), "wbcfs: %s: cannot start the pdflush threads: %s\n",
 				dev, strerror(-ret));
 			cache_destroy(d->cache);
 			d->cache = NULL;
@@ -313,8 +305,9 @@ out:
 	return ret;
 }
 
-void domain_attach(struct wbfs_domain *d, struct wbfs *w)
+static void domain_attach(void *host, struct wbfs *w)
 {
+	struct wbfs_domain *d = host;
 	struct wbfs **n;
 
 	pthread_rwlock_wrlock(&d->bdis_lock);
@@ -332,8 +325,9 @@ void domain_attach(struct wbfs_domain *d, struct wbfs *w)
 	pthread_rwlock_unlock(&d->bdis_lock);
 }
 
-void domain_detach(struct wbfs_domain *d, struct wbfs *w)
+static void domain_detach(void *host, struct wbfs *w)
 {
+	struct wbfs_domain *d = host;
 	unsigned i;
 
 	pthread_rwlock_wrlock(&d->bdis_lock);
@@ -345,6 +339,13 @@ void domain_detach(struct wbfs_domain *d, struct wbfs *w)
 	}
 	pthread_rwlock_unlock(&d->bdis_lock);
 }
+
+/* ext4/ asks the domain for its cache and tells it of the bdi through these */
+static const struct ext4_host_ops domain_host_ops = {
+	.get_cache = domain_cache,
+	.attach = domain_attach,
+	.detach = domain_detach,
+};
 
 /* ---- mounts --------------------------------------------------------------- */
 
@@ -387,10 +388,10 @@ static int transport_check(const char *dev, const struct wbcfs_options *o)
 	if (on > 0)
 		return 0;
 	if (on == 0)
-		fprintf(wbfs_msg(), "wbcfs: %s: transport=uring: FUSE over io_uring is off in "
+		fprintf(msg_stream(), "wbcfs: %s: transport=uring: FUSE over io_uring is off in "
 			"this kernel (echo Y > /sys/module/fuse/parameters/enable_uring)\n", dev);
 	else
-		fprintf(wbfs_msg(), "wbcfs: %s: transport=uring: this kernel has no FUSE over "
+		fprintf(msg_stream(), "wbcfs: %s: transport=uring: this kernel has no FUSE over "
 			"io_uring (6.14+ with CONFIG_FUSE_IO_URING)\n", dev);
 	return -EOPNOTSUPP;
 }
@@ -532,17 +533,17 @@ static int mount_claim(struct wbfs_domain *d, struct dmount *m)
 	pthread_mutex_lock(&d->lock);
 	if (d->stopping || d->closing) {
 		ret = -ESHUTDOWN;
-		fprintf(wbfs_msg(), "wbcfs: %s: domain %s is shutting down\n", m->dev, d->name);
+		fprintf(msg_stream(), "wbcfs: %s: domain %s is shutting down\n", m->dev, d->name);
 	}
 	list_for_each_entry(o_m, &d->mounts, link) {
 		if (ret)
 			break;
 		if (o_m->id_dev == m->id_dev && o_m->id_ino == m->id_ino) {
-			fprintf(wbfs_msg(), "wbcfs: %s: already in domain %s (mounted on %s)\n",
+			fprintf(msg_stream(), "wbcfs: %s: already in domain %s (mounted on %s)\n",
 				m->dev, d->name, o_m->mnt);
 			ret = -EBUSY;
 		} else if (!strcmp(o_m->mnt, m->mnt)) {
-			fprintf(wbfs_msg(), "wbcfs: %s: domain %s already serves %s on %s\n",
+			fprintf(msg_stream(), "wbcfs: %s: domain %s already serves %s on %s\n",
 				m->dev, d->name, o_m->dev, m->mnt);
 			ret = -EBUSY;
 		}
@@ -571,7 +572,8 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 	list_init(&m->link);
 	m->d = d;
 	m->w = w;
-	w->dom = d;
+	w->host_ops = &domain_host_ops;
+	w->host = d;
 	strcpy(m->dev, dev);
 	strcpy(m->mnt, mnt);
 	/* a joiner's strings live in its request: the mount keeps its own */
@@ -579,7 +581,7 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 	mnt = m->mnt;
 	ret = dev_identity(dev, &m->id_dev, &m->id_ino);
 	if (ret)
-		fprintf(wbfs_msg(), "wbcfs: %s: %s\n", dev, strerror(-ret));
+		fprintf(msg_stream(), "wbcfs: %s: %s\n", dev, strerror(-ret));
 	else
 		ret = mount_claim(d, m);
 	if (ret) {
@@ -605,7 +607,7 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 		ret = m->se ? 0 : -EINVAL;
 	}
 	if (!ret && fuse_session_mount(m->se, mnt)) {
-		fprintf(wbfs_msg(), "wbcfs: %s: cannot mount on %s\n", dev, mnt);
+		fprintf(msg_stream(), "wbcfs: %s: cannot mount on %s\n", dev, mnt);
 		ret = -EIO;
 	}
 	if (ret)
@@ -613,17 +615,17 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 	mounted = true;
 	w->se = m->se;
 	if (wbfs_fuse_io_install(w, m->se))
-		fprintf(wbfs_msg(), "wbcfs: %s: FUSE channel hooks not installed: no syncfs, "
+		fprintf(msg_stream(), "wbcfs: %s: FUSE channel hooks not installed: no syncfs, "
 			"no shared mmap, no parallel writes\n", dev);
 	if (wbfs_inval_start(w))
-		fprintf(wbfs_msg(), "wbcfs: %s: no memory for page cache notifications: "
+		fprintf(msg_stream(), "wbcfs: %s: no memory for page cache notifications: "
 			"shared mmaps may see stale data\n", dev);
 	if (wbfs_fuse_io_start(w))
-		fprintf(wbfs_msg(), "wbcfs: %s: no timer for throttled replies: throttled "
+		fprintf(msg_stream(), "wbcfs: %s: no timer for throttled replies: throttled "
 			"writers hold a FUSE worker while they pause\n", dev);
 	ret = -pthread_create(&m->thread, NULL, mount_thread, m);
 	if (ret) {
-		fprintf(wbfs_msg(), "wbcfs: %s: cannot start serving: %s\n", dev, strerror(-ret));
+		fprintf(msg_stream(), "wbcfs: %s: cannot start serving: %s\n", dev, strerror(-ret));
 		goto fail;
 	}
 	pthread_mutex_lock(&d->lock);
@@ -736,25 +738,25 @@ static int join_mount(struct wbfs_domain *d, char *dev, char *mnt, char **optv, 
 	for (i = 0; i < n && !ret; i++) {
 		ret = options_parse(o, optv[i], err, sizeof(err));
 		if (ret)
-			fprintf(wbfs_msg(), "wbcfs: %s\n", err);
+			fprintf(msg_stream(), "wbcfs: %s\n", err);
 	}
 	if (!ret) {
 		ret = options_check(o, err, sizeof(err));
 		if (ret)
-			fprintf(wbfs_msg(), "wbcfs: %s\n", err);
+			fprintf(msg_stream(), "wbcfs: %s\n", err);
 	}
 	differs = ret ? NULL : options_domain_conflict(live, o);
 	if (differs) {
-		fprintf(wbfs_msg(), "wbcfs: %s: %s belongs to domain %s and differs from its "
+		fprintf(msg_stream(), "wbcfs: %s: %s belongs to domain %s and differs from its "
 			"value there (leave it out when joining)\n", dev, differs, d->name);
 		ret = -EINVAL;
 	} else if (!ret && o->write_log[0]) {
-		fprintf(wbfs_msg(), "wbcfs: %s: write_log is only for a domain's first device\n",
+		fprintf(msg_stream(), "wbcfs: %s: write_log is only for a domain's first device\n",
 			dev);
 		ret = -EINVAL;
 	} else if (!ret && d->opts.write_log[0]) {
 		/* the log is the first device's: another's writes would corrupt it */
-		fprintf(wbfs_msg(), "wbcfs: %s: domain %s records a write log of its "
+		fprintf(msg_stream(), "wbcfs: %s: domain %s records a write log of its "
 			"first device: no other device may join it\n", dev, d->name);
 		ret = -EBUSY;
 	}
@@ -795,6 +797,7 @@ static void join_serve(struct wbfs_domain *d, int cfd)
 		.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
 	};
 	cookie_io_functions_t tee = { .write = tee_write };
+	FILE *msg_to = NULL;
 	struct cmsghdr *cm;
 	int err_fd = -1, n;
 	ssize_t len;
@@ -810,19 +813,21 @@ static void join_serve(struct wbfs_domain *d, int cfd)
 			memcpy(&err_fd, CMSG_DATA(cm), sizeof(int));
 	if (err_fd >= 0)
 		msg_to = fopencookie((void *)(intptr_t)err_fd, "w", tee);
-	if (msg_to)
+	if (msg_to) {
 		setvbuf(msg_to, NULL, _IONBF, 0);
+		msg_redirect(msg_to);
+	}
 	n = join_parse(buf, (size_t)len, &dev, &mnt, optv, 255);
 	if (n < 0)
-		fprintf(wbfs_msg(), "wbcfs: domain %s: a malformed request to join\n", d->name);
+		fprintf(msg_stream(), "wbcfs: domain %s: a malformed request to join\n", d->name);
 	else if (domain_ending(d))
 		status = JOIN_RETRY;	/* the joiner waits for us to go, then starts anew */
 	else if (join_mount(d, dev, mnt, optv, n) == 0)
 		status = 0;
 out:
 	if (msg_to) {
+		msg_redirect(NULL);
 		fclose(msg_to);
-		msg_to = NULL;
 	}
 	if (err_fd >= 0)
 		close(err_fd);
@@ -1010,6 +1015,8 @@ struct wbfs_domain *domain_create(const struct wbcfs_options *o, int lock_fd)
 		fprintf(stderr, "wbcfs: out of memory\n");
 		return NULL;
 	}
+	/* the control directory is served beside every mount of the domain */
+	ops_set_ctl(&ctl_hooks);
 	strcpy(d->name, o->domain);
 	d->opts = *o;
 	d->lock_fd = lock_fd;

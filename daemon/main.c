@@ -20,8 +20,7 @@
 #include <unistd.h>
 
 #include "wbcfs/blkdev/devlog.h"
-#include "domain.h"
-#include "ext4_i.h"
+#include "daemon_i.h"
 
 #define CMDLINE_OPTS_MAX 64
 

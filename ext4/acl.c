@@ -11,7 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "acl.h"
+#include "ext4_i.h"
+
 
 #define ACL_VERSION 2
 

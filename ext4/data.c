@@ -610,7 +610,7 @@ static void write_cache_refused(struct wbfs *w, struct winode *wi, uint64_t off,
 	uint64_t last = (off + len - 1) >> PAGE_SHIFT;
 	long lost = (long)(last - first + 1);
 
-	fprintf(wbfs_msg(), "wbcfs: %s: inode %u: %ld pages stored through a shared mapping (%llu"
+	fprintf(msg_stream(), "wbcfs: %s: inode %u: %ld pages stored through a shared mapping (%llu"
 		" bytes, first at offset %llu) could not be written (%s) and are lost\n",
 		w->dev_path, wi->ino, lost, (unsigned long long)(off + len - (first << PAGE_SHIFT)),
 		(unsigned long long)first << PAGE_SHIFT, strerror(err));
@@ -696,7 +696,7 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	}
 	if (ret > 0) {
 		if (!from_page_cache)
-			wbfs_inval_write(w, wi, buf, off, (size_t)ret, isize);
+			kcache_write(w, wi, buf, off, (size_t)ret, isize);
 		winode_touch(w, wi);
 	}
 	wbfs_kstore_end(w, wi, slot, start, ret > 0 ? off + (uint64_t)ret : start);
@@ -780,7 +780,7 @@ void data_balance_dirty(struct wbfs *w, pid_t pid, long nr)
 	if (nr <= 0)
 		return;
 	v = throttle_dirtied(tw, pid, nr);
-	if (v.pause_ms <= 0 || wbfs_fuse_io_hold_reply(w, tw, pid, v.pause_ms))
+	if (v.pause_ms <= 0 || kcache_hold_reply(w, tw, pid, v.pause_ms))
 		return;
 	/* no timer for held replies: pause this worker instead */
 	while (v.pause_ms > 0 && !w->destroyed) {
@@ -858,7 +858,7 @@ static void lost_punch(struct wbfs *w, struct winode *wi, uint64_t first, uint64
 	ret = punch_blocks_locked(w, wi, first, last, false);
 	wbfs_unlock(w);
 	if (ret)
-		fprintf(wbfs_msg(), "wbcfs: %s: inode %u: cannot free blocks %llu-%llu of lost pages: %s\n",
+		fprintf(msg_stream(), "wbcfs: %s: inode %u: cannot free blocks %llu-%llu of lost pages: %s\n",
 			w->dev_path, wi->ino, (unsigned long long)first,
 			(unsigned long long)last, strerror(-ret));
 }
@@ -909,7 +909,7 @@ long data_report_lost(struct wbfs *w, struct winode *wi)
 	if (run_end)
 		lost_punch(w, wi, run, run_end - 1);
 	if (lost) {
-		fprintf(wbfs_msg(), "wbcfs: %s: inode %u: %ld dirty pages (%llu bytes, first at offset"
+		fprintf(msg_stream(), "wbcfs: %s: inode %u: %ld dirty pages (%llu bytes, first at offset"
 			" %llu) could not be written and are lost\n", w->dev_path, wi->ino, lost,
 			(unsigned long long)lost * PAGE_SIZE, (unsigned long long)first << PAGE_SHIFT);
 		atomic_fetch_add(&w->lost_pages, lost);
@@ -947,7 +947,7 @@ int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)
 	if (!ret && !size && old && w->opts.auto_da_alloc)
 		atomic_store(&wi->da_alloc_close, true);
 	if (!ret && size > old)
-		wbfs_inval_zero_eof_page(w, wi, old, size);
+		kcache_zero_eof_page(w, wi, old, size);
 	return ret;
 }
 
@@ -1399,7 +1399,7 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 	}
 	ls_rwlock_unlock(&wi->ilock);
 	if (!ret && off + len > old && !(mode & FALLOC_FL_KEEP_SIZE))	/* the zeroed tail */
-		wbfs_inval_zero_eof_page(w, wi, old, off + len);
+		kcache_zero_eof_page(w, wi, old, off + len);
 	wbfs_kstore_end(w, wi, slot, off, off + len);
 	return ret;
 }

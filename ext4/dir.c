@@ -281,7 +281,7 @@ static int new_inode_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode, dev_
 static void dir_left_inconsistent(struct wbfs *w, const char *what, ext2_ino_t ino, int err)
 {
 	w->fs_error = true;
-	fprintf(wbfs_msg(), "wbcfs: %s: %s of inode %u failed half way (%s) and could not be"
+	fprintf(msg_stream(), "wbcfs: %s: %s of inode %u failed half way (%s) and could not be"
 		" undone; the filesystem is left marked not clean (run e2fsck)\n",
 		w->dev_path, what, ino, strerror(-err));
 }

@@ -88,13 +88,11 @@ int export_lookup(struct wbfs *w, fuse_ino_t parent, const char *name, ext2_ino_
 	errcode_t err;
 	int ret;
 
-	if (ctl_owns(parent))
-		return -ESTALE;		/* the control directory has no handles */
 	if (parent == FUSE_ROOT_ID) {
 		dir = EXT2_ROOT_INO;
 	} else {
-		if (parent > UINT32_MAX)
-			return -ESTALE;
+		if (!wbfs_ino_ours(parent))
+			return -ESTALE;	/* the control directory has no handles */
 		dir = (ext2_ino_t)parent;
 	}
 	wbfs_lock(w);

@@ -21,32 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "jrecover.h"
+#include "wbcfs/jbd2.h"
 #include "ext4_i.h"
 
 #define SB_OFFSET 1024
 
-/* One line on wbfs_msg(): "wbcfs: DEV: " FMT @tail (which ends it with '\n'). */
-void wbfs_dev_vmsg(const char *dev, const char *tail, const char *fmt, va_list ap)
-{
-	FILE *f = wbfs_msg();
-
-	fprintf(f, "wbcfs: %s: ", dev);
-	vfprintf(f, fmt, ap);
-	fputs(tail, f);
-}
-
-static void wbfs_err(const char *dev, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void wbfs_err(const char *dev, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	wbfs_dev_vmsg(dev, "\n", fmt, ap);
-	va_end(ap);
-}
 
 int wbfs_errno(errcode_t err)
 {
@@ -427,14 +406,14 @@ static int dev_check_open(struct wbfs *w, const char *dev, int fd, const struct 
 	if (!w->is_blkdev) {
 		w->dev_bytes = (uint64_t)st->st_size;
 		if (flock(fd, (ro ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
-			wbfs_err(dev, "image is in use by another wbcfs");
+			msg_dev(dev, "image is in use by another wbcfs");
 			close(fd);
 			return -EBUSY;
 		}
 		return 0;
 	}
 	if (!ro && ioctl(fd, BLKROGET, &bdev_ro) == 0 && bdev_ro) {
-		wbfs_err(dev, "device is read-only; mount with -o ro");
+		msg_dev(dev, "device is read-only; mount with -o ro");
 		close(fd);
 		return -EROFS;
 	}
@@ -452,12 +431,12 @@ static int nbd_open(struct wbfs *w, const char *uri, bool ro)
 	int ret;
 
 	if (w->opts.io_engine_given && w->opts.io_engine != IO_ENGINE_NBD) {
-		wbfs_err(uri, "io_engine=%s cannot drive an NBD export (it uses io_engine=nbd)",
+		msg_dev(uri, "io_engine=%s cannot drive an NBD export (it uses io_engine=nbd)",
 			 io_engine_name(w->opts.io_engine));
 		return -EINVAL;
 	}
 	ret = nbdev_open(&w->nbd, uri, ro, w->opts.nbd_retry_s, w->opts.nbd_timeout_s,
-			 wbfs_msg());
+			 msg_stream());
 	if (ret)
 		return ret;
 	w->opts.io_engine = IO_ENGINE_NBD;
@@ -484,15 +463,15 @@ static int dev_open(struct wbfs *w, const char *dev, bool ro)
 	if (nbdev_is_uri(dev))
 		return nbd_open(w, dev, ro);
 	if (w->opts.io_engine == IO_ENGINE_NBD) {
-		wbfs_err(dev, "io_engine=nbd is for NBD exports (nbd://, nbd+unix://...)");
+		msg_dev(dev, "io_engine=nbd is for NBD exports (nbd://, nbd+unix://...)");
 		return -EINVAL;
 	}
 	if (stat(dev, &st) < 0) {
-		wbfs_err(dev, "%s", strerror(errno));
+		msg_dev(dev, "%s", strerror(errno));
 		return -errno;
 	}
 	if (!S_ISBLK(st.st_mode) && !S_ISREG(st.st_mode)) {
-		wbfs_err(dev, "not a block device or regular file");
+		msg_dev(dev, "not a block device or regular file");
 		return -ENOTBLK;
 	}
 	w->is_blkdev = S_ISBLK(st.st_mode);
@@ -501,7 +480,7 @@ static int dev_open(struct wbfs *w, const char *dev, bool ro)
 		 * since the fuseblk mount itself claims it later */
 		fd = open(dev, O_RDONLY | O_EXCL | O_CLOEXEC);
 		if (fd < 0 && errno == EBUSY) {
-			wbfs_err(dev, "device is busy (already mounted?)");
+			msg_dev(dev, "device is busy (already mounted?)");
 			return -EBUSY;
 		}
 		if (fd >= 0)
@@ -509,11 +488,11 @@ static int dev_open(struct wbfs *w, const char *dev, bool ro)
 	}
 	fd = open(dev, (ro ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC);
 	if (fd < 0 && !ro && (errno == EROFS || errno == EACCES)) {
-		wbfs_err(dev, "device is read-only (%s); mount with -o ro", strerror(errno));
+		msg_dev(dev, "device is read-only (%s); mount with -o ro", strerror(errno));
 		return -EROFS;
 	}
 	if (fd < 0) {
-		wbfs_err(dev, "%s", strerror(errno));
+		msg_dev(dev, "%s", strerror(errno));
 		return -errno;
 	}
 	ret = dev_check_open(w, dev, fd, &st, ro);
@@ -536,48 +515,48 @@ static int sb_check(struct wbfs *w, const char *dev, bool ro, bool fsck_done)
 		return -ENOMEM;
 	n = blk_pread(w->dev_fd, buf, 4096, 0);
 	if (n != 4096) {
-		wbfs_err(dev, "cannot read the superblock (%s)", n < 0 ? strerror((int)-n) : "short read");
+		msg_dev(dev, "cannot read the superblock (%s)", n < 0 ? strerror((int)-n) : "short read");
 		goto out;
 	}
 	sb = (struct ext2_super_block *)((char *)buf + SB_OFFSET);
 	if (sb->s_magic != EXT2_SUPER_MAGIC) {
-		wbfs_err(dev, "not an ext4 filesystem (bad magic)");
+		msg_dev(dev, "not an ext4 filesystem (bad magic)");
 		goto out;
 	}
 	bsize = 1024U << sb->s_log_block_size;
 	blocks = sb->s_blocks_count | ((uint64_t)sb->s_blocks_count_hi << 32);
 	if (w->nbd && sb->s_log_block_size <= 6 && blocks * bsize > w->dev_bytes) {
 		/* over NBD the likelier cause: the wrong export, or one cut short */
-		wbfs_err(dev, "the NBD export (%llu bytes) is smaller than the filesystem"
+		msg_dev(dev, "the NBD export (%llu bytes) is smaller than the filesystem"
 			 " (%llu blocks of %u bytes)", (unsigned long long)w->dev_bytes,
 			 (unsigned long long)blocks, bsize);
 		goto out;
 	}
 	if (sb->s_log_block_size > 6 || (w->dev_bytes && blocks * bsize > w->dev_bytes)) {
-		wbfs_err(dev, "corrupt superblock: %llu blocks of %u bytes exceed the device (%llu bytes)",
+		msg_dev(dev, "corrupt superblock: %llu blocks of %u bytes exceed the device (%llu bytes)",
 			 (unsigned long long)blocks, bsize, (unsigned long long)w->dev_bytes);
 		goto out;
 	}
 	if (!ro && bsize != 4096) {
-		wbfs_err(dev, "block size %u is not supported read-write (4096 only); mount with -o ro", bsize);
+		msg_dev(dev, "block size %u is not supported read-write (4096 only); mount with -o ro", bsize);
 		goto out;
 	}
 	if (!ro && (sb->s_feature_incompat & EXT4_FEATURE_INCOMPAT_MMP)) {
 		/* checked here: libext2fs would first sleep through an MMP check */
-		wbfs_err(dev, "feature mmp is not supported read-write; mount with -o ro");
+		msg_dev(dev, "feature mmp is not supported read-write; mount with -o ro");
 		goto out;
 	}
 	if ((sb->s_feature_incompat & EXT3_FEATURE_INCOMPAT_RECOVER) && w->opts.norecovery) {
 		/* as ext4's noload: said, and left to the next mount that replays */
-		fprintf(wbfs_msg(), "wbcfs: %s: the journal needs recovery and is not replayed"
+		fprintf(msg_stream(), "wbcfs: %s: the journal needs recovery and is not replayed"
 			" (norecovery): the filesystem may look older or inconsistent\n", dev);
 	} else if (sb->s_feature_incompat & EXT3_FEATURE_INCOMPAT_RECOVER) {
 		/* jrec_recover() cleared it, or refused: never reached in practice */
-		wbfs_err(dev, "filesystem needs journal recovery; run e2fsck first (or mount with -o fsck)");
+		msg_dev(dev, "filesystem needs journal recovery; run e2fsck first (or mount with -o fsck)");
 		goto out;
 	}
 	if (!fsck_done && !ro && (!(sb->s_state & EXT2_VALID_FS) || (sb->s_state & EXT2_ERROR_FS))) {
-		wbfs_err(dev, "filesystem was not cleanly unmounted or has errors; run e2fsck first (or mount with -o fsck)");
+		msg_dev(dev, "filesystem was not cleanly unmounted or has errors; run e2fsck first (or mount with -o fsck)");
 		goto out;
 	}
 	ret = 0;
@@ -638,7 +617,7 @@ static int fsck_nbd(const char *uri)
 		status = run_prog(fsck);
 		run_prog(umount);
 	} else {
-		wbfs_err(uri, "cannot show the export to e2fsck (nbdfuse, from libnbd-bin)");
+		msg_dev(uri, "cannot show the export to e2fsck (nbdfuse, from libnbd-bin)");
 		status = -1;
 		if (pid > 0)
 			kill(pid, SIGTERM);
@@ -656,7 +635,7 @@ static int run_fsck(const char *dev)
 	int status = nbdev_is_uri(dev) ? fsck_nbd(dev) : run_prog(argv);
 
 	if (status < 0 || status >= 4) {
-		wbfs_err(dev, "e2fsck -p failed (exit %d); run e2fsck by hand", status);
+		msg_dev(dev, "e2fsck -p failed (exit %d); run e2fsck by hand", status);
 		return -EUCLEAN;
 	}
 	return 0;
@@ -686,11 +665,11 @@ static int check_features(struct wbfs *w, const char *dev)
 	else if (ext2fs_has_feature_project(sb))
 		bad = "project";
 	if (bad && !w->ro) {
-		wbfs_err(dev, "feature %s is not supported read-write; mount with -o ro", bad);
+		msg_dev(dev, "feature %s is not supported read-write; mount with -o ro", bad);
 		return -EINVAL;
 	}
 	if (sb->s_first_meta_bg && ext2fs_has_feature_meta_bg(sb) && !w->ro) {
-		wbfs_err(dev, "feature meta_bg is not supported read-write; mount with -o ro");
+		msg_dev(dev, "feature meta_bg is not supported read-write; mount with -o ro");
 		return -EINVAL;
 	}
 	return 0;
@@ -742,7 +721,7 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	struct stat st;
 	int ret;
 
-	ret = domain_cache(w->dom, &w->opts, dev, &w->cache, &w->pool);
+	ret = w->host_ops->get_cache(w->host, &w->opts, dev, &w->cache, &w->pool);
 	if (ret)
 		return ret;
 	if (w->nbd)
@@ -770,10 +749,10 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 	bc.pool = w->pool;
 	ret = bdi_create(&w->bdi, &bc);
 	if (ret) {
-		wbfs_err(dev, "cannot start the flusher: %s", strerror(-ret));
+		msg_dev(dev, "cannot start the flusher: %s", strerror(-ret));
 		return ret;
 	}
-	domain_attach(w->dom, w);
+	w->host_ops->attach(w->host, w);
 	throttle_setup(w);
 	mapping_init(&w->meta_map, w->cache, &bdi_mapping_ops, &w->meta_wb);
 	bdi_inode_init(w->bdi, &w->meta_wb, &w->meta_map, true);
@@ -785,7 +764,7 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 static void teardown_cache(struct wbfs *w)
 {
 	mapping_truncate(&w->meta_map, 0, UINT64_MAX);
-	domain_detach(w->dom, w);
+	w->host_ops->detach(w->host, w);
 	bdi_destroy(w->bdi);
 	mapping_destroy(&w->meta_map);
 }
@@ -1595,7 +1574,7 @@ static int refuse_group(struct wbfs *w, const char *dev, dgrp_t g, const char *w
 	blk64_t first = ext2fs_group_first_block2(fs, g);
 	blk64_t n = ext2fs_group_last_block2(fs, g) - first + 1;
 
-	wbfs_err(dev, "group %u: block bitmap at block %llu is corrupt (%s); no blocks are "
+	msg_dev(dev, "group %u: block bitmap at block %llu is corrupt (%s); no blocks are "
 		 "allocated from this group (run e2fsck)", g,
 		 (unsigned long long)ext2fs_block_bitmap_loc(fs, g), why);
 	w->bad_groups[w->nr_bad_groups++] = g;
@@ -1646,7 +1625,7 @@ static void validate_inode_bitmaps(struct wbfs *w, const char *dev)
 		}
 		if (!why[0])
 			continue;
-		wbfs_err(dev, "group %u: inode bitmap at block %llu is corrupt (%s); no inodes are "
+		msg_dev(dev, "group %u: inode bitmap at block %llu is corrupt (%s); no inodes are "
 			 "allocated from this group (run e2fsck)", g,
 			 (unsigned long long)ext2fs_inode_bitmap_loc(fs, g), why);
 		w->bad_igroups[w->nr_bad_igroups++] = g;
@@ -2105,7 +2084,7 @@ static int check_root(struct wbfs *w, const char *dev)
 		bad = "its first block is a hole";
 	if (!bad)
 		return 0;
-	wbfs_err(dev, "corrupt root inode (%s); run e2fsck", bad);
+	msg_dev(dev, "corrupt root inode (%s); run e2fsck", bad);
 	return -EUCLEAN;
 }
 
@@ -2153,7 +2132,7 @@ static int check_journal(struct wbfs *w, const char *dev)
 	}
 	if (!bad)
 		return 0;
-	wbfs_err(dev, "corrupt journal inode %u (%s); run e2fsck (or mount with -o ro)", ino, bad);
+	msg_dev(dev, "corrupt journal inode %u (%s); run e2fsck (or mount with -o ro)", ino, bad);
 	return -EUCLEAN;
 }
 
@@ -2169,7 +2148,7 @@ static int check_desc(struct wbfs *w, const char *dev)
 	dgrp_t g;
 
 	if (err) {
-		wbfs_err(dev, "corrupt group descriptors (%s); run e2fsck", error_message(err));
+		msg_dev(dev, "corrupt group descriptors (%s); run e2fsck", error_message(err));
 		return -EUCLEAN;
 	}
 	if (w->ro || !ext2fs_has_group_desc_csum(w->fs))
@@ -2177,7 +2156,7 @@ static int check_desc(struct wbfs *w, const char *dev)
 	for (g = 0; g < w->fs->group_desc_count; g++) {
 		if (ext2fs_group_desc_csum_verify(w->fs, g))
 			continue;
-		wbfs_err(dev, "corrupt group descriptors (bad checksum on group %u); run e2fsck (or mount with -o ro)",
+		msg_dev(dev, "corrupt group descriptors (bad checksum on group %u); run e2fsck (or mount with -o ro)",
 			 g);
 		return -EUCLEAN;
 	}
@@ -2220,7 +2199,7 @@ static int fs_load(struct wbfs *w, const char *dev)
 	/* libext2fs reads "NAME?OPTIONS": a URI's query is no channel option */
 	err = ext2fs_open2(w->nbd ? "nbd" : dev, NULL, flags, 0, 0, &wbfs_io_manager, &w->fs);
 	if (err) {
-		wbfs_err(dev, "cannot open the filesystem: %s", error_message(err));
+		msg_dev(dev, "cannot open the filesystem: %s", error_message(err));
 		return -EINVAL;
 	}
 	ret = check_features(w, dev);
@@ -2239,7 +2218,7 @@ static int fs_load(struct wbfs *w, const char *dev)
 	w->fs->default_bitmap_type = EXT2FS_BMAP64_BITARRAY;
 	err = ext2fs_read_bitmaps(w->fs);
 	if (err) {
-		wbfs_err(dev, "cannot read the bitmaps: %s", error_message(err));
+		msg_dev(dev, "cannot read the bitmaps: %s", error_message(err));
 		ret = -EIO;
 		goto out_fs;
 	}
@@ -2302,11 +2281,11 @@ static int orphan_cleanup(struct wbfs *w, const char *dev)
 	if (!any)
 		return 0;
 	if (ret < 0) {
-		wbfs_err(dev, "cannot process the orphan list: %s; run e2fsck",
+		msg_dev(dev, "cannot process the orphan list: %s; run e2fsck",
 			 strerror(-ret));
 		return ret;
 	}
-	fprintf(wbfs_msg(), "wbcfs: %s: %d orphan inode%s deleted\n", dev, ret, ret == 1 ? "" : "s");
+	fprintf(msg_stream(), "wbcfs: %s: %d orphan inode%s deleted\n", dev, ret, ret == 1 ? "" : "s");
 	return bdi_sync(w->bdi, WB_REASON_SYNC);
 }
 
@@ -2323,7 +2302,7 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 	 * without a journal; wbcfs never writes without one.
 	 */
 	if (o->norecovery && !o->ro) {
-		wbfs_err(dev, "norecovery (noload) requires ro");
+		msg_dev(dev, "norecovery (noload) requires ro");
 		return -EINVAL;
 	}
 	ret = wbfs_init_locks(w);
@@ -2350,30 +2329,30 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 	if (ret)
 		goto out_fs;
 	if (!winode_get(w, EXT2_ROOT_INO, false)) {	/* kept until unmount */
-		wbfs_err(dev, "cannot read the root directory");
+		msg_dev(dev, "cannot read the root directory");
 		ret = -EIO;
 		goto out_fs;
 	}
 	if (!w->ro) {
 		ret = mark_mounted(w);
 		if (ret) {
-			wbfs_err(dev, "cannot mark the filesystem in use: %s", strerror(-ret));
+			msg_dev(dev, "cannot mark the filesystem in use: %s", strerror(-ret));
 			goto out_inodes;
 		}
 		ret = wbfs_journal_start(w);
 		if (ret) {
-			wbfs_err(dev, "cannot start the journal: %s", strerror(-ret));
+			msg_dev(dev, "cannot start the journal: %s", strerror(-ret));
 			goto out_inodes;
 		}
 		ret = orphan_cleanup(w, dev);
 		if (ret)
 			goto out_inodes;
 	} else if (w->fs->super->s_last_orphan) {
-		wbfs_err(dev, "read-only: deleted inodes on the orphan list are not freed");
+		msg_dev(dev, "read-only: deleted inodes on the orphan list are not freed");
 	}
 	ret = data_ra_start(w);
 	if (ret) {
-		wbfs_err(dev, "cannot start the readahead threads: %s", strerror(-ret));
+		msg_dev(dev, "cannot start the readahead threads: %s", strerror(-ret));
 		goto out_inodes;
 	}
 	/* only once everything is known to be good: bad input fails fast */
@@ -2419,7 +2398,7 @@ static void nbd_unmount_wait(struct wbfs *w)
 
 	if (w->ro || !w->nbd || !s || nbdev_connected(w->nbd))
 		return;
-	fprintf(wbfs_msg(), "wbcfs: %s: unmount: waiting up to %u s for the NBD server to come"
+	fprintf(msg_stream(), "wbcfs: %s: unmount: waiting up to %u s for the NBD server to come"
 		" back\n", w->dev_path, limit_s);
 	for (i = 0; i < limit_s * 10 && !nbdev_connected(w->nbd); i++)
 		usleep(100000);
@@ -2434,7 +2413,7 @@ int wbfs_close(struct wbfs *w)
 	if (!w->ro) {
 		ret = bdi_sync(w->bdi, WB_REASON_UMOUNT);
 		if (ret)
-			fprintf(wbfs_msg(), "wbcfs: %s: writeback error at unmount: %s; retrying"
+			fprintf(msg_stream(), "wbcfs: %s: writeback error at unmount: %s; retrying"
 				" each file once more\n", w->dev_path, strerror(-ret));
 		ret = 0;	/* what is finally lost is counted in lost_pages */
 	}
@@ -2445,7 +2424,7 @@ int wbfs_close(struct wbfs *w)
 		r = bdi_sync(w->bdi, WB_REASON_UMOUNT);
 		meta_ok = r == 0;
 		if (r) {
-			fprintf(wbfs_msg(), "wbcfs: %s: metadata could not be written at unmount: %s;"
+			fprintf(msg_stream(), "wbcfs: %s: metadata could not be written at unmount: %s;"
 				" the filesystem is left marked not clean (run e2fsck)\n",
 				w->dev_path, strerror(-r));
 			ret = r;
@@ -2456,7 +2435,7 @@ int wbfs_close(struct wbfs *w)
 		/* commit, checkpoint: the log is empty on disk */
 		r = wbfs_journal_shutdown(w);
 		if (r) {
-			fprintf(wbfs_msg(), "wbcfs: %s: the journal could not be emptied at unmount: %s;"
+			fprintf(msg_stream(), "wbcfs: %s: the journal could not be emptied at unmount: %s;"
 				" the next mount replays it\n", w->dev_path, strerror(-r));
 			meta_ok = false;
 			if (!ret)
@@ -2508,7 +2487,7 @@ int wbfs_close(struct wbfs *w)
 	free(w->bb_scratch);
 	free(w->hide);
 	if (atomic_load(&w->lost_pages)) {
-		fprintf(wbfs_msg(), "wbcfs: %s: %ld dirty pages could not be written and are lost\n",
+		fprintf(msg_stream(), "wbcfs: %s: %ld dirty pages could not be written and are lost\n",
 			w->dev_path, atomic_load(&w->lost_pages));
 		if (!ret)
 			ret = -EIO;

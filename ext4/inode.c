@@ -235,7 +235,7 @@ static void winode_evict(struct wbfs *w, struct winode *wi, bool final)
 	if (unlinked && winode_free_locked(w, wi->ino)) {
 		/* blocks and inode stay allocated: leave it to e2fsck */
 		w->fs_error = true;
-		fprintf(wbfs_msg(), "wbcfs: %s: inode %u: cannot free the deleted file; the"
+		fprintf(msg_stream(), "wbcfs: %s: inode %u: cannot free the deleted file; the"
 			" filesystem is left marked not clean\n", w->dev_path, wi->ino);
 	}
 	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
@@ -1160,7 +1160,7 @@ int wbfs_orphan_cleanup(struct wbfs *w)
 
 		if (!orphan_ino_valid(w, ino) || steps++ >= sb->s_inodes_count ||
 		    !ext2fs_test_inode_bitmap2(w->fs->inode_map, ino)) {
-			fprintf(wbfs_msg(), "wbcfs: %s: bad orphan inode %u: orphan list cut there;"
+			fprintf(msg_stream(), "wbcfs: %s: bad orphan inode %u: orphan list cut there;"
 				" the filesystem stays marked not clean (run e2fsck)\n",
 				w->dev_path, ino);
 			sb->s_last_orphan = 0;
@@ -2029,7 +2029,7 @@ static void wbfs_write_error(struct bdi *b, struct wb_inode *wb, uint64_t index,
 	struct wbfs *w = bdi_owner(b);
 	struct winode *wi = container_of(wb, struct winode, wb);
 
-	fprintf(wbfs_msg(), "wbcfs: %s: inode %u: write error at offset %llu: %s; data kept dirty,"
+	fprintf(msg_stream(), "wbcfs: %s: inode %u: write error at offset %llu: %s; data kept dirty,"
 		" will retry\n", w->dev_path, wi->ino,
 		(unsigned long long)index << PAGE_SHIFT, strerror(-err));
 }

@@ -320,7 +320,7 @@ void wbfs_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
 	(void)arg;
 	(void)fi;
 	(void)flags;
-	if (ctl_owns(fino)) {
+	if (!wbfs_ino_ours(fino)) {	/* the control directory's */
 		fuse_reply_err(req, ENOTTY);
 		return;
 	}
@@ -396,7 +396,7 @@ void wbfs_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
 		struct winode *wi = winode_find(w, ino);
 
 		if (wi)
-			wbfs_inval_attr(w, wi);
+			kcache_attr(w, wi);
 	}
 	if (ret)
 		fuse_reply_err(req, -ret);
@@ -421,7 +421,7 @@ void wbfs_bmap(fuse_req_t req, fuse_ino_t fino, size_t blocksize, uint64_t idx)
 	uint64_t byte, res = 0;
 	int ret = 0;
 
-	if (ctl_owns(fino) || !blocksize || blocksize > fs_bs || fs_bs % blocksize) {
+	if (!wbfs_ino_ours(fino) || !blocksize || blocksize > fs_bs || fs_bs % blocksize) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}

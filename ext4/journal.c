@@ -43,9 +43,7 @@
 #include <unistd.h>
 
 #include "ext4_i.h"
-#include "jbd2.h"
-#include "jrecover.h"
-#include "jtab.h"
+#include "wbcfs/jbd2.h"
 #include "wbcfs/lib/clock.h"
 #include "wbcfs/blkdev/devlog.h"
 
@@ -125,9 +123,9 @@ static void phase_add(_Atomic uint64_t *sum, uint64_t *t0)
 
 static void jlog(struct wbfs *w, const char *fmt, const char *what, int err)
 {
-	fprintf(wbfs_msg(), "wbcfs: %s: journal: ", w->dev_path);
-	fprintf(wbfs_msg(), fmt, what, strerror(err));
-	fputc('\n', wbfs_msg());
+	fprintf(msg_stream(), "wbcfs: %s: journal: ", w->dev_path);
+	fprintf(msg_stream(), fmt, what, strerror(err));
+	fputc('\n', msg_stream());
 }
 
 /* Device byte offset of journal block @jb. */
@@ -1082,7 +1080,7 @@ static int tx_build_home(struct wbfs *w, struct wjournal *j, struct jtx *t)
 
 	if (!said) {
 		said = true;
-		fprintf(wbfs_msg(), "wbcfs: %s: journal: a transaction of %zu blocks exceeds the"
+		fprintf(msg_stream(), "wbcfs: %s: journal: a transaction of %zu blocks exceeds the"
 			" log (%u blocks); written without the journal\n", w->dev_path,
 			n, j->last - j->first);
 	}
@@ -1536,7 +1534,7 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	if (w->ro || !ext2fs_has_feature_journal(fs->super))
 		return 0;
 	if (!fs->super->s_journal_inum) {
-		fprintf(wbfs_msg(), "wbcfs: %s: the journal is on another device (external journal),"
+		fprintf(msg_stream(), "wbcfs: %s: the journal is on another device (external journal),"
 			" which wbcfs cannot write; mount with -o ro\n", dev);
 		return -EOPNOTSUPP;
 	}
@@ -1551,19 +1549,19 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	memset(j->zero, 0, JBS);
 	if (ext2fs_read_inode_full(fs, fs->super->s_journal_inum, (struct ext2_inode *)&in,
 				   sizeof(in))) {
-		fprintf(wbfs_msg(), "wbcfs: %s: cannot read the journal inode; run e2fsck\n", dev);
+		fprintf(msg_stream(), "wbcfs: %s: cannot read the journal inode; run e2fsck\n", dev);
 		goto fail;
 	}
 	maxlen = (uint32_t)(EXT2_I_SIZE(&in) / JBS);
 	if (maxlen < JBD2_MIN_LOG_BLOCKS ||
 	    jrec_journal_map(fs, fs->super->s_journal_inum, maxlen, &j->map)) {
-		fprintf(wbfs_msg(), "wbcfs: %s: the journal inode maps its blocks badly; run e2fsck\n",
+		fprintf(msg_stream(), "wbcfs: %s: the journal inode maps its blocks badly; run e2fsck\n",
 			dev);
 		goto fail;
 	}
 	r = blk_pread(w->dev_fd, j->jsb, JBS, jb_off(j, 0));
 	if (r != (ssize_t)JBS) {
-		fprintf(wbfs_msg(), "wbcfs: %s: cannot read the journal superblock\n", dev);
+		fprintf(msg_stream(), "wbcfs: %s: cannot read the journal superblock\n", dev);
 		ret = -EIO;
 		goto fail;
 	}
@@ -1573,22 +1571,22 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	    be32toh(j->jsb->s_blocksize) != JBS || be32toh(j->jsb->s_maxlen) > maxlen ||
 	    be32toh(j->jsb->s_maxlen) < JBD2_MIN_LOG_BLOCKS || be32toh(j->jsb->s_first) == 0 ||
 	    be32toh(j->jsb->s_first) >= be32toh(j->jsb->s_maxlen)) {
-		fprintf(wbfs_msg(), "wbcfs: %s: the journal superblock is not a valid jbd2 v2"
+		fprintf(msg_stream(), "wbcfs: %s: the journal superblock is not a valid jbd2 v2"
 			" superblock; run e2fsck\n", dev);
 		goto fail;
 	}
 	if (incompat & ~(JBD2_KNOWN_INCOMPAT | JBD2_FEATURE_INCOMPAT_FAST_COMMIT)) {
-		fprintf(wbfs_msg(), "wbcfs: %s: the journal has unknown features (0x%x); run e2fsck\n",
+		fprintf(msg_stream(), "wbcfs: %s: the journal has unknown features (0x%x); run e2fsck\n",
 			dev, incompat & ~JBD2_KNOWN_INCOMPAT);
 		goto fail;
 	}
 	if (j->jsb->s_start) {
-		fprintf(wbfs_msg(), "wbcfs: %s: the journal holds transactions not replayed;"
+		fprintf(msg_stream(), "wbcfs: %s: the journal holds transactions not replayed;"
 			" run e2fsck\n", dev);
 		goto fail;
 	}
 	if (be32toh(j->jsb->s_nr_users) > 1) {
-		fprintf(wbfs_msg(), "wbcfs: %s: the journal is shared by %u filesystems; run e2fsck\n",
+		fprintf(msg_stream(), "wbcfs: %s: the journal is shared by %u filesystems; run e2fsck\n",
 			dev, be32toh(j->jsb->s_nr_users));
 		goto fail;
 	}
@@ -1628,7 +1626,7 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	if (!ret)
 		ret = jflush(j);
 	if (ret) {
-		fprintf(wbfs_msg(), "wbcfs: %s: cannot write the journal superblock: %s\n", dev,
+		fprintf(msg_stream(), "wbcfs: %s: cannot write the journal superblock: %s\n", dev,
 			strerror(-ret));
 		goto fail;
 	}
@@ -1648,7 +1646,7 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	return 0;
 nomem:
 	ret = -ENOMEM;
-	fprintf(wbfs_msg(), "wbcfs: %s: journal: out of memory\n", dev);
+	fprintf(msg_stream(), "wbcfs: %s: journal: out of memory\n", dev);
 fail:
 	free(j->map);
 	free(j->jsb);

@@ -24,7 +24,6 @@
 #include <string.h>
 #include <sys/xattr.h>
 
-#include "acl.h"
 #include "ext4_i.h"
 
 #define XATTR_NAME_MAX_LEN 255

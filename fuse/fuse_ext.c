@@ -31,8 +31,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "fuse_ext.h"
-#include "ext4_i.h"
+#include "fuse_i.h"
 
 #define FEXT_ATTR_VALID 10		/* seconds: ops.c's ATTR_TIMEOUT */
 #define FEXT_STATX_BASIC_STATS 0x7ffU	/* STATX_BASIC_STATS */
@@ -100,7 +99,7 @@ static void fext_btime(struct wbfs *w, uint64_t nodeid, struct fext_btime *bt)
 	struct ext2_inode_large in;
 
 	bt->valid = false;
-	if (!w || w->destroyed || ctl_owns(nodeid))
+	if (!w || w->destroyed || ops_ctl_owns(nodeid))
 		return;
 	wbfs_lock(w);
 	if (!wbfs_read_inode(w, wbfs_ino(nodeid), &in) &&

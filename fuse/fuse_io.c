@@ -69,9 +69,7 @@
 #include <unistd.h>
 
 #include "wbcfs/lib/clock.h"
-#include "fuse_ext.h"
-#include "fuse_uring.h"
-#include "ext4_i.h"
+#include "fuse_i.h"
 
 /* Newer than the uapi header of this distribution (protocol 7.39+). */
 #ifndef FUSE_DIRECT_IO_ALLOW_MMAP
@@ -892,6 +890,7 @@ int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se)
 	w->fio = fio_conn_alloc(w, se);
 	if (!w->fio)
 		return -ENOMEM;
+	w->kc = &fuse_kcache_ops;
 	if (!se)
 		return 0;
 	ret = fuse_session_custom_io(se, &fio_ops, fuse_session_fd(se));

@@ -62,7 +62,7 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
-#include "fuse_uring.h"
+#include "fuse_i.h"
 #include "wbcfs/lib/clock.h"
 
 #define FURING_EFD_TAG 1ULL		/* user_data of the eventfd read */

@@ -5,7 +5,7 @@
  */
 #include <errno.h>
 
-#include "fuse_uring.h"
+#include "fuse_i.h"
 
 void *furing_req_flatten(const struct furing_req_header *h, char *payload, size_t payload_size,
 			 size_t *len)

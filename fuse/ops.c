@@ -15,7 +15,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "ext4_i.h"
+#include "fuse_i.h"
 
 #define ATTR_TIMEOUT 10.0
 #define ENTRY_TIMEOUT 10.0
@@ -31,10 +31,44 @@ static struct wfile *fi_file(struct fuse_file_info *fi)
 }
 
 /* A request on a control inode (fs/ctl.c) is answered there. */
+/* Until the daemon sets its hooks, no inode and no name is the control directory's. */
+static bool no_ctl_owns(fuse_ino_t ino)
+{
+	return false;
+}
+
+static bool no_ctl_is_root_name(struct wbfs *w, fuse_ino_t parent, const char *name)
+{
+	return false;
+}
+
+static int no_ctl_check_name(struct wbfs *w, fuse_ino_t parent, const char *name)
+{
+	return 0;
+}
+
+static void no_ctl_hide_in_root(struct wbfs *w, struct dir_snap *snap)
+{
+}
+
+static const struct ops_ctl_hooks no_ctl = {
+	.owns = no_ctl_owns,
+	.is_root_name = no_ctl_is_root_name,
+	.check_name = no_ctl_check_name,
+	.hide_in_root = no_ctl_hide_in_root,
+};
+
+const struct ops_ctl_hooks *ops_ctl = &no_ctl;
+
+void ops_set_ctl(const struct ops_ctl_hooks *h)
+{
+	ops_ctl = h;
+}
+
 #define CTL_ROUTE(ino, op, ...)				\
 	do {						\
-		if (ctl_owns(ino)) {			\
-			ctl_ops.op(__VA_ARGS__);	\
+		if (ops_ctl_owns(ino)) {			\
+			ops_ctl->ops->op(__VA_ARGS__);	\
 			return;				\
 		}					\
 	} while (0)
@@ -172,8 +206,8 @@ static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			reply_entry(req, w, ino);
 		return;
 	}
-	if (ctl_owns(parent) || ctl_is_root_name(w, parent, name)) {
-		ctl_ops.lookup(req, parent, name);
+	if (ops_ctl_owns(parent) || ops_ctl->is_root_name(w, parent, name)) {
+		ops_ctl->ops->lookup(req, parent, name);
 		return;
 	}
 	ret = dir_lookup(w, wbfs_ino(parent), name, &ino);
@@ -209,7 +243,7 @@ static void wbcfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_
 	size_t i;
 
 	for (i = 0; i < count; i++)
-		if (!ctl_owns(f[i].ino))
+		if (!ops_ctl_owns(f[i].ino))
 			winode_forget_ino(w, wbfs_ino(f[i].ino), f[i].nlookup);
 	fuse_reply_none(req);
 }
@@ -344,7 +378,7 @@ static int check_new_name(struct wbfs *w, fuse_ino_t parent, const char *name)
 		return -EROFS;
 	if (name_too_long(name))
 		return -ENAMETOOLONG;
-	if (ctl_check_name(w, parent, name))
+	if (ops_ctl->check_name(w, parent, name))
 		return -EPERM;
 	return iflags_check(w, wbfs_ino(parent), EXT2_IMMUTABLE_FL);
 }
@@ -493,7 +527,7 @@ static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
 	struct wbfs *w = req_wbfs(req);
 	int ret = check_new_name(w, newparent, newname);
 
-	if (!ret && ctl_owns(ino))
+	if (!ret && ops_ctl_owns(ino))
 		ret = -EPERM;
 	if (!ret)
 		ret = iflags_check(w, wbfs_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
@@ -698,7 +732,7 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 	ssize_t ret;
 	int retries = 0;
 
-	if (w->ro && !ctl_owns(ino)) {
+	if (w->ro && !ops_ctl_owns(ino)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -716,8 +750,8 @@ static void wbcfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *
 		}
 		data = copy;
 	}
-	if (ctl_owns(ino)) {
-		ctl_ops.write(req, ino, data, len, off, fi);
+	if (ops_ctl_owns(ino)) {
+		ops_ctl->ops->write(req, ino, data, len, off, fi);
 		free(copy);
 		return;
 	}
@@ -823,7 +857,7 @@ int wbfs_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fu
 
 	if (w->ro)
 		return -EROFS;
-	if (ctl_owns(parent))
+	if (ops_ctl_owns(parent))
 		return -EPERM;
 	ret = dir_tmpfile(w, wbfs_ino(parent), (mode & ~S_IFMT) | S_IFREG, ctx, &ino);
 	if (ret)
@@ -999,7 +1033,7 @@ static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 			return;
 		}
 		if (ino == FUSE_ROOT_ID)
-			ctl_hide_in_root(req_wbfs(req), &d->snap);
+			ops_ctl->hide_in_root(req_wbfs(req), &d->snap);
 		d->loaded = true;
 	}
 	wi = winode_get(req_wbfs(req), wbfs_ino(ino), false);

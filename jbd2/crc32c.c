@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ext4_i.h"
+#include "jbd2_i.h"
 
 typedef uint32_t (*crc32c_fn)(uint32_t crc, unsigned char const *p, size_t len);
 

@@ -36,9 +36,7 @@
 #include <unistd.h>
 
 #include "wbcfs/blkdev/devlog.h"
-#include "ext4_i.h"
-#include "jbd2.h"
-#include "jrecover.h"
+#include "jbd2_i.h"
 
 #define SB_BLOCK_BYTES 4096	/* block 0 of the device: holds the ext4 superblock */
 #define SB_OFFSET 1024
@@ -105,7 +103,7 @@ static int jrec_err(const char *dev, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	wbfs_dev_vmsg(dev, "; run e2fsck\n", fmt, ap);
+	msg_dev_vmsg(dev, "; run e2fsck\n", fmt, ap);
 	va_end(ap);
 	return -EUCLEAN;
 }
@@ -159,7 +157,7 @@ static int log_read(struct jrec *j, uint32_t lblk, void *buf)
 	int ret = dev_pread(j->log->fd, buf, j->bsize, log_off(j, lblk));
 
 	if (ret)
-		fprintf(wbfs_msg(), "wbcfs: %s: cannot read journal block %u: %s\n", j->log->dev, lblk,
+		fprintf(msg_stream(), "wbcfs: %s: cannot read journal block %u: %s\n", j->log->dev, lblk,
 			strerror(-ret));
 	return ret;
 }
@@ -453,7 +451,7 @@ static int replay_block(struct jrec *j, uint32_t tid, uint32_t lblk, const struc
 		return ret;
 	if (!tag_csum_ok(j, t, tid, j->data)) {
 		/* as the kernel: the others still go home, the mount fails after */
-		fprintf(wbfs_msg(), "wbcfs: %s: bad checksum on journal block %u (block %llu of transaction %u)\n",
+		fprintf(msg_stream(), "wbcfs: %s: bad checksum on journal block %u (block %llu of transaction %u)\n",
 			j->log->dev, lblk, (unsigned long long)t->blocknr, tid);
 		j->nr_bad++;
 		return 0;
@@ -465,7 +463,7 @@ static int replay_block(struct jrec *j, uint32_t tid, uint32_t lblk, const struc
 	}
 	ret = dev_pwrite(j->log->fd, j->data, j->bsize, (off_t)t->blocknr * j->bsize);
 	if (ret) {
-		fprintf(wbfs_msg(), "wbcfs: %s: cannot write block %llu during journal recovery: %s\n",
+		fprintf(msg_stream(), "wbcfs: %s: cannot write block %llu during journal recovery: %s\n",
 			j->log->dev, (unsigned long long)t->blocknr, strerror(-ret));
 		return ret;
 	}
@@ -632,7 +630,7 @@ static bool commit_partial(struct jrec *j, const struct jrec_walk *w)
 	memcpy(j->data, j->blk, KERNEL_COMMIT_HEADER);
 	if (be32toh(c->h_chksum[0]) != jbd2_commit_csum(j->seed, j->data, j->bsize))
 		return false;
-	fprintf(wbfs_msg(), "wbcfs: %s: journal transaction %u has an incomplete commit block (its header is whole): replayed, as the kernel does\n",
+	fprintf(msg_stream(), "wbcfs: %s: journal transaction %u has an incomplete commit block (its header is whole): replayed, as the kernel does\n",
 		j->log->dev, w->tid);
 	return true;
 }
@@ -748,7 +746,7 @@ static int walk_pass(struct jrec *j, enum jrec_pass pass)
 			j->end_tid = w.tid;
 		}
 	} else if (w.tid != j->end_tid) {
-		fprintf(wbfs_msg(), "wbcfs: %s: journal recovery pass %d ended at transaction %u, expected %u\n",
+		fprintf(msg_stream(), "wbcfs: %s: journal recovery pass %d ended at transaction %u, expected %u\n",
 			j->log->dev, pass, w.tid, j->end_tid);
 		return -EIO;
 	}
@@ -1001,7 +999,7 @@ static int journal_blocks(const char *dev, int fd, ext2_ino_t ino, uint64_t **ma
 		err = ext2fs_open2(dev, NULL, flags, 0, 0, unix_io_manager, &fs);
 	}
 	if (err) {
-		fprintf(wbfs_msg(), "wbcfs: %s: cannot open the filesystem for journal recovery: %s\n",
+		fprintf(msg_stream(), "wbcfs: %s: cannot open the filesystem for journal recovery: %s\n",
 			dev, error_message(err));
 		return -EIO;
 	}
@@ -1036,7 +1034,7 @@ static int open_writable(const char *dev, int ro_fd)
 	if (nbd) {
 		if (!nbdev_info(nbd)->read_only)
 			return ro_fd;
-		fprintf(wbfs_msg(), "wbcfs: %s: filesystem needs journal recovery but the NBD export is read-only; run e2fsck\n",
+		fprintf(msg_stream(), "wbcfs: %s: filesystem needs journal recovery but the NBD export is read-only; run e2fsck\n",
 			dev);
 		return -EROFS;
 	}
@@ -1049,7 +1047,7 @@ static int open_writable(const char *dev, int ro_fd)
 		errno = EROFS;
 	}
 	if (fd < 0) {
-		fprintf(wbfs_msg(), "wbcfs: %s: filesystem needs journal recovery but the device cannot be written (%s); run e2fsck\n",
+		fprintf(msg_stream(), "wbcfs: %s: filesystem needs journal recovery but the device cannot be written (%s); run e2fsck\n",
 			dev, strerror(errno));
 		return -EROFS;
 	}
@@ -1125,7 +1123,7 @@ static int sb_clear_recover(const char *dev, int fd, struct ext2_super_block *wa
 		goto out;
 	ext2fs_clear_feature_journal_needs_recovery(sb);
 	if (jerrno) {
-		fprintf(wbfs_msg(), "wbcfs: %s: the journal recorded error %d: marking the filesystem for e2fsck\n",
+		fprintf(msg_stream(), "wbcfs: %s: the journal recorded error %d: marking the filesystem for e2fsck\n",
 			dev, (int)jerrno);
 		sb->s_state |= EXT2_ERROR_FS;
 	}
@@ -1137,7 +1135,7 @@ static int sb_clear_recover(const char *dev, int fd, struct ext2_super_block *wa
 		ret = devlog_flush(fd);
 out:
 	if (ret && ret != -EUCLEAN)
-		fprintf(wbfs_msg(), "wbcfs: %s: cannot clear needs_recovery: %s\n", dev,
+		fprintf(msg_stream(), "wbcfs: %s: cannot clear needs_recovery: %s\n", dev,
 			strerror(-ret));
 	free(buf);
 	return ret;
@@ -1165,7 +1163,7 @@ static int recover_journal(const char *dev, int fd, struct ext2_super_block *sb)
 		ret = sb_clear_recover(dev, fd, sb, st.jerrno);
 	if (ret)
 		return ret;
-	fprintf(wbfs_msg(), "wbcfs: %s: journal recovered: %u transactions, %llu blocks replayed, %llu revoked\n",
+	fprintf(msg_stream(), "wbcfs: %s: journal recovered: %u transactions, %llu blocks replayed, %llu revoked\n",
 		dev, st.transactions, (unsigned long long)st.replayed,
 		(unsigned long long)st.revoked);
 	return 1;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jtab.h"
+#include "jbd2_i.h"
 
 static size_t jtab_slot(const struct jtab *t, uint64_t k)
 {

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../fuse/fuse_uring.h"
+#include "../../fuse/fuse_i.h"
 #include "../../ext4/ext4_i.h"
 
 #define T_SKIP 77

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "../../ext4/ext4_i.h"
-#include "../../fuse/fuse_uring.h"
+#include "../../fuse/fuse_i.h"
 
 #define ALLOW_MMAP_FLAGS2 (1u << 4)	/* FUSE_DIRECT_IO_ALLOW_MMAP >> 32 */
 

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../fuse/fuse_uring.h"
+#include "../../fuse/fuse_i.h"
 
 #define PAYLOAD 8192
 

@@ -8,8 +8,8 @@
 #include "helpers.h"
 #include <stdlib.h>
 #include <string.h>
-#include "../../jbd2/jbd2.h"
-#include "../../jbd2/jtab.h"
+#include "wbcfs/jbd2.h"
+#include "wbcfs/jbd2.h"
 
 START_TEST(jtab_basic)
 {

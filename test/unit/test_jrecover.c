@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include <ext2fs/ext2fs.h>
-#include "../../jbd2/jrecover.h"
+#include "wbcfs/jbd2.h"
 
 #define NBLK 512		/* device blocks */
 #define JLEN 64			/* journal blocks */

@@ -69,11 +69,6 @@ struct io_engine {
 	struct io_req *injected, **injected_tail;	/* to complete with their error */
 };
 
-extern const struct io_engine_ops io_engine_uring_ops;
-extern const struct io_engine_ops io_engine_aio_ops;
-extern const struct io_engine_ops io_engine_psync_ops;
-extern const struct io_engine_ops io_engine_nbd_ops;
-
 /** Returns 0 or -errno (-ENOSYS when the engine is unavailable). */
 int io_engine_init(struct io_engine *e, enum io_engine_type type, unsigned queue_depth);
 void io_engine_exit(struct io_engine *e);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Mount options: parsing and validation of `-o` strings into one struct,
+ * Mount options: the one struct a mount is given (ext4/ keeps it as
+ * w->opts; every layer reads its part), parsed and validated from `-o`
+ * strings by daemon/options.c. Its rules:
  * named after /proc/sys/vm and the kernel's knobs. Options wbcfs does not
  * own are passed on to libfuse; fstab-only words (defaults, noauto, nofail,
  * _netdev, user, relatime, ...) are dropped. Bad values are refused with a
@@ -148,7 +150,12 @@ const char *options_domain_conflict(const struct wbcfs_options *dom,
 				    const struct wbcfs_options *o);
 
 /** The atime rule the options chose: strictatime > noatime > relatime. */
-enum atime_mode options_atime_mode(const struct wbcfs_options *o);
+static inline enum atime_mode options_atime_mode(const struct wbcfs_options *o)
+{
+	if (o->strictatime)
+		return ATIME_STRICT;
+	return o->noatime ? ATIME_NOATIME : ATIME_RELATIME;
+}
 
 /** Print every option with its default (for --help). */
 void options_usage(FILE *out);

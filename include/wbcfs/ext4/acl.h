@@ -5,8 +5,8 @@
  * rules of the kernel's ext4 (posix_acl_equiv_mode, posix_acl_chmod,
  * posix_acl_create). Pure functions on buffers; storing them is xattr.c's.
  */
-#ifndef WBCFS_FS_ACL_H
-#define WBCFS_FS_ACL_H
+#ifndef WBCFS_EXT4_ACL_H
+#define WBCFS_EXT4_ACL_H
 
 #include <stdbool.h>
 #include <stddef.h>

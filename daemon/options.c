@@ -304,13 +304,6 @@ static int parse_sync(struct wbcfs_options *o, const char *key, const char *val,
 	return fuse_opt_append(o, key, err, errlen);
 }
 
-enum atime_mode options_atime_mode(const struct wbcfs_options *o)
-{
-	if (o->strictatime)
-		return ATIME_STRICT;
-	return o->noatime ? ATIME_NOATIME : ATIME_RELATIME;
-}
-
 /* ctl_name: one path component, not "." or "..", at most NAME_MAX bytes. */
 static int set_ctl_name(struct wbcfs_options *o, const char *val, char *err, size_t errlen)
 {

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
+ * fuse/ internals. What the daemon sees is in include/wbcfs/fuse.h.
+ *
  * FUSE over io_uring (kernel 6.14+): the transport of fuse_uring.c, and the
  * pieces of its ABI that the installed <linux/fuse.h> (protocol 7.38) lacks,
  * written from the kernel's Documentation/filesystems/fuse/fuse-io-uring.rst
@@ -13,8 +15,10 @@
  * argument in the payload; the reply goes back as the fuse_out_header in
  * in_out and all of its arguments in the payload, with payload_sz set.
  */
-#ifndef WBCFS_FS_FUSE_URING_H
-#define WBCFS_FS_FUSE_URING_H
+#ifndef WBCFS_FUSE_FUSE_I_H
+#define WBCFS_FUSE_FUSE_I_H
+
+#include "wbcfs/fuse.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -81,9 +85,6 @@ void *furing_req_flatten(const struct furing_req_header *h, char *payload, size_
  */
 ssize_t furing_reply_fill(struct furing_req_header *h, char *payload, size_t payload_size,
 			  const struct iovec *iov, int count);
-
-/** 1 when the kernel's FUSE io_uring is on, 0 when off, -errno when it has none. */
-int furing_kernel_enabled(void);
 
 /**
  * Start the io_uring transport of one FUSE connection: @rings_per_queue
@@ -154,6 +155,66 @@ static inline void spin_gate_note(_Atomic int *gate, int busy_before)
 static inline bool spin_gate_open(_Atomic int *gate)
 {
 	return atomic_load_explicit(gate, memory_order_relaxed) <= 0;
+}
+
+/* ---- protocol extensions libfuse 3.14 does not parse (fuse_ext.c) ---- */
+
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fuse_ext.c: FUSE_TMPFILE and FUSE_STATX, which libfuse 3.14 does not
+ * know, for the channel hooks of fuse_io.c.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#define FEXT_TMPFILE 51		/* protocol 7.37 */
+#define FEXT_STATX 52		/* protocol 7.39 */
+
+struct wbfs;
+struct fuse_attr_out;
+
+/* A STATX request's birth time, looked up when the request arrives. */
+struct fext_btime {
+	struct timespec ts;
+	bool valid;		/* the inode has i_crtime */
+};
+
+/** Is this request a FUSE_TMPFILE? */
+bool fext_is_tmpfile(const void *buf, size_t len);
+/** Serve a FUSE_TMPFILE and write its reply on @fd. */
+void fext_tmpfile(struct wbfs *w, int fd, const void *buf, size_t len, bool dont_mask);
+/**
+ * Turn a FUSE_STATX request in @buf into the FUSE_GETATTR it begins with
+ * and look up its birth time in @bt. Returns the request's new length, or
+ * 0 when it is no (well-formed) FUSE_STATX and was left alone.
+ */
+size_t fext_statx_to_getattr(struct wbfs *w, void *buf, size_t len, struct fext_btime *bt);
+/**
+ * Write the GETATTR reply in @iov as the STATX reply the kernel waits
+ * for (errors unchanged). Returns the length of @iov's message, or -1.
+ */
+ssize_t fext_statx_reply(int fd, const struct iovec *iov, int count, const struct fext_btime *bt);
+/** The fuse_statx_out (at @sxo, fext_statx_out_size() bytes) for @ao and @bt. */
+void fext_attr_to_statx(const struct fuse_attr_out *ao, const struct fext_btime *bt, void *sxo);
+size_t fext_statx_out_size(void);
+
+/* ---- inval.c ----------------------------------------------------------- */
+
+/* ext4/'s hands on the kernel's caches and on held replies (w->kc) */
+extern const struct ext4_kcache_ops fuse_kcache_ops;
+
+/* ---- ops.c ------------------------------------------------------------- */
+
+/* The control directory's hooks: ops_set_ctl's, or a table owning nothing. */
+extern const struct ops_ctl_hooks *ops_ctl;
+
+static inline bool ops_ctl_owns(fuse_ino_t ino)
+{
+	return ops_ctl->owns(ino);
 }
 
 #endif

@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
+ * daemon/ internals: domains (domain.c) and the control directory (ctl.c).
+ *
  * A cache domain: one daemon, one page cache (zones, reclaim, the global
  * dirty limits and the throttle domain), and one or more devices, each its
  * own FUSE mount, its own struct wbfs and its own bdi. `-o domain=NAME`
  * starts a domain or joins the running one over a unix socket
  * (/run/wbcfs/NAME.sock); without it a mount is a domain of its own.
  */
-#ifndef WBCFS_DOMAIN_H
-#define WBCFS_DOMAIN_H
+#ifndef WBCFS_DAEMON_DAEMON_I_H
+#define WBCFS_DAEMON_DAEMON_I_H
 
 #include <stdio.h>
 #include "wbcfs/cache.h"
 #include "wbcfs/flusher/pdflush.h"
 #include "wbcfs/ext4/options.h"
+#include "wbcfs/lib/msg.h"
+#include "wbcfs/fuse.h"
 
 struct wbfs;
 struct wbfs_domain;
@@ -50,27 +54,25 @@ void domain_run(struct wbfs_domain *d);
  * a mount's unmount lost data or could not write its metadata. */
 int domain_destroy(struct wbfs_domain *d);
 
-/*
- * For ext4.c: the domain's cache, and with flusher_model=pdflush its pool
- * of flusher threads (else NULL), created by the first mount with its
- * options (a joiner's domain options equal them: join_mount checked).
- * The bdi of @w is attached once created and detached before it is
- * destroyed, so the domain's cache-wide wakeups reach every device.
- */
-int domain_cache(struct wbfs_domain *d, const struct wbcfs_options *o, const char *dev,
-		 struct cache **out, struct flusher_pool **pool);
-void domain_attach(struct wbfs_domain *d, struct wbfs *w);
 /** The domain's memory watcher (its vmstat counters); NULL with mem_watch=0. */
 struct memwatch *domain_memwatch(struct wbfs_domain *d);
-void domain_detach(struct wbfs_domain *d, struct wbfs *w);
 
 /** For /.wbcfs/domain: name, devices and mountpoints. */
 int domain_show(struct wbfs_domain *d, char *buf, size_t size);
 
-/*
- * Where a mount's messages go: standard error, or, while the daemon mounts
- * a joiner's device, the joiner's standard error as well.
- */
-FILE *wbfs_msg(void);
+/* ctl.c */
+#define CTL_INO_BASE (1ULL << 32)
+extern const struct fuse_lowlevel_ops ctl_ops;
+extern const struct ops_ctl_hooks ctl_hooks;
+/** Is @ino one of the control directory's inodes? */
+bool ctl_owns(fuse_ino_t ino);
+/** Is @name in @parent the control directory itself (root, ctl_name)? */
+bool ctl_is_root_name(struct wbfs *w, fuse_ino_t parent, const char *name);
+/** -EPERM when @name in @parent is, or is inside, the control directory. */
+int ctl_check_name(struct wbfs *w, fuse_ino_t parent, const char *name);
+/** Drop the entry the control directory shadows from a snapshot of the root. */
+void ctl_hide_in_root(struct wbfs *w, struct dir_snap *snap);
+/** At mount: stamp the control files' times, warn if a real entry is shadowed. */
+void ctl_mount_check(struct wbfs *w);
 
 #endif

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * jbd2/, the journal's own layer, as ext4/ sees it: the on-disk format
+ * (jbd2/format.h), the block tables (jtab.h), recovery (recover.h) and
+ * crc32c. It knows nothing of ext4/: recovery reads and writes the device
+ * through the caller's descriptors. Internals: jbd2/jbd2_i.h.
+ */
+#ifndef WBCFS_JBD2_H
+#define WBCFS_JBD2_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wbcfs/jbd2/format.h"
+#include "wbcfs/jbd2/jtab.h"
+#include "wbcfs/jbd2/recover.h"
+
+/* crc32c.c */
+bool wbfs_crc32c_is_hw(void);
+unsigned long wbfs_crc32c_calls(void);
+uint32_t wbfs_crc32c_library(uint32_t crc, const void *p, size_t len);
+
+#endif
