@@ -66,7 +66,7 @@ def synth(nr_pids=3, seconds=20, bdp=True, bw=True, bdi="7:0"):
                 pause = rnd.choice((-5, 0, 10, 40, 120, 200)) \
                     if dirty > bg else -rnd.randint(0, 20)
                 lines.append(
-                    "%d bdp bdi=%s limit=%d setpoint=%d dirty=%d "
+                    "%d balance_dirty_pages bdi=%s limit=%d setpoint=%d dirty=%d "
                     "bdi_setpoint=%d bdi_dirty=%d dirty_ratelimit=%d "
                     "task_ratelimit=%d dirtied=%d dirtied_pause=%d paused=%d "
                     "pause=%d period=%d think=%d pid=%d" % (
@@ -154,7 +154,7 @@ def t_full(tmp):
     lines = synth()
     lines.insert(50, "4321 lost count=17")
     lines.insert(80, "garbage that is no record")
-    lines.insert(90, "4400 bdp bdi=7:0 pid=12")          # fields missing
+    lines.insert(90, "4400 balance_dirty_pages bdi=7:0 pid=12")          # fields missing
     lines.append(synth(nr_pids=1, seconds=1, bdi="8:16")[0])
     lines += synth_cache(seconds=20)
     lines.sort(key=lambda ln: int(ln.split()[0]) if ln.split()[0].isdigit()

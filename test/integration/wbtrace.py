@@ -5,7 +5,9 @@ reading /.wbcfs/zoneinfo and sampling it (test_zones.py, bench/zones).
 Python 3 stdlib only.
 
 Trace lines: `<ms> <event> key=value ...` (see the throttle spec):
-  bdp  one balance_dirty_pages decision of task pid (pause <= 0: no sleep)
+  balance_dirty_pages  one decision of task pid (pause <= 0: no sleep),
+       named as the kernel's tracepoint; `bdp` in what parse() returns
+       (and the name older traces used)
   bw   one bandwidth / ratelimit update of the bdi
   lost count=N records dropped by a slow reader
 """
@@ -39,7 +41,8 @@ def parse(path):
                     kv[k] = int(v)
                 except ValueError:
                     kv[k] = v
-            out.append((int(parts[0]), parts[1], kv))
+            ev = "bdp" if parts[1] == "balance_dirty_pages" else parts[1]
+            out.append((int(parts[0]), ev, kv))
     return out
 
 
