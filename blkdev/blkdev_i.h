@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * blkdev/ internals: the engines behind io_engine_init. What the other
+ * blkdev/ internals: the engines behind io_engine_init, and the NBD
+ * client's waited requests that the synchronous I/O uses. What the other
  * folders see is in include/wbcfs/blkdev.h.
  */
 #ifndef WBCFS_BLKDEV_BLKDEV_I_H
@@ -12,5 +13,16 @@ extern const struct io_engine_ops io_engine_uring_ops;
 extern const struct io_engine_ops io_engine_aio_ops;
 extern const struct io_engine_ops io_engine_psync_ops;
 extern const struct io_engine_ops io_engine_nbd_ops;
+
+/* nbdev.c: a request of the NBD client, waited for (sync.c) */
+int nbdev_sync(struct nbdev *d, enum nbdev_op kind, void *buf, uint64_t len,
+	       uint64_t off, unsigned flags);
+/* Bytes held by @iov. */
+size_t iov_bytes(const struct iovec *iov, int cnt);
+/*
+ * The calling thread's bounce buffer of at least @len bytes, for a
+ * transfer of several buffers, kept for its next one. NULL: no memory.
+ */
+char *iov_bounce(size_t len);
 
 #endif

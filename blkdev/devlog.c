@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * The write log (mount option write_log) and the synchronous device writes
- * and flushes outside the io engines; see include/wbcfs/devlog.h for the
+ * and flushes outside the io engines; see include/wbcfs/blkdev/devlog.h for the
  * record format. The io engines log through devlog_*_issued() and
  * devlog_completed() from flusher/engine.c; nothing here reads the log
  * back: tools/wbcfs-crash does.
@@ -152,73 +152,4 @@ void devlog_completed(enum devlog_type type, uint64_t seq, int64_t res)
 
 	if (devlog_on && seq)
 		log_append(&r, NULL, 0);
-}
-
-int devlog_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off)
-{
-	struct iovec v[64];
-	int n = iovcnt < 64 ? iovcnt : 64, i;
-	int64_t total = 0;
-	uint64_t seq;
-
-	if (iovcnt > 64)
-		return -EINVAL;
-	seq = devlog_on ? devlog_write_issued((uint64_t)off, iov, iovcnt) : 0;
-	for (i = 0; i < n; i++)
-		v[i] = iov[i];
-	i = 0;
-	if (nbdev_of_fd(fd)) {
-		total = blk_pwritev(fd, v, n, off, false);
-		i = n;
-	}
-	while (i < n) {
-		ssize_t r = pwritev(fd, v + i, n - i, off);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			total = -errno;
-			break;
-		}
-		if (r == 0) {
-			total = -EIO;
-			break;
-		}
-		off += r;
-		total += r;
-		while (i < n && (size_t)r >= v[i].iov_len) {
-			r -= (ssize_t)v[i].iov_len;
-			i++;
-		}
-		if (i < n) {
-			v[i].iov_base = (char *)v[i].iov_base + r;
-			v[i].iov_len -= (size_t)r;
-		}
-	}
-	if (seq)
-		devlog_completed(DEVLOG_WRITE_DONE, seq, total);
-	return total < 0 ? (int)total : 0;
-}
-
-int devlog_flush(int fd)
-{
-	uint64_t seq = devlog_on ? devlog_flush_issued() : 0;
-	int ret = blk_flush(fd);
-
-	if (seq)
-		devlog_completed(DEVLOG_FLUSH_DONE, seq, ret);
-	return ret;
-}
-
-int devlog_pwritev_fua(int fd, const struct iovec *iov, int iovcnt, off_t off)
-{
-	ssize_t n;
-	int ret;
-
-	if (devlog_on || !blk_has_fua(fd)) {
-		ret = devlog_pwritev(fd, iov, iovcnt, off);
-		return ret ? ret : devlog_flush(fd);
-	}
-	n = blk_pwritev(fd, iov, iovcnt, off, true);
-	return n < 0 ? (int)n : 0;
 }

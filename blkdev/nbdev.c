@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "wbcfs/blkdev/nbdev.h"
+#include "blkdev_i.h"
 
 /* NBD servers may refuse requests over 32 MiB (the protocol's advice) */
 #define NBD_REQUEST_MAX		(32u << 20)
@@ -304,8 +304,8 @@ static void sync_done(void *priv, int res)
 	pthread_mutex_unlock(&s->m);
 }
 
-static int nbdev_sync(struct nbdev *d, enum nbdev_op kind, void *buf, uint64_t len,
-		      uint64_t off, unsigned flags)
+int nbdev_sync(struct nbdev *d, enum nbdev_op kind, void *buf, uint64_t len,
+	       uint64_t off, unsigned flags)
 {
 	struct sync_wait s = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0 };
 
@@ -319,7 +319,7 @@ static int nbdev_sync(struct nbdev *d, enum nbdev_op kind, void *buf, uint64_t l
 	return s.res;
 }
 
-static size_t iov_bytes(const struct iovec *iov, int cnt)
+size_t iov_bytes(const struct iovec *iov, int cnt)
 {
 	size_t n = 0;
 	int i;
@@ -334,7 +334,7 @@ static size_t iov_bytes(const struct iovec *iov, int cnt)
  * kept for its next one (a fresh large buffer each time costs page faults
  * and trims worth as much as the copy).
  */
-static char *tl_bounce(size_t len)
+char *iov_bounce(size_t len)
 {
 	static __thread char *buf;
 	static __thread size_t size;
@@ -375,99 +375,6 @@ void iov_scatter(const struct iovec *iov, int iovcnt, const char *buf, size_t le
 		memcpy(iov[i].iov_base, buf + done, n);
 		done += n;
 	}
-}
-
-ssize_t blk_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off)
-{
-	struct nbdev *d = nbdev_of_fd(fd);
-	size_t len;
-	char *bounce;
-	int ret;
-
-	if (!d) {
-		for (;;) {
-			ssize_t n = preadv(fd, iov, iovcnt, off);
-
-			if (n >= 0 || errno != EINTR)
-				return n < 0 ? -errno : n;
-		}
-	}
-	len = iov_bytes(iov, iovcnt);
-	if ((uint64_t)off >= d->info.size)
-		return 0;
-	if (len > d->info.size - (uint64_t)off)
-		len = d->info.size - (uint64_t)off;	/* as a read at a device's end */
-	if (iovcnt == 1) {
-		ret = nbdev_sync(d, NBDEV_READ, iov[0].iov_base, len, (uint64_t)off, 0);
-		return ret < 0 ? ret : (ssize_t)len;
-	}
-	bounce = tl_bounce(len ? len : 1);
-	if (!bounce)
-		return -ENOMEM;
-	ret = nbdev_sync(d, NBDEV_READ, bounce, len, (uint64_t)off, 0);
-	if (!ret)
-		iov_scatter(iov, iovcnt, bounce, len);
-	return ret < 0 ? ret : (ssize_t)len;
-}
-
-ssize_t blk_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, bool fua)
-{
-	struct nbdev *d = nbdev_of_fd(fd);
-	size_t len;
-	char *bounce;
-	int ret;
-
-	if (!d) {
-		ssize_t n;
-
-		do
-			n = pwritev(fd, iov, iovcnt, off);
-		while (n < 0 && errno == EINTR);
-		if (n < 0)
-			return -errno;
-		if (fua && blk_flush(fd))
-			return -EIO;
-		return n;
-	}
-	len = iov_bytes(iov, iovcnt);
-	if (iovcnt == 1) {
-		ret = nbdev_sync(d, NBDEV_WRITE, iov[0].iov_base, len, (uint64_t)off,
-				 fua ? NBDEV_FUA : 0);
-	} else {
-		bounce = tl_bounce(len ? len : 1);
-		if (!bounce)
-			return -ENOMEM;
-		iov_gather(bounce, iov, iovcnt, len);
-		ret = nbdev_sync(d, NBDEV_WRITE, bounce, len, (uint64_t)off, fua ? NBDEV_FUA : 0);
-	}
-	if (!ret && fua && !d->info.can_fua)
-		ret = nbdev_sync(d, NBDEV_FLUSH, NULL, 0, 0, 0);
-	return ret < 0 ? ret : (ssize_t)len;
-}
-
-int blk_flush(int fd)
-{
-	struct nbdev *d = nbdev_of_fd(fd);
-
-	if (!d)
-		return fdatasync(fd) < 0 ? -errno : 0;
-	return nbdev_sync(d, NBDEV_FLUSH, NULL, 0, 0, 0);
-}
-
-bool blk_has_fua(int fd)
-{
-	struct nbdev *d = nbdev_of_fd(fd);
-
-	return d && d->info.can_fua;
-}
-
-int blk_discard(int fd, uint64_t off, uint64_t len)
-{
-	struct nbdev *d = nbdev_of_fd(fd);
-
-	if (!d)
-		return -ENOTTY;
-	return nbdev_sync(d, NBDEV_TRIM, NULL, len, off, 0);
 }
 
 /* ---- connection ----------------------------------------------------------- */

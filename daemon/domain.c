@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "wbcfs/blkdev/devlog.h"
+#include "wbcfs/blkdev.h"
 #include "wbcfs/lib/list.h"
 #include "wbcfs/cache/pressure.h"
 #include "daemon_i.h"

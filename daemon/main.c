@@ -19,7 +19,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "wbcfs/blkdev/devlog.h"
+#include "wbcfs/blkdev.h"
 #include "daemon_i.h"
 
 #define CMDLINE_OPTS_MAX 64

@@ -513,7 +513,7 @@ static int sb_check(struct wbfs *w, const char *dev, bool ro, bool fsck_done)
 
 	if (posix_memalign(&buf, 4096, 4096))
 		return -ENOMEM;
-	n = blk_pread(w->dev_fd, buf, 4096, 0);
+	n = blkdev_pread(w->dev_fd, buf, 4096, 0);
 	if (n != 4096) {
 		msg_dev(dev, "cannot read the superblock (%s)", n < 0 ? strerror((int)-n) : "short read");
 		goto out;

@@ -18,7 +18,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "wbcfs/blkdev/devlog.h"
+#include "wbcfs/blkdev.h"
 #include "ext4_i.h"
 
 /* What lsattr shows: ext4's user-visible flags. */
@@ -461,7 +461,7 @@ static int trim_discard(struct wbfs *w, uint64_t blk, uint64_t n)
 	int ret;
 
 	if (w->nbd)
-		ret = blk_discard(w->dev_fd, r[0], r[1]);
+		ret = blkdev_discard(w->dev_fd, r[0], r[1]);
 	else if (w->is_blkdev)
 		ret = ioctl(w->dev_fd, BLKDISCARD, r) ? -errno : 0;
 	else

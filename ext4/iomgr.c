@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "wbcfs/blkdev/devlog.h"
+#include "wbcfs/blkdev.h"
 #include "ext4_i.h"
 
 /* set before ext2fs_open2, which opens the channel in the same thread */
@@ -289,7 +289,7 @@ static errcode_t wio_zeroout(io_channel ch, unsigned long long block, unsigned l
 	while (len) {
 		struct iovec v = { zero, len < chunk ? (size_t)len : chunk };
 
-		if (devlog_pwritev(w->dev_fd, &v, 1, (off_t)off)) {
+		if (blkdev_pwritev(w->dev_fd, &v, 1, (off_t)off)) {
 			free(zero);
 			return EXT2_ET_SHORT_WRITE;
 		}

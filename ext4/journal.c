@@ -45,7 +45,7 @@
 #include "ext4_i.h"
 #include "wbcfs/jbd2.h"
 #include "wbcfs/lib/clock.h"
-#include "wbcfs/blkdev/devlog.h"
+#include "wbcfs/blkdev.h"
 
 LOCK_CLASS(lc_journal_tlock, "journal_tlock")
 LOCK_CLASS(lc_journal_commit, "journal_commit")
@@ -148,7 +148,7 @@ static int jdev_write(struct wjournal *j, const struct iovec *iov, int n, off_t 
 {
 	if (jwrite_faulted(j))
 		return -EIO;
-	return devlog_pwritev(j->w->dev_fd, iov, n, off);
+	return blkdev_pwritev(j->w->dev_fd, iov, n, off);
 }
 
 /* The device cache to stable media: the bdi's flush, with its faults. */
@@ -170,10 +170,10 @@ static int jwrite_commit(struct wjournal *j, uint32_t jb, char *buf)
 	if (jwrite_faulted(j))
 		return -EIO;
 	if (bdi_flush_fault_take(j->w->bdi)) {
-		ret = devlog_pwritev(j->w->dev_fd, &v, 1, jb_off(j, jb));
+		ret = blkdev_pwritev(j->w->dev_fd, &v, 1, jb_off(j, jb));
 		return ret ? ret : -EIO;
 	}
-	return devlog_pwritev_fua(j->w->dev_fd, &v, 1, jb_off(j, jb));
+	return blkdev_pwritev_fua(j->w->dev_fd, &v, 1, jb_off(j, jb));
 }
 
 /*
@@ -1559,7 +1559,7 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 			dev);
 		goto fail;
 	}
-	r = blk_pread(w->dev_fd, j->jsb, JBS, jb_off(j, 0));
+	r = blkdev_pread(w->dev_fd, j->jsb, JBS, jb_off(j, 0));
 	if (r != (ssize_t)JBS) {
 		fprintf(msg_stream(), "wbcfs: %s: cannot read the journal superblock\n", dev);
 		ret = -EIO;

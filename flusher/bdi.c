@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "wbcfs/lib/clock.h"
-#include "wbcfs/blkdev/devlog.h"
+#include "wbcfs/blkdev.h"
 #include "bdi_i.h"
 
 LOCK_CLASS(lc_bdi_lock, "bdi_lock")
@@ -267,7 +267,7 @@ int bdi_flush_device(struct bdi *b)
 {
 	if (bdi_flush_fault_take(b))
 		return -EIO;
-	return devlog_flush(b->fd);
+	return blkdev_flush(b->fd);
 }
 
 int bdi_sync(struct bdi *b, enum wb_reason why)
@@ -283,7 +283,7 @@ long bdi_read(struct bdi *b, struct wb_inode *wi, const struct iovec *iov, int i
 {
 	if (b->fault_inject && wi && (atomic_load(&wi->fault) & WB_FAULT_READ))
 		return -EIO;
-	return (long)blk_preadv(b->fd, iov, iovcnt, (off_t)off);
+	return (long)blkdev_preadv(b->fd, iov, iovcnt, (off_t)off);
 }
 
 int bdi_inode_set_fault(struct bdi *b, struct wb_inode *wi, unsigned fault)

@@ -7,7 +7,7 @@
 
 #include "wbcfs/flusher/bdi.h"
 #include "wbcfs/lib/lockstat.h"
-#include "wbcfs/blkdev/nbdev.h"
+#include "wbcfs/blkdev.h"
 
 /* Lock classes of flusher/ (bdi.c defines them) for /.wbcfs/lockstat. */
 extern struct lock_class lc_bdi_lock;		/* bdi->lock */

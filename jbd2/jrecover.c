@@ -35,7 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "wbcfs/blkdev/devlog.h"
+#include "wbcfs/blkdev.h"
 #include "jbd2_i.h"
 
 #define SB_BLOCK_BYTES 4096	/* block 0 of the device: holds the ext4 superblock */
@@ -127,7 +127,7 @@ static uint16_t get_be16(const uint8_t *p)
 static int dev_pread(int fd, void *buf, size_t len, off_t off)
 {
 	while (len) {
-		ssize_t n = blk_pread(fd, buf, len, off);
+		ssize_t n = blkdev_pread(fd, buf, len, off);
 
 		if (n < 0)
 			return (int)n;
@@ -144,7 +144,7 @@ static int dev_pwrite(int fd, const void *buf, size_t len, off_t off)
 {
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 
-	return devlog_pwritev(fd, &iov, 1, off);
+	return blkdev_pwritev(fd, &iov, 1, off);
 }
 
 static off_t log_off(const struct jrec *j, uint32_t lblk)
@@ -278,7 +278,7 @@ static int sb_reset(struct jrec *j)
 		sb->s_checksum = htobe32(jbd2_sb_csum(sb));
 	ret = dev_pwrite(j->log->fd, j->sb_blk, j->bsize, log_off(j, 0));
 	if (!ret)
-		ret = devlog_flush(j->log->fd);
+		ret = blkdev_flush(j->log->fd);
 	return ret;
 }
 
@@ -792,7 +792,7 @@ static int jrec_passes(struct jrec *j)
 	ret = walk_pass(j, PASS_REPLAY);
 	/* what went home must be stable before the log can be dropped */
 	if (!ret)
-		ret = devlog_flush(j->log->fd);
+		ret = blkdev_flush(j->log->fd);
 	if (ret)
 		return ret;
 	j->st->transactions = j->end_tid - be32toh(j->sb->s_sequence);
@@ -877,7 +877,7 @@ int jrec_journal_map(ext2_filsys fs, ext2_ino_t ino, uint32_t maxlen, uint64_t *
 
 /*
  * A read-only libext2fs channel over a device descriptor, for an NBD export:
- * it has no path unix_io_manager could open. Reads go through blk_pread in
+ * it has no path unix_io_manager could open. Reads go through blkdev_pread in
  * whole 4 KiB blocks (the superblock is read at 1024, and a server may
  * demand 4 KiB alignment). The descriptor is set before ext2fs_open2, which
  * opens the channel in the same thread.
@@ -1132,7 +1132,7 @@ static int sb_clear_recover(const char *dev, int fd, struct ext2_super_block *wa
 						  offsetof(struct ext2_super_block, s_checksum));
 	ret = dev_pwrite(fd, buf, SB_BLOCK_BYTES, 0);
 	if (!ret)
-		ret = devlog_flush(fd);
+		ret = blkdev_flush(fd);
 out:
 	if (ret && ret != -EUCLEAN)
 		fprintf(msg_stream(), "wbcfs: %s: cannot clear needs_recovery: %s\n", dev,

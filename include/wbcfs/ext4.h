@@ -42,7 +42,7 @@
 #include "wbcfs/lib/lockstat.h"
 #include "wbcfs/lib/msg.h"
 #include "wbcfs/cache/mapping.h"
-#include "wbcfs/blkdev/nbdev.h"
+#include "wbcfs/blkdev.h"
 #include "wbcfs/ext4/options.h"
 #include "wbcfs/cache/readahead.h"
 #include "wbcfs/ext4/acl.h"

@@ -3,7 +3,7 @@
  * The write log (devlog.h) against temporary files: writes and flushes
  * through the psync engine are logged as issued when queued and as
  * completed when their callback runs, in that order, with the written data;
- * the synchronous devlog_pwritev/devlog_flush log the same way; reads and
+ * the synchronous blkdev_pwritev/blkdev_flush log the same way; reads and
  * injected failures are not logged; with the log closed nothing is
  * recorded and the callbacks are the caller's own.
  */
@@ -15,8 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "wbcfs/blkdev/devlog.h"
-#include "wbcfs/blkdev/engine.h"
+#include "wbcfs/blkdev.h"
 #include "helpers.h"
 
 #define BS 4096
@@ -138,8 +137,8 @@ START_TEST(sync_paths)
 	memset(d, 'z', sizeof(d));
 	d[5] = 'q';
 	ck_assert_int_eq(devlog_open(lpath), 0);
-	ck_assert_int_eq(devlog_pwritev(dfd, v, 2, 3 * BS), 0);
-	ck_assert_int_eq(devlog_flush(dfd), 0);
+	ck_assert_int_eq(blkdev_pwritev(dfd, v, 2, 3 * BS), 0);
+	ck_assert_int_eq(blkdev_flush(dfd), 0);
 	ck_assert_uint_ne(devlog_discard_issued(BS, BS), 0);
 	devlog_close();
 	n = t_read_log(lpath, recs);
@@ -194,8 +193,8 @@ START_TEST(off_records_nothing)
 	ck_assert_int_eq(io_engine_queue(&e, &w), 0);
 	ck_assert_ptr_eq(w.done, t_done);
 	ck_assert_int_eq(io_engine_drain(&e), 0);
-	ck_assert_int_eq(devlog_pwritev(dfd, &va, 1, 0), 0);
-	ck_assert_int_eq(devlog_flush(dfd), 0);
+	ck_assert_int_eq(blkdev_pwritev(dfd, &va, 1, 0), 0);
+	ck_assert_int_eq(blkdev_flush(dfd), 0);
 	ck_assert_uint_eq(devlog_flush_issued(), 0);
 	ck_assert_int_eq(done_count, 2);
 	ck_assert_int_eq(stat(lpath, &st), 0);

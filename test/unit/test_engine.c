@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "wbcfs/blkdev/engine.h"
+#include "wbcfs/blkdev.h"
 #include "helpers.h"
 
 #define NREQ 100

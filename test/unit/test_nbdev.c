@@ -21,8 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "wbcfs/blkdev/engine.h"
-#include "wbcfs/blkdev/nbdev.h"
+#include "wbcfs/blkdev.h"
 #include "helpers.h"
 
 #define SIZE_MB 16
@@ -236,15 +235,15 @@ START_TEST(blk_split)
 	ck_assert_uint_eq(nbdev_info(d)->max_request, 65536);
 	for (i = 0; i < len; i++)
 		a[i] = (char)(i * 7 + i / 4096);
-	ck_assert_int_eq(blk_pwritev(fd, v, 2, 4096, false), (ssize_t)len);
-	ck_assert_int_eq(blk_flush(fd), 0);
-	ck_assert_int_eq(blk_pread(fd, b, len, 4096), (ssize_t)len);
+	ck_assert_int_eq(blkdev_pwritev_unlogged(fd, v, 2, 4096, false), (ssize_t)len);
+	ck_assert_int_eq(blkdev_flush_unlogged(fd), 0);
+	ck_assert_int_eq(blkdev_pread(fd, b, len, 4096), (ssize_t)len);
 	ck_assert_int_eq(memcmp(a, b, len), 0);
-	ck_assert_int_eq(blk_pwritev(fd, v, 1, 0, true), (ssize_t)len / 2);	/* FUA */
+	ck_assert_int_eq(blkdev_pwritev_unlogged(fd, v, 1, 0, true), (ssize_t)len / 2);	/* FUA */
 	/* reads stop at the end of the export, as at a device's */
-	ck_assert_int_eq(blk_pread(fd, b, 8192, (SIZE_MB << 20) - 4096), 4096);
-	ck_assert_int_eq(blk_pread(fd, b, 4096, SIZE_MB << 20), 0);
-	ck_assert_int_eq(blk_discard(fd, 0, 65536), nbdev_info(d)->can_trim ? 0 : -EOPNOTSUPP);
+	ck_assert_int_eq(blkdev_pread(fd, b, 8192, (SIZE_MB << 20) - 4096), 4096);
+	ck_assert_int_eq(blkdev_pread(fd, b, 4096, SIZE_MB << 20), 0);
+	ck_assert_int_eq(blkdev_discard(fd, 0, 65536), nbdev_info(d)->can_trim ? 0 : -EOPNOTSUPP);
 	nbdev_close(d);
 	teardown();
 	free(a);
@@ -293,20 +292,20 @@ START_TEST(server_lost)
 		return;
 	d = open_ok(1);
 	fd = nbdev_fd(d);
-	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
+	ck_assert_int_eq(blkdev_pwritev_unlogged(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
 	kill(server, _i ? SIGTERM : SIGKILL);
 	if (!_i)
 		server_kill();
 	/* a shutting-down server may finish a few commands first */
 	for (i = 0; _i && i < 200; i++) {
-		if (blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false) < 0)
+		if (blkdev_pwritev_unlogged(fd, &(struct iovec){ buf, 4096 }, 1, 0, false) < 0)
 			break;
 		usleep(10000);
 	}
 	/* every request fails, with EIO, while the server is away */
 	for (i = 0; i < 3; i++) {
-		ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), -EIO);
-		ck_assert_int_eq(blk_flush(fd), -EIO);
+		ck_assert_int_eq(blkdev_pwritev_unlogged(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), -EIO);
+		ck_assert_int_eq(blkdev_flush_unlogged(fd), -EIO);
 	}
 	if (_i) {
 		waitpid(server, NULL, 0);	/* it leaves once we did */
@@ -320,8 +319,8 @@ START_TEST(server_lost)
 	for (i = 0; i < 1000 && !nbdev_connected(d); i++)
 		usleep(10000);
 	ck_assert(nbdev_connected(d));
-	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
-	ck_assert_int_eq(blk_flush(fd), 0);
+	ck_assert_int_eq(blkdev_pwritev_unlogged(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
+	ck_assert_int_eq(blkdev_flush_unlogged(fd), 0);
 	nbdev_show(d, buf, sizeof(buf));
 	ck_assert_ptr_nonnull(strstr(buf, "reconnects 1\n"));
 	nbdev_close(d);
@@ -340,18 +339,18 @@ START_TEST(server_hangs)
 		return;
 	d = open_timeout(1, 1);
 	fd = nbdev_fd(d);
-	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
+	ck_assert_int_eq(blkdev_pwritev_unlogged(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
 	kill(server, SIGSTOP);
 	/* SIGSTOP is asynchronous: a thread of the server could still answer */
 	ck_assert_int_eq(waitpid(server, &st, WUNTRACED), server);
 	ck_assert(WIFSTOPPED(st));
-	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), -EIO);
+	ck_assert_int_eq(blkdev_pwritev_unlogged(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), -EIO);
 	ck_assert(!nbdev_connected(d));
 	kill(server, SIGCONT);
 	for (i = 0; i < 1000 && !nbdev_connected(d); i++)
 		usleep(10000);
 	ck_assert(nbdev_connected(d));
-	ck_assert_int_eq(blk_pwritev(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
+	ck_assert_int_eq(blkdev_pwritev_unlogged(fd, &(struct iovec){ buf, 4096 }, 1, 0, false), 4096);
 	nbdev_close(d);
 	teardown();
 }

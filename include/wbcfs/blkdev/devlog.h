@@ -76,14 +76,4 @@ uint64_t devlog_discard_issued(uint64_t off, uint64_t len);
 /** Log the completion of @seq (DEVLOG_WRITE_DONE or DEVLOG_FLUSH_DONE). */
 void devlog_completed(enum devlog_type type, uint64_t seq, int64_t res);
 
-/** pwritev that loops over short writes. Returns 0 or -errno. */
-int devlog_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off);
-/**
- * A write durable when it returns: FUA where the device offers it (NBD),
- * else (and while recording, which knows no FUA) a write and a flush.
- */
-int devlog_pwritev_fua(int fd, const struct iovec *iov, int iovcnt, off_t off);
-/** fdatasync of the device (its volatile cache). Returns 0 or -errno. */
-int devlog_flush(int fd);
-
 #endif

@@ -85,22 +85,4 @@ void iov_gather(char *buf, const struct iovec *iov, int iovcnt, size_t len);
 /** Copy @len bytes of @buf out into @iov's buffers, in order. */
 void iov_scatter(const struct iovec *iov, int iovcnt, const char *buf, size_t len);
 
-/* Synchronous device access by descriptor: an NBD device's or a real fd's. */
-/** Returns bytes read (short only at the end of the device) or -errno. */
-ssize_t blk_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off);
-static inline ssize_t blk_pread(int fd, void *buf, size_t len, off_t off)
-{
-	struct iovec v = { buf, len };
-
-	return blk_preadv(fd, &v, 1, off);
-}
-/** Returns bytes written or -errno. FUA: durable on return (else written). */
-ssize_t blk_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off, bool fua);
-/** Device cache flush (fdatasync / NBD FLUSH). */
-int blk_flush(int fd);
-/** Discard (NBD TRIM) on an NBD device; -ENOTTY for a real fd, -EOPNOTSUPP if not offered. */
-int blk_discard(int fd, uint64_t off, uint64_t len);
-/** Whether a FUA write is cheaper than a write and a flush on @fd. */
-bool blk_has_fua(int fd);
-
 #endif

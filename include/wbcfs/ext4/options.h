@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include "wbcfs/lib/times.h"
 #include "wbcfs/cache/dirty.h"
-#include "wbcfs/blkdev/engine.h"
+#include "wbcfs/blkdev.h"
 
 #define OPTIONS_FUSE_MAX 1024
 #define OPTIONS_NAME_MAX 255	/* a file name, as ext4's */

@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include "wbcfs/lib/list.h"
 #include "wbcfs/cache/mapping.h"
-#include "wbcfs/blkdev/engine.h"
+#include "wbcfs/blkdev.h"
 #include "wbcfs/cache.h"
 #include "wbcfs/flusher/pdflush.h"
 
@@ -212,7 +212,7 @@ int bdi_sync_meta(struct bdi *b);
 int bdi_ordered_mark(struct bdi *b);
 void bdi_ordered_wait(struct bdi *b, int mark);
 /**
- * The device's volatile cache to stable media (devlog_flush). -EIO
+ * The device's volatile cache to stable media (blkdev_flush). -EIO
  * without issuing it while bdi_set_fault_flush is on.
  */
 int bdi_flush_device(struct bdi *b);

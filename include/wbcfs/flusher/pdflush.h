@@ -19,7 +19,7 @@
 #define WBCFS_PDFLUSH_H
 
 #include <stdatomic.h>
-#include "wbcfs/blkdev/engine.h"
+#include "wbcfs/blkdev.h"
 
 struct cache;
 struct flusher_pool;
