@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* cache/ internals shared by page.c, mapping.c, zone.c and reclaim.c. */
+/* cache/ internals shared by page.c, mapping.c, zone.c and reclaim.c, and by
+ * throttle.c and throttle_trace.c. */
 #ifndef WBCFS_CACHE_I_H
 #define WBCFS_CACHE_I_H
 
 #include "wbcfs/cache.h"
 #include "wbcfs/lib/lockstat.h"
+#include "wbcfs/cache/throttle.h"
 
 /* Lock classes of cache/ (zone.c defines them) for /.wbcfs/lockstat. */
 extern struct lock_class lc_zone_lock;		/* zone->lock */
@@ -58,5 +60,19 @@ bool cache_balloon_run(struct cache *c);
 /* Start/stop the reclaim thread. */
 int reclaim_start(struct cache *c);
 void reclaim_stop(struct cache *c);
+
+/* throttle.c and throttle_trace.c */
+extern struct lock_class lc_throttle_lock;	/* throttle_domain->lock (throttle.c) */
+#define DIRTY_POLL_THRESH 32		/* pages */
+/* Append a record; the oldest is overwritten when the ring is full. Lock held. */
+struct throttle_trace_rec *throttle_trace_new(struct throttle_domain *d, struct throttle_wb *tw,
+					      uint16_t type, uint64_t now);
+/* Wake the trace's readers after a record is complete. Lock held. */
+void throttle_trace_done(struct throttle_domain *d);
+/* Task @pid's state, made (owing nothing) on its first call; NULL without memory. Domain lock. */
+struct throttle_task *throttle_task_get(struct throttle_domain *d, pid_t pid, uint64_t now);
+/* Task @pid dirtied @nr pages: its state, charged with them. Context: domain lock. */
+struct throttle_task *throttle_task_dirtied_locked(struct throttle_domain *d, pid_t pid,
+						   long nr, uint64_t now);
 
 #endif

@@ -38,20 +38,18 @@
 #include "wbcfs/lib/clock.h"
 #include "wbcfs/cache/throttle.h"
 #include "wbcfs/lib/lockstat.h"
+#include "cache_i.h"
 
 LOCK_CLASS(lc_throttle_lock, "throttle_lock")
 
 #define RL_SHIFT 10			/* RATELIMIT_CALC_SHIFT */
 #define BW_INTERVAL_MS 200		/* BANDWIDTH_INTERVAL */
 #define INIT_BW 25600			/* 100 MB/s in pages/s */
-#define DIRTY_POLL_THRESH 32		/* pages */
 #define FPROP_PERIOD_MS 3000		/* completions halve every 3 s */
 #define STAT_ERROR 8			/* pages of slack (wb_stat_error) */
 #define SEED_IDLE_MS 1000		/* freerun this long: seed the ratelimit */
 #define RL_FAST_UPDATES 15		/* then move halfway to balanced, this many times */
 #define TASK_ACTIVE_MS 1000		/* a task dirtying within this is active */
-#define TASK_REAP_DEAD_MS 1000		/* a dead task's state goes after this */
-#define TASK_REAP_IDLE_MS 60000		/* any idle task's state goes after this */
 
 /* The control variables of one evaluation (dirty_throttle_control). */
 struct dtc {
@@ -284,35 +282,12 @@ static unsigned long kbps(unsigned long pages_per_s)
 	return pages_per_s * 4;
 }
 
-/* Append a record; the oldest is overwritten when the ring is full. Lock held. */
-static struct throttle_trace_rec *trace_new(struct throttle_domain *d, struct throttle_wb *tw,
-					    uint16_t type, uint64_t now)
-{
-	struct throttle_trace_rec *r;
-
-	if (!d->ring)
-		return NULL;
-	r = &d->ring[d->ring_seq & (d->ring_size - 1)];
-	memset(r, 0, sizeof(*r));
-	r->seq = d->ring_seq++;
-	r->ms = now - d->start_ms;
-	r->type = type;
-	snprintf(r->bdi, sizeof(r->bdi), "%s", tw ? tw->name : "");
-	atomic_fetch_add(&d->stats.trace_records, 1);
-	return r;
-}
-
-static void trace_done(struct throttle_domain *d)
-{
-	pthread_cond_broadcast(&d->ring_cond);
-}
-
 static void trace_bdp(struct throttle_domain *d, struct throttle_wb *tw, const struct dtc *c,
 		      long dirty_rl, long task_rl, long dirtied, long dirtied_pause,
 		      long period, long pause, uint64_t start, uint64_t now, uint64_t paused_when,
 		      pid_t pid)
 {
-	struct throttle_trace_rec *r = trace_new(d, tw, TT_BDP, now);
+	struct throttle_trace_rec *r = throttle_trace_new(d, tw, TT_BDP, now);
 	unsigned long freerun = freerun_ceiling(c->thresh, c->bg_thresh);
 	unsigned long setpoint = (c->limit + freerun) / 2;
 
@@ -332,7 +307,7 @@ static void trace_bdp(struct throttle_domain *d, struct throttle_wb *tw, const s
 	r->bdp.period = period;
 	r->bdp.think = paused_when ? (long)(now - paused_when) : 0;
 	r->bdp.pid = pid;
-	trace_done(d);
+	throttle_trace_done(d);
 }
 
 /* ---- the ratelimit -------------------------------------------------------------- */
@@ -439,7 +414,7 @@ static void wb_update_bandwidth(struct throttle_wb *tw, struct dtc *c, uint64_t 
 		tw->rl_fresh = RL_FAST_UPDATES;
 	}
 	wb_update_dirty_ratelimit(tw, c, c->st.dirtied, elapsed);
-	r = trace_new(d, tw, TT_BW, now);
+	r = throttle_trace_new(d, tw, TT_BW, now);
 	if (r) {
 		r->bw.write_bw = kbps((unsigned long)c->st.write_bw);
 		r->bw.avg_write_bw = kbps((unsigned long)c->st.avg_write_bw);
@@ -454,7 +429,7 @@ static void wb_update_bandwidth(struct throttle_wb *tw, struct dtc *c, uint64_t 
 		r->bw.bg_thresh = c->bg_thresh;
 		r->bw.thresh = c->thresh;
 		r->bw.limit = c->limit;
-		trace_done(d);
+		throttle_trace_done(d);
 	}
 	tw->rl_stamp_ms = now;
 	tw->dirtied_stamp = c->st.dirtied;
@@ -654,75 +629,7 @@ do_pause:
 	return v;
 }
 
-/* ---- tasks ----------------------------------------------------------------------- */
-
-static bool task_alive_default(pid_t pid)
-{
-	return kill(pid, 0) == 0 || errno != ESRCH;
-}
-
-static struct throttle_task *task_get(struct throttle_domain *d, pid_t pid, uint64_t now)
-{
-	unsigned h = (unsigned)pid % THROTTLE_TASK_HASH;
-	struct throttle_task *t;
-
-	for (t = d->tasks[h]; t; t = t->next)
-		if (t->pid == pid)
-			return t;
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return NULL;
-	t->pid = pid;
-	t->nr_dirtied_pause = DIRTY_POLL_THRESH;
-	t->last_seen = now;
-	t->next = d->tasks[h];
-	d->tasks[h] = t;
-	atomic_fetch_add(&d->stats.nr_tasks, 1);
-	return t;
-}
-
-/* Free the state of tasks gone (or idle for a minute); keep what they owe. */
-static void tasks_reap(struct throttle_domain *d, uint64_t now)
-{
-	bool (*alive)(pid_t) = d->task_alive ? d->task_alive : task_alive_default;
-	unsigned i;
-
-	if (now < d->reap_stamp + TASK_REAP_DEAD_MS)
-		return;
-	d->reap_stamp = now;
-	for (i = 0; i < THROTTLE_TASK_HASH; i++) {
-		struct throttle_task **pp = &d->tasks[i], *t;
-
-		while ((t = *pp)) {
-			uint64_t idle = now - t->last_seen;
-
-			if (idle > TASK_REAP_IDLE_MS || (idle > TASK_REAP_DEAD_MS && !alive(t->pid))) {
-				*pp = t->next;
-				d->dirty_leaks += t->nr_dirtied;
-				free(t);
-				atomic_fetch_sub(&d->stats.nr_tasks, 1);
-				atomic_fetch_add(&d->stats.nr_tasks_reaped, 1);
-			} else {
-				pp = &t->next;
-			}
-		}
-	}
-}
-
-/* Task @pid dirtied @nr pages: its state, charged with them. Context: domain lock. */
-static struct throttle_task *task_dirtied_locked(struct throttle_domain *d, pid_t pid,
-						 long nr, uint64_t now)
-{
-	struct throttle_task *t;
-
-	tasks_reap(d, now);
-	t = task_get(d, pid, now);
-	if (t) {
-		t->nr_dirtied += nr;
-		t->last_seen = now;
-	}
-	return t;
-}
+/* ---- a task dirtied pages ------------------------------------------------------- */
 
 /* The count of pages at which a task is looked at: 8 (32 KiB, poll often) while @tw is over. */
 static long poll_limit(const struct throttle_wb *tw, long rl)
@@ -739,7 +646,7 @@ struct throttle_verdict throttle_dirtied(struct throttle_wb *tw, pid_t pid, long
 	long rl;
 
 	ls_mutex_lock(&d->lock, &lc_throttle_lock);
-	t = task_dirtied_locked(d, pid, nr, now);
+	t = throttle_task_dirtied_locked(d, pid, nr, now);
 	if (!t)
 		goto out;
 	rl = poll_limit(tw, t->nr_dirtied_pause);
@@ -769,7 +676,7 @@ struct throttle_verdict throttle_resume(struct throttle_wb *tw, pid_t pid)
 	uint64_t now = clock_now_ms();
 
 	ls_mutex_lock(&d->lock, &lc_throttle_lock);
-	t = task_get(d, pid, now);
+	t = throttle_task_get(d, pid, now);
 	if (t && (t->at_limit || (t->nr_dirtied > 0 && t->nr_dirtied >= t->nr_dirtied_pause)))
 		v = bdp(tw, t, now, t->start_ms);
 	else if (t)
@@ -790,7 +697,7 @@ bool throttle_writeback_due(struct throttle_wb *tw, pid_t pid, long nr, long rat
 	bool due = false;
 
 	ls_mutex_lock(&d->lock, &lc_throttle_lock);
-	t = task_dirtied_locked(d, pid, nr, now);
+	t = throttle_task_dirtied_locked(d, pid, nr, now);
 	if (t && t->nr_dirtied >= poll_limit(tw, ratelimit)) {
 		t->nr_dirtied = 0;
 		due = true;
@@ -925,51 +832,6 @@ unsigned throttle_wb_share(struct throttle_wb *tw)
 	return den ? (unsigned)(num * 1000 / den) : 0;
 }
 
-long throttle_nr_tasks(struct throttle_domain *d)
-{
-	return atomic_load(&d->stats.nr_tasks);
-}
-
-uint64_t throttle_trace_start(struct throttle_domain *d)
-{
-	uint64_t s;
-
-	ls_mutex_lock(&d->lock, &lc_throttle_lock);
-	s = d->ring_seq > d->ring_size ? d->ring_seq - d->ring_size : 0;
-	ls_mutex_unlock(&d->lock);
-	return s;
-}
-
-size_t throttle_trace_read(struct throttle_domain *d, uint64_t *cursor,
-			   struct throttle_trace_rec *out, size_t max, uint64_t *lost)
-{
-	uint64_t oldest;
-	size_t n = 0;
-
-	*lost = 0;
-	ls_mutex_lock(&d->lock, &lc_throttle_lock);
-	oldest = d->ring_seq > d->ring_size ? d->ring_seq - d->ring_size : 0;
-	if (*cursor < oldest) {
-		*lost = oldest - *cursor;
-		*cursor = oldest;
-		atomic_fetch_add(&d->stats.trace_lost, (long)*lost);
-	}
-	while (n < max && *cursor < d->ring_seq) {
-		out[n++] = d->ring[*cursor & (d->ring_size - 1)];
-		(*cursor)++;
-	}
-	ls_mutex_unlock(&d->lock);
-	return n;
-}
-
-void throttle_trace_wait(struct throttle_domain *d, uint64_t cursor, unsigned timeout_ms)
-{
-	ls_mutex_lock(&d->lock, &lc_throttle_lock);
-	if (d->ring && cursor >= d->ring_seq)
-		clock_cond_wait_ms(&d->ring_cond, &d->lock, (long)timeout_ms);
-	ls_mutex_unlock(&d->lock);
-}
-
 void throttle_domain_lower_limit(struct throttle_domain *d, unsigned long thresh,
 				 unsigned long dirty)
 {
@@ -979,54 +841,6 @@ void throttle_domain_lower_limit(struct throttle_domain *d, unsigned long thresh
 	if (d->dirty_limit > t)
 		d->dirty_limit = t;
 	ls_mutex_unlock(&d->lock);
-}
-
-void throttle_trace_cache(struct throttle_domain *d, const struct throttle_trace_cache *rec)
-{
-	struct throttle_trace_rec *r;
-
-	ls_mutex_lock(&d->lock, &lc_throttle_lock);
-	r = trace_new(d, NULL, TT_CACHE, clock_now_ms());
-	if (r) {
-		r->cache = *rec;
-		trace_done(d);
-	}
-	ls_mutex_unlock(&d->lock);
-}
-
-int throttle_trace_format(const struct throttle_trace_rec *r, char *buf, size_t len)
-{
-	int n;
-
-	if (r->type == TT_CACHE)
-		n = snprintf(buf, len,
-			     "%llu cache target=%lu resident=%lu ceiling=%lu floor=%lu free=%lu "
-			     "dirty=%lu reason=%s pressure=%ld\n",
-			     (unsigned long long)r->ms, r->cache.target, r->cache.resident,
-			     r->cache.ceiling, r->cache.floor, r->cache.free, r->cache.dirty,
-			     r->cache.reason ? r->cache.reason : "?", r->cache.pressure);
-	else if (r->type == TT_BDP)
-		n = snprintf(buf, len,
-			     "%llu bdp bdi=%s limit=%lu setpoint=%lu dirty=%lu bdi_setpoint=%lu "
-			     "bdi_dirty=%lu dirty_ratelimit=%lu task_ratelimit=%lu dirtied=%ld "
-			     "dirtied_pause=%ld paused=%ld pause=%ld period=%ld think=%ld pid=%d\n",
-			     (unsigned long long)r->ms, r->bdi, r->bdp.limit, r->bdp.setpoint,
-			     r->bdp.dirty, r->bdp.bdi_setpoint, r->bdp.bdi_dirty,
-			     r->bdp.dirty_ratelimit, r->bdp.task_ratelimit, r->bdp.dirtied,
-			     r->bdp.dirtied_pause, r->bdp.paused, r->bdp.pause, r->bdp.period,
-			     r->bdp.think, (int)r->bdp.pid);
-	else
-		n = snprintf(buf, len,
-			     "%llu bw bdi=%s write_bw=%lu avg_write_bw=%lu dirty_rate=%lu "
-			     "dirty_ratelimit=%lu task_ratelimit=%lu balanced_dirty_ratelimit=%lu "
-			     "dirtied=%ld written=%ld nr_dirty=%lu nr_writeback=%lu bg_thresh=%lu "
-			     "thresh=%lu limit=%lu\n",
-			     (unsigned long long)r->ms, r->bdi, r->bw.write_bw, r->bw.avg_write_bw,
-			     r->bw.dirty_rate, r->bw.dirty_ratelimit, r->bw.task_ratelimit,
-			     r->bw.balanced_dirty_ratelimit, r->bw.dirtied, r->bw.written,
-			     r->bw.nr_dirty, r->bw.nr_writeback, r->bw.bg_thresh, r->bw.thresh,
-			     r->bw.limit);
-	return n < 0 ? 0 : (n < (int)len ? n : (int)len - 1);
 }
 
 int throttle_mode_parse(const char *s, size_t len, enum throttle_mode *out)

@@ -11,7 +11,11 @@
 #ifndef WBCFS_DAEMON_DAEMON_I_H
 #define WBCFS_DAEMON_DAEMON_I_H
 
+#include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <sys/un.h>
+#include "wbcfs/lib/list.h"
 #include "wbcfs/cache.h"
 #include "wbcfs/flusher/pdflush.h"
 #include "wbcfs/ext4/options.h"
@@ -59,6 +63,57 @@ struct memwatch *domain_memwatch(struct wbfs_domain *d);
 
 /** For /.wbcfs/domain: name, devices and mountpoints. */
 int domain_show(struct wbfs_domain *d, char *buf, size_t size);
+
+/* ---- domain.c and domain_join.c ---------------------------------------- */
+
+/* One device of the domain. */
+struct dmount {
+	struct list_head link;		/* domain lock: on mounts */
+	struct wbfs_domain *d;
+	struct wbfs *w;
+	struct fuse_session *se;
+	struct fuse_args args;
+	char dev[PATH_MAX], mnt[PATH_MAX];
+	dev_t id_dev;			/* constant: what the device is (block device */
+	ino_t id_ino;			/* number, or the image file's dev and inode) */
+	pthread_t thread;
+	bool serving;			/* domain lock: thread started */
+	bool stopping;			/* domain lock: a signal asked it to end */
+};
+
+struct wbfs_domain {
+	char name[OPTIONS_DOMAIN_MAX + 1];	/* constant: "" for a mount of its own */
+	struct wbcfs_options opts;	/* constant: the first mount's (domain options) */
+	struct cache *cache;		/* lock: created by the first mount */
+	struct flusher_pool *pool;	/* lock: with the cache (flusher_model=pdflush) */
+	struct memwatch *memwatch;	/* lock: at the first mount up (mem_watch=1) */
+	bool mem_started;		/* lock: oom_score_adj and the watcher done */
+	pthread_mutex_t lock;		/* protects: cache creation, mounts, nr_mounts,
+					 * stopping, closing, status */
+	pthread_cond_t cond;		/* lock: nr_mounts dropped */
+	struct list_head mounts;	/* lock: serving or being mounted */
+	unsigned nr_mounts;		/* lock: mounts, and mounts being set up */
+	bool stopping;			/* lock: a signal came: no new mounts */
+	bool closing;			/* lock: the last mount is gone */
+	int status;			/* lock: 1 when an unmount lost data */
+	pthread_rwlock_t bdis_lock;	/* protects: bdis (cache wakeups read it) */
+	struct wbfs **bdis;		/* bdis_lock: the devices with a bdi */
+	unsigned nr_bdis, cap_bdis;	/* bdis_lock */
+	int lock_fd, listen_fd;		/* constant: -1 when unnamed */
+	char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	pthread_t server, sig_thread;
+	bool have_server, have_sig_thread;
+};
+
+/* domain_join.c: the daemon's side of the socket, for domain_create */
+/** The signal thread: ask every serving mount to end, and keep nudging until they have. */
+void *domain_sig_thread(void *arg);
+/** The server thread: accept joiners on d->listen_fd and mount what they send. */
+void *domain_server_thread(void *arg);
+/** DOMAIN_RUN_DIR/@name.@ext into @out: 0, or -ENAMETOOLONG. */
+int domain_sock_path(const char *name, const char *ext, char *out, size_t size);
+/** Listen on @d's socket (d->sock_path, d->listen_fd). 0 or -errno. */
+int domain_listen_on(struct wbfs_domain *d);
 
 /* ctl.c */
 #define CTL_INO_BASE (1ULL << 32)

@@ -97,6 +97,49 @@ struct bdi {
 	unsigned nr_sync_ctxs;		/* lock: made, free or in use */
 };
 
+/* writeback.c and wb_submit.c: a worker's writeback context */
+/*
+ * Pages locked, mapped and submitted together: 4 MiB, so that with the
+ * engine drained before each map_pages call a batch still fills several
+ * max_io_kb writes in flight.
+ */
+#define WB_BATCH 1024
+
+/*
+ * One flusher worker, or one pool thread; everything here is owned by its
+ * thread. A pool thread's @b is the device it is visiting, NULL between
+ * visits.
+ */
+struct wb_ctx {
+	struct bdi *b;
+	bool pool;			/* a pool thread: waits for room in the device's
+					 * queue before each write (get_request_wait) */
+	struct io_engine *eng;		/* the engine in use: own_eng, or nbd_eng while
+					 * a pool thread visits an NBD device */
+	struct io_engine own_eng;	/* this worker's engine */
+	struct io_engine nbd_eng;	/* pool threads: for NBD devices, made on first use */
+	bool nbd_eng_ready;
+	struct page *pages[WB_BATCH];	/* current batch */
+	uint64_t idx[WB_BATCH];		/* its page indices */
+	uint64_t pblk[WB_BATCH];	/* and device blocks (map_pages) */
+	struct wb_ctx *next_free;	/* b->lock: on b->sync_ctxs (fsync's) */
+};
+
+/* wb_submit.c: page I/O for writeback.c */
+/* Feed @b's bandwidth estimate now (completion, and the worker's idle ticks). */
+void wb_bw_feed(struct bdi *b);
+/* A writeback round starts: forget an idle gap (ALGORITHMS.md §2). */
+void wb_bw_start(struct bdi *b);
+/* Complete everything this worker has queued before it may sleep on others. */
+void wb_drain_before_sleep(struct wb_ctx *x);
+/*
+ * write_cache_pages: up to @budget pages of @wi in index order (cyclic
+ * from writeback_index under SYNC_NONE; TOWRITE-tagged in [start, end]
+ * under SYNC_ALL). Returns pages sent to the device.
+ */
+long wb_write_pages(struct wb_ctx *x, struct wb_inode *wi, bool sync,
+		    uint64_t start, uint64_t end, long budget);
+
 /* writeback.c */
 void *bdi_flusher_main(void *arg);
 int bdi_queue_work_wait(struct bdi *b, struct wb_work *w);

@@ -217,4 +217,80 @@ static inline bool ops_ctl_owns(fuse_ino_t ino)
 	return ops_ctl->owns(ino);
 }
 
+/* A request on a control inode (daemon/ctl.c) is answered there. */
+#define CTL_ROUTE(ino, op, ...)				\
+	do {						\
+		if (ops_ctl_owns(ino)) {			\
+			ops_ctl->ops->op(__VA_ARGS__);	\
+			return;				\
+		}					\
+	} while (0)
+
+#define ATTR_TIMEOUT 10.0
+#define ENTRY_TIMEOUT 10.0
+
+static inline struct wbfs *req_wbfs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static inline struct wfile *fi_file(struct fuse_file_info *fi)
+{
+	return (struct wfile *)(uintptr_t)fi->fh;
+}
+
+/* Who sent @req: ids and, for an unprivileged caller, its groups. */
+void ops_req_cred(fuse_req_t req, struct wbfs_cred *c);
+/*
+ * ext4's IS_DIRSYNC (ext4_handle_sync in create, mknod, mkdir, symlink,
+ * link, unlink, rmdir, rename): a change of the entries of @dir, or of
+ * @dir2 too for a rename (0: none), is committed before the reply. The
+ * kernel's FUSE commits nothing for a dirsync mount: it is ours. An
+ * error of the commit is the request's, as in ext4: the change is made,
+ * not durable.
+ */
+int ops_dir_change_sync(struct wbfs *w, ext2_ino_t dir, ext2_ino_t dir2);
+/*
+ * A change of @ino's size, attributes, xattrs or flags, committed before
+ * the reply when @ino is IS_SYNC (a sync mount, chattr +S) or @sync (the
+ * change came through an O_SYNC or O_DSYNC descriptor): ext4 commits its
+ * truncate, setxattr and setflags of an IS_SYNC inode (ext4_handle_sync)
+ * and fallocate through an O_SYNC one; wbcfs commits its mode, owner and
+ * times too, and an ftruncate through an O_SYNC descriptor.
+ */
+int ops_inode_change_sync(struct wbfs *w, ext2_ino_t ino, bool sync);
+/* The control directory and its entries are never created, removed or renamed. */
+int ops_check_new_name(struct wbfs *w, fuse_ino_t parent, const char *name);
+/* ---- ops_file.c: the handlers of open files (wbfs_ops) ----------------- */
+
+/* Valid replies: fuse_reply_open, fuse_reply_err */
+void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* Valid replies: fuse_reply_create, fuse_reply_err */
+void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		struct fuse_file_info *fi);
+/* Valid replies: fuse_reply_iov, fuse_reply_buf, fuse_reply_err */
+void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+	      struct fuse_file_info *fi);
+/* Valid replies: fuse_reply_write, fuse_reply_err */
+void ops_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
+		   off_t off, struct fuse_file_info *fi);
+/*
+ * close(2): nothing is written here (but for auto_da_alloc, above), and a
+ * writeback of the file that failed since it was opened (or since the
+ * error was last reported to it, by fsync or an earlier close of a dup)
+ * is reported, as EIO.
+ * Valid replies: fuse_reply_err
+ */
+void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* Valid replies: fuse_reply_err */
+void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* Valid replies: fuse_reply_err */
+void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+/* Valid replies: fuse_reply_err */
+void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+		   struct fuse_file_info *fi);
+/* Valid replies: fuse_reply_lseek, fuse_reply_err */
+void ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+	       struct fuse_file_info *fi);
+
 #endif
