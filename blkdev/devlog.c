@@ -3,7 +3,7 @@
  * The write log (mount option write_log) and the synchronous device writes
  * and flushes outside the io engines; see include/wbcfs/blkdev/devlog.h for the
  * record format. The io engines log through devlog_*_issued() and
- * devlog_completed() from flusher/engine.c; nothing here reads the log
+ * devlog_completed() from blkdev/engine.c; nothing here reads the log
  * back: tools/wbcfs-crash does.
  *
  * Lock ordering: devlog_lock is a leaf; it is taken under whatever the

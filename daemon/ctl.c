@@ -46,7 +46,7 @@
 /* protects: the read-modify-write of a tunable and its ratio/bytes twin */
 static pthread_mutex_t ctl_tun_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* ---- pure helpers (include/wbcfs/ctl.h) ------------------------------------ */
+/* ---- pure helpers (include/wbcfs/daemon/ctl.h) ------------------------------------ */
 
 static int ctl_buf_reserve(struct ctl_buf *b, size_t need)
 {

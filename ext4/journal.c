@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The journal: ext4's own, in the jbd2 format (fs/jbd2.h), written by
+ * The journal: ext4's own, in the jbd2 format (include/wbcfs/jbd2/format.h), written by
  * wbcfs so that a crash leaves a filesystem that a replay (wbcfs's, the
  * kernel's or e2fsck's) makes consistent.
  *

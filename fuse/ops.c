@@ -17,7 +17,7 @@
 
 #include "fuse_i.h"
 
-/* A request on a control inode (fs/ctl.c) is answered there. */
+/* A request on a control inode (daemon/ctl.c) is answered there. */
 /* Until the daemon sets its hooks, no inode and no name is the control directory's. */
 static bool no_ctl_owns(fuse_ino_t ino)
 {

@@ -3,7 +3,7 @@
  * Lock statistics: the class registry, the slow paths of the wrappers in
  * include/wbcfs/lockstat.h and the snapshot /.wbcfs/lockstat prints. Which
  * locks are wrapped, and the classes' names, are their owners' business;
- * the control file is fs/ctl.c's.
+ * the control file is daemon/ctl.c's.
  *
  * Hold time needs the moment a lock was taken. Rather than widen every lock
  * with a field for it, each thread keeps a short stack of the wrapped locks

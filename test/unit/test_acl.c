@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * POSIX ACL rules (fs/acl.c) on VFS-format buffers: malformed ACLs refused,
+ * POSIX ACL rules (ext4/acl.c) on VFS-format buffers: malformed ACLs refused,
  * the mode an access ACL implies and whether it must be stored, chmod's
  * rewrite of user::/mask::/other::, a default ACL applied to a new
  * inode's mode, and who keeps set-user-ID and set-group-ID.

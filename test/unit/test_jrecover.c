@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Journal recovery (fs/jrecover.c) on synthetic journals: a small encoder
+ * Journal recovery (jbd2/jrecover.c) on synthetic journals: a small encoder
  * here writes jbd2 logs into a temporary file by the on-disk format alone
- * (byte offsets and crc32c, not fs/jbd2.h's structs or helpers), and the
+ * (byte offsets and crc32c, not include/wbcfs/jbd2/format.h's structs or helpers), and the
  * tests check the bytes that replay leaves at home and in the journal
  * superblock. Every behaviour runs for each tag format: 32- and 64-bit
  * block numbers, no checksums, checksums v2 and v3 (v1 has its own).

@@ -9,7 +9,7 @@
  * One throttle_domain per cache (the kernel's global_wb_domain); one
  * throttle_wb per backing device in it; per-task state keyed by the pid a
  * FUSE request carries. The module does no I/O and does not sleep: the
- * caller delivers the pause (fs/fuse_io.c defers the write's reply), and
+ * caller delivers the pause (fuse/fuse_io.c defers the write's reply), and
  * the counters come from callbacks, so a unit test can drive it with a
  * fake clock and a simulated device.
  *

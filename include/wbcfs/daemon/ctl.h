@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The pure parts of the control directory (fs/ctl.c): a growable text
+ * The pure parts of the control directory (daemon/ctl.c): a growable text
  * buffer the control files are generated into at open (seq_file's role),
  * and the parsing and validation of values written to the tunable files
- * with the rules of /proc/sys/vm. The FUSE side lives in fs/ctl.c.
+ * with the rules of /proc/sys/vm. The FUSE side lives in daemon/ctl.c.
  */
 #ifndef WBCFS_CTL_H
 #define WBCFS_CTL_H

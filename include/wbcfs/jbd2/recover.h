@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Journal recovery at mount: replay of ext4's internal journal (jbd2
- * format, fs/jbd2.h) before libext2fs loads the filesystem, with the
+ * format, include/wbcfs/jbd2/format.h) before libext2fs loads the filesystem, with the
  * rules of the kernel's jbd2 recovery (scan, revoke, replay). The journal
- * writer itself lives in fs/journal.c.
+ * writer itself lives in ext4/journal.c.
  */
 #ifndef WBCFS_FS_JRECOVER_H
 #define WBCFS_FS_JRECOVER_H
