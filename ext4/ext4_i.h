@@ -68,7 +68,7 @@ void wbfs_block_alloc_stats_range(struct wbfs *w, blk64_t blk, blk64_t n, int in
 /* ioctl.c */
 void wbfs_trim_note_freed(struct wbfs *w, blk64_t blk, blk64_t num);
 
-/* ext4.c */
+/* super.c, alloc.c, bitmap.c */
 void wbfs_lock_shared(struct wbfs *w);
 bool wbfs_trylock_shared(struct wbfs *w);
 void wbfs_unlock_shared(struct wbfs *w);
@@ -124,6 +124,35 @@ errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got
 			 blk64_t *glen);
 errcode_t wbfs_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
 		     blk64_t start, blk64_t end);
+extern struct lock_class lc_group_lock;		/* wbfs->group_lock[] */
+extern struct lock_class lc_claim_lock;		/* wbfs->claim_lock */
+
+/* bitmap.c: libext2fs callbacks, set by wbfs_validate_block_bitmaps */
+/*
+ * libext2fs freed [blk, blk+num): what lies in a refused group stays in
+ * use, and its group and the superblock keep their counts.
+ */
+void wbfs_bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
+void wbfs_bad_group_keep(ext2_filsys fs, blk64_t blk, int inuse);
+/* libext2fs's own single-block allocations: a busy block when no other is free. */
+errcode_t wbfs_busy_alloc_block(ext2_filsys fs, blk64_t goal, blk64_t *ret);
+/* libext2fs's range allocations: busy blocks only without a journal. */
+errcode_t wbfs_busy_new_range(ext2_filsys fs, int flags, blk64_t goal, blk64_t len,
+			      blk64_t *pblk, blk64_t *plen);
+/* Mount: the last block, while free, in use in memory only (libext2fs < 1.47.4). */
+void wbfs_hide_last_block(struct wbfs *w);
+/* Before the filesystem closes: the bitmap it writes shows busy blocks free. */
+void wbfs_busy_free(struct wbfs *w);
+
+/* check.c: the mount-time metadata checks (super.c calls them); 0 or -errno */
+/* ext4_validate_block_bitmap and mballoc's free count check, for every group. */
+int wbfs_validate_block_bitmaps(struct wbfs *w, const char *dev);
+/* The root inode, as ext4_fill_super and ext4_iget check it. */
+int wbfs_check_root(struct wbfs *w, const char *dev);
+/* The journal inode, as the kernel checks it when it loads the journal. */
+int wbfs_check_journal(struct wbfs *w, const char *dev);
+/* The group descriptors, as ext4_check_descriptors. */
+int wbfs_check_desc(struct wbfs *w, const char *dev);
 
 /* iomgr.c */
 extern struct struct_io_manager wbfs_io_manager;
