@@ -160,7 +160,7 @@ void wbfs_iomgr_set(struct wbfs *w);
 void wbfs_iomgr_forget_range(struct wbfs *w, uint64_t blk, uint64_t count);
 bool wbfs_meta_peek(struct wbfs *w, uint64_t off, void *buf, size_t len);
 
-/* inode.c */
+/* inode.c, orphan.c, map.c, sync.c */
 bool winode_peek_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 void winode_release_all(struct wbfs *w);
 bool winode_should_retry_alloc(struct wbfs *w, int *retries);
@@ -194,6 +194,31 @@ int wbfs_extent_next_leaf(ext2_extent_handle_t h, int *op, struct ext2fs_extent 
 int ec_lookup(struct wbfs *w, struct winode *wi, uint64_t lblk, struct ext_run *out);
 void ec_invalidate(struct winode *wi);
 extern const struct bdi_ops wbfs_bdi_ops;
+/* The in-memory inode @ino, evicting or not (NULL: none). Context: itable_lock. */
+struct winode *winode_itable_find_locked(struct wbfs *w, ext2_ino_t ino);
+/*
+ * Only a regular file's size lives in @wi (writes, truncate and fallocate
+ * change it without libext2fs); a directory grows inside libext2fs
+ * (ext2fs_expand_dir), so its inode is the one copy of its size.
+ */
+bool winode_owns_size(const struct winode *wi);
+/*
+ * Raise @wi's on-disk size over the data that is written or being mapped
+ * now (@skip, as disksize_reach), and to @floor at least, never past
+ * i_size. True when it grew. Context: fs_lock held.
+ */
+bool winode_disksize_catch_up(struct winode *wi, uint64_t floor, const uint64_t *skip,
+			      unsigned nskip);
+/*
+ * Fold @wi's pending times, and its on-disk size (not i_size: the size
+ * data has been written for), into @in. Context: fs_lock held.
+ */
+void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in);
+/* bdi_ops (sync.c's table) that map.c defines: mapping and failed writes. */
+int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
+		   unsigned n, uint64_t *pblk);
+void wbfs_newblock_failed(struct bdi *b, struct wb_inode *wb, uint64_t index);
+void wbfs_write_error(struct bdi *b, struct wb_inode *wb, uint64_t index, int err);
 
 /* data.c */
 /* Start the readahead threads (mount, before serving); stop them, dropping
