@@ -220,13 +220,22 @@ int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
 void wbfs_newblock_failed(struct bdi *b, struct wb_inode *wb, uint64_t index);
 void wbfs_write_error(struct bdi *b, struct wb_inode *wb, uint64_t index, int err);
 
-/* data.c */
+/* data.c, range.c */
 /* Start the readahead threads (mount, before serving); stop them, dropping
  * what is still queued, before inodes are released at unmount. */
 int data_ra_start(struct wbfs *w);
 void data_ra_stop(struct wbfs *w);
 void data_drop_all(struct wbfs *w, struct winode *wi);
 long data_report_lost(struct wbfs *w, struct winode *wi);
+/*
+ * Zero bytes [from, to) of one page, in the cache or, when the page is not
+ * cached, after reading its block; a hole is left alone (it reads as
+ * zeros). The page is dirtied when its block holds the stale bytes.
+ */
+int data_zero_in_page(struct wbfs *w, struct winode *wi, uint64_t from, uint64_t to,
+		      uint64_t isize);
+/* Zero the tail of the page holding byte @old_size before the file grows. */
+int data_zero_eof_tail(struct wbfs *w, struct winode *wi, uint64_t old_size);
 
 /* dcache.c */
 struct dcache *dcache_new(void);
