@@ -68,7 +68,7 @@ void wbfs_block_alloc_stats_range(struct wbfs *w, blk64_t blk, blk64_t n, int in
 /* ioctl.c */
 void wbfs_trim_note_freed(struct wbfs *w, blk64_t blk, blk64_t num);
 
-/* ext4.c */
+/* super.c, alloc.c, bitmap.c */
 void wbfs_lock_shared(struct wbfs *w);
 bool wbfs_trylock_shared(struct wbfs *w);
 void wbfs_unlock_shared(struct wbfs *w);
@@ -124,6 +124,35 @@ errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got
 			 blk64_t *glen);
 errcode_t wbfs_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
 		     blk64_t start, blk64_t end);
+extern struct lock_class lc_group_lock;		/* wbfs->group_lock[] */
+extern struct lock_class lc_claim_lock;		/* wbfs->claim_lock */
+
+/* bitmap.c: libext2fs callbacks, set by wbfs_validate_block_bitmaps */
+/*
+ * libext2fs freed [blk, blk+num): what lies in a refused group stays in
+ * use, and its group and the superblock keep their counts.
+ */
+void wbfs_bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
+void wbfs_bad_group_keep(ext2_filsys fs, blk64_t blk, int inuse);
+/* libext2fs's own single-block allocations: a busy block when no other is free. */
+errcode_t wbfs_busy_alloc_block(ext2_filsys fs, blk64_t goal, blk64_t *ret);
+/* libext2fs's range allocations: busy blocks only without a journal. */
+errcode_t wbfs_busy_new_range(ext2_filsys fs, int flags, blk64_t goal, blk64_t len,
+			      blk64_t *pblk, blk64_t *plen);
+/* Mount: the last block, while free, in use in memory only (libext2fs < 1.47.4). */
+void wbfs_hide_last_block(struct wbfs *w);
+/* Before the filesystem closes: the bitmap it writes shows busy blocks free. */
+void wbfs_busy_free(struct wbfs *w);
+
+/* check.c: the mount-time metadata checks (super.c calls them); 0 or -errno */
+/* ext4_validate_block_bitmap and mballoc's free count check, for every group. */
+int wbfs_validate_block_bitmaps(struct wbfs *w, const char *dev);
+/* The root inode, as ext4_fill_super and ext4_iget check it. */
+int wbfs_check_root(struct wbfs *w, const char *dev);
+/* The journal inode, as the kernel checks it when it loads the journal. */
+int wbfs_check_journal(struct wbfs *w, const char *dev);
+/* The group descriptors, as ext4_check_descriptors. */
+int wbfs_check_desc(struct wbfs *w, const char *dev);
 
 /* iomgr.c */
 extern struct struct_io_manager wbfs_io_manager;
@@ -131,7 +160,7 @@ void wbfs_iomgr_set(struct wbfs *w);
 void wbfs_iomgr_forget_range(struct wbfs *w, uint64_t blk, uint64_t count);
 bool wbfs_meta_peek(struct wbfs *w, uint64_t off, void *buf, size_t len);
 
-/* inode.c */
+/* inode.c, orphan.c, map.c, sync.c */
 bool winode_peek_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 void winode_release_all(struct wbfs *w);
 bool winode_should_retry_alloc(struct wbfs *w, int *retries);
@@ -165,14 +194,48 @@ int wbfs_extent_next_leaf(ext2_extent_handle_t h, int *op, struct ext2fs_extent 
 int ec_lookup(struct wbfs *w, struct winode *wi, uint64_t lblk, struct ext_run *out);
 void ec_invalidate(struct winode *wi);
 extern const struct bdi_ops wbfs_bdi_ops;
+/* The in-memory inode @ino, evicting or not (NULL: none). Context: itable_lock. */
+struct winode *winode_itable_find_locked(struct wbfs *w, ext2_ino_t ino);
+/*
+ * Only a regular file's size lives in @wi (writes, truncate and fallocate
+ * change it without libext2fs); a directory grows inside libext2fs
+ * (ext2fs_expand_dir), so its inode is the one copy of its size.
+ */
+bool winode_owns_size(const struct winode *wi);
+/*
+ * Raise @wi's on-disk size over the data that is written or being mapped
+ * now (@skip, as disksize_reach), and to @floor at least, never past
+ * i_size. True when it grew. Context: fs_lock held.
+ */
+bool winode_disksize_catch_up(struct winode *wi, uint64_t floor, const uint64_t *skip,
+			      unsigned nskip);
+/*
+ * Fold @wi's pending times, and its on-disk size (not i_size: the size
+ * data has been written for), into @in. Context: fs_lock held.
+ */
+void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in);
+/* bdi_ops (sync.c's table) that map.c defines: mapping and failed writes. */
+int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
+		   unsigned n, uint64_t *pblk);
+void wbfs_newblock_failed(struct bdi *b, struct wb_inode *wb, uint64_t index);
+void wbfs_write_error(struct bdi *b, struct wb_inode *wb, uint64_t index, int err);
 
-/* data.c */
+/* data.c, range.c */
 /* Start the readahead threads (mount, before serving); stop them, dropping
  * what is still queued, before inodes are released at unmount. */
 int data_ra_start(struct wbfs *w);
 void data_ra_stop(struct wbfs *w);
 void data_drop_all(struct wbfs *w, struct winode *wi);
 long data_report_lost(struct wbfs *w, struct winode *wi);
+/*
+ * Zero bytes [from, to) of one page, in the cache or, when the page is not
+ * cached, after reading its block; a hole is left alone (it reads as
+ * zeros). The page is dirtied when its block holds the stale bytes.
+ */
+int data_zero_in_page(struct wbfs *w, struct winode *wi, uint64_t from, uint64_t to,
+		      uint64_t isize);
+/* Zero the tail of the page holding byte @old_size before the file grows. */
+int data_zero_eof_tail(struct wbfs *w, struct winode *wi, uint64_t old_size);
 
 /* dcache.c */
 struct dcache *dcache_new(void);

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The flusher's other calls into ext4/ (write_inode, sync_fs, alloc_wait)
+ * and the bdi_ops table, settling the on-disk size, and fsync and
+ * syncfs. Apart from map.c: these make what was mapped durable, they
+ * allocate nothing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+#include "wbcfs/lib/clock.h"
+#include "ext4_i.h"
+
+static int wbfs_write_inode_op(struct bdi *b, struct wb_inode *wb, enum wb_sync_mode mode)
+{
+	struct wbfs *w = bdi_owner(b);
+	struct winode *wi = container_of(wb, struct winode, wb);
+	struct ext2_inode_large in;
+	int ret;
+
+	if (wb->is_meta)
+		return 0;
+	wbfs_lock(w);
+	if (wi->freed || !w->fs) {
+		wbfs_unlock(w);
+		return 0;
+	}
+	ret = wbfs_read_inode(w, wi->ino, &in);
+	if (!ret) {
+		winode_fold(w, wi, &in);
+		ret = wbfs_write_inode(w, wi->ino, &in);
+	}
+	wbfs_unlock(w);
+	return ret;
+}
+
+/*
+ * Commit so that blocks whose free has not committed may be reused, if
+ * there are any: true when a commit was made. Context: no lock held.
+ */
+bool wbfs_commit_for_alloc(struct wbfs *w)
+{
+	bool pending;
+
+	wbfs_lock(w);
+	pending = w->fs && !w->ro && wbfs_alloc_should_commit(w);
+	wbfs_unlock(w);
+	if (!pending)
+		return false;
+	atomic_fetch_add(&w->stats.nr_alloc_commits, 1);
+	return !wbfs_journal_commit(w, NULL);
+}
+
+/*
+ * ENOSPC from a request: try again? After deleted files' FORGETs
+ * (winode_should_retry_alloc), or after a commit when an allocation found
+ * room only in blocks whose free had not committed: ext4_should_retry_alloc
+ * forces that commit the same way, up to 3 times a request.
+ */
+bool wbfs_should_retry_alloc(struct wbfs *w, int *retries)
+{
+	bool refused;
+
+	if (winode_should_retry_alloc(w, retries))
+		return true;
+	if (*retries > 3)
+		return false;
+	/* a commit since the refusal may have released them already: retry */
+	refused = atomic_exchange(&w->alloc_busy_refused, false);
+	return wbfs_commit_for_alloc(w) || refused;
+}
+
+/*
+ * Writeback found room for pages only in blocks whose free has not
+ * committed (BDI_PBLK_AGAIN): commit, and it maps them again. Nothing to
+ * commit (another commit came first): 0 all the same, and the map finds
+ * the room, or ENOSPC. Context: flusher, no page of the batch locked.
+ */
+static int wbfs_alloc_wait(struct bdi *b, struct wb_inode *wb)
+{
+	struct wbfs *w = bdi_owner(b);
+
+	(void)wb;
+	if (!wbfs_commit_for_alloc(w) && wbfs_journal_aborted(w))
+		return -EIO;
+	return 0;
+}
+
+static int wbfs_sync_fs(struct bdi *b)
+{
+	struct wbfs *w = bdi_owner(b);
+	errcode_t err = 0;
+	int waits = 0;
+
+	/* files just deleted: their FORGET frees them, part of what is synced */
+	while (winode_should_retry_alloc(w, &waits))
+		;
+	wbfs_bitmaps_check_next(w);	/* every changed bitmap was noted? */
+	if (w->journal)
+		return wbfs_journal_commit(w, NULL);	/* with the busy blocks */
+	wbfs_lock(w);
+	if (w->fs && !w->ro) {
+		err = wbfs_flush_locked(w);
+		/* as a commit: what was freed before may be reused now */
+		if (!err)
+			wbfs_release_busy_locked(w);
+	}
+	wbfs_unlock(w);
+	return -wbfs_errno(err);
+}
+
+/*
+ * Bring the on-disk size up to i_size once the data below it is written
+ * or mapped (fsync, eviction): log the inode when winode_disksize_catch_up
+ * raises it. A file whose data is all mapped then has disksize == i_size.
+ * Context: no lock held; takes fs_lock.
+ */
+int winode_settle_disksize(struct wbfs *w, struct winode *wi)
+{
+	struct ext2_inode_large in;
+	int ret = 0;
+
+	if (!winode_owns_size(wi) || winode_disksize(wi) >= winode_size(wi))
+		return 0;
+	wbfs_lock(w);
+	if (!wi->freed && w->fs && winode_disksize_catch_up(wi, 0, NULL, 0)) {
+		ret = wbfs_read_inode(w, wi->ino, &in);
+		if (!ret) {
+			winode_fold(w, wi, &in);
+			ret = wbfs_write_inode(w, wi->ino, &in);
+		}
+	}
+	wbfs_unlock(w);
+	return ret;
+}
+
+const struct bdi_ops wbfs_bdi_ops = {
+	.map_pages = wbfs_map_pages,
+	.write_inode = wbfs_write_inode_op,
+	.sync_fs = wbfs_sync_fs,
+	.alloc_wait = wbfs_alloc_wait,
+	.write_error = wbfs_write_error,
+	.newblock_failed = wbfs_newblock_failed,
+};
+
+/*
+ * fsync: the file's data, then its inode, then every dirty metadata page
+ * (directory entries, inode table, extent blocks), then the device cache.
+ * With a journal: the data and the inode, then a commit of the
+ * transactions up to the file's newest metadata change (none when that one
+ * has committed already), then the device cache unless that commit
+ * flushed it. The data writes are still in flight when the commit starts:
+ * its ordered wait takes them, after its log writes (one device round trip
+ * less before the commit block, as ext4's fsync: its data and log writes
+ * go out together).
+ */
+int winode_sync(struct wbfs *w, struct winode *wi, bool datasync)
+{
+	return winode_sync_range(w, wi, 0, UINT64_MAX, datasync);
+}
+
+/*
+ * winode_sync for the pages [@first, @last] only (a synchronous write's:
+ * the kernel's generic_write_sync syncs the range written, not the file).
+ * The commit is the same: it joins whatever commit other syncs started.
+ */
+int winode_sync_range(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last,
+		      bool datasync)
+{
+	struct bdi_sync_io io;
+	bool flushed = false;
+	int ret, r;
+
+	if (w->ro)
+		return 0;
+	if (!w->journal) {
+		ret = bdi_sync_inode(w->bdi, &wi->wb, first, last, datasync);
+		if (!ret)
+			ret = winode_settle_disksize(w, wi);
+		return ret ? ret : wbfs_sync_durable(w);
+	}
+	bdi_sync_inode_start(w->bdi, &wi->wb, first, last, datasync, &io);
+	/* every page of the range is mapped now, its write in flight (the
+	 * commit's ordered wait takes it): the on-disk size may reach as far
+	 * as written data goes (winode_disksize_catch_up stops at waiting pages) */
+	r = winode_settle_disksize(w, wi);
+	if (r) {
+		bdi_sync_inode_finish(w->bdi, &io);
+		return r;
+	}
+	/* as ext4: only the transactions up to the file's newest change;
+	 * one already committed leaves just the device cache to flush */
+	r = wbfs_journal_commit_tid(w, wi->sync_tid, &flushed, &io);
+	ret = bdi_sync_inode_finish(w->bdi, &io);
+	if (!r && !flushed)
+		r = bdi_flush_device(w->bdi);
+	return ret ? ret : r;
+}
+
+/*
+ * ext4's ext4_alloc_da_blocks only starts the writeback (filemap_flush):
+ * the blocks are allocated in the caller, in the running transaction, and
+ * jbd2's ordered list makes that transaction's commit wait for the data.
+ * Here the caller waits for the data writes itself, through fsync's path
+ * (its own writeback context, WB_SYNC_ALL, the bdi's bandwidth and
+ * completion accounting), but without the fsync's commit: the rename or
+ * close then costs the data's write, not a commit's two flushes, and
+ * whatever commit comes next finds the data already on the device.
+ * Every dirty page, not only delayed ones: pages over unwritten
+ * (fallocated) blocks would read back as zeros too.
+ */
+long winode_alloc_da_blocks(struct wbfs *w, struct winode *wi)
+{
+	long nr = atomic_load(&wi->map.nrdirty);
+	int ret;
+
+	if (w->ro || nr <= 0)
+		return 0;
+	ret = bdi_sync_inode(w->bdi, &wi->wb, 0, UINT64_MAX, true);
+	return ret ? ret : nr;
+}
+
+/*
+ * Make every metadata change so far durable, and the data written so far:
+ * with a journal, one commit (the running transaction's metadata, in the
+ * log); without, libext2fs's bitmaps and descriptors into the cache and
+ * every dirty metadata page home. Then the device cache.
+ */
+int wbfs_sync_durable(struct wbfs *w)
+{
+	bool flushed = false;
+	int ret, r;
+
+	if (w->journal) {
+		ret = wbfs_journal_commit(w, &flushed);
+		if (ret || flushed)
+			return ret;
+		return bdi_flush_device(w->bdi);
+	}
+	/* the bitmaps and descriptors too: what the file owns must be in use
+	 * on disk, or e2fsck finds its inode in a group's unused area */
+	wbfs_lock(w);
+	ret = w->fs ? -wbfs_errno(wbfs_flush_locked(w)) : 0;
+	wbfs_unlock(w);
+	r = bdi_sync_meta(w->bdi);
+	if (!ret)
+		ret = r;
+	r = bdi_flush_device(w->bdi);
+	return ret ? ret : r;
+}
