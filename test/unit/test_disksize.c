@@ -27,10 +27,7 @@ static const struct mapping_ops t_ops = { .undirtied = t_undirtied };
 
 static void setup(void)
 {
-	struct cache_config cfg = { .size_bytes = 64 * PAGE_SIZE, .nr_zones = 1 };
-
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
+	c = t_cache(64);
 	mapping_init(&m, c, &t_ops, NULL);
 }
 

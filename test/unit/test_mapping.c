@@ -17,16 +17,6 @@
 #include "wbcfs/cache.h"
 #include "wbcfs/cache/mapping.h"
 
-static struct cache *t_cache(size_t pages)
-{
-	struct cache_config cfg = { .size_bytes = pages * PAGE_SIZE, .nr_zones = 1 };
-	struct cache *c;
-
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
-	return c;
-}
-
 static long undirtied;
 static void t_undirtied(struct mapping *m, struct page *p)
 {

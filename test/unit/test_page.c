@@ -17,16 +17,6 @@
 #include "wbcfs/cache.h"
 #include "wbcfs/cache/mapping.h"
 
-static struct cache *t_cache(size_t pages)
-{
-	struct cache_config cfg = { .size_bytes = pages * PAGE_SIZE, .nr_zones = 1 };
-	struct cache *c;
-
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
-	return c;
-}
-
 static long dirtied_calls, undirtied_calls;
 static void t_dirtied(struct mapping *m, struct page *p) { dirtied_calls++; }
 static void t_undirtied(struct mapping *m, struct page *p) { undirtied_calls++; }
@@ -80,8 +70,7 @@ START_TEST(zones_split_evenly)
 	struct cache *c;
 	unsigned i;
 
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
+	c = t_cache_cfg(&cfg);
 	ck_assert_uint_eq(c->nr_zones, 4);
 	for (i = 0; i < 4; i++) {
 		ck_assert_int_eq(c->zones[i].present_pages, 256);
