@@ -4,6 +4,7 @@
  * a fake flusher, fake devices (a bdi over a temporary file), io_req
  * completion counts and fresh ext4 layouts.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +169,36 @@ void t_io_done(struct io_req *req, int res)
 	t_io.last_res = res;
 	if (req->op != IO_FSYNC && res != (int)(req->iov[0].iov_len + req->iov[1].iov_len))
 		t_io.bad++;
+}
+
+void t_io_write_req(struct io_req *req, struct iovec *iov, char *buf, size_t bs, int fd,
+		    unsigned i, unsigned nreq)
+{
+	memset(buf, 'a' + i % 26, bs / 2);
+	memset(buf + bs / 2, 'A' + i % 26, bs / 2);
+	iov[0] = (struct iovec){ buf, bs / 2 };
+	iov[1] = (struct iovec){ buf + bs / 2, bs / 2 };
+	*req = (struct io_req){ .op = IO_WRITE, .fd = fd, .off = (uint64_t)(nreq - 1 - i) * bs,
+				.iov = iov, .iovcnt = 2, .done = t_io_done };
+}
+
+int t_fsync_rounds(struct bdi *b, struct wb_inode *wi, struct mapping *m, int fd, uint64_t base,
+		   unsigned rounds, unsigned n, bool stamp)
+{
+	unsigned round;
+	int ret;
+
+	for (round = 0; round < rounds; round++) {
+		char fill = (char)('a' + round);
+
+		t_dirty_pages(m, 0, n, fill, stamp);
+		ret = bdi_sync_inode(b, wi, 0, UINT64_MAX, false);
+		if (ret)
+			return ret;
+		if (!t_block_holds(fd, base + n - 1, fill, stamp ? (int)((n - 1) & 0xff) : -1))
+			return -EILSEQ;
+	}
+	return 0;
 }
 
 ext2_filsys t_ext2fs(char *path, uint64_t nblocks, unsigned bpg)

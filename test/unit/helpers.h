@@ -88,6 +88,24 @@ extern struct t_io_count t_io;
 /** io_req.done for requests of two iovecs: counts in t_io. */
 void t_io_done(struct io_req *req, int res);
 
+/*
+ * Request @i of @nreq: a write of @bs bytes at @buf from two iovecs at
+ * @iov (the halves filled 'a' + i % 26 and 'A' + i % 26), to @fd at
+ * @bs * (@nreq - 1 - @i): offsets, not submission order, place the data.
+ * Completes in t_io_done.
+ */
+void t_io_write_req(struct io_req *req, struct iovec *iov, char *buf, size_t bs, int fd,
+		    unsigned i, unsigned nreq);
+
+/*
+ * An fsync loop, for several threads at once: @rounds times @n pages of
+ * @m from index 0 dirtied (t_dirty_pages, a new fill each round),
+ * bdi_sync_inode, and the last page read back from @fd at block @base +
+ * @n - 1. 0, or the first error (-EILSEQ: the page was not on the device).
+ */
+int t_fsync_rounds(struct bdi *b, struct wb_inode *wi, struct mapping *m, int fd, uint64_t base,
+		   unsigned rounds, unsigned n, bool stamp);
+
 /** A fresh ext4 layout (ext2fs_initialize, 4 KiB blocks, @bpg blocks a
  * group, 64-bit) of @nblocks blocks in a temporary file (path in @path). */
 struct struct_ext2_filsys *t_ext2fs(char *path, uint64_t nblocks, unsigned bpg);

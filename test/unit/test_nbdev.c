@@ -172,13 +172,7 @@ START_TEST(engine_roundtrip)
 	ck_assert_int_eq(io_engine_init(&e, IO_ENGINE_NBD, 8), 0);
 	t_io.done = t_io.bad = 0;
 	for (i = 0; i < NREQ; i++) {
-		memset(buf[i][0], 'a' + i % 26, BS / 2);
-		memset(buf[i][1], 'A' + i % 26, BS / 2);
-		iov[i][0] = (struct iovec){ buf[i][0], BS / 2 };
-		iov[i][1] = (struct iovec){ buf[i][1], BS / 2 };
-		req[i] = (struct io_req){ .op = IO_WRITE, .fd = nbdev_fd(d),
-					  .off = (uint64_t)(NREQ - 1 - i) * BS, .iov = iov[i],
-					  .iovcnt = 2, .done = t_io_done };
+		t_io_write_req(&req[i], iov[i], buf[i][0], BS, nbdev_fd(d), i, NREQ);
 		ck_assert_int_eq(io_engine_queue(&e, &req[i]), 0);
 		ck_assert_uint_le(e.inflight, 8);
 	}

@@ -424,16 +424,9 @@ struct t_fsync_arg {
 static void *t_fsync_loop(void *arg)
 {
 	struct t_fsync_arg *f = arg;
-	int round;
 
-	for (round = 0; round < 10 && !f->ret; round++) {
-		char fill = (char)('a' + round);
-
-		t_dirty(f->ti, 0, 200, fill);
-		f->ret = bdi_sync_inode(f->e->b[f->dev], &f->ti->wb, 0, UINT64_MAX, false);
-		if (!f->ret && !t_block_is(f->e, f->dev, f->ti->base + 199, fill))
-			f->ret = -EILSEQ;
-	}
+	f->ret = t_fsync_rounds(f->e->b[f->dev], &f->ti->wb, &f->ti->m, f->e->fd[f->dev],
+				f->ti->base, 10, 200, false);
 	return NULL;
 }
 

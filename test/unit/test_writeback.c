@@ -778,14 +778,9 @@ struct t_fsync_arg {
 static void *t_fsync_loop(void *arg)
 {
 	struct t_fsync_arg *f = arg;
-	int round;
 
-	for (round = 0; round < 15 && !f->ret; round++) {
-		t_dirty(f->ti, 0, 64, (char)('a' + round));
-		f->ret = bdi_sync_inode(f->e->b, &f->ti->wb, 0, UINT64_MAX, false);
-		if (!f->ret && !t_block_is(f->e, f->ti->base + 63, (char)('a' + round), 63))
-			f->ret = -EILSEQ;
-	}
+	f->ret = t_fsync_rounds(f->e->b, &f->ti->wb, &f->ti->m, f->e->fd, f->ti->base, 15, 64,
+				true);
 	return NULL;
 }
 
