@@ -9,6 +9,7 @@ Everything is created through a wbtest.T_Env, so t_main() undoes it on
 exit, failure or Ctrl-C.
 """
 
+import argparse
 import json
 import os
 import subprocess
@@ -40,6 +41,50 @@ def build():
 def default_out(kind):
     return os.path.join(ROOT, "bench", "out-%s-%s"
                         % (kind, time.strftime("%Y%m%d-%H%M%S")))
+
+
+def parser(doc):
+    """A bench's argument parser: its description the first paragraph of
+    doc (the bench's docstring), --help printing the whole as written."""
+    return argparse.ArgumentParser(
+        description=doc.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_bps(ap):
+    """--bps: the blkio cgroup's write limit (Bench's args.bps)."""
+    ap.add_argument("--bps", type=int, default=BPS,
+                    help="blkio write limit, bytes/s [%d]" % BPS)
+
+
+def add_out(ap, kind):
+    """--out: the output directory, bench/out-KIND-DATE unless given
+    (set by parse)."""
+    ap.add_argument("--out", default=None,
+                    help="output dir [bench/out-%s-DATE]" % kind)
+
+
+def parse(ap, kind):
+    """ap's arguments, with --out's default (add_out) and, for a bench
+    with --only, its experiments as a set."""
+    a = ap.parse_args()
+    if getattr(a, "only", None) is not None:
+        a.only = set(a.only.split(","))
+    a.out = a.out or default_out(kind)
+    return a
+
+
+def experiments(b, only, steps):
+    """Run b's steps ((key, method), in order) whose key is in only; then,
+    even on failure, b.close() when it has one and b.finish() (the report)."""
+    try:
+        for key, step in steps:
+            if key in only:
+                step()
+    finally:
+        if hasattr(b, "close"):
+            b.close()
+        b.finish()
 
 
 class Snap:
