@@ -104,24 +104,41 @@ class Snap:
                 "v": {k: self.v.get(k, 0) - a.v.get(k, 0) for k in keys}}
 
 
-class Bench:
-    """One benchmark run: the loop device (img_size, sparse) and its blkio
-    cgroup limited to bps bytes/s of writes, the device's bandwidth through
-    it, the output directory and the report written there at finish()."""
+class Report:
+    """A benchmark run's output directory (args.out) and its report: the
+    lines printed by out(), written to OUT/report.txt at finish()."""
 
-    def __init__(self, env, args, img_size=8 * GIB):
+    def __init__(self, env, args):
         self.env, self.a = env, args
         os.makedirs(args.out, exist_ok=True)
         self.report = []        # lines for OUT/report.txt
+
+    def out(self, line=""):
+        print(line, flush=True)
+        self.report.append(line)
+
+    def save(self, name, obj):
+        with open(os.path.join(self.a.out, name), "w") as f:
+            json.dump(obj, f, indent=1)
+
+    def finish(self):
+        with open(os.path.join(self.a.out, "report.txt"), "w") as f:
+            f.write("\n".join(self.report) + "\n")
+        print("results in %s" % self.a.out, flush=True)
+
+
+class Bench(Report):
+    """One benchmark run on a slow device: the loop device (img_size,
+    sparse) and its blkio cgroup limited to bps bytes/s of writes, the
+    device's bandwidth through it, and the report (Report)."""
+
+    def __init__(self, env, args, img_size=8 * GIB):
+        super().__init__(env, args)
         img = env.image(img_size)
         self.dev = env.loop(img)
         self.cg = env.blkio_cgroup()
         self.cg.write_bps(self.dev, args.bps)
         self.dev_bw = wbtrace.device_bw(self.dev, self.cg, 200 * MIB)
-
-    def out(self, line=""):
-        print(line, flush=True)
-        self.report.append(line)
 
     def mount(self, opts, mkfs=True, subdir="t"):
         """(mkfs and) mount with opts, the daemon in the cgroup; returns
@@ -138,15 +155,6 @@ class Bench:
 
     def umount(self, m):
         self.env.umount(m, timeout=600)
-
-    def save(self, name, obj):
-        with open(os.path.join(self.a.out, name), "w") as f:
-            json.dump(obj, f, indent=1)
-
-    def finish(self):
-        with open(os.path.join(self.a.out, "report.txt"), "w") as f:
-            f.write("\n".join(self.report) + "\n")
-        print("results in %s" % self.a.out, flush=True)
 
     def compare(self, get, cases, keys, before, after, unit):
         """The TOTAL rows of every key, then one table per key: `before
