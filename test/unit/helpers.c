@@ -70,6 +70,16 @@ int t_run(Suite *s)
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+TCase *t_tcase_add(Suite *s, const char *name, const TTest *const *tests)
+{
+	TCase *tc = tcase_create(name);
+
+	for (; *tests; tests++)
+		tcase_add_test(tc, *tests);
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
 struct t_wakeups t_woken;
 
 void t_wakeup(void *owner, long nr, enum wb_reason why)

@@ -28,6 +28,14 @@ int t_tmpfile(char *path, uint64_t size);
 int t_run(Suite *s);
 
 /*
+ * t_tcase(s, "name", test, ...): a test case of @s with these tests, in
+ * this order; returns it for a timeout or a fixture. Loop tests are added
+ * to a tcase_create()d one as Check has it.
+ */
+#define t_tcase(s, name, ...) t_tcase_add(s, name, (const TTest *[]){ __VA_ARGS__, NULL })
+TCase *t_tcase_add(Suite *s, const char *name, const TTest *const *tests);
+
+/*
  * The fake flusher every test cache has (t_cache_ops): what the cache
  * asked of it, reset by t_cache_cfg. Tests assert on the counter that
  * says what they test (kicks, pages handed over, reclaim's requests).

@@ -214,14 +214,9 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("bitmaps");
-	TCase *tc = tcase_create("bitmaps");
 
-	tcase_add_test(tc, runs_merge_when_adjacent);
-	tcase_add_test(tc, too_many_runs_mean_the_whole_bitmap);
-	tcase_add_test(tc, drain_finds_every_bit_once_and_clears);
-	tcase_add_test(tc, drain_of_the_whole_bitmap);
-	tcase_add_test(tc, changed_groups);
-	tcase_add_test(tc, range_allocations_are_noted);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "bitmaps", runs_merge_when_adjacent, too_many_runs_mean_the_whole_bitmap,
+		drain_finds_every_bit_once_and_clears, drain_of_the_whole_bitmap, changed_groups,
+		range_allocations_are_noted);
 	return t_run(s);
 }

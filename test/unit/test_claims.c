@@ -477,16 +477,11 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("claims");
-	TCase *tc = tcase_create("claims");
 
-	tcase_add_test(tc, claim_takes_a_run_and_changes_no_count);
-	tcase_add_test(tc, busy_blocks_taken_one_at_a_time);
-	tcase_add_test(tc, use_counts_release_frees);
-	tcase_add_test(tc, claims_stop_at_used_blocks_and_wrap);
-	tcase_add_test(tc, claims_are_free_in_the_bitmaps_written);
-	tcase_add_test(tc, inode_claims);
-	tcase_add_test(tc, concurrent_claims_never_share_a_block);
-	tcase_add_test(tc, concurrent_inode_claims_never_share_an_inode);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "claims", claim_takes_a_run_and_changes_no_count,
+		busy_blocks_taken_one_at_a_time, use_counts_release_frees,
+		claims_stop_at_used_blocks_and_wrap, claims_are_free_in_the_bitmaps_written,
+		inode_claims, concurrent_claims_never_share_a_block,
+		concurrent_inode_claims_never_share_an_inode);
 	return t_run(s);
 }

@@ -242,23 +242,11 @@ END_TEST
 static Suite *dirty_suite(void)
 {
 	Suite *s = suite_create("dirty");
-	TCase *tc;
 
-	tc = tcase_create("tunables");
-	tcase_add_test(tc, tunable_rules);
-	tcase_add_test(tc, tunable_ranges);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("thresholds");
-	tcase_add_test(tc, thresholds_from_ratio_and_bytes);
-	tcase_add_test(tc, threshold_floor_and_file_pages);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("accounting");
-	tcase_add_test(tc, counters_follow_pages);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("throttle");
-	tcase_add_test(tc, simple_throttle_waits_over_limit);
-	tcase_add_test(tc, simple_throttle_kicks_background);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "tunables", tunable_rules, tunable_ranges);
+	t_tcase(s, "thresholds", thresholds_from_ratio_and_bytes, threshold_floor_and_file_pages);
+	t_tcase(s, "accounting", counters_follow_pages);
+	t_tcase(s, "throttle", simple_throttle_waits_over_limit, simple_throttle_kicks_background);
 	return s;
 }
 

@@ -443,20 +443,13 @@ END_TEST
 static Suite *elastic_suite(void)
 {
 	Suite *s = suite_create("elastic");
-	TCase *tc = tcase_create("size");
+	TCase *tc;
 
+	tc = t_tcase(s, "size", shrink_returns_clean_pages, dirty_pages_not_dropped,
+		     regrow_on_raised_target, floor_and_ceiling_clamp, dirty_limits_follow_target,
+		     alloc_at_floor_progresses, lazy_descriptors, ceiling_raised_at_run_time,
+		     zone_shares, shrink_timed);
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, shrink_returns_clean_pages);
-	tcase_add_test(tc, dirty_pages_not_dropped);
-	tcase_add_test(tc, regrow_on_raised_target);
-	tcase_add_test(tc, floor_and_ceiling_clamp);
-	tcase_add_test(tc, dirty_limits_follow_target);
-	tcase_add_test(tc, alloc_at_floor_progresses);
-	tcase_add_test(tc, lazy_descriptors);
-	tcase_add_test(tc, ceiling_raised_at_run_time);
-	tcase_add_test(tc, zone_shares);
-	tcase_add_test(tc, shrink_timed);
-	suite_add_tcase(s, tc);
 	return s;
 }
 

@@ -269,28 +269,14 @@ static Suite *engine_suite(void)
 	Suite *s = suite_create("engine");
 	TCase *tc;
 
-	tc = tcase_create("roundtrip");
-	tcase_add_test(tc, uring_roundtrip);
-	tcase_add_test(tc, aio_roundtrip);
-	tcase_add_test(tc, psync_roundtrip);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("reap");
-	tcase_add_test(tc, uring_reap_unsubmitted);
-	tcase_add_test(tc, aio_reap_unsubmitted);
-	tcase_add_test(tc, psync_reap_unsubmitted);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("errors");
-	tcase_add_test(tc, uring_error);
-	tcase_add_test(tc, aio_error);
-	tcase_add_test(tc, psync_error);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "roundtrip", uring_roundtrip, aio_roundtrip, psync_roundtrip);
+	t_tcase(s, "reap", uring_reap_unsubmitted, aio_reap_unsubmitted, psync_reap_unsubmitted);
+	t_tcase(s, "errors", uring_error, aio_error, psync_error);
 	tc = tcase_create("inject");
 	tcase_add_loop_test(tc, engine_inject, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
 	tcase_add_loop_test(tc, engine_inject_errno, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
 	suite_add_tcase(s, tc);
-	tc = tcase_create("names");
-	tcase_add_test(tc, parse_names);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "names", parse_names);
 	return s;
 }
 

@@ -309,25 +309,11 @@ END_TEST
 static Suite *page_suite(void)
 {
 	Suite *s = suite_create("page");
-	TCase *tc;
 
-	tc = tcase_create("refcount");
-	tcase_add_test(tc, alloc_and_put);
-	tcase_add_test(tc, create_rejects_tiny_cache);
-	tcase_add_test(tc, zones_split_evenly);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("lock");
-	tcase_add_test(tc, lock_contention);
-	tcase_add_test(tc, wait_on_lock_and_writeback);
-	tcase_add_test(tc, no_lost_wakeups);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("dirty");
-	tcase_add_test(tc, dirty_counters_in_mapping);
-	tcase_add_test(tc, dirty_counters_without_mapping);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("lru_hint");
-	tcase_add_test(tc, accessed_twice_activates);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "refcount", alloc_and_put, create_rejects_tiny_cache, zones_split_evenly);
+	t_tcase(s, "lock", lock_contention, wait_on_lock_and_writeback, no_lost_wakeups);
+	t_tcase(s, "dirty", dirty_counters_in_mapping, dirty_counters_without_mapping);
+	t_tcase(s, "lru_hint", accessed_twice_activates);
 	return s;
 }
 

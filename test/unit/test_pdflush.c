@@ -549,27 +549,15 @@ static Suite *pdflush_suite(void)
 	Suite *s = suite_create("pdflush");
 	TCase *tc;
 
-	tc = tcase_create("background");
+	tc = t_tcase(s, "background", background_both_devices, congested_device_skipped,
+		     slow_device_stall_and_spawn, pool_of_one_stalls, full_queue_waits_for_room);
 	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, background_both_devices);
-	tcase_add_test(tc, congested_device_skipped);
-	tcase_add_test(tc, slow_device_stall_and_spawn);
-	tcase_add_test(tc, pool_of_one_stalls);
-	tcase_add_test(tc, full_queue_waits_for_room);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("periodic");
+	tc = t_tcase(s, "periodic", periodic_through_pool);
 	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, periodic_through_pool);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("device_work");
+	tc = t_tcase(s, "device_work", sync_fsync_vmscan_with_pool, queue_drains_after_sync,
+		     concurrent_fsync_with_pool);
 	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, sync_fsync_vmscan_with_pool);
-	tcase_add_test(tc, queue_drains_after_sync);
-	tcase_add_test(tc, concurrent_fsync_with_pool);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("lifecycle");
-	tcase_add_test(tc, create_destroy);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "lifecycle", create_destroy);
 	return s;
 }
 

@@ -451,29 +451,15 @@ END_TEST
 static Suite *reclaim_suite(void)
 {
 	Suite *s = suite_create("reclaim");
-	TCase *tc;
 
-	tc = tcase_create("order");
-	tcase_add_test(tc, clean_before_dirty);
-	tcase_add_test(tc, referenced_second_chance);
-	tcase_add_test(tc, single_reference_second_chance);
-	tcase_add_test(tc, locked_pages_are_skipped);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("immediate_reclaim");
-	tcase_add_test(tc, dirty_marked_for_immediate_reclaim);
-	tcase_add_test(tc, writeback_end_with_holder_rotates_to_tail);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("allocation");
-	tcase_add_test(tc, allocation_reclaims_clean_pages);
-	tcase_add_test(tc, nowait_fails_when_all_dirty);
-	tcase_add_test(tc, blocking_alloc_waits_for_writeback);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("kswapd");
-	tcase_add_test(tc, kswapd_keeps_high_watermark);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("stress");
-	tcase_add_test(tc, stress_reclaim_truncate_writeback);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "order", clean_before_dirty, referenced_second_chance,
+		single_reference_second_chance, locked_pages_are_skipped);
+	t_tcase(s, "immediate_reclaim", dirty_marked_for_immediate_reclaim,
+		writeback_end_with_holder_rotates_to_tail);
+	t_tcase(s, "allocation", allocation_reclaims_clean_pages, nowait_fails_when_all_dirty,
+		blocking_alloc_waits_for_writeback);
+	t_tcase(s, "kswapd", kswapd_keeps_high_watermark);
+	t_tcase(s, "stress", stress_reclaim_truncate_writeback);
 	return s;
 }
 

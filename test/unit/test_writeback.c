@@ -1300,13 +1300,9 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, fsync_in_caller);
 	tcase_add_test(tc, sync_start_steps);
 	suite_add_tcase(s, tc);
-	tc = tcase_create("background");
+	tc = t_tcase(s, "background", background_over_threshold, periodic_writes_expired,
+		     background_stops_under_threshold, periodic_only_expired);
 	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, background_over_threshold);
-	tcase_add_test(tc, periodic_writes_expired);
-	tcase_add_test(tc, background_stops_under_threshold);
-	tcase_add_test(tc, periodic_only_expired);
-	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_add_loop_test(tc, write_error_reaches_fsync, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
 	tcase_add_test(tc, meta_error_reported_once);
@@ -1321,14 +1317,8 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, fault_read);
 	tcase_add_test(tc, fault_backoff);
 	suite_add_tcase(s, tc);
-	tc = tcase_create("bandwidth");
-	tcase_add_test(tc, flush_fault_countdown);
-	tcase_add_test(tc, bandwidth_estimator);
-	tcase_add_test(tc, bandwidth_idle_reset);
-	tcase_add_test(tc, bandwidth_late_sampler);
-	tcase_add_test(tc, bandwidth_warmup);
-	tcase_add_test(tc, bandwidth_idle_trickle);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "bandwidth", flush_fault_countdown, bandwidth_estimator, bandwidth_idle_reset,
+		bandwidth_late_sampler, bandwidth_warmup, bandwidth_idle_trickle);
 	return s;
 }
 

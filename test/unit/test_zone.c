@@ -407,16 +407,12 @@ END_TEST
 static Suite *zone_suite(void)
 {
 	Suite *s = suite_create("zone");
-	TCase *tc = tcase_create("zone");
+	TCase *tc;
 
+	tc = t_tcase(s, "zone", watermarks_and_reserves, fair_alloc_proportional,
+		     zone_dirty_limits_small_zone, slow_path_ignores_dirty_limit, toggles_are_live,
+		     zones_bound_to_nodes);
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, watermarks_and_reserves);
-	tcase_add_test(tc, fair_alloc_proportional);
-	tcase_add_test(tc, zone_dirty_limits_small_zone);
-	tcase_add_test(tc, slow_path_ignores_dirty_limit);
-	tcase_add_test(tc, toggles_are_live);
-	tcase_add_test(tc, zones_bound_to_nodes);
-	suite_add_tcase(s, tc);
 	return s;
 }
 
