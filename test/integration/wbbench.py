@@ -9,6 +9,7 @@ Everything is created through a wbtest.T_Env, so t_main() undoes it on
 exit, failure or Ctrl-C.
 """
 
+import argparse
 import json
 import os
 import subprocess
@@ -42,6 +43,50 @@ def default_out(kind):
                         % (kind, time.strftime("%Y%m%d-%H%M%S")))
 
 
+def parser(doc):
+    """A bench's argument parser: its description the first paragraph of
+    doc (the bench's docstring), --help printing the whole as written."""
+    return argparse.ArgumentParser(
+        description=doc.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_bps(ap):
+    """--bps: the blkio cgroup's write limit (Bench's args.bps)."""
+    ap.add_argument("--bps", type=int, default=BPS,
+                    help="blkio write limit, bytes/s [%d]" % BPS)
+
+
+def add_out(ap, kind):
+    """--out: the output directory, bench/out-KIND-DATE unless given
+    (set by parse)."""
+    ap.add_argument("--out", default=None,
+                    help="output dir [bench/out-%s-DATE]" % kind)
+
+
+def parse(ap, kind):
+    """ap's arguments, with --out's default (add_out) and, for a bench
+    with --only, its experiments as a set."""
+    a = ap.parse_args()
+    if getattr(a, "only", None) is not None:
+        a.only = set(a.only.split(","))
+    a.out = a.out or default_out(kind)
+    return a
+
+
+def experiments(b, only, steps):
+    """Run b's steps ((key, method), in order) whose key is in only; then,
+    even on failure, b.close() when it has one and b.finish() (the report)."""
+    try:
+        for key, step in steps:
+            if key in only:
+                step()
+    finally:
+        if hasattr(b, "close"):
+            b.close()
+        b.finish()
+
+
 class Snap:
     """vmstat, the daemon's cpu (user, system seconds) and the time, taken
     together; `b - a` gives the deltas."""
@@ -59,24 +104,41 @@ class Snap:
                 "v": {k: self.v.get(k, 0) - a.v.get(k, 0) for k in keys}}
 
 
-class Bench:
-    """One benchmark run: the loop device (img_size, sparse) and its blkio
-    cgroup limited to bps bytes/s of writes, the device's bandwidth through
-    it, the output directory and the report written there at finish()."""
+class Report:
+    """A benchmark run's output directory (args.out) and its report: the
+    lines printed by out(), written to OUT/report.txt at finish()."""
 
-    def __init__(self, env, args, img_size=8 * GIB):
+    def __init__(self, env, args):
         self.env, self.a = env, args
         os.makedirs(args.out, exist_ok=True)
         self.report = []        # lines for OUT/report.txt
+
+    def out(self, line=""):
+        print(line, flush=True)
+        self.report.append(line)
+
+    def save(self, name, obj):
+        with open(os.path.join(self.a.out, name), "w") as f:
+            json.dump(obj, f, indent=1)
+
+    def finish(self):
+        with open(os.path.join(self.a.out, "report.txt"), "w") as f:
+            f.write("\n".join(self.report) + "\n")
+        print("results in %s" % self.a.out, flush=True)
+
+
+class Bench(Report):
+    """One benchmark run on a slow device: the loop device (img_size,
+    sparse) and its blkio cgroup limited to bps bytes/s of writes, the
+    device's bandwidth through it, and the report (Report)."""
+
+    def __init__(self, env, args, img_size=8 * GIB):
+        super().__init__(env, args)
         img = env.image(img_size)
         self.dev = env.loop(img)
         self.cg = env.blkio_cgroup()
         self.cg.write_bps(self.dev, args.bps)
         self.dev_bw = wbtrace.device_bw(self.dev, self.cg, 200 * MIB)
-
-    def out(self, line=""):
-        print(line, flush=True)
-        self.report.append(line)
 
     def mount(self, opts, mkfs=True, subdir="t"):
         """(mkfs and) mount with opts, the daemon in the cgroup; returns
@@ -93,15 +155,6 @@ class Bench:
 
     def umount(self, m):
         self.env.umount(m, timeout=600)
-
-    def save(self, name, obj):
-        with open(os.path.join(self.a.out, name), "w") as f:
-            json.dump(obj, f, indent=1)
-
-    def finish(self):
-        with open(os.path.join(self.a.out, "report.txt"), "w") as f:
-            f.write("\n".join(self.report) + "\n")
-        print("results in %s" % self.a.out, flush=True)
 
     def compare(self, get, cases, keys, before, after, unit):
         """The TOTAL rows of every key, then one table per key: `before

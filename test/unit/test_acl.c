@@ -175,14 +175,9 @@ END_TEST
 static Suite *acl_suite(void)
 {
 	Suite *s = suite_create("acl");
-	TCase *tc = tcase_create("acl");
 
-	tcase_add_test(tc, malformed_refused);
-	tcase_add_test(tc, equiv_mode);
-	tcase_add_test(tc, chmod_rewrites);
-	tcase_add_test(tc, create_masq);
-	tcase_add_test(tc, kill_priv_rule);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "acl", malformed_refused, equiv_mode, chmod_rewrites, create_masq,
+		kill_priv_rule);
 	return s;
 }
 

@@ -22,19 +22,10 @@ static char t_path[128];
 
 static struct wbfs *t_fs(void)
 {
-	struct ext2_super_block param;
 	struct wbfs *w = calloc(1, sizeof(*w));
-	int fd = t_tmpfile(t_path, NBLOCKS * 4096);
 
 	ck_assert_ptr_nonnull(w);
-	ck_assert_int_ge(fd, 0);
-	close(fd);
-	memset(&param, 0, sizeof(param));
-	param.s_log_block_size = 2;	/* 4 KiB */
-	param.s_blocks_per_group = BPG;
-	ext2fs_blocks_count_set(&param, NBLOCKS);
-	ck_assert_int_eq(ext2fs_initialize(t_path, EXT2_FLAG_RW | EXT2_FLAG_64BITS, &param,
-					   unix_io_manager, &w->fs), 0);
+	w->fs = t_ext2fs(t_path, NBLOCKS, BPG);
 	ck_assert_uint_eq(w->fs->group_desc_count, 4);
 	ck_assert_int_eq(ext2fs_allocate_block_bitmap(w->fs, "busy", &w->busy), 0);
 	w->bm_changed = calloc(w->fs->group_desc_count, 1);
@@ -223,14 +214,9 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("bitmaps");
-	TCase *tc = tcase_create("bitmaps");
 
-	tcase_add_test(tc, runs_merge_when_adjacent);
-	tcase_add_test(tc, too_many_runs_mean_the_whole_bitmap);
-	tcase_add_test(tc, drain_finds_every_bit_once_and_clears);
-	tcase_add_test(tc, drain_of_the_whole_bitmap);
-	tcase_add_test(tc, changed_groups);
-	tcase_add_test(tc, range_allocations_are_noted);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "bitmaps", runs_merge_when_adjacent, too_many_runs_mean_the_whole_bitmap,
+		drain_finds_every_bit_once_and_clears, drain_of_the_whole_bitmap, changed_groups,
+		range_allocations_are_noted);
 	return t_run(s);
 }

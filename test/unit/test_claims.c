@@ -52,20 +52,11 @@ static void t_bitarray(ext2_filsys fs)
 
 static struct wbfs *t_fs(void)
 {
-	struct ext2_super_block param;
 	struct wbfs *w = calloc(1, sizeof(*w));
-	int fd = t_tmpfile(t_path, NBLOCKS * 4096);
 	unsigned i;
 
 	ck_assert_ptr_nonnull(w);
-	ck_assert_int_ge(fd, 0);
-	close(fd);
-	memset(&param, 0, sizeof(param));
-	param.s_log_block_size = 2;	/* 4 KiB */
-	param.s_blocks_per_group = BPG;
-	ext2fs_blocks_count_set(&param, NBLOCKS);
-	ck_assert_int_eq(ext2fs_initialize(t_path, EXT2_FLAG_RW | EXT2_FLAG_64BITS, &param,
-					   unix_io_manager, &w->fs), 0);
+	w->fs = t_ext2fs(t_path, NBLOCKS, BPG);
 	ck_assert_uint_eq(w->fs->group_desc_count, 4);
 	ck_assert_int_eq(ext2fs_allocate_tables(w->fs), 0);
 	t_bitarray(w->fs);
@@ -486,16 +477,11 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("claims");
-	TCase *tc = tcase_create("claims");
 
-	tcase_add_test(tc, claim_takes_a_run_and_changes_no_count);
-	tcase_add_test(tc, busy_blocks_taken_one_at_a_time);
-	tcase_add_test(tc, use_counts_release_frees);
-	tcase_add_test(tc, claims_stop_at_used_blocks_and_wrap);
-	tcase_add_test(tc, claims_are_free_in_the_bitmaps_written);
-	tcase_add_test(tc, inode_claims);
-	tcase_add_test(tc, concurrent_claims_never_share_a_block);
-	tcase_add_test(tc, concurrent_inode_claims_never_share_an_inode);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "claims", claim_takes_a_run_and_changes_no_count,
+		busy_blocks_taken_one_at_a_time, use_counts_release_frees,
+		claims_stop_at_used_blocks_and_wrap, claims_are_free_in_the_bitmaps_written,
+		inode_claims, concurrent_claims_never_share_a_block,
+		concurrent_inode_claims_never_share_an_inode);
 	return t_run(s);
 }

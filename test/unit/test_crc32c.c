@@ -94,13 +94,8 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("crc32c");
-	TCase *tc = tcase_create("crc32c");
 
-	tcase_add_test(tc, known_value);
-	tcase_add_test(tc, same_as_library);
-	tcase_add_test(tc, continues);
-	tcase_add_test(tc, library_calls_reach_it);
-	tcase_add_test(tc, hardware_when_the_cpu_has_it);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "crc32c", known_value, same_as_library, continues, library_calls_reach_it,
+		hardware_when_the_cpu_has_it);
 	return t_run(s);
 }

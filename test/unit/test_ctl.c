@@ -248,24 +248,14 @@ END_TEST
 static Suite *ctl_suite(void)
 {
 	Suite *s = suite_create("ctl");
-	TCase *tc = tcase_create("parse");
+	TCase *tc;
 
-	tcase_add_test(tc, parse_accepts);
-	tcase_add_test(tc, parse_refuses);
-	tcase_add_test(tc, parse_len_bounds);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("tunables");
+	t_tcase(s, "parse", parse_accepts, parse_refuses, parse_len_bounds);
+	tc = t_tcase(s, "tunables", names, write_and_read_back, throttle_tunables,
+		     twins_zero_each_other, bad_values_change_nothing);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, names);
-	tcase_add_test(tc, write_and_read_back);
-	tcase_add_test(tc, throttle_tunables);
-	tcase_add_test(tc, twins_zero_each_other);
-	tcase_add_test(tc, bad_values_change_nothing);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("buf");
+	tc = t_tcase(s, "buf", buf_printf_and_put);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, buf_printf_and_put);
-	suite_add_tcase(s, tc);
 	return s;
 }
 

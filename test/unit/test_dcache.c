@@ -149,10 +149,7 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("dcache");
-	TCase *tc = tcase_create("dcache");
 
-	tcase_add_test(tc, matches_a_model);
-	tcase_add_test(tc, grows_and_empties);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "dcache", matches_a_model, grows_and_empties);
 	return t_run(s);
 }

@@ -229,30 +229,14 @@ END_TEST
 static Suite *delalloc_suite(void)
 {
 	Suite *s = suite_create("delalloc");
-	TCase *tc;
 
-	tc = tcase_create("reserve");
-	tcase_add_test(tc, reserve_until_full);
-	tcase_add_test(tc, batch_is_all_or_nothing);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("root_reserve");
-	tcase_add_test(tc, root_reserve_only_for_privileged);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("extent_blocks");
-	tcase_add_test(tc, extent_blocks_worst_case);
-	tcase_add_test(tc, page_reservations_count_extent_blocks);
-	tcase_add_test(tc, page_reservations_count_file_extents);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("room_rules");
-	tcase_add_test(tc, room_rules_as_ext4);
-	tcase_add_test(tc, user_metadata_refused_with_user_writes);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("metadata_room");
-	tcase_add_test(tc, metadata_keeps_reserved_blocks);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("concurrency");
-	tcase_add_test(tc, concurrent_reservations_never_overcommit);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "reserve", reserve_until_full, batch_is_all_or_nothing);
+	t_tcase(s, "root_reserve", root_reserve_only_for_privileged);
+	t_tcase(s, "extent_blocks", extent_blocks_worst_case, page_reservations_count_extent_blocks,
+		page_reservations_count_file_extents);
+	t_tcase(s, "room_rules", room_rules_as_ext4, user_metadata_refused_with_user_writes);
+	t_tcase(s, "metadata_room", metadata_keeps_reserved_blocks);
+	t_tcase(s, "concurrency", concurrent_reservations_never_overcommit);
 	return s;
 }
 

@@ -209,12 +209,8 @@ END_TEST
 static Suite *devlog_suite(void)
 {
 	Suite *s = suite_create("devlog");
-	TCase *tc = tcase_create("log");
 
-	tcase_add_test(tc, engine_order_and_data);
-	tcase_add_test(tc, sync_paths);
-	tcase_add_test(tc, off_records_nothing);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "log", engine_order_and_data, sync_paths, off_records_nothing);
 	return s;
 }
 

@@ -16,27 +16,6 @@
 #include "wbcfs/cache.h"
 #include "wbcfs/cache/mapping.h"
 
-static _Atomic long kicks, bg_kicks;
-static void t_wakeup(void *owner, long nr, enum wb_reason why)
-{
-	kicks++;
-	if (why == WB_REASON_BACKGROUND && nr == 0)
-		bg_kicks++;
-}
-static const struct cache_ops t_cops = { .wakeup_flusher = t_wakeup };
-
-static struct cache *t_cache(size_t pages)
-{
-	struct cache_config cfg = { .size_bytes = pages * PAGE_SIZE, .nr_zones = 1,
-				    .ops = &t_cops };
-	struct cache *c;
-
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
-	kicks = bg_kicks = 0;
-	return c;
-}
-
 START_TEST(tunable_rules)
 {
 	struct dirty_tunables t;
@@ -133,7 +112,7 @@ START_TEST(simple_throttle_kicks_background)
 		unlock_page(p);
 		page_put(p);
 		dirty_balance_simple(c);	/* under thresh: never waits */
-		ck_assert_int_eq(bg_kicks, i >= 20 ? (long)i - 19 : 0);
+		ck_assert_int_eq(t_woken.bg, i >= 20 ? (long)i - 19 : 0);
 	}
 	ck_assert(dirty_over_background(c));
 	mapping_truncate(&m, 0, UINT64_MAX);
@@ -252,7 +231,7 @@ START_TEST(simple_throttle_waits_over_limit)
 	 * limit, however slow either thread ran: no clock is needed */
 	ck_assert_uint_ge(atomic_load(&cl.cleaned), 50);
 	ck_assert_int_le(c->stats.nr_dirty + c->stats.nr_writeback, 100);
-	ck_assert_int_gt(kicks, 0);	/* over bg: the flusher was asked */
+	ck_assert_int_gt(t_woken.calls, 0);	/* over bg: the flusher was asked */
 	pthread_join(t, NULL);
 	mapping_truncate(&m, 0, UINT64_MAX);
 	mapping_destroy(&m);
@@ -263,23 +242,11 @@ END_TEST
 static Suite *dirty_suite(void)
 {
 	Suite *s = suite_create("dirty");
-	TCase *tc;
 
-	tc = tcase_create("tunables");
-	tcase_add_test(tc, tunable_rules);
-	tcase_add_test(tc, tunable_ranges);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("thresholds");
-	tcase_add_test(tc, thresholds_from_ratio_and_bytes);
-	tcase_add_test(tc, threshold_floor_and_file_pages);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("accounting");
-	tcase_add_test(tc, counters_follow_pages);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("throttle");
-	tcase_add_test(tc, simple_throttle_waits_over_limit);
-	tcase_add_test(tc, simple_throttle_kicks_background);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "tunables", tunable_rules, tunable_ranges);
+	t_tcase(s, "thresholds", thresholds_from_ratio_and_bytes, threshold_floor_and_file_pages);
+	t_tcase(s, "accounting", counters_follow_pages);
+	t_tcase(s, "throttle", simple_throttle_waits_over_limit, simple_throttle_kicks_background);
 	return s;
 }
 

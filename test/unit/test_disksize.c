@@ -27,10 +27,7 @@ static const struct mapping_ops t_ops = { .undirtied = t_undirtied };
 
 static void setup(void)
 {
-	struct cache_config cfg = { .size_bytes = 64 * PAGE_SIZE, .nr_zones = 1 };
-
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
+	c = t_cache(64);
 	mapping_init(&m, c, &t_ops, NULL);
 }
 
@@ -156,18 +153,13 @@ END_TEST
 static Suite *suite(void)
 {
 	Suite *s = suite_create("disksize");
-	TCase *tc = tcase_create("reach");
+	TCase *tc;
 
+	tc = t_tcase(s, "reach", holes_only_reach_isize, never_lowers_never_past_isize,
+		     stops_at_pending_data, appended_tail_page_keeps_old_size,
+		     clean_and_read_pages_pass, delalloc_and_locked_writes_stop,
+		     batch_being_mapped_counts_as_written, pages_past_isize_ignored);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, holes_only_reach_isize);
-	tcase_add_test(tc, never_lowers_never_past_isize);
-	tcase_add_test(tc, stops_at_pending_data);
-	tcase_add_test(tc, appended_tail_page_keeps_old_size);
-	tcase_add_test(tc, clean_and_read_pages_pass);
-	tcase_add_test(tc, delalloc_and_locked_writes_stop);
-	tcase_add_test(tc, batch_being_mapped_counts_as_written);
-	tcase_add_test(tc, pages_past_isize_ignored);
-	suite_add_tcase(s, tc);
 	return s;
 }
 

@@ -22,33 +22,14 @@
 #include "wbcfs/cache.h"
 #include "wbcfs/cache/mapping.h"
 
-static _Atomic long flusher_calls, flusher_pages;
-
-static void t_wakeup(void *owner, long nr, enum wb_reason why)
-{
-	(void)owner;
-	(void)why;
-	flusher_calls++;
-	flusher_pages += nr;
-}
-static const struct cache_ops t_cops = { .wakeup_flusher = t_wakeup };
-
+/* A cache of @pages with @reserve pages of address space, and its own kswapd. */
 static struct cache *t_cache2(size_t pages, size_t reserve, bool kswapd)
 {
 	struct cache_config cfg = { .size_bytes = pages * PAGE_SIZE,
 				    .reserve_bytes = reserve * PAGE_SIZE, .nr_zones = 1,
-				    .ops = &t_cops, .start_kswapd = kswapd };
-	struct cache *c;
+				    .start_kswapd = kswapd };
 
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
-	flusher_calls = flusher_pages = 0;
-	return c;
-}
-
-static struct cache *t_cache(size_t pages)
-{
-	return t_cache2(pages, 0, false);
+	return t_cache_cfg(&cfg);
 }
 
 /* Fill @m with @n uptodate pages from @first, their data written (faulted
@@ -183,8 +164,8 @@ START_TEST(dirty_pages_not_dropped)
 	t_fill(&m, 600, 1000, true);
 	cache_set_target(c, 256, "pressure", -1);
 	ck_assert_int_gt(t_balloon(c), 0);	/* the dirty pages stay */
-	ck_assert_int_gt(flusher_calls, 0);
-	ck_assert_int_gt(flusher_pages, 0);
+	ck_assert_int_gt(t_woken.calls, 0);
+	ck_assert_int_gt(t_woken.pages, 0);
 	for (i = 600; i < 1600; i++) {
 		struct page *p = mapping_get_page(&m, i);
 
@@ -417,12 +398,10 @@ START_TEST(zone_shares)
 {
 	size_t bytes[2] = { 1024 * PAGE_SIZE, 3072 * PAGE_SIZE };
 	struct cache_config cfg = { .size_bytes = 4096 * PAGE_SIZE, .nr_zones = 2,
-				    .zone_bytes = bytes, .ops = &t_cops };
+				    .zone_bytes = bytes };
+	struct cache *c = t_cache_cfg(&cfg);
 	struct mapping m;
-	struct cache *c;
 
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
 	mapping_init(&m, c, NULL, NULL);
 	t_fill(&m, 0, 4000, false);
 	cache_set_target(c, 1024, "pressure", 1);
@@ -464,20 +443,13 @@ END_TEST
 static Suite *elastic_suite(void)
 {
 	Suite *s = suite_create("elastic");
-	TCase *tc = tcase_create("size");
+	TCase *tc;
 
+	tc = t_tcase(s, "size", shrink_returns_clean_pages, dirty_pages_not_dropped,
+		     regrow_on_raised_target, floor_and_ceiling_clamp, dirty_limits_follow_target,
+		     alloc_at_floor_progresses, lazy_descriptors, ceiling_raised_at_run_time,
+		     zone_shares, shrink_timed);
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, shrink_returns_clean_pages);
-	tcase_add_test(tc, dirty_pages_not_dropped);
-	tcase_add_test(tc, regrow_on_raised_target);
-	tcase_add_test(tc, floor_and_ceiling_clamp);
-	tcase_add_test(tc, dirty_limits_follow_target);
-	tcase_add_test(tc, alloc_at_floor_progresses);
-	tcase_add_test(tc, lazy_descriptors);
-	tcase_add_test(tc, ceiling_raised_at_run_time);
-	tcase_add_test(tc, zone_shares);
-	tcase_add_test(tc, shrink_timed);
-	suite_add_tcase(s, tc);
 	return s;
 }
 

@@ -20,16 +20,6 @@
 #define NREQ 100
 #define BS 8192
 
-static int done_count, last_res, bad_res;
-
-static void t_done(struct io_req *req, int res)
-{
-	done_count++;
-	last_res = res;
-	if (req->op != IO_FSYNC && res != (int)(req->iov[0].iov_len + req->iov[1].iov_len))
-		bad_res++;
-}
-
 static void t_engine_roundtrip(enum io_engine_type type)
 {
 	static char buf[NREQ][2][BS / 2];
@@ -47,25 +37,19 @@ static void t_engine_roundtrip(enum io_engine_type type)
 		return;		/* engine not built or not allowed here */
 	}
 	ck_assert_int_eq(ret, 0);
-	done_count = bad_res = 0;
+	t_io.done = t_io.bad = 0;
 	for (i = 0; i < NREQ; i++) {
-		memset(buf[i][0], 'a' + i % 26, BS / 2);
-		memset(buf[i][1], 'A' + i % 26, BS / 2);
-		iov[i][0] = (struct iovec){ buf[i][0], BS / 2 };
-		iov[i][1] = (struct iovec){ buf[i][1], BS / 2 };
-		/* reverse order: offsets, not submission order, place the data */
-		req[i] = (struct io_req){ .op = IO_WRITE, .fd = fd, .off = (uint64_t)(NREQ - 1 - i) * BS,
-					  .iov = iov[i], .iovcnt = 2, .done = t_done };
+		t_io_write_req(&req[i], iov[i], buf[i][0], BS, fd, i, NREQ);
 		ck_assert_int_eq(io_engine_queue(&e, &req[i]), 0);
 		ck_assert_uint_le(e.inflight, 8);
 	}
-	fs = (struct io_req){ .op = IO_FSYNC, .fd = fd, .done = t_done };
+	fs = (struct io_req){ .op = IO_FSYNC, .fd = fd, .done = t_io_done };
 	ck_assert_int_eq(io_engine_drain(&e), 0);
-	ck_assert_int_eq(done_count, NREQ);
-	ck_assert_int_eq(bad_res, 0);
+	ck_assert_int_eq(t_io.done, NREQ);
+	ck_assert_int_eq(t_io.bad, 0);
 	ck_assert_int_eq(io_engine_queue(&e, &fs), 0);
 	ck_assert_int_eq(io_engine_drain(&e), 0);
-	ck_assert_int_eq(last_res, 0);
+	ck_assert_int_eq(t_io.last_res, 0);
 	for (i = 0; i < NREQ; i++) {
 		ck_assert_int_eq(pread(fd, check, BS, (off_t)(NREQ - 1 - i) * BS), BS);
 		ck_assert(check[0] == 'a' + i % 26 && check[BS / 2 - 1] == 'a' + i % 26);
@@ -74,10 +58,10 @@ static void t_engine_roundtrip(enum io_engine_type type)
 	/* read back through the engine */
 	memset(buf[0], 0, sizeof(buf[0]));
 	req[0] = (struct io_req){ .op = IO_READ, .fd = fd, .off = (NREQ - 1) * BS,
-				  .iov = iov[0], .iovcnt = 2, .done = t_done };
+				  .iov = iov[0], .iovcnt = 2, .done = t_io_done };
 	ck_assert_int_eq(io_engine_queue(&e, &req[0]), 0);
 	ck_assert_int_eq(io_engine_drain(&e), 0);
-	ck_assert_int_eq(last_res, BS);
+	ck_assert_int_eq(t_io.last_res, BS);
 	ck_assert(buf[0][0][0] == 'a' && buf[0][1][0] == 'A');
 	io_engine_exit(&e);
 	close(fd);
@@ -101,10 +85,10 @@ static void t_engine_error(enum io_engine_type type)
 		return;
 	}
 	req = (struct io_req){ .op = IO_WRITE, .fd = rfd, .off = 0, .iov = iov, .iovcnt = 2,
-			       .done = t_done };
+			       .done = t_io_done };
 	ck_assert_int_eq(io_engine_queue(&e, &req), 0);
 	ck_assert_int_eq(io_engine_drain(&e), 0);
-	ck_assert_int_eq(last_res, -EBADF);
+	ck_assert_int_eq(t_io.last_res, -EBADF);
 	io_engine_exit(&e);
 	close(rfd);
 	unlink(path);
@@ -126,17 +110,17 @@ static void t_engine_reap_unsubmitted(enum io_engine_type type)
 		unlink(path);
 		return;
 	}
-	done_count = bad_res = 0;
+	t_io.done = t_io.bad = 0;
 	for (i = 0; i < 3; i++) {
 		iov[i][0] = (struct iovec){ data[i], 2048 };
 		iov[i][1] = (struct iovec){ data[i] + 2048, 2048 };
 		req[i] = (struct io_req){ .op = IO_WRITE, .fd = fd, .off = (uint64_t)i * 4096,
-					  .iov = iov[i], .iovcnt = 2, .done = t_done };
+					  .iov = iov[i], .iovcnt = 2, .done = t_io_done };
 		ck_assert_int_eq(io_engine_queue(&e, &req[i]), 0);
 	}
-	while (done_count < 3)
-		ck_assert_int_gt(io_engine_reap(&e, 3 - (unsigned)done_count), 0);
-	ck_assert_int_eq(bad_res, 0);
+	while (t_io.done < 3)
+		ck_assert_int_gt(io_engine_reap(&e, 3 - (unsigned)t_io.done), 0);
+	ck_assert_int_eq(t_io.bad, 0);
 	ck_assert_uint_eq(e.inflight, 0);
 	io_engine_exit(&e);
 	close(fd);
@@ -170,19 +154,19 @@ static void t_engine_inject(enum io_engine_type type)
 		bool on = round == 1;
 
 		io_engine_set_fault_inject(&e, on);
-		done_count = bad_res = 0;
+		t_io.done = t_io.bad = 0;
 		for (i = 0; i < 16; i++) {
 			memset(buf[i], 'a' + round, BS / 2);
 			iov[i][0] = (struct iovec){ buf[i], BS / 2 };
 			iov[i][1] = (struct iovec){ buf[i], BS / 2 };
 			req[i] = (struct io_req){ .op = IO_WRITE, .fd = fd, .off = (uint64_t)i * BS,
-						  .iov = iov[i], .iovcnt = 2, .done = t_done,
+						  .iov = iov[i], .iovcnt = 2, .done = t_io_done,
 						  .inject_err = i % 2 ? -EIO : 0 };
 			ck_assert_int_eq(io_engine_queue(&e, &req[i]), 0);
 		}
 		ck_assert_int_eq(io_engine_drain(&e), 0);
-		ck_assert_int_eq(done_count, 16);
-		ck_assert_int_eq(bad_res, on ? 8 : 0);	/* odd ones failed */
+		ck_assert_int_eq(t_io.done, 16);
+		ck_assert_int_eq(t_io.bad, on ? 8 : 0);	/* odd ones failed */
 		ck_assert_uint_eq(e.inflight, 0);
 		for (i = 0; i < 16; i++) {
 			char want = (on && i % 2) ? 'a' : 'a' + round;
@@ -285,28 +269,14 @@ static Suite *engine_suite(void)
 	Suite *s = suite_create("engine");
 	TCase *tc;
 
-	tc = tcase_create("roundtrip");
-	tcase_add_test(tc, uring_roundtrip);
-	tcase_add_test(tc, aio_roundtrip);
-	tcase_add_test(tc, psync_roundtrip);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("reap");
-	tcase_add_test(tc, uring_reap_unsubmitted);
-	tcase_add_test(tc, aio_reap_unsubmitted);
-	tcase_add_test(tc, psync_reap_unsubmitted);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("errors");
-	tcase_add_test(tc, uring_error);
-	tcase_add_test(tc, aio_error);
-	tcase_add_test(tc, psync_error);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "roundtrip", uring_roundtrip, aio_roundtrip, psync_roundtrip);
+	t_tcase(s, "reap", uring_reap_unsubmitted, aio_reap_unsubmitted, psync_reap_unsubmitted);
+	t_tcase(s, "errors", uring_error, aio_error, psync_error);
 	tc = tcase_create("inject");
 	tcase_add_loop_test(tc, engine_inject, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
 	tcase_add_loop_test(tc, engine_inject_errno, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
 	suite_add_tcase(s, tc);
-	tc = tcase_create("names");
-	tcase_add_test(tc, parse_names);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "names", parse_names);
 	return s;
 }
 

@@ -574,28 +574,13 @@ static Suite *fuse_io_suite(void)
 	Suite *s = suite_create("fuse_io");
 	TCase *tc;
 
-	tc = tcase_create("init");
+	tc = t_tcase(s, "init", init_offered, init_not_offered, init_compat_reply);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, init_offered);
-	tcase_add_test(tc, init_not_offered);
-	tcase_add_test(tc, init_compat_reply);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("open");
+	tc = t_tcase(s, "open", open_direct_io, create_both_entry_sizes, other_replies_untouched);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, open_direct_io);
-	tcase_add_test(tc, create_both_entry_sizes);
-	tcase_add_test(tc, other_replies_untouched);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("ext");
+	tc = t_tcase(s, "ext", statx_as_getattr, statx_error_and_others, tmpfile_answered_here);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, statx_as_getattr);
-	tcase_add_test(tc, statx_error_and_others);
-	tcase_add_test(tc, tmpfile_answered_here);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("held");
-	tcase_add_test(tc, held_per_connection);
-	tcase_add_test(tc, spin_gate_overlap);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "held", held_per_connection, spin_gate_overlap);
 	return s;
 }
 

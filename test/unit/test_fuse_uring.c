@@ -189,18 +189,12 @@ END_TEST
 static Suite *fuse_uring_suite(void)
 {
 	Suite *s = suite_create("fuse_uring");
-	TCase *tc = tcase_create("messages");
+	TCase *tc;
 
+	tc = t_tcase(s, "messages", write_in_place, no_op_header, malformed, reply_args_in_payload,
+		     reply_error_and_too_big);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, write_in_place);
-	tcase_add_test(tc, no_op_header);
-	tcase_add_test(tc, malformed);
-	tcase_add_test(tc, reply_args_in_payload);
-	tcase_add_test(tc, reply_error_and_too_big);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("connection");
-	tcase_add_test(tc, no_transport);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "connection", no_transport);
 	return s;
 }
 

@@ -89,16 +89,9 @@ END_TEST
 static Suite *iflags_suite(void)
 {
 	Suite *s = suite_create("iflags");
-	TCase *tc;
 
-	tc = tcase_create("enforce");
-	tcase_add_test(tc, no_flags_refuse_nothing);
-	tcase_add_test(tc, immutable_is_read_only);
-	tcase_add_test(tc, append_only_appends);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("inherit");
-	tcase_add_test(tc, inherited_flags);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "enforce", no_flags_refuse_nothing, immutable_is_read_only, append_only_appends);
+	t_tcase(s, "inherit", inherited_flags);
 	return s;
 }
 

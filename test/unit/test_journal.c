@@ -125,13 +125,8 @@ END_TEST
 static Suite *journal_suite(void)
 {
 	Suite *s = suite_create("journal");
-	TCase *tc = tcase_create("journal");
 
-	tcase_add_test(tc, jtab_basic);
-	tcase_add_test(tc, jtab_model);
-	tcase_add_test(tc, tag_sizes);
-	tcase_add_test(tc, checksums);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "journal", jtab_basic, jtab_model, tag_sizes, checksums);
 	return s;
 }
 

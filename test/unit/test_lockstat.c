@@ -253,18 +253,10 @@ int main(void)
 	Suite *s = suite_create("lockstat");
 	TCase *tc;
 
-	tc = tcase_create("counting");
+	tc = t_tcase(s, "counting", off_records_nothing, counts_acquisitions_and_hold,
+		     reset_zeroes_and_forgets_holds, turned_on_while_held, cond_wait_is_not_hold);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, off_records_nothing);
-	tcase_add_test(tc, counts_acquisitions_and_hold);
-	tcase_add_test(tc, reset_zeroes_and_forgets_holds);
-	tcase_add_test(tc, turned_on_while_held);
-	tcase_add_test(tc, cond_wait_is_not_hold);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("contention");
+	tc = t_tcase(s, "contention", second_thread_is_contended, rwlock_classes_and_sort_order);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, second_thread_is_contended);
-	tcase_add_test(tc, rwlock_classes_and_sort_order);
-	suite_add_tcase(s, tc);
 	return t_run(s);
 }

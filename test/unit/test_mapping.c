@@ -17,16 +17,6 @@
 #include "wbcfs/cache.h"
 #include "wbcfs/cache/mapping.h"
 
-static struct cache *t_cache(size_t pages)
-{
-	struct cache_config cfg = { .size_bytes = pages * PAGE_SIZE, .nr_zones = 1 };
-	struct cache *c;
-
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
-	return c;
-}
-
 static long undirtied;
 static void t_undirtied(struct mapping *m, struct page *p)
 {
@@ -536,34 +526,16 @@ END_TEST
 static Suite *mapping_suite(void)
 {
 	Suite *s = suite_create("mapping");
-	TCase *tc;
 
-	tc = tcase_create("index");
-	tcase_add_test(tc, insert_lookup_scattered);
-	tcase_add_test(tc, range_lookup_in_order);
-	tcase_add_test(tc, count_cached_before);
-	tcase_add_test(tc, tree_shrinks_when_emptied);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("tags");
-	tcase_add_test(tc, tags_skip_clean_pages);
-	tcase_add_test(tc, writeback_cycle_moves_tags);
-	tcase_add_test(tc, towrite_tags_only_dirty);
-	tcase_add_test(tc, explicit_tags_and_range_end);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("truncate");
-	tcase_add_test(tc, truncate_cancels_dirty);
-	tcase_add_test(tc, try_remove_refuses_busy_pages);
-	tcase_add_test(tc, wait_writeback_in_range);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("concurrency");
-	tcase_add_test(tc, concurrent_grab_same_page);
-	tcase_add_test(tc, grab_waits_for_locked_page);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("errors");
-	tcase_add_test(tc, errseq_each_cursor_once);
-	tcase_add_test(tc, errseq_new_error_after_seen);
-	tcase_add_test(tc, errseq_unseen_reaches_new_opener);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "index", insert_lookup_scattered, range_lookup_in_order, count_cached_before,
+		tree_shrinks_when_emptied);
+	t_tcase(s, "tags", tags_skip_clean_pages, writeback_cycle_moves_tags,
+		towrite_tags_only_dirty, explicit_tags_and_range_end);
+	t_tcase(s, "truncate", truncate_cancels_dirty, try_remove_refuses_busy_pages,
+		wait_writeback_in_range);
+	t_tcase(s, "concurrency", concurrent_grab_same_page, grab_waits_for_locked_page);
+	t_tcase(s, "errors", errseq_each_cursor_once, errseq_new_error_after_seen,
+		errseq_unseen_reaches_new_opener);
 	return s;
 }
 

@@ -157,15 +157,6 @@ END_TEST
 #define NREQ 64
 #define BS 8192
 
-static int done_count, bad_res;
-
-static void t_done(struct io_req *req, int res)
-{
-	done_count++;
-	if (req->op != IO_FSYNC && res != (int)(req->iov[0].iov_len + req->iov[1].iov_len))
-		bad_res++;
-}
-
 START_TEST(engine_roundtrip)
 {
 	static char buf[NREQ][2][BS / 2], back[NREQ][2][BS / 2];
@@ -179,35 +170,29 @@ START_TEST(engine_roundtrip)
 		return;
 	d = open_ok(0);
 	ck_assert_int_eq(io_engine_init(&e, IO_ENGINE_NBD, 8), 0);
-	done_count = bad_res = 0;
+	t_io.done = t_io.bad = 0;
 	for (i = 0; i < NREQ; i++) {
-		memset(buf[i][0], 'a' + i % 26, BS / 2);
-		memset(buf[i][1], 'A' + i % 26, BS / 2);
-		iov[i][0] = (struct iovec){ buf[i][0], BS / 2 };
-		iov[i][1] = (struct iovec){ buf[i][1], BS / 2 };
-		req[i] = (struct io_req){ .op = IO_WRITE, .fd = nbdev_fd(d),
-					  .off = (uint64_t)(NREQ - 1 - i) * BS, .iov = iov[i],
-					  .iovcnt = 2, .done = t_done };
+		t_io_write_req(&req[i], iov[i], buf[i][0], BS, nbdev_fd(d), i, NREQ);
 		ck_assert_int_eq(io_engine_queue(&e, &req[i]), 0);
 		ck_assert_uint_le(e.inflight, 8);
 	}
-	fs = (struct io_req){ .op = IO_FSYNC, .fd = nbdev_fd(d), .done = t_done };
+	fs = (struct io_req){ .op = IO_FSYNC, .fd = nbdev_fd(d), .done = t_io_done };
 	ck_assert_int_eq(io_engine_drain(&e), 0);
 	ck_assert_int_eq(io_engine_queue(&e, &fs), 0);
 	ck_assert_int_eq(io_engine_drain(&e), 0);
-	ck_assert_int_eq(done_count, NREQ + 1);
-	ck_assert_int_eq(bad_res, 0);
+	ck_assert_int_eq(t_io.done, NREQ + 1);
+	ck_assert_int_eq(t_io.bad, 0);
 	/* read back through the engine, into two buffers each */
 	for (i = 0; i < NREQ; i++) {
 		riov[i][0] = (struct iovec){ back[i][0], BS / 2 };
 		riov[i][1] = (struct iovec){ back[i][1], BS / 2 };
 		rreq[i] = (struct io_req){ .op = IO_READ, .fd = nbdev_fd(d),
 					   .off = (uint64_t)(NREQ - 1 - i) * BS, .iov = riov[i],
-					   .iovcnt = 2, .done = t_done };
+					   .iovcnt = 2, .done = t_io_done };
 		ck_assert_int_eq(io_engine_queue(&e, &rreq[i]), 0);
 	}
 	ck_assert_int_eq(io_engine_drain(&e), 0);
-	ck_assert_int_eq(bad_res, 0);
+	ck_assert_int_eq(t_io.bad, 0);
 	ck_assert_int_eq(memcmp(buf, back, sizeof(buf)), 0);
 	io_engine_exit(&e);
 	nbdev_close(d);

@@ -496,37 +496,17 @@ END_TEST
 static Suite *options_suite(void)
 {
 	Suite *s = suite_create("options");
-	TCase *tc = tcase_create("parse");
+	TCase *tc;
 
+	tc = t_tcase(s, "parse", defaults, memory_options, sizes, own_options,
+		     ratio_and_bytes_exclude, ctl_name, write_log, transport, domain_name,
+		     domain_options, flusher_model, pdflush_threads, norecovery, atime_words,
+		     auto_da_alloc, sync_words);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, defaults);
-	tcase_add_test(tc, memory_options);
-	tcase_add_test(tc, sizes);
-	tcase_add_test(tc, own_options);
-	tcase_add_test(tc, ratio_and_bytes_exclude);
-	tcase_add_test(tc, ctl_name);
-	tcase_add_test(tc, write_log);
-	tcase_add_test(tc, transport);
-	tcase_add_test(tc, domain_name);
-	tcase_add_test(tc, domain_options);
-	tcase_add_test(tc, flusher_model);
-	tcase_add_test(tc, pdflush_threads);
-	tcase_add_test(tc, norecovery);
-	tcase_add_test(tc, atime_words);
-	tcase_add_test(tc, auto_da_alloc);
-	tcase_add_test(tc, sync_words);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("errors");
+	tc = t_tcase(s, "errors", zone_options, bad_values_named, throttle_options);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, zone_options);
-	tcase_add_test(tc, bad_values_named);
-	tcase_add_test(tc, throttle_options);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("pass_through");
+	tc = t_tcase(s, "pass_through", fuse_options_pass_through, fstab_words_dropped);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, fuse_options_pass_through);
-	tcase_add_test(tc, fstab_words_dropped);
-	suite_add_tcase(s, tc);
 	return s;
 }
 

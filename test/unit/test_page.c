@@ -17,16 +17,6 @@
 #include "wbcfs/cache.h"
 #include "wbcfs/cache/mapping.h"
 
-static struct cache *t_cache(size_t pages)
-{
-	struct cache_config cfg = { .size_bytes = pages * PAGE_SIZE, .nr_zones = 1 };
-	struct cache *c;
-
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
-	return c;
-}
-
 static long dirtied_calls, undirtied_calls;
 static void t_dirtied(struct mapping *m, struct page *p) { dirtied_calls++; }
 static void t_undirtied(struct mapping *m, struct page *p) { undirtied_calls++; }
@@ -80,8 +70,7 @@ START_TEST(zones_split_evenly)
 	struct cache *c;
 	unsigned i;
 
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
+	c = t_cache_cfg(&cfg);
 	ck_assert_uint_eq(c->nr_zones, 4);
 	for (i = 0; i < 4; i++) {
 		ck_assert_int_eq(c->zones[i].present_pages, 256);
@@ -320,25 +309,11 @@ END_TEST
 static Suite *page_suite(void)
 {
 	Suite *s = suite_create("page");
-	TCase *tc;
 
-	tc = tcase_create("refcount");
-	tcase_add_test(tc, alloc_and_put);
-	tcase_add_test(tc, create_rejects_tiny_cache);
-	tcase_add_test(tc, zones_split_evenly);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("lock");
-	tcase_add_test(tc, lock_contention);
-	tcase_add_test(tc, wait_on_lock_and_writeback);
-	tcase_add_test(tc, no_lost_wakeups);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("dirty");
-	tcase_add_test(tc, dirty_counters_in_mapping);
-	tcase_add_test(tc, dirty_counters_without_mapping);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("lru_hint");
-	tcase_add_test(tc, accessed_twice_activates);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "refcount", alloc_and_put, create_rejects_tiny_cache, zones_split_evenly);
+	t_tcase(s, "lock", lock_contention, wait_on_lock_and_writeback, no_lost_wakeups);
+	t_tcase(s, "dirty", dirty_counters_in_mapping, dirty_counters_without_mapping);
+	t_tcase(s, "lru_hint", accessed_twice_activates);
 	return s;
 }
 

@@ -71,34 +71,23 @@ struct t_env {
 	struct cache *c;
 	struct flusher_pool *pool;
 	struct bdi *b[T_DEVS];
+	struct t_bdis wake;	/* reclaim and the throttle ask every device */
 	char path[T_DEVS][64];
 	int fd[T_DEVS];
 };
 
-/* Reclaim and the throttle ask every device: the owner serves them all. */
-static void t_wakeup(void *owner, long nr, enum wb_reason why)
-{
-	struct t_env *e = owner;
-	unsigned i;
-
-	for (i = 0; i < T_DEVS; i++)
-		if (e->b[i])
-			bdi_wakeup(e->b[i], nr, why);
-}
-static const struct cache_ops t_cops = { .wakeup_flusher = t_wakeup };
-
 static void t_env_init(struct t_env *e, unsigned min_threads, unsigned max_threads)
 {
 	struct cache_config cc = { .size_bytes = 4096 * PAGE_SIZE, .nr_zones = 1,
-				   .ops = &t_cops, .owner = e };
+				   .owner = &e->wake };
 	struct flusher_pool_config pc = { .name = "pool", .engine = IO_ENGINE_URING,
 					  .queue_depth = 16, .min_threads = min_threads,
 					  .max_threads = max_threads };
 	unsigned i;
 
 	memset(e, 0, sizeof(*e));
-	dirty_tunables_default(&cc.tunables);
-	ck_assert_int_eq(cache_create(&e->c, &cc), 0);
+	e->wake = (struct t_bdis){ e->b, T_DEVS };
+	e->c = t_cache_cfg(&cc);
 	/* nothing but what a test asks for */
 	dirty_tunable_set(&e->c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 0);
 	pc.cache = e->c;
@@ -110,10 +99,7 @@ static void t_env_init(struct t_env *e, unsigned min_threads, unsigned max_threa
 					 .cache = e->c, .ops = &t_ops, .owner = e,
 					 .pool = e->pool };
 
-		e->fd[i] = t_tmpfile(e->path[i], 64 << 20);
-		ck_assert_int_ge(e->fd[i], 0);
-		bc.fd = e->fd[i];
-		ck_assert_int_eq(bdi_create(&e->b[i], &bc), 0);
+		e->fd[i] = t_bdi_file(&e->b[i], &bc, e->path[i], false);
 	}
 	gate_bdi = e->b[0];
 }
@@ -123,12 +109,8 @@ static void t_env_done(struct t_env *e)
 	unsigned i;
 
 	t_gate(false);
-	for (i = 0; i < T_DEVS; i++) {
-		bdi_destroy(e->b[i]);
-		e->b[i] = NULL;
-		close(e->fd[i]);
-		unlink(e->path[i]);
-	}
+	for (i = 0; i < T_DEVS; i++)
+		t_bdi_file_done(&e->b[i], e->fd[i], e->path[i]);
 	flusher_pool_destroy(e->pool);
 	cache_destroy(e->c);
 	t_clock_real();
@@ -151,17 +133,7 @@ static void t_inode_done(struct t_env *e, unsigned dev, struct t_inode *ti)
 
 static void t_dirty(struct t_inode *ti, uint64_t first, unsigned n, char fill)
 {
-	unsigned i;
-
-	for (i = 0; i < n; i++) {
-		struct page *p = mapping_grab_page(&ti->m, first + i, ALLOC_WRITE);
-
-		memset(page_address(p), fill, PAGE_SIZE);
-		page_set(p, PG_uptodate);
-		set_page_dirty(p);
-		unlock_page(p);
-		page_put(p);
-	}
+	t_dirty_pages(&ti->m, first, n, fill, false);
 }
 
 /* Written and completed: nothing dirty, nothing under writeback. */
@@ -180,11 +152,7 @@ static bool t_clean(struct t_inode *ti)
 
 static bool t_block_is(struct t_env *e, unsigned dev, uint64_t blk, char fill)
 {
-	char buf[PAGE_SIZE];
-
-	if (pread(e->fd[dev], buf, PAGE_SIZE, (off_t)(blk * PAGE_SIZE)) != PAGE_SIZE)
-		return false;
-	return buf[0] == fill && buf[PAGE_SIZE - 1] == fill;
+	return t_block_holds(e->fd[dev], blk, fill, -1);
 }
 
 static long t_written(struct t_env *e, unsigned dev)
@@ -456,16 +424,9 @@ struct t_fsync_arg {
 static void *t_fsync_loop(void *arg)
 {
 	struct t_fsync_arg *f = arg;
-	int round;
 
-	for (round = 0; round < 10 && !f->ret; round++) {
-		char fill = (char)('a' + round);
-
-		t_dirty(f->ti, 0, 200, fill);
-		f->ret = bdi_sync_inode(f->e->b[f->dev], &f->ti->wb, 0, UINT64_MAX, false);
-		if (!f->ret && !t_block_is(f->e, f->dev, f->ti->base + 199, fill))
-			f->ret = -EILSEQ;
-	}
+	f->ret = t_fsync_rounds(f->e->b[f->dev], &f->ti->wb, &f->ti->m, f->e->fd[f->dev],
+				f->ti->base, 10, 200, false);
 	return NULL;
 }
 
@@ -569,12 +530,10 @@ START_TEST(create_destroy)
 	struct flusher_pool_config pc = { .min_threads = 3, .max_threads = 2 };
 	struct flusher_pool *p;
 	struct cache *c;
-	struct cache_config cc = { .size_bytes = 256 * PAGE_SIZE, .nr_zones = 1,
-				   .ops = &t_cops };
+	struct cache_config cc = { .size_bytes = 256 * PAGE_SIZE, .nr_zones = 1 };
 
-	dirty_tunables_default(&cc.tunables);
 	ck_assert_int_eq(flusher_pool_create(&p, &pc), -EINVAL);	/* no cache */
-	ck_assert_int_eq(cache_create(&c, &cc), 0);
+	c = t_cache_cfg(&cc);
 	pc.cache = c;
 	ck_assert_int_eq(flusher_pool_create(&p, &pc), -EINVAL);	/* min > max */
 	pc.max_threads = 8;
@@ -590,27 +549,15 @@ static Suite *pdflush_suite(void)
 	Suite *s = suite_create("pdflush");
 	TCase *tc;
 
-	tc = tcase_create("background");
+	tc = t_tcase(s, "background", background_both_devices, congested_device_skipped,
+		     slow_device_stall_and_spawn, pool_of_one_stalls, full_queue_waits_for_room);
 	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, background_both_devices);
-	tcase_add_test(tc, congested_device_skipped);
-	tcase_add_test(tc, slow_device_stall_and_spawn);
-	tcase_add_test(tc, pool_of_one_stalls);
-	tcase_add_test(tc, full_queue_waits_for_room);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("periodic");
+	tc = t_tcase(s, "periodic", periodic_through_pool);
 	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, periodic_through_pool);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("device_work");
+	tc = t_tcase(s, "device_work", sync_fsync_vmscan_with_pool, queue_drains_after_sync,
+		     concurrent_fsync_with_pool);
 	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, sync_fsync_vmscan_with_pool);
-	tcase_add_test(tc, queue_drains_after_sync);
-	tcase_add_test(tc, concurrent_fsync_with_pool);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("lifecycle");
-	tcase_add_test(tc, create_destroy);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "lifecycle", create_destroy);
 	return s;
 }
 

@@ -653,36 +653,20 @@ END_TEST
 static Suite *pressure_suite(void)
 {
 	Suite *s = suite_create("pressure");
-	TCase *tc = tcase_create("memctl");
+	TCase *tc;
 
+	tc = t_tcase(s, "memctl", idle_no_change, cgroup_deficit_falls_at_once, deficit_settles,
+		     fast_program_no_limit, available_deficit_falls, events_cut_rate_limited,
+		     system_psi_only_near_bound, grows_slowly_after_hold,
+		     growth_stops_short_of_headroom, steady_edge_no_oscillation, floor_and_ceiling,
+		     ceiling_change_takes_effect);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, idle_no_change);
-	tcase_add_test(tc, cgroup_deficit_falls_at_once);
-	tcase_add_test(tc, deficit_settles);
-	tcase_add_test(tc, fast_program_no_limit);
-	tcase_add_test(tc, available_deficit_falls);
-	tcase_add_test(tc, events_cut_rate_limited);
-	tcase_add_test(tc, system_psi_only_near_bound);
-	tcase_add_test(tc, grows_slowly_after_hold);
-	tcase_add_test(tc, growth_stops_short_of_headroom);
-	tcase_add_test(tc, steady_edge_no_oscillation);
-	tcase_add_test(tc, floor_and_ceiling);
-	tcase_add_test(tc, ceiling_change_takes_effect);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("sizes");
-	tcase_add_test(tc, default_cache_size);
-	tcase_add_test(tc, parsers);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("watcher");
+	t_tcase(s, "sizes", default_cache_size, parsers);
+	tc = t_tcase(s, "watcher", watcher_runs);
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, watcher_runs);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("trees");
+	tc = t_tcase(s, "trees", tree_v2, tree_v1);
 	tcase_set_timeout(tc, 60);
 	tcase_add_checked_fixture(tc, tree_setup, tree_teardown);
-	tcase_add_test(tc, tree_v2);
-	tcase_add_test(tc, tree_v1);
-	suite_add_tcase(s, tc);
 	return s;
 }
 

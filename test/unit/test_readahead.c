@@ -135,23 +135,12 @@ END_TEST
 static Suite *readahead_suite(void)
 {
 	Suite *s = suite_create("readahead");
-	TCase *tc;
 
-	tc = tcase_create("sizes");
-	tcase_add_test(tc, size_rules);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("sequential");
-	tcase_add_test(tc, sequential_ramp);
-	tcase_add_test(tc, sequential_miss_continues_stream);
-	tcase_add_test(tc, large_request_uses_io_size);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("random");
-	tcase_add_test(tc, random_reads_no_readahead);
-	tcase_add_test(tc, context_readahead);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("off");
-	tcase_add_test(tc, readahead_off);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "sizes", size_rules);
+	t_tcase(s, "sequential", sequential_ramp, sequential_miss_continues_stream,
+		large_request_uses_io_size);
+	t_tcase(s, "random", random_reads_no_readahead, context_readahead);
+	t_tcase(s, "off", readahead_off);
 	return s;
 }
 

@@ -17,29 +17,6 @@
 #include "wbcfs/cache.h"
 #include "wbcfs/cache/mapping.h"
 
-static _Atomic long flusher_calls, flusher_pages, flusher_other_reasons;
-
-static void t_wakeup(void *owner, long nr, enum wb_reason why)
-{
-	flusher_calls++;
-	flusher_pages += nr;
-	if (why != WB_REASON_VMSCAN)
-		flusher_other_reasons++;
-}
-static const struct cache_ops t_cops = { .wakeup_flusher = t_wakeup };
-
-static struct cache *t_cache(size_t pages)
-{
-	struct cache_config cfg = { .size_bytes = pages * PAGE_SIZE, .nr_zones = 1,
-				    .ops = &t_cops };
-	struct cache *c;
-
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
-	flusher_calls = flusher_pages = flusher_other_reasons = 0;
-	return c;
-}
-
 /* Fill @m with @n uptodate pages from index 0; every @dirty_every-th dirty. */
 static void t_fill(struct mapping *m, unsigned n, unsigned dirty_every)
 {
@@ -83,9 +60,9 @@ START_TEST(clean_before_dirty)
 		ck_assert(!t_present(&m, i));
 	ck_assert_int_gt(c->stats.nr_vmscan_immediate_reclaim, 0);
 	ck_assert_int_eq(c->stats.nr_vmscan_write, 0);
-	ck_assert_int_gt(flusher_calls, 0);
-	ck_assert_int_gt(flusher_pages, 0);
-	ck_assert_int_eq(flusher_other_reasons, 0);	/* all WB_REASON_VMSCAN */
+	ck_assert_int_gt(t_woken.calls, 0);
+	ck_assert_int_gt(t_woken.pages, 0);
+	ck_assert_int_eq(t_woken.other, 0);	/* all WB_REASON_VMSCAN */
 	ck_assert_int_eq(c->stats.pgsteal, 100);
 	ck_assert_int_ge(c->stats.pgscan, 100);
 	mapping_truncate(&m, 0, UINT64_MAX);
@@ -206,7 +183,7 @@ START_TEST(nowait_fails_when_all_dirty)
 		n++;
 	}
 	ck_assert_uint_eq(n, 64);
-	ck_assert_int_gt(flusher_calls, 0);
+	ck_assert_int_gt(t_woken.calls, 0);
 	mapping_truncate(&m, 0, UINT64_MAX);
 	ck_assert_int_eq(cache_free_pages(c), 64);
 	mapping_destroy(&m);
@@ -332,8 +309,8 @@ START_TEST(blocking_alloc_waits_for_writeback)
 	p = cache_alloc_page(c, 0);		/* sleeps until the writer cleans some */
 	ck_assert_ptr_nonnull(p);
 	ck_assert_int_gt(c->stats.allocstall, 0);
-	ck_assert_int_gt(flusher_calls, 0);
-	ck_assert_int_eq(flusher_other_reasons, 0);
+	ck_assert_int_gt(t_woken.calls, 0);
+	ck_assert_int_eq(t_woken.other, 0);
 	pthread_join(t, NULL);
 	page_put(p);
 	mapping_truncate(&m, 0, UINT64_MAX);
@@ -409,7 +386,7 @@ static void *t_stress_truncater(void *arg)
 START_TEST(stress_reclaim_truncate_writeback)
 {
 	struct cache_config cfg = { .size_bytes = 128 * PAGE_SIZE, .nr_zones = 2,
-				    .ops = &t_cops, .start_kswapd = true };
+				    .start_kswapd = true };
 	void *(*fn[4])(void *) = { t_stress_dirtier, t_stress_dirtier, t_stress_flusher,
 				   t_stress_truncater };
 	struct stress st = { .seed = 7 };
@@ -418,8 +395,7 @@ START_TEST(stress_reclaim_truncate_writeback)
 	pthread_t t[4];
 	unsigned i;
 
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
+	c = t_cache_cfg(&cfg);
 	mapping_init(&m, c, NULL, NULL);
 	st.m = &m;
 	for (i = 0; i < 4; i++)
@@ -448,13 +424,12 @@ END_TEST
 START_TEST(kswapd_keeps_high_watermark)
 {
 	struct cache_config cfg = { .size_bytes = 4096 * PAGE_SIZE, .nr_zones = 1,
-				    .ops = &t_cops, .start_kswapd = true };
+				    .start_kswapd = true };
 	struct cache *c;
 	struct mapping m;
 	unsigned i, tries;
 
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
+	c = t_cache_cfg(&cfg);
 	mapping_init(&m, c, NULL, NULL);
 	for (i = 0; i < 8000; i++) {
 		struct page *p = mapping_grab_page(&m, i, 0);
@@ -476,29 +451,15 @@ END_TEST
 static Suite *reclaim_suite(void)
 {
 	Suite *s = suite_create("reclaim");
-	TCase *tc;
 
-	tc = tcase_create("order");
-	tcase_add_test(tc, clean_before_dirty);
-	tcase_add_test(tc, referenced_second_chance);
-	tcase_add_test(tc, single_reference_second_chance);
-	tcase_add_test(tc, locked_pages_are_skipped);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("immediate_reclaim");
-	tcase_add_test(tc, dirty_marked_for_immediate_reclaim);
-	tcase_add_test(tc, writeback_end_with_holder_rotates_to_tail);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("allocation");
-	tcase_add_test(tc, allocation_reclaims_clean_pages);
-	tcase_add_test(tc, nowait_fails_when_all_dirty);
-	tcase_add_test(tc, blocking_alloc_waits_for_writeback);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("kswapd");
-	tcase_add_test(tc, kswapd_keeps_high_watermark);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("stress");
-	tcase_add_test(tc, stress_reclaim_truncate_writeback);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "order", clean_before_dirty, referenced_second_chance,
+		single_reference_second_chance, locked_pages_are_skipped);
+	t_tcase(s, "immediate_reclaim", dirty_marked_for_immediate_reclaim,
+		writeback_end_with_holder_rotates_to_tail);
+	t_tcase(s, "allocation", allocation_reclaims_clean_pages, nowait_fails_when_all_dirty,
+		blocking_alloc_waits_for_writeback);
+	t_tcase(s, "kswapd", kswapd_keeps_high_watermark);
+	t_tcase(s, "stress", stress_reclaim_truncate_writeback);
 	return s;
 }
 

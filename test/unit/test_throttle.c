@@ -763,24 +763,14 @@ END_TEST
 static Suite *throttle_suite(void)
 {
 	Suite *s = suite_create("throttle");
-	TCase *tc = tcase_create("core");
+	TCase *tc;
 
+	tc = t_tcase(s, "core", converge_1, converge_2, converge_10, converge_100,
+		     light_writers_run_free, bandwidth_drop_reconverges,
+		     dirty_ratio_change_reconverges, two_devices_share_by_completions,
+		     shares_follow_completions, strictlimit_keeps_device_under_its_limit,
+		     tasks_reaped, trace_ring, mode_names, writeback_mode_decisions);
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, converge_1);
-	tcase_add_test(tc, converge_2);
-	tcase_add_test(tc, converge_10);
-	tcase_add_test(tc, converge_100);
-	tcase_add_test(tc, light_writers_run_free);
-	tcase_add_test(tc, bandwidth_drop_reconverges);
-	tcase_add_test(tc, dirty_ratio_change_reconverges);
-	tcase_add_test(tc, two_devices_share_by_completions);
-	tcase_add_test(tc, shares_follow_completions);
-	tcase_add_test(tc, strictlimit_keeps_device_under_its_limit);
-	tcase_add_test(tc, tasks_reaped);
-	tcase_add_test(tc, trace_ring);
-	tcase_add_test(tc, mode_names);
-	tcase_add_test(tc, writeback_mode_decisions);
-	suite_add_tcase(s, tc);
 	return s;
 }
 

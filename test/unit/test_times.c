@@ -76,14 +76,9 @@ END_TEST
 static Suite *times_suite(void)
 {
 	Suite *s = suite_create("times");
-	TCase *tc = tcase_create("clock");
 
-	tcase_add_test(tc, stamps_never_decrease);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("atime");
-	tcase_add_test(tc, relatime_rule);
-	tcase_add_test(tc, strictatime_and_noatime);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "clock", stamps_never_decrease);
+	t_tcase(s, "atime", relatime_rule, strictatime_and_noatime);
 	return s;
 }
 

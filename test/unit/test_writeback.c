@@ -146,40 +146,25 @@ static bool t_fault_inject;
 struct t_env {
 	struct cache *c;
 	struct bdi *b;
+	struct t_bdis wake;	/* the cache's wakeups go to b */
 	char path[64];
 	int fd;
 };
 
-static void t_wakeup(void *owner, long nr, enum wb_reason why)
-{
-	struct t_env *e = owner;
-
-	if (e->b)
-		bdi_wakeup(e->b, nr, why);
-}
-static const struct cache_ops t_cops = { .wakeup_flusher = t_wakeup };
-
 static void t_env_init(struct t_env *e, unsigned max_io_kb, bool rdonly)
 {
 	struct cache_config cc = { .size_bytes = 4096 * PAGE_SIZE, .nr_zones = 1,
-				   .ops = &t_cops, .owner = e };
+				   .owner = &e->wake };
 	struct bdi_config bc = { .name = "test", .engine = t_engine, .queue_depth = 16,
 				 .max_io_kb = max_io_kb, .nr_flushers = t_flushers, .ops = &t_ops };
 
 	memset(e, 0, sizeof(*e));
-	dirty_tunables_default(&cc.tunables);
-	ck_assert_int_eq(cache_create(&e->c, &cc), 0);
-	e->fd = t_tmpfile(e->path, 64 << 20);
-	ck_assert_int_ge(e->fd, 0);
-	if (rdonly) {
-		close(e->fd);
-		e->fd = open(e->path, O_RDONLY);
-	}
-	bc.fd = e->fd;
+	e->wake = (struct t_bdis){ &e->b, 1 };
+	e->c = t_cache_cfg(&cc);
 	bc.cache = e->c;
 	bc.owner = e;
 	bc.fault_inject = t_fault_inject;
-	ck_assert_int_eq(bdi_create(&e->b, &bc), 0);
+	e->fd = t_bdi_file(&e->b, &bc, e->path, rdonly);
 }
 
 /*
@@ -214,20 +199,10 @@ static void t_meta_init(struct t_env *e, struct t_inode *ti)
 	bdi_set_meta(e->b, &ti->wb);
 }
 
+/* Pages stamped with their index: t_block_is tells which page landed where. */
 static void t_dirty(struct t_inode *ti, uint64_t first, unsigned n, char fill)
 {
-	unsigned i;
-
-	for (i = 0; i < n; i++) {
-		struct page *p = mapping_grab_page(&ti->m, first + i, ALLOC_WRITE);
-
-		memset(page_address(p), fill, PAGE_SIZE);
-		((char *)page_address(p))[0] = (char)(first + i);
-		page_set(p, PG_uptodate);
-		set_page_dirty(p);
-		unlock_page(p);
-		page_put(p);
-	}
+	t_dirty_pages(&ti->m, first, n, fill, true);
 }
 
 static void t_inode_done(struct t_env *e, struct t_inode *ti)
@@ -239,20 +214,13 @@ static void t_inode_done(struct t_env *e, struct t_inode *ti)
 
 static void t_env_done(struct t_env *e)
 {
-	bdi_destroy(e->b);
-	e->b = NULL;
+	t_bdi_file_done(&e->b, e->fd, e->path);
 	cache_destroy(e->c);
-	close(e->fd);
-	unlink(e->path);
 }
 
 static bool t_block_is(struct t_env *e, uint64_t blk, char fill, char first)
 {
-	char buf[PAGE_SIZE];
-
-	if (pread(e->fd, buf, PAGE_SIZE, (off_t)(blk * PAGE_SIZE)) != PAGE_SIZE)
-		return false;
-	return buf[0] == first && buf[1] == fill && buf[PAGE_SIZE - 1] == fill;
+	return t_block_holds(e->fd, blk, fill, (unsigned char)first);
 }
 
 START_TEST(sync_writes_mapped_blocks)
@@ -810,14 +778,9 @@ struct t_fsync_arg {
 static void *t_fsync_loop(void *arg)
 {
 	struct t_fsync_arg *f = arg;
-	int round;
 
-	for (round = 0; round < 15 && !f->ret; round++) {
-		t_dirty(f->ti, 0, 64, (char)('a' + round));
-		f->ret = bdi_sync_inode(f->e->b, &f->ti->wb, 0, UINT64_MAX, false);
-		if (!f->ret && !t_block_is(f->e, f->ti->base + 63, (char)('a' + round), 63))
-			f->ret = -EILSEQ;
-	}
+	f->ret = t_fsync_rounds(f->e->b, &f->ti->wb, &f->ti->m, f->e->fd, f->ti->base, 15, 64,
+				true);
 	return NULL;
 }
 
@@ -1337,13 +1300,9 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, fsync_in_caller);
 	tcase_add_test(tc, sync_start_steps);
 	suite_add_tcase(s, tc);
-	tc = tcase_create("background");
+	tc = t_tcase(s, "background", background_over_threshold, periodic_writes_expired,
+		     background_stops_under_threshold, periodic_only_expired);
 	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, background_over_threshold);
-	tcase_add_test(tc, periodic_writes_expired);
-	tcase_add_test(tc, background_stops_under_threshold);
-	tcase_add_test(tc, periodic_only_expired);
-	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_add_loop_test(tc, write_error_reaches_fsync, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);
 	tcase_add_test(tc, meta_error_reported_once);
@@ -1358,14 +1317,8 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, fault_read);
 	tcase_add_test(tc, fault_backoff);
 	suite_add_tcase(s, tc);
-	tc = tcase_create("bandwidth");
-	tcase_add_test(tc, flush_fault_countdown);
-	tcase_add_test(tc, bandwidth_estimator);
-	tcase_add_test(tc, bandwidth_idle_reset);
-	tcase_add_test(tc, bandwidth_late_sampler);
-	tcase_add_test(tc, bandwidth_warmup);
-	tcase_add_test(tc, bandwidth_idle_trickle);
-	suite_add_tcase(s, tc);
+	t_tcase(s, "bandwidth", flush_fault_countdown, bandwidth_estimator, bandwidth_idle_reset,
+		bandwidth_late_sampler, bandwidth_warmup, bandwidth_idle_trickle);
 	return s;
 }
 

@@ -25,29 +25,15 @@
 
 #define MIB_PAGES(n) ((size_t)(n) << (20 - PAGE_SHIFT))
 
-static _Atomic long vmscan_calls;
-
-static void t_wakeup(void *owner, long nr, enum wb_reason why)
-{
-	(void)owner;
-	(void)nr;
-	if (why == WB_REASON_VMSCAN)
-		vmscan_calls++;
-}
-static const struct cache_ops t_cops = { .wakeup_flusher = t_wakeup };
-
-static struct cache *t_cache(size_t pages0, size_t pages1, bool fair, bool zone_dirty)
+/* Two zones of @pages0 (the preferred) and @pages1 pages. */
+static struct cache *t_cache_zones(size_t pages0, size_t pages1, bool fair, bool zone_dirty)
 {
 	size_t bytes[2] = { pages0 * PAGE_SIZE, pages1 * PAGE_SIZE };
 	struct cache_config cfg = { .size_bytes = (pages0 + pages1) * PAGE_SIZE, .nr_zones = 2,
-				    .zone_bytes = bytes, .ops = &t_cops,
+				    .zone_bytes = bytes,
 				    .fair_zone_alloc = fair, .zone_dirty = zone_dirty };
-	struct cache *c;
 
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
-	vmscan_calls = 0;
-	return c;
+	return t_cache_cfg(&cfg);
 }
 
 /*
@@ -189,7 +175,7 @@ static void t_teardown(struct cache *c, struct mapping *m)
 
 START_TEST(watermarks_and_reserves)
 {
-	struct cache *c = t_cache(MIB_PAGES(64), MIB_PAGES(960), true, true);
+	struct cache *c = t_cache_zones(MIB_PAGES(64), MIB_PAGES(960), true, true);
 	struct zone *z0 = &c->zones[0], *z1 = &c->zones[1];
 
 	/* min is shared in proportion to size: 1024 pages of 1 GiB */
@@ -221,7 +207,7 @@ END_TEST
 /* Allocations per zone over a long sequential read of 8x the cache. */
 static double t_read_share0(bool fair, long *resets)
 {
-	struct cache *c = t_cache(MIB_PAGES(16), MIB_PAGES(240), fair, false);
+	struct cache *c = t_cache_zones(MIB_PAGES(16), MIB_PAGES(240), fair, false);
 	struct mapping m;
 	long a0, a1;
 
@@ -285,7 +271,7 @@ static void t_watch(struct cache *c, void *arg)
 static void t_write_small_zone(bool zone_dirty, struct dirty_watch *w, long *immediate,
 			       long *skips, long *ignored)
 {
-	struct cache *c = t_cache(MIB_PAGES(48), MIB_PAGES(16), false, zone_dirty);
+	struct cache *c = t_cache_zones(MIB_PAGES(48), MIB_PAGES(16), false, zone_dirty);
 	struct t_flusher f;
 	struct mapping rd, wr;
 
@@ -336,7 +322,7 @@ END_TEST
 /* When every zone is over its dirty limit, a write still gets a page. */
 START_TEST(slow_path_ignores_dirty_limit)
 {
-	struct cache *c = t_cache(MIB_PAGES(4), MIB_PAGES(4), true, true);
+	struct cache *c = t_cache_zones(MIB_PAGES(4), MIB_PAGES(4), true, true);
 	struct mapping m;
 	unsigned i;
 
@@ -363,7 +349,7 @@ END_TEST
 /* Live toggles act on the next allocation. */
 START_TEST(toggles_are_live)
 {
-	struct cache *c = t_cache(MIB_PAGES(4), MIB_PAGES(4), false, false);
+	struct cache *c = t_cache_zones(MIB_PAGES(4), MIB_PAGES(4), false, false);
 	struct mapping m;
 	long resets;
 
@@ -400,13 +386,12 @@ START_TEST(zones_bound_to_nodes)
 	size_t bytes[2] = { MIB_PAGES(4) * PAGE_SIZE, MIB_PAGES(4) * PAGE_SIZE };
 	int node[2] = { 0, 0 };
 	struct cache_config cfg = { .size_bytes = 2 * bytes[0], .nr_zones = 2,
-				    .zone_bytes = bytes, .zone_node = node, .ops = &t_cops };
+				    .zone_bytes = bytes, .zone_node = node };
 	unsigned long mask[16] = {0};
 	struct cache *c;
 	int mode = -1;
 
-	dirty_tunables_default(&cfg.tunables);
-	ck_assert_int_eq(cache_create(&c, &cfg), 0);
+	c = t_cache_cfg(&cfg);
 	ck_assert_int_eq(t_policy(c, &mode, mask, sizeof(mask)), 0);
 	ck_assert_int_eq(mode, 2);	/* MPOL_BIND */
 	ck_assert_uint_eq(mask[0] & 1, 1);
@@ -422,16 +407,12 @@ END_TEST
 static Suite *zone_suite(void)
 {
 	Suite *s = suite_create("zone");
-	TCase *tc = tcase_create("zone");
+	TCase *tc;
 
+	tc = t_tcase(s, "zone", watermarks_and_reserves, fair_alloc_proportional,
+		     zone_dirty_limits_small_zone, slow_path_ignores_dirty_limit, toggles_are_live,
+		     zones_bound_to_nodes);
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, watermarks_and_reserves);
-	tcase_add_test(tc, fair_alloc_proportional);
-	tcase_add_test(tc, zone_dirty_limits_small_zone);
-	tcase_add_test(tc, slow_path_ignores_dirty_limit);
-	tcase_add_test(tc, toggles_are_live);
-	tcase_add_test(tc, zones_bound_to_nodes);
-	suite_add_tcase(s, tc);
 	return s;
 }
 
