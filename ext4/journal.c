@@ -59,12 +59,8 @@ LOCK_CLASS(lc_journal_commit, "journal_commit")
 
 struct wjournal {
 	struct wbfs *w;
-	uint64_t *map;			/* constant: journal block -> device block */
-	uint32_t first, last;		/* constant: log blocks [first, last) */
-	struct jbd2_superblock *jsb;	/* commit_mutex: block 0 of the journal */
-	uint32_t seed;			/* constant: checksum seed */
-	bool csum2, csum3, is64;	/* constant */
-	size_t tag_bytes;		/* constant */
+	struct jbd2_log log;		/* the log on the device (log.jsb:
+					 * commit_mutex) */
 	uint32_t max_tx;		/* constant: blocks that start a commit */
 
 	pthread_mutex_t commit_mutex;
@@ -128,120 +124,43 @@ static void jlog(struct wbfs *w, const char *fmt, const char *what, int err)
 	fputc('\n', msg_stream());
 }
 
-/* Device byte offset of journal block @jb. */
-static off_t jb_off(const struct wjournal *j, uint32_t jb)
-{
-	return (off_t)(j->map[jb] * (uint64_t)JBS);
-}
-
 /*
- * The journal's metadata writes of the device (the log, the journal
- * superblock, a checkpoint) fail under fault_meta=write (fault_inject
- * mounts) as metadata writeback does.
+ * The log's hooks into the mount: its writes fail under fault_meta=write
+ * (fault_inject mounts) as metadata writeback does, and its flushes are
+ * the bdi's, with their faults.
  */
-static bool jwrite_faulted(const struct wjournal *j)
+static bool jlog_write_faulted(void *priv)
 {
-	return j->w->opts.fault_inject && (atomic_load(&j->w->meta_wb.fault) & WB_FAULT_WRITE);
+	struct wbfs *w = priv;
+
+	return w->opts.fault_inject && (atomic_load(&w->meta_wb.fault) & WB_FAULT_WRITE);
 }
 
-static int jdev_write(struct wjournal *j, const struct iovec *iov, int n, off_t off)
+static int jlog_flush(void *priv)
 {
-	if (jwrite_faulted(j))
-		return -EIO;
-	return devlog_pwritev(j->w->dev_fd, iov, n, off);
+	struct wbfs *w = priv;
+
+	return bdi_flush_device(w->bdi);
 }
 
-/* The device cache to stable media: the bdi's flush, with its faults. */
-static int jflush(struct wjournal *j)
+static bool jlog_flush_fault_take(void *priv)
 {
-	return bdi_flush_device(j->w->bdi);
+	struct wbfs *w = priv;
+
+	return bdi_flush_fault_take(w->bdi);
 }
 
-/*
- * The commit block: durable on return (FUA, or a write and a flush). On
- * failure it may be on the device all the same (fault_meta=flush: written,
- * not flushed), which commit_stale_clear then undoes.
- */
-static int jwrite_commit(struct wjournal *j, uint32_t jb, char *buf)
-{
-	struct iovec v = { buf, JBS };
-	int ret;
-
-	if (jwrite_faulted(j))
-		return -EIO;
-	if (bdi_flush_fault_take(j->w->bdi)) {
-		ret = devlog_pwritev(j->w->dev_fd, &v, 1, jb_off(j, jb));
-		return ret ? ret : -EIO;
-	}
-	return devlog_pwritev_fua(j->w->dev_fd, &v, 1, jb_off(j, jb));
-}
-
-/*
- * Write journal blocks [jb, jb+n) from @bufs (one 4 KiB buffer each), in
- * runs of physically consecutive blocks.
- */
-static int jwrite(struct wjournal *j, uint32_t jb, char **bufs, uint32_t n)
-{
-	struct iovec iov[64];
-	uint32_t i = 0;
-
-	while (i < n) {
-		uint32_t k = 1;
-		int ret;
-
-		iov[0] = (struct iovec){ bufs[i], JBS };
-		while (i + k < n && k < 64 && j->map[jb + i + k] == j->map[jb + i] + k) {
-			iov[k] = (struct iovec){ bufs[i + k], JBS };
-			k++;
-		}
-		ret = jdev_write(j, iov, (int)k, jb_off(j, jb + i));
-		if (ret)
-			return ret;
-		i += k;
-	}
-	return 0;
-}
-
-static int jsb_write(struct wjournal *j)
-{
-	char *b = (char *)j->jsb;
-
-	if (j->csum2 || j->csum3)
-		j->jsb->s_checksum = htobe32(jbd2_sb_csum(j->jsb));
-	return jwrite(j, 0, &b, 1);
-}
+static const struct jbd2_log_ops jlog_ops = {
+	.write_faulted = jlog_write_faulted,
+	.flush = jlog_flush,
+	.flush_fault_take = jlog_flush_fault_take,
+};
 
 static void *jalloc(size_t n)
 {
 	void *p;
 
 	return posix_memalign(&p, JBS, n ? n : JBS) ? NULL : p;
-}
-
-/* ---- layout of one transaction in the log ----------------------------- */
-
-static uint32_t tags_per_desc(const struct wjournal *j)
-{
-	size_t room = JBS - sizeof(struct jbd2_header) - JBD2_UUID_BYTES -
-		      ((j->csum2 || j->csum3) ? sizeof(struct jbd2_tail) : 0);
-
-	return (uint32_t)(room / j->tag_bytes);
-}
-
-static uint32_t revokes_per_block(const struct wjournal *j)
-{
-	size_t room = JBS - sizeof(struct jbd2_revoke_header) -
-		      ((j->csum2 || j->csum3) ? sizeof(struct jbd2_tail) : 0);
-
-	return (uint32_t)(room / (j->is64 ? 8 : 4));
-}
-
-/* Log blocks a transaction of @n blocks and @nrev revokes takes. */
-static uint32_t tx_blocks(const struct wjournal *j, size_t n, size_t nrev)
-{
-	uint32_t per = tags_per_desc(j), rper = revokes_per_block(j);
-
-	return (uint32_t)(n + (n + per - 1) / per + (nrev + rper - 1) / rper + 1);
 }
 
 /* ---- the running transaction ------------------------------------------ */
@@ -581,7 +500,7 @@ static int ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c)
 		if (c->esc[i])
 			memcpy(c->buf + (size_t)i * JBS, &magic, sizeof(magic));
 	i = 0;
-	if (!ret && jwrite_faulted(j))
+	if (!ret && jbd2_log_faulted(&j->log))
 		ret = -EIO;
 	while (i < c->n && !ret) {
 		unsigned k = 1;
@@ -627,7 +546,7 @@ static int ckpt_add_logged(struct wjournal *j, struct ckpt_io *c, uint64_t blk, 
 	c->esc[i] = v & ESC_BIT;
 	c->iov[i] = (struct iovec){ c->buf + (size_t)i * JBS, JBS };
 	c->req[i] = (struct io_req){ .op = IO_READ, .fd = j->w->dev_fd,
-				     .off = (uint64_t)jb_off(j, v & ~ESC_BIT), .iov = &c->iov[i],
+				     .off = (uint64_t)jbd2_log_off(&j->log, v & ~ESC_BIT), .iov = &c->iov[i],
 				     .iovcnt = 1, .done = ckpt_done, .priv = c };
 	ret = io_engine_queue(&c->eng, &c->req[i]);
 	if (ret)
@@ -715,7 +634,7 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 	if (!ret && c)
 		ret = ckpt_flush_batch(j, c);
 	if (!ret)
-		ret = jflush(j);
+		ret = jbd2_log_flush(&j->log);
 	for (i = 0; i < n && !ret; i++) {
 		struct page *p = mapping_get_page(&w->meta_map, blks[i]);
 
@@ -725,13 +644,13 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 		}
 	}
 	if (!ret && !j->empty) {
-		uint32_t start = j->jsb->s_start, seq = j->jsb->s_sequence;
+		uint32_t start = j->log.jsb->s_start, seq = j->log.jsb->s_sequence;
 
-		j->jsb->s_start = 0;
-		j->jsb->s_sequence = htobe32(j->seq);
-		ret = jsb_write(j);
+		j->log.jsb->s_start = 0;
+		j->log.jsb->s_sequence = htobe32(j->seq);
+		ret = jbd2_log_sb_write(&j->log);
 		if (!ret)
-			ret = jflush(j);
+			ret = jbd2_log_flush(&j->log);
 		if (ret) {
 			/*
 			 * The log stays as it was, but the device may hold
@@ -742,13 +661,13 @@ static int checkpoint_locked(struct wbfs *w, struct wjournal *j)
 			 * replay: keep the in-memory copy true to the log,
 			 * and let the next commit write it again first.
 			 */
-			j->jsb->s_start = start;
-			j->jsb->s_sequence = seq;
+			j->log.jsb->s_start = start;
+			j->log.jsb->s_sequence = seq;
 			j->jsb_unsure = true;
 		}
 	}
 	if (!ret) {
-		j->head = j->first;
+		j->head = j->log.first;
 		j->empty = true;
 		j->jsb_unsure = false;
 		jtab_clear(&j->logged);
@@ -785,58 +704,6 @@ static void tx_free(struct jtx *t)
 	free(t->rev);
 }
 
-static void put_be(void *dst, uint64_t v, bool is64)
-{
-	if (is64) {
-		uint64_t b = htobe64(v);
-
-		memcpy(dst, &b, 8);
-	} else {
-		uint32_t b = htobe32((uint32_t)v);
-
-		memcpy(dst, &b, 4);
-	}
-}
-
-static void set_header(void *blk, uint32_t type, uint32_t tid)
-{
-	struct jbd2_header *h = blk;
-
-	h->h_magic = htobe32(JBD2_MAGIC);
-	h->h_blocktype = htobe32(type);
-	h->h_sequence = htobe32(tid);
-}
-
-/* Write one tag for block @blk at @tp; returns bytes used (uuid included). */
-static size_t put_tag(struct wjournal *j, char *tp, uint64_t blk, uint32_t flags,
-		      uint32_t csum, bool first)
-{
-	if (j->csum3) {
-		struct jbd2_tag3 t = { 0 };
-
-		t.t_blocknr = htobe32((uint32_t)blk);
-		t.t_flags = htobe32(flags);
-		if (j->is64)
-			t.t_blocknr_high = htobe32((uint32_t)(blk >> 32));
-		t.t_checksum = htobe32(csum);
-		memcpy(tp, &t, sizeof(t));
-	} else {
-		struct jbd2_tag t = { 0 };
-
-		t.t_blocknr = htobe32((uint32_t)blk);
-		t.t_flags = htobe16((uint16_t)flags);
-		if (j->csum2)
-			t.t_checksum = htobe16((uint16_t)csum);
-		if (j->is64)
-			t.t_blocknr_high = htobe32((uint32_t)(blk >> 32));
-		memcpy(tp, &t, j->tag_bytes < sizeof(t) ? j->tag_bytes : sizeof(t));
-	}
-	if (!first)
-		return j->tag_bytes;
-	memcpy(tp + j->tag_bytes, j->jsb->s_uuid, JBD2_UUID_BYTES);
-	return j->tag_bytes + JBD2_UUID_BYTES;
-}
-
 /*
  * The running transaction's pages that still hold metadata move to @t
  * (PG_jcommit, referenced; t->pages has room for all). Context: fs_lock.
@@ -867,13 +734,13 @@ static void tx_take_pages(struct wbfs *w, struct wjournal *j, struct jtx *t)
  */
 static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 {
-	uint32_t per = tags_per_desc(j), rper = revokes_per_block(j);
+	uint32_t per = jbd2_log_tags_per_desc(&j->log), rper = jbd2_log_revokes_per_block(&j->log);
 	size_t n = j->nr_run, nrev = j->revoke.n, i, d = 0, k = 0, maxblk;
 	uint64_t *rev;
-	bool csum = j->csum2 || j->csum3;
+	bool csum = jbd2_log_csum(&j->log);
 	int ret = -ENOMEM;
 
-	maxblk = tx_blocks(j, n, nrev);
+	maxblk = jbd2_log_tx_blocks(&j->log, n, nrev);
 	t->mem = jalloc(maxblk * (size_t)JBS);
 	t->bufs = calloc(maxblk, sizeof(*t->bufs));
 	t->pages = calloc(n ? n : 1, sizeof(*t->pages));
@@ -892,7 +759,7 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 		uint32_t m = 0;
 
 		t->bufs[k - 1] = desc;
-		set_header(desc, JBD2_DESCRIPTOR_BLOCK, t->tid);
+		jbd2_log_set_header(desc, JBD2_DESCRIPTOR_BLOCK, t->tid);
 		for (; i < t->nr_pages && m < per; i++, m++) {
 			struct page *p = t->pages[i];
 			char *blk = t->mem + (size_t)(k++) * JBS;
@@ -910,18 +777,15 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 			if (m + 1 == per || i + 1 == t->nr_pages)
 				flags |= JBD2_FLAG_LAST_TAG;
 			if (csum)
-				bcsum = jbd2_block_csum(j->seed, t->tid, blk, JBS);
-			tp += put_tag(j, tp, p->index, flags, bcsum, m == 0);
+				bcsum = jbd2_block_csum(j->log.seed, t->tid, blk, JBS);
+			tp += jbd2_log_put_tag(&j->log, tp, p->index, flags, bcsum, m == 0);
 			if (jtab_put(&j->ctab, p->index,
 				     pos | ((flags & JBD2_FLAG_ESCAPE) ? ESC_BIT : 0)))
 				goto out;
 			d++;
 		}
-		if (csum) {
-			struct jbd2_tail *tl = (struct jbd2_tail *)(desc + JBS - sizeof(*tl));
-
-			tl->t_checksum = htobe32(jbd2_tail_csum(j->seed, desc, JBS));
-		}
+		if (csum)
+			jbd2_log_set_tail(&j->log, desc);
 	}
 
 	/* revoke blocks */
@@ -939,17 +803,14 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 			size_t off = sizeof(*rh), m;
 
 			t->bufs[k - 1] = blk;
-			set_header(blk, JBD2_REVOKE_BLOCK, t->tid);
+			jbd2_log_set_header(blk, JBD2_REVOKE_BLOCK, t->tid);
 			for (m = 0; i < nrev && m < rper; m++, i++) {
-				put_be(blk + off, rev[i], j->is64);
-				off += j->is64 ? 8 : 4;
+				jbd2_log_put_be(blk + off, rev[i], j->log.is64);
+				off += j->log.is64 ? 8 : 4;
 			}
 			rh->r_count = htobe32((uint32_t)off);
-			if (csum) {
-				struct jbd2_tail *tl = (struct jbd2_tail *)(blk + JBS - sizeof(*tl));
-
-				tl->t_checksum = htobe32(jbd2_tail_csum(j->seed, blk, JBS));
-			}
+			if (csum)
+				jbd2_log_set_tail(&j->log, blk);
 		}
 	}
 
@@ -961,21 +822,6 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 	ret = 0;
 out:
 	return ret;
-}
-
-static void commit_block_fill(struct wjournal *j, struct jtx *t)
-{
-	char *cb = t->bufs[t->nblk - 1];
-	struct jbd2_commit *c = (struct jbd2_commit *)cb;
-	struct timespec ts;
-
-	memset(cb, 0, JBS);
-	set_header(cb, JBD2_COMMIT_BLOCK, t->tid);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	c->h_commit_sec = htobe64((uint64_t)ts.tv_sec);
-	c->h_commit_nsec = htobe32((uint32_t)ts.tv_nsec);
-	if (j->csum2 || j->csum3)
-		c->h_chksum[0] = htobe32(jbd2_commit_csum(j->seed, cb, JBS));
 }
 
 /* The transaction is on the device: its copies are the log's now. Context: fs_lock. */
@@ -1082,7 +928,7 @@ static int tx_build_home(struct wbfs *w, struct wjournal *j, struct jtx *t)
 		said = true;
 		fprintf(msg_stream(), "wbcfs: %s: journal: a transaction of %zu blocks exceeds the"
 			" log (%u blocks); written without the journal\n", w->dev_path,
-			n, j->last - j->first);
+			n, j->log.last - j->log.first);
 	}
 	t->home = true;
 	t->pages = calloc(n ? n : 1, sizeof(*t->pages));
@@ -1130,10 +976,10 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 		w->nr_busy = 0;
 		return 1;
 	}
-	need = tx_blocks(j, j->nr_run, j->revoke.n);
+	need = jbd2_log_tx_blocks(&j->log, j->nr_run, j->revoke.n);
 	/* a block stays free: a log filling the whole ring would run into
 	 * its own start, which replay must then tell from a newer block */
-	if (j->head + need >= j->last) {
+	if (j->head + need >= j->log.last) {
 		/* a failure leaves the log as it was: tried again next time */
 		ret = checkpoint_locked(w, j);
 		if (ret) {
@@ -1142,7 +988,7 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 			return ret;
 		}
 	}
-	ret = j->first + need >= j->last ? tx_build_home(w, j, t) : tx_build(w, j, t);
+	ret = j->log.first + need >= j->log.last ? tx_build_home(w, j, t) : tx_build(w, j, t);
 	if (ret)
 		return journal_abort(w, j, ret);
 	if (!t->home)
@@ -1166,7 +1012,7 @@ static int tx_write_home(struct wjournal *j, struct jtx *t)
 	if (!ret)
 		ret = ckpt_flush_batch(j, c);
 	ckpt_io_free(c);
-	return ret ? ret : jflush(j);
+	return ret ? ret : jbd2_log_flush(&j->log);
 }
 
 /*
@@ -1195,9 +1041,9 @@ static int commit_stale_clear(struct wjournal *j)
 
 	if (!j->stale_jb)
 		return 0;
-	ret = jwrite(j, j->stale_jb, &b, 1);
+	ret = jbd2_log_write(&j->log, j->stale_jb, &b, 1);
 	if (!ret)
-		ret = jflush(j);
+		ret = jbd2_log_flush(&j->log);
 	if (!ret)
 		j->stale_jb = 0;
 	return ret;
@@ -1217,17 +1063,17 @@ static int commit_seal(struct wjournal *j, struct jtx *t)
 		/* the log starts here (or where it started: a superblock
 		 * write that failed may have left "empty"): replay must find it */
 		if (j->empty) {
-			j->jsb->s_start = htobe32(t->start);
-			j->jsb->s_sequence = htobe32(t->tid);
+			j->log.jsb->s_start = htobe32(t->start);
+			j->log.jsb->s_sequence = htobe32(t->tid);
 		}
-		ret = jsb_write(j);
+		ret = jbd2_log_sb_write(&j->log);
 	}
 	if (!ret)
-		ret = jflush(j);
+		ret = jbd2_log_flush(&j->log);
 	if (ret)
 		return ret;
-	commit_block_fill(j, t);
-	ret = jwrite_commit(j, cb, t->bufs[t->nblk - 1]);
+	jbd2_log_commit_fill(&j->log, t->bufs[t->nblk - 1], t->tid);
+	ret = jbd2_log_write_commit(&j->log, cb, t->bufs[t->nblk - 1]);
 	if (ret)
 		j->stale_jb = cb;
 	else
@@ -1263,7 +1109,7 @@ static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
 		return tx_write_home(j, t);
 	}
 	if (!ret)
-		ret = jwrite(j, t->start, t->bufs, t->nblk - 1);
+		ret = jbd2_log_write(&j->log, t->start, t->bufs, t->nblk - 1);
 	phase_add(&j->ns_log, &t0);
 	/* always: a failed @t is retried inside the next transaction, whose
 	 * commit waits on the next epoch only */
@@ -1542,9 +1388,12 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	if (!j)
 		return -ENOMEM;
 	j->w = w;
-	j->jsb = jalloc(JBS);
+	j->log.fd = w->dev_fd;
+	j->log.ops = &jlog_ops;
+	j->log.priv = w;
+	j->log.jsb = jalloc(JBS);
 	j->zero = jalloc(JBS);
-	if (!j->jsb || !j->zero)
+	if (!j->log.jsb || !j->zero)
 		goto nomem;
 	memset(j->zero, 0, JBS);
 	if (ext2fs_read_inode_full(fs, fs->super->s_journal_inum, (struct ext2_inode *)&in,
@@ -1554,23 +1403,23 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	}
 	maxlen = (uint32_t)(EXT2_I_SIZE(&in) / JBS);
 	if (maxlen < JBD2_MIN_LOG_BLOCKS ||
-	    jrec_journal_map(fs, fs->super->s_journal_inum, maxlen, &j->map)) {
+	    jrec_journal_map(fs, fs->super->s_journal_inum, maxlen, &j->log.map)) {
 		fprintf(msg_stream(), "wbcfs: %s: the journal inode maps its blocks badly; run e2fsck\n",
 			dev);
 		goto fail;
 	}
-	r = blk_pread(w->dev_fd, j->jsb, JBS, jb_off(j, 0));
+	r = blk_pread(w->dev_fd, j->log.jsb, JBS, jbd2_log_off(&j->log, 0));
 	if (r != (ssize_t)JBS) {
 		fprintf(msg_stream(), "wbcfs: %s: cannot read the journal superblock\n", dev);
 		ret = -EIO;
 		goto fail;
 	}
-	incompat = be32toh(j->jsb->s_feature_incompat);
-	if (j->jsb->s_header.h_magic != htobe32(JBD2_MAGIC) ||
-	    be32toh(j->jsb->s_header.h_blocktype) != JBD2_SUPERBLOCK_V2 ||
-	    be32toh(j->jsb->s_blocksize) != JBS || be32toh(j->jsb->s_maxlen) > maxlen ||
-	    be32toh(j->jsb->s_maxlen) < JBD2_MIN_LOG_BLOCKS || be32toh(j->jsb->s_first) == 0 ||
-	    be32toh(j->jsb->s_first) >= be32toh(j->jsb->s_maxlen)) {
+	incompat = be32toh(j->log.jsb->s_feature_incompat);
+	if (j->log.jsb->s_header.h_magic != htobe32(JBD2_MAGIC) ||
+	    be32toh(j->log.jsb->s_header.h_blocktype) != JBD2_SUPERBLOCK_V2 ||
+	    be32toh(j->log.jsb->s_blocksize) != JBS || be32toh(j->log.jsb->s_maxlen) > maxlen ||
+	    be32toh(j->log.jsb->s_maxlen) < JBD2_MIN_LOG_BLOCKS || be32toh(j->log.jsb->s_first) == 0 ||
+	    be32toh(j->log.jsb->s_first) >= be32toh(j->log.jsb->s_maxlen)) {
 		fprintf(msg_stream(), "wbcfs: %s: the journal superblock is not a valid jbd2 v2"
 			" superblock; run e2fsck\n", dev);
 		goto fail;
@@ -1580,25 +1429,25 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 			dev, incompat & ~JBD2_KNOWN_INCOMPAT);
 		goto fail;
 	}
-	if (j->jsb->s_start) {
+	if (j->log.jsb->s_start) {
 		fprintf(msg_stream(), "wbcfs: %s: the journal holds transactions not replayed;"
 			" run e2fsck\n", dev);
 		goto fail;
 	}
-	if (be32toh(j->jsb->s_nr_users) > 1) {
+	if (be32toh(j->log.jsb->s_nr_users) > 1) {
 		fprintf(msg_stream(), "wbcfs: %s: the journal is shared by %u filesystems; run e2fsck\n",
-			dev, be32toh(j->jsb->s_nr_users));
+			dev, be32toh(j->log.jsb->s_nr_users));
 		goto fail;
 	}
-	maxlen = be32toh(j->jsb->s_maxlen);
+	maxlen = be32toh(j->log.jsb->s_maxlen);
 	if (incompat & JBD2_FEATURE_INCOMPAT_FAST_COMMIT) {
 		/* the fast-commit area ends the journal; wbcfs never writes it */
-		nfc = be32toh(j->jsb->s_num_fc_blks) ? be32toh(j->jsb->s_num_fc_blks) : 256;
-		if (nfc >= maxlen - be32toh(j->jsb->s_first) - JBD2_MIN_LOG_BLOCKS / 2)
+		nfc = be32toh(j->log.jsb->s_num_fc_blks) ? be32toh(j->log.jsb->s_num_fc_blks) : 256;
+		if (nfc >= maxlen - be32toh(j->log.jsb->s_first) - JBD2_MIN_LOG_BLOCKS / 2)
 			nfc = 0;
 	}
-	j->first = be32toh(j->jsb->s_first);
-	j->last = maxlen - nfc;
+	j->log.first = be32toh(j->log.jsb->s_first);
+	j->log.last = maxlen - nfc;
 
 	/* features, as the kernel's ext4 sets them at mount */
 	incompat &= ~(JBD2_FEATURE_INCOMPAT_CSUM_V2 | JBD2_FEATURE_INCOMPAT_CSUM_V3 |
@@ -1608,23 +1457,23 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 		incompat |= JBD2_FEATURE_INCOMPAT_64BIT;
 	if (ext2fs_has_feature_metadata_csum(fs->super)) {
 		incompat |= JBD2_FEATURE_INCOMPAT_CSUM_V3;
-		j->jsb->s_checksum_type = JBD2_CRC32C_CHKSUM;
+		j->log.jsb->s_checksum_type = JBD2_CRC32C_CHKSUM;
 	}
-	j->jsb->s_feature_compat &= htobe32(~(uint32_t)JBD2_FEATURE_COMPAT_CHECKSUM);
-	j->jsb->s_feature_incompat = htobe32(incompat);
-	j->csum3 = incompat & JBD2_FEATURE_INCOMPAT_CSUM_V3;
-	j->csum2 = false;
-	j->is64 = incompat & JBD2_FEATURE_INCOMPAT_64BIT;
-	j->tag_bytes = jbd2_tag_bytes(j->jsb);
-	j->seed = jbd2_csum_seed(j->jsb);
-	j->seq = be32toh(j->jsb->s_sequence);
-	j->head = j->first;
+	j->log.jsb->s_feature_compat &= htobe32(~(uint32_t)JBD2_FEATURE_COMPAT_CHECKSUM);
+	j->log.jsb->s_feature_incompat = htobe32(incompat);
+	j->log.csum3 = incompat & JBD2_FEATURE_INCOMPAT_CSUM_V3;
+	j->log.csum2 = false;
+	j->log.is64 = incompat & JBD2_FEATURE_INCOMPAT_64BIT;
+	j->log.tag_bytes = jbd2_tag_bytes(j->log.jsb);
+	j->log.seed = jbd2_csum_seed(j->log.jsb);
+	j->seq = be32toh(j->log.jsb->s_sequence);
+	j->head = j->log.first;
 	j->empty = true;
-	j->max_tx = (j->last - j->first) / 4;
+	j->max_tx = (j->log.last - j->log.first) / 4;
 	j->commit_ms = w->opts.commit_s ? w->opts.commit_s * 1000 : 5000;
-	ret = jsb_write(j);
+	ret = jbd2_log_sb_write(&j->log);
 	if (!ret)
-		ret = jflush(j);
+		ret = jbd2_log_flush(&j->log);
 	if (ret) {
 		fprintf(msg_stream(), "wbcfs: %s: cannot write the journal superblock: %s\n", dev,
 			strerror(-ret));
@@ -1648,8 +1497,8 @@ nomem:
 	ret = -ENOMEM;
 	fprintf(msg_stream(), "wbcfs: %s: journal: out of memory\n", dev);
 fail:
-	free(j->map);
-	free(j->jsb);
+	free(j->log.map);
+	free(j->log.jsb);
 	free(j->zero);
 	free(j);
 	return ret;
@@ -1737,8 +1586,8 @@ void wbfs_journal_free(struct wbfs *w)
 	if (j->busy_commit)
 		ext2fs_free_block_bitmap(j->busy_commit);
 	wbfs_bm_runs_free(&j->busy_commit_runs);
-	free(j->map);
-	free(j->jsb);
+	free(j->log.map);
+	free(j->log.jsb);
 	free(j->zero);
 	pthread_mutex_destroy(&j->commit_mutex);
 	pthread_mutex_destroy(&j->tlock);
@@ -1774,7 +1623,8 @@ int wbfs_journal_show(struct wbfs *w, char *buf, size_t len)
 			"unwritten_after_error %ld\njoined %ld\n"
 			"commit_prepare_us %lu\ncommit_log_us %lu\ncommit_ordered_us %lu\n"
 			"commit_seal_us %lu\ncommit_finish_us %lu\n",
-			j->commit_ms, j->last - j->first, j->head, j->max_tx, j->csum3, j->is64,
+			j->commit_ms, j->log.last - j->log.first, j->head, j->max_tx, j->log.csum3,
+			j->log.is64,
 			atomic_load(&j->commits), atomic_load(&j->blocks),
 			atomic_load(&j->revokes), atomic_load(&j->checkpoints),
 			atomic_load(&j->unjournaled), atomic_load(&j->failed), j->err,
