@@ -132,7 +132,8 @@ static int ckpt_add_logged(struct wjournal *j, struct ckpt_io *c, uint64_t blk, 
 	c->esc[i] = v & ESC_BIT;
 	c->iov[i] = (struct iovec){ c->buf + (size_t)i * JBS, JBS };
 	c->req[i] = (struct io_req){ .op = IO_READ, .fd = j->w->dev_fd,
-				     .off = (uint64_t)jbd2_log_off(&j->log, v & ~ESC_BIT), .iov = &c->iov[i],
+				     .off = (uint64_t)jbd2_log_off(&j->log, v & ~ESC_BIT),
+				     .iov = &c->iov[i],
 				     .iovcnt = 1, .done = ckpt_done, .priv = c };
 	ret = io_engine_queue(&c->eng, &c->req[i]);
 	if (ret)

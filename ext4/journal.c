@@ -447,8 +447,10 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	incompat = be32toh(j->log.jsb->s_feature_incompat);
 	if (j->log.jsb->s_header.h_magic != htobe32(JBD2_MAGIC) ||
 	    be32toh(j->log.jsb->s_header.h_blocktype) != JBD2_SUPERBLOCK_V2 ||
-	    be32toh(j->log.jsb->s_blocksize) != JBS || be32toh(j->log.jsb->s_maxlen) > maxlen ||
-	    be32toh(j->log.jsb->s_maxlen) < JBD2_MIN_LOG_BLOCKS || be32toh(j->log.jsb->s_first) == 0 ||
+	    be32toh(j->log.jsb->s_blocksize) != JBS ||
+	    be32toh(j->log.jsb->s_maxlen) > maxlen ||
+	    be32toh(j->log.jsb->s_maxlen) < JBD2_MIN_LOG_BLOCKS ||
+	    be32toh(j->log.jsb->s_first) == 0 ||
 	    be32toh(j->log.jsb->s_first) >= be32toh(j->log.jsb->s_maxlen)) {
 		fprintf(msg_stream(), "wbcfs: %s: the journal superblock is not a valid jbd2 v2"
 			" superblock; run e2fsck\n", dev);

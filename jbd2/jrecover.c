@@ -20,7 +20,7 @@
  * Then the journal is marked empty (s_start = 0), needs_recovery cleared
  * in the ext4 superblock, and the device flushed after each step, so a
  * crash during recovery leaves a log that replays again to the same
- * result. Writing new transactions (ext4/journal.c) is not done here; fast
+ * result. Writing new transactions (jbd2/log.c) is not done here; fast
  * commits and external journals are refused, for e2fsck to replay. The
  * mount-time side (finding the journal inode's blocks, checking and
  * clearing needs_recovery in the ext4 superblock) is in jmount.c.

@@ -2,10 +2,11 @@
 /*
  * The jbd2 log writer: the log's block layout, the descriptor, revoke and
  * commit blocks with their checksums, and the writes of the log and of the
- * journal superblock. ext4/journal.c decides what a transaction holds and
- * when it commits, in which order these are called and what a failure
- * means; here is only the jbd2 format of it, apart so that the format
- * lives next to recovery (jrecover.c), which reads what this writes.
+ * journal superblock. ext4/ (journal.c, jcommit.c) decides what a
+ * transaction holds and when it commits, in which order these are called
+ * and what a failure means; here is only the jbd2 format of it, apart so
+ * that the format lives next to recovery (jrecover.c), which reads what
+ * this writes.
  */
 #include <errno.h>
 #include <string.h>
