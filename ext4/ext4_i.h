@@ -11,6 +11,98 @@
 
 #include "wbcfs/ext4.h"
 
+/* journal.c, jcommit.c, jcheckpoint.c: the journal's own state */
+#define JBS JBD2_LOG_BLOCK		/* journal block = filesystem block */
+#define ESC_BIT 0x80000000U		/* logged: the copy was escaped */
+
+extern struct lock_class lc_journal_commit;
+
+struct wjournal {
+	struct wbfs *w;
+	struct jbd2_log log;		/* the log on the device (log.jsb:
+					 * commit_mutex) */
+	uint32_t max_tx;		/* constant: blocks that start a commit */
+
+	pthread_mutex_t commit_mutex;
+	uint32_t head;			/* commit_mutex: next log block */
+	bool empty;			/* commit_mutex: s_start == 0 on disk */
+	bool jsb_unsure;		/* commit_mutex: a journal superblock write
+					 * may or may not have reached the device:
+					 * the next commit writes it again */
+	uint32_t stale_jb;		/* commit_mutex: a commit block that failed
+					 * may be on the device there (0: none; the
+					 * log starts after the superblock) */
+	char *zero;			/* constant: a zeroed journal block */
+	int err;			/* commit_mutex (read anywhere): aborted */
+	uint32_t committed;		/* commit_mutex (written; read atomically
+					 * without it): the last transaction
+					 * committed, on the device */
+	bool have_committed;		/* commit_mutex (the same): since mount */
+
+	bool on;			/* fs_lock: changes join transactions */
+	uint32_t seq;			/* fs_lock (written; read atomically without
+					 * it): the running transaction's id */
+	struct page **run;		/* fs_lock: its pages (referenced) */
+	size_t nr_run, cap_run;		/* fs_lock */
+	struct jtab runset;		/* fs_lock: their blocks */
+	struct jtab revoke;		/* fs_lock: blocks it revokes */
+	struct jtab logged;		/* fs_lock: block -> log block of its newest
+					 * committed copy (| ESC_BIT), since the
+					 * last checkpoint */
+	struct jtab ctab;		/* fs_lock: the same for the transaction
+					 * being committed */
+	ext2fs_block_bitmap busy_commit;	/* fs_lock: blocks freed by the
+						 * committing transaction */
+	blk64_t nr_busy_commit;		/* fs_lock: blocks in it (0: nothing to scan) */
+	struct bm_runs busy_commit_runs;	/* fs_lock: where they are */
+
+	pthread_t thread;
+	pthread_mutex_t tlock;		/* protects: stop, kick */
+	pthread_cond_t tcond;
+	bool stop, kick, thread_started;
+	unsigned commit_ms;
+
+	_Atomic long commits, blocks, revokes, checkpoints, unjournaled, failed;
+	_Atomic long joined;		/* commit calls another's commit served */
+	/* time in each phase of the commits, ns (as jbd2's info file) */
+	_Atomic uint64_t ns_prepare, ns_log, ns_ordered, ns_seal, ns_finish;
+};
+
+struct ckpt_io;
+
+/* journal.c */
+/* A buffer of @n bytes (one journal block if 0) aligned for O_DIRECT. */
+void *wbfs_journal_alloc(size_t n);
+/* Append @p to the running list (the caller gives it a reference). */
+int wbfs_journal_add_run(struct wjournal *j, struct page *p);
+/* Call @fn on the blocks the committing transaction freed, and forget them. */
+void wbfs_journal_drain_busy_commit(struct wbfs *w, struct wjournal *j,
+				    void (*fn)(struct wbfs *w, blk64_t blk, blk64_t n));
+/* The committing transaction's frees are on disk: those blocks are free. */
+void wbfs_journal_release_busy_commit(struct wbfs *w, struct wjournal *j);
+/* Blocks [@blk, +@n) freed by the running transaction: busy until it commits. */
+void wbfs_journal_mark_busy(struct wbfs *w, blk64_t blk, blk64_t n);
+/* The running transaction's busy blocks become the committing one's. */
+void wbfs_journal_busy_to_commit(struct wbfs *w, struct wjournal *j);
+/* jcheckpoint.c */
+/* Metadata page @p is home as of a flush just done: clean unless changed since. */
+void wbfs_journal_page_home(struct page *p);
+/* A batch of home writes, one per checkpoint (an engine belongs to one thread). */
+struct ckpt_io *wbfs_journal_ckpt_io_new(struct wbfs *w);
+void wbfs_journal_ckpt_io_free(struct ckpt_io *c);
+/* Queue @src (one block) for home block @blk; writes a full batch. */
+int wbfs_journal_ckpt_add(struct wjournal *j, struct ckpt_io *c, uint64_t blk, const void *src);
+/* Write the batch's slots home. */
+int wbfs_journal_ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c);
+/*
+ * Write home the newest committed copy of every block the log holds,
+ * flush, and mark the log empty. Context: commit_mutex and fs_lock.
+ */
+int wbfs_journal_checkpoint_locked(struct wbfs *w, struct wjournal *j);
+/* jcommit.c */
+/* A failed journal write: nothing more is committed. Returns the error kept. */
+int wbfs_journal_abort(struct wbfs *w, struct wjournal *j, int err);
+
 /* journal.c */
 int wbfs_journal_load(struct wbfs *w, const char *dev);
 int wbfs_journal_start(struct wbfs *w);

@@ -9,4 +9,15 @@
 #include "wbcfs/blkdev.h"
 #include "wbcfs/lib/msg.h"
 
+#include <sys/types.h>
+
+/* jrecover.c, for jmount.c */
+
+/* One line, "wbcfs: DEV: ...; run e2fsck". Returns -EUCLEAN. */
+int jrec_err(const char *dev, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Read @len bytes at @off, whole or -errno (-EIO at the device's end). */
+int jrec_dev_pread(int fd, void *buf, size_t len, off_t off);
+/* Write @len bytes at @off through the device log, 0 or -errno. */
+int jrec_dev_pwrite(int fd, const void *buf, size_t len, off_t off);
+
 #endif

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Journal recovery at mount: replay of ext4's internal journal (jbd2
- * format, include/wbcfs/jbd2/format.h) before libext2fs loads the filesystem, with the
- * rules of the kernel's jbd2 recovery (scan, revoke, replay). The journal
- * writer itself lives in ext4/journal.c.
+ * format, jbd2/format.h) before libext2fs loads the filesystem, with the
+ * rules of the kernel's jbd2 recovery (scan, revoke, replay): the log walk
+ * in jbd2/jrecover.c, the ext4 superblock's side in jbd2/jmount.c. The
+ * journal writer itself is jbd2/log.c, driven by ext4/journal.c.
  */
 #ifndef WBCFS_FS_JRECOVER_H
 #define WBCFS_FS_JRECOVER_H
