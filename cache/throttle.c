@@ -282,7 +282,7 @@ static unsigned long kbps(unsigned long pages_per_s)
 	return pages_per_s * 4;
 }
 
-static void trace_bdp(struct throttle_domain *d, struct throttle_wb *tw, const struct dtc *c,
+static void trace_balance_dirty_pages(struct throttle_domain *d, struct throttle_wb *tw, const struct dtc *c,
 		      long dirty_rl, long task_rl, long dirtied, long dirtied_pause,
 		      long period, long pause, uint64_t start, uint64_t now, uint64_t paused_when,
 		      pid_t pid)
@@ -293,20 +293,20 @@ static void trace_bdp(struct throttle_domain *d, struct throttle_wb *tw, const s
 
 	if (!r)
 		return;
-	r->bdp.limit = c->limit;
-	r->bdp.setpoint = setpoint;
-	r->bdp.dirty = c->dirty;
-	r->bdp.bdi_setpoint = (unsigned long)((uint64_t)setpoint * c->wb_thresh / (c->thresh + 1));
-	r->bdp.bdi_dirty = c->wb_dirty;
-	r->bdp.dirty_ratelimit = kbps((unsigned long)dirty_rl);
-	r->bdp.task_ratelimit = kbps((unsigned long)task_rl);
-	r->bdp.dirtied = dirtied;
-	r->bdp.dirtied_pause = dirtied_pause;
-	r->bdp.paused = (long)(now - start);
-	r->bdp.pause = pause;
-	r->bdp.period = period;
-	r->bdp.think = paused_when ? (long)(now - paused_when) : 0;
-	r->bdp.pid = pid;
+	r->balance_dirty_pages.limit = c->limit;
+	r->balance_dirty_pages.setpoint = setpoint;
+	r->balance_dirty_pages.dirty = c->dirty;
+	r->balance_dirty_pages.bdi_setpoint = (unsigned long)((uint64_t)setpoint * c->wb_thresh / (c->thresh + 1));
+	r->balance_dirty_pages.bdi_dirty = c->wb_dirty;
+	r->balance_dirty_pages.dirty_ratelimit = kbps((unsigned long)dirty_rl);
+	r->balance_dirty_pages.task_ratelimit = kbps((unsigned long)task_rl);
+	r->balance_dirty_pages.dirtied = dirtied;
+	r->balance_dirty_pages.dirtied_pause = dirtied_pause;
+	r->balance_dirty_pages.paused = (long)(now - start);
+	r->balance_dirty_pages.pause = pause;
+	r->balance_dirty_pages.period = period;
+	r->balance_dirty_pages.think = paused_when ? (long)(now - paused_when) : 0;
+	r->balance_dirty_pages.pid = pid;
 	throttle_trace_done(d);
 }
 
@@ -392,7 +392,7 @@ static void wb_update_dirty_ratelimit(struct throttle_wb *tw, struct dtc *c, lon
 	tw->last_task_ratelimit = (long)task_rl;
 }
 
-/* __wb_update_bandwidth with update_ratelimit: every >= 200 ms from bdp. */
+/* __wb_update_bandwidth with update_ratelimit: every >= 200 ms from balance_dirty_pages. */
 static void wb_update_bandwidth(struct throttle_wb *tw, struct dtc *c, uint64_t now)
 {
 	struct throttle_domain *d = tw->dom;
@@ -498,7 +498,7 @@ static void note_pause(struct throttle_domain *d, long pause)
  * Returns the verdict: pause_ms > 0 to sleep, with hard_limit when the
  * domain is at or over its limit. Lock held.
  */
-static struct throttle_verdict bdp(struct throttle_wb *tw, struct throttle_task *t,
+static struct throttle_verdict balance_dirty_pages(struct throttle_wb *tw, struct throttle_task *t,
 				   uint64_t now, uint64_t start)
 {
 	struct throttle_domain *d = tw->dom;
@@ -582,7 +582,7 @@ static struct throttle_verdict bdp(struct throttle_wb *tw, struct throttle_task 
 		pause -= (long)(now - t->paused_when);
 	if (pause < min_p) {
 		/* no sleep: credit the think time, or reset after 1 s idle */
-		trace_bdp(d, tw, &c, dirty_rl, task_rl, pages, t->nr_dirtied_pause, period,
+		trace_balance_dirty_pages(d, tw, &c, dirty_rl, task_rl, pages, t->nr_dirtied_pause, period,
 			  pause < 0 ? pause : 0, start, now, t->paused_when, t->pid);
 		if (pause < -HZ) {
 			t->paused_when = now;
@@ -617,7 +617,7 @@ static struct throttle_verdict bdp(struct throttle_wb *tw, struct throttle_task 
 		}
 	}
 do_pause:
-	trace_bdp(d, tw, &c, dirty_rl, task_rl, pages, ndp, period, pause, start, now,
+	trace_balance_dirty_pages(d, tw, &c, dirty_rl, task_rl, pages, ndp, period, pause, start, now,
 		  t->paused_when, t->pid);
 	note_pause(d, pause);
 	t->paused_when = partial ? paid_until : now + (uint64_t)pause;
@@ -659,7 +659,7 @@ struct throttle_verdict throttle_dirtied(struct throttle_wb *tw, pid_t pid, long
 	}
 	if (t->nr_dirtied >= rl) {
 		t->start_ms = now;
-		v = bdp(tw, t, now, now);
+		v = balance_dirty_pages(tw, t, now, now);
 	}
 out:
 	ls_mutex_unlock(&d->lock);
@@ -678,7 +678,7 @@ struct throttle_verdict throttle_resume(struct throttle_wb *tw, pid_t pid)
 	ls_mutex_lock(&d->lock, &lc_throttle_lock);
 	t = throttle_task_get(d, pid, now);
 	if (t && (t->at_limit || (t->nr_dirtied > 0 && t->nr_dirtied >= t->nr_dirtied_pause)))
-		v = bdp(tw, t, now, t->start_ms);
+		v = balance_dirty_pages(tw, t, now, t->start_ms);
 	else if (t)
 		t->at_limit = false;
 	ls_mutex_unlock(&d->lock);

@@ -187,14 +187,14 @@ int throttle_trace_format(const struct throttle_trace_rec *r, char *buf, size_t 
 			     r->cache.reason ? r->cache.reason : "?", r->cache.pressure);
 	else if (r->type == TT_BDP)
 		n = snprintf(buf, len,
-			     "%llu bdp bdi=%s limit=%lu setpoint=%lu dirty=%lu bdi_setpoint=%lu "
+			     "%llu balance_dirty_pages bdi=%s limit=%lu setpoint=%lu dirty=%lu bdi_setpoint=%lu "
 			     "bdi_dirty=%lu dirty_ratelimit=%lu task_ratelimit=%lu dirtied=%ld "
 			     "dirtied_pause=%ld paused=%ld pause=%ld period=%ld think=%ld pid=%d\n",
-			     (unsigned long long)r->ms, r->bdi, r->bdp.limit, r->bdp.setpoint,
-			     r->bdp.dirty, r->bdp.bdi_setpoint, r->bdp.bdi_dirty,
-			     r->bdp.dirty_ratelimit, r->bdp.task_ratelimit, r->bdp.dirtied,
-			     r->bdp.dirtied_pause, r->bdp.paused, r->bdp.pause, r->bdp.period,
-			     r->bdp.think, (int)r->bdp.pid);
+			     (unsigned long long)r->ms, r->bdi, r->balance_dirty_pages.limit, r->balance_dirty_pages.setpoint,
+			     r->balance_dirty_pages.dirty, r->balance_dirty_pages.bdi_setpoint, r->balance_dirty_pages.bdi_dirty,
+			     r->balance_dirty_pages.dirty_ratelimit, r->balance_dirty_pages.task_ratelimit, r->balance_dirty_pages.dirtied,
+			     r->balance_dirty_pages.dirtied_pause, r->balance_dirty_pages.paused, r->balance_dirty_pages.pause, r->balance_dirty_pages.period,
+			     r->balance_dirty_pages.think, (int)r->balance_dirty_pages.pid);
 	else
 		n = snprintf(buf, len,
 			     "%llu bw bdi=%s write_bw=%lu avg_write_bw=%lu dirty_rate=%lu "

@@ -424,7 +424,7 @@ void ctl_mount_check(struct wbfs *w)
 {
 	ext2_ino_t ino;
 
-	wbfs_now(&w->ctl_time);
+	ext4_now(&w->ctl_time);
 	if (dir_lookup(w, EXT2_ROOT_INO, w->opts.ctl_name, &ino) == 0)
 		fprintf(msg_stream(), "wbcfs: %s: warning: /%s exists in the filesystem; the control "
 			"directory hides it (mount with ctl_name=NAME to reach it)\n",
@@ -592,7 +592,7 @@ static int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_dirtier_waits", atomic_load(&ts->nr_dirtier_waits) },
 			{ "nr_throttle_tasks", atomic_load(&ts->nr_tasks) },
 			{ "nr_throttle_tasks_reaped", atomic_load(&ts->nr_tasks_reaped) },
-			{ "nr_throttle_held_replies", wbfs_fuse_io_held(w) },
+			{ "nr_throttle_held_replies", fuse_io_held(w) },
 			{ "throttle_trace_records", atomic_load(&ts->trace_records) },
 			{ "throttle_trace_lost", atomic_load(&ts->trace_lost) },
 			{ "nr_fair_batch_resets", atomic_load(&s->nr_fair_batch_resets) },
@@ -816,7 +816,7 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 	case CTL_JOURNAL: {
 		char buf[1024];
 
-		wbfs_journal_show(w, buf, sizeof(buf));
+		ext4_journal_show(w, buf, sizeof(buf));
 		return ctl_buf_printf(&f->out, "%s", buf);
 	}
 	case CTL_LOCKSTAT:
@@ -824,7 +824,7 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 	case CTL_TRANSPORT: {
 		char buf[128];
 
-		wbfs_fuse_io_transport_show(w, buf, sizeof(buf));
+		fuse_io_transport_show(w, buf, sizeof(buf));
 		return ctl_buf_printf(&f->out, "%s", buf);
 	}
 	case CTL_DOMAIN: {

@@ -415,21 +415,21 @@ static int mount_end(struct dmount *m, bool mounted)
 	int ret = 0;
 
 	if (mounted) {
-		wbfs_fuse_io_stop(w);
+		fuse_io_stop(w);
 		/*
 		 * Before the unmount: the rings' commands hold the device
 		 * open, and fuse_session_unmount relies on closing it to end
 		 * the connection before umount2 (else a fuseblk umount sends
 		 * DESTROY and waits for a reply nobody will give).
 		 */
-		wbfs_fuse_io_transport_stop(w);
+		fuse_io_transport_stop(w);
 		fuse_session_unmount(m->se);
-		wbfs_inval_stop(w);
+		inval_stop(w);
 		log_stats(w, m->dev);
 	}
 	if (!w->destroyed) {
 		w->destroyed = true;
-		w->close_ret = wbfs_close(w);
+		w->close_ret = ext4_close(w);
 	}
 	ret = w->close_ret;
 	if (m->se)
@@ -546,11 +546,11 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 	}
 
 	ret = transport_check(dev, o);
-	/* before wbfs_open: the mount's own libext2fs work is counted too */
+	/* before ext4_open: the mount's own libext2fs work is counted too */
 	if (!ret && o->lockstat)
 		lockstat_enable(true);
 	if (!ret)
-		ret = wbfs_open(w, dev, o);
+		ret = ext4_open(w, dev, o);
 	if (ret) {
 		w->destroyed = true;	/* nothing to close */
 		goto fail;
@@ -558,7 +558,7 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 	ctl_mount_check(w);
 	ret = fuse_args_build(&m->args, w, dev);
 	if (!ret) {
-		m->se = fuse_session_new(&m->args, &wbfs_ops, sizeof(wbfs_ops), w);
+		m->se = fuse_session_new(&m->args, &ops_table, sizeof(ops_table), w);
 		ret = m->se ? 0 : -EINVAL;
 	}
 	if (!ret && fuse_session_mount(m->se, mnt)) {
@@ -569,13 +569,13 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 		goto fail;
 	mounted = true;
 	w->se = m->se;
-	if (wbfs_fuse_io_install(w, m->se))
+	if (fuse_io_install(w, m->se))
 		fprintf(msg_stream(), "wbcfs: %s: FUSE channel hooks not installed: no syncfs, "
 			"no shared mmap, no parallel writes\n", dev);
-	if (wbfs_inval_start(w))
+	if (inval_start(w))
 		fprintf(msg_stream(), "wbcfs: %s: no memory for page cache notifications: "
 			"shared mmaps may see stale data\n", dev);
-	if (wbfs_fuse_io_start(w))
+	if (fuse_io_start(w))
 		fprintf(msg_stream(), "wbcfs: %s: no timer for throttled replies: throttled "
 			"writers hold a FUSE worker while they pause\n", dev);
 	ret = -pthread_create(&m->thread, NULL, mount_thread, m);

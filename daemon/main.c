@@ -218,7 +218,7 @@ static int run(struct cmdline *c, struct wbcfs_options *o)
 		if (ret != DOMAIN_JOIN_START)
 			return ret ? 1 : 0;
 	}
-	/* before wbfs_open: the first write (marking the filesystem in use) is logged too */
+	/* before ext4_open: the first write (marking the filesystem in use) is logged too */
 	if (o->write_log[0]) {
 		ret = devlog_open(o->write_log);
 		if (ret) {

@@ -218,7 +218,7 @@ int acl_create_masq(void *v, size_t len, mode_t *mode)
 	return not_equiv;
 }
 
-bool wbfs_cred_in_group(const struct wbfs_cred *c, gid_t gid)
+bool ext4_cred_in_group(const struct wbfs_cred *c, gid_t gid)
 {
 	int i;
 
@@ -230,12 +230,12 @@ bool wbfs_cred_in_group(const struct wbfs_cred *c, gid_t gid)
 	return false;
 }
 
-mode_t wbfs_cred_kill_priv(const struct wbfs_cred *c, mode_t mode, gid_t gid)
+mode_t ext4_cred_kill_priv(const struct wbfs_cred *c, mode_t mode, gid_t gid)
 {
 	if (!c || c->uid == 0 || !S_ISREG(mode))
 		return mode;
 	mode &= ~(mode_t)S_ISUID;
-	if ((mode & S_ISGID) && ((mode & S_IXGRP) || !wbfs_cred_in_group(c, gid)))
+	if ((mode & S_ISGID) && ((mode & S_IXGRP) || !ext4_cred_in_group(c, gid)))
 		mode &= ~(mode_t)S_ISGID;
 	return mode;
 }

@@ -36,7 +36,7 @@
  * that must not fail on a full filesystem: EXT4_MB_USE_RESERVED) also half
  * the metadata reserve. The other half is the flusher's alone.
  */
-bool wbfs_room_ok(int64_t free_blocks, int64_t dirty, int64_t headroom, int64_t root,
+bool ext4_room_ok(int64_t free_blocks, int64_t dirty, int64_t headroom, int64_t root,
 		  long nr, unsigned flags)
 {
 	int64_t avail = free_blocks - dirty - nr;
@@ -53,12 +53,12 @@ bool wbfs_room_ok(int64_t free_blocks, int64_t dirty, int64_t headroom, int64_t 
  * handed out; unprivileged writers also leave the root reserve alone.
  * Returns 0 or -ENOSPC.
  */
-int wbfs_reserve(struct wbfs *w, long nr, bool privileged)
+int ext4_reserve(struct wbfs *w, long nr, bool privileged)
 {
 	int ret = 0;
 
 	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
-	if (!wbfs_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, nr,
+	if (!ext4_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, nr,
 			  privileged ? WBFS_ROOM_PRIV : 0))
 		ret = -ENOSPC;
 	else
@@ -67,7 +67,7 @@ int wbfs_reserve(struct wbfs *w, long nr, bool privileged)
 	return ret;
 }
 
-void wbfs_unreserve(struct wbfs *w, long nr)
+void ext4_unreserve(struct wbfs *w, long nr)
 {
 	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
 	w->reserved -= nr;
@@ -83,7 +83,7 @@ void wbfs_unreserve(struct wbfs *w, long nr)
  * Tree blocks (leaves and index blocks) that @extents extents need at
  * most beyond the inode: ext4_ext_calc_metadata_amount's worst case.
  */
-long wbfs_extent_blocks(long extents)
+long ext4_extent_blocks(long extents)
 {
 	long blocks = 0;
 
@@ -105,7 +105,7 @@ long wbfs_extent_blocks(long extents)
  * it must allocate. The tree blocks are given back when the inode has no
  * delalloc page left. Returns 0 or -ENOSPC.
  */
-int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, long base_extents,
+int ext4_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, long base_extents,
 		      bool privileged)
 {
 	long runs, meta;
@@ -113,11 +113,11 @@ int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, long base
 
 	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
 	runs = wi->da_runs + (new_run || !wi->da_runs);
-	meta = wbfs_extent_blocks(base_extents + runs) - wbfs_extent_blocks(base_extents) -
+	meta = ext4_extent_blocks(base_extents + runs) - ext4_extent_blocks(base_extents) -
 	       wi->meta_resv;
 	if (meta < 0)
 		meta = 0;
-	if (!wbfs_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, 1 + meta,
+	if (!ext4_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, 1 + meta,
 			  privileged ? WBFS_ROOM_PRIV : 0)) {
 		ret = -ENOSPC;
 	} else {
@@ -134,7 +134,7 @@ int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, long base
  * @nr delalloc pages of @wi were allocated or dropped: give back their
  * blocks, and the extent tree blocks once no delalloc page is left.
  */
-void wbfs_unreserve_pages(struct wbfs *w, struct winode *wi, long nr)
+void ext4_unreserve_pages(struct wbfs *w, struct winode *wi, long nr)
 {
 	if (nr <= 0)
 		return;
@@ -158,12 +158,12 @@ void wbfs_unreserve_pages(struct wbfs *w, struct winode *wi, long nr)
  * filesystem, and the flusher can always allocate what was promised.
  * Returns 0 or -ENOSPC.
  */
-int wbfs_claim_room(struct wbfs *w, long nr, unsigned flags)
+int ext4_claim_room(struct wbfs *w, long nr, unsigned flags)
 {
 	bool ok;
 
 	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
-	ok = wbfs_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, nr, flags);
+	ok = ext4_room_ok(w->free_blocks, w->reserved, w->headroom, w->root_reserved, nr, flags);
 	ls_mutex_unlock(&w->resv_lock);
 	return ok ? 0 : -ENOSPC;
 }
@@ -174,22 +174,22 @@ int wbfs_claim_room(struct wbfs *w, long nr, unsigned flags)
  * small xattr in the inode): the nofail rule, so such changes work as long
  * as the blocks promised to writers and half the headroom stay untouched.
  */
-int wbfs_meta_room(struct wbfs *w, long nr)
+int ext4_meta_room(struct wbfs *w, long nr)
 {
-	return wbfs_claim_room(w, nr, WBFS_ROOM_NOFAIL);
+	return ext4_claim_room(w, nr, WBFS_ROOM_NOFAIL);
 }
 
 /*
  * ext2fs_new_range for file data (writeback, fallocate): never a busy
- * block while there is a journal (wbfs_busy_new_range). A failure that a
- * commit would cure is noted for wbfs_should_retry_alloc. Context: fs_lock.
+ * block while there is a journal (ext4_busy_new_range). A failure that a
+ * commit would cure is noted for ext4_should_retry_alloc. Context: fs_lock.
  */
-errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got,
+errcode_t ext4_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got,
 			 blk64_t *glen)
 {
 	errcode_t err = ext2fs_new_range(w->fs, 0, goal, len, NULL, got, glen);
 
-	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && wbfs_alloc_should_commit(w)) {
+	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && ext4_alloc_should_commit(w)) {
 		atomic_store(&w->alloc_busy_refused, true);
 		atomic_fetch_add(&w->stats.nr_alloc_busy_refused, 1);
 	}
@@ -206,10 +206,10 @@ errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got
  * exclusive, so a claim needs its group's lock against other claims
  * only. A claim marks the blocks in the in-memory bitmap (allocators
  * skip them) and no count: the descriptors and the superblock are
- * changed when the blocks are mapped (wbfs_claim_use), in the same
+ * changed when the blocks are mapped (ext4_claim_use), in the same
  * exclusive section as the extent that points to them, so a commit
  * never holds one without the other. Until then every bitmap written
- * shows them free (wbfs_bitmap_written), and a crash loses nothing.
+ * shows them free (ext4_bitmap_written), and a crash loses nothing.
  * The search and the marks use libext2fs's find and single-bit calls,
  * which touch the group's own bytes of the bitmap and nothing shared
  * (its range calls count statistics in the bitmap).
@@ -316,7 +316,7 @@ static int claim_in_group(struct wbfs *w, dgrp_t g, blk64_t gs, blk64_t ge, blk6
  * 0, or -ENOSPC (nothing found: the caller allocates under fs_lock
  * exclusive, where busy blocks can be released). Context: fs_lock shared.
  */
-int wbfs_claim_blocks(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, blk64_t *glen)
+int ext4_claim_blocks(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, blk64_t *glen)
 {
 	ext2_filsys fs = w->fs;
 	dgrp_t ng, g0, g, i;
@@ -340,7 +340,7 @@ int wbfs_claim_blocks(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, b
 		if (gs < first)
 			gs = first;
 		/* counts change only under fs_lock exclusive: stable here */
-		if (gs > ge || !ext2fs_bg_free_blocks_count(fs, g) || wbfs_group_bad(w, g))
+		if (gs > ge || !ext2fs_bg_free_blocks_count(fs, g) || ext4_group_bad(w, g))
 			continue;
 		ret = claim_in_group(w, g, gs, ge, len, got, glen);
 		if (ret <= 0)
@@ -350,14 +350,14 @@ int wbfs_claim_blocks(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, b
 }
 
 /* Claimed blocks [blk, blk+n) go into a file: now allocated. Context: fs_lock. */
-void wbfs_claim_use(struct wbfs *w, blk64_t blk, blk64_t n)
+void ext4_claim_use(struct wbfs *w, blk64_t blk, blk64_t n)
 {
 	claim_del(w, blk, n);
-	wbfs_block_alloc_stats_range(w, blk, n, +1);
+	ext4_block_alloc_stats_range(w, blk, n, +1);
 }
 
 /* Claimed blocks [blk, blk+n) were not needed: free again. Context: fs_lock. */
-void wbfs_claim_release(struct wbfs *w, blk64_t blk, blk64_t n)
+void ext4_claim_release(struct wbfs *w, blk64_t blk, blk64_t n)
 {
 	if (claim_del(w, blk, n))
 		ext2fs_unmark_block_bitmap_range2(w->fs->block_map, blk, (unsigned)n);
@@ -373,13 +373,13 @@ void wbfs_claim_release(struct wbfs *w, blk64_t blk, blk64_t n)
  * then exclusive) would wait more than the claim saves. Returns the
  * inode, or 0.
  */
-ext2_ino_t wbfs_claim_inode(struct wbfs *w, ext2_ino_t parent)
+ext2_ino_t ext4_claim_inode(struct wbfs *w, ext2_ino_t parent)
 {
 	ext2_filsys fs;
 	ext2_ino_t ipg, start, ino = 0, got;
 	dgrp_t ng, g0, g, i;
 
-	if (!wbfs_trylock_shared(w))
+	if (!ext4_trylock_shared(w))
 		return 0;
 	fs = w->fs;
 	if (!fs || w->ro || !fs->inode_map)
@@ -418,7 +418,7 @@ ext2_ino_t wbfs_claim_inode(struct wbfs *w, ext2_ino_t parent)
 	if (ino)
 		atomic_fetch_add(&w->stats.nr_inodes_claimed, 1);
 out:
-	wbfs_unlock_shared(w);
+	ext4_unlock_shared(w);
 	return ino;
 }
 
@@ -427,7 +427,7 @@ out:
  * caller only (the create that claimed it uses it, or drops it).
  * Returns false if it was not claimed. Context: fs_lock.
  */
-bool wbfs_claim_inode_take(struct wbfs *w, ext2_ino_t ino)
+bool ext4_claim_inode_take(struct wbfs *w, ext2_ino_t ino)
 {
 	bool found = false;
 	unsigned i;
@@ -453,7 +453,7 @@ bool wbfs_claim_inode_take(struct wbfs *w, ext2_ino_t ino)
  * freed here first; it is the physical end of its extent, so the extent
  * only shrinks and no extent block is needed. Context: fs_lock.
  */
-errcode_t wbfs_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
+errcode_t ext4_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
 		     blk64_t start, blk64_t end)
 {
 	ext2_filsys fs = w->fs;

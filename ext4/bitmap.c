@@ -40,7 +40,7 @@
  * written back, and the filesystem is marked with errors for e2fsck.
  */
 
-bool wbfs_group_bad(struct wbfs *w, dgrp_t g)
+bool ext4_group_bad(struct wbfs *w, dgrp_t g)
 {
 	unsigned i;
 
@@ -51,7 +51,7 @@ bool wbfs_group_bad(struct wbfs *w, dgrp_t g)
 }
 
 /* Is block @blk a refused group's block or inode bitmap? fs_lock held. */
-bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count)
+bool ext4_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count)
 {
 	unsigned i;
 
@@ -78,13 +78,13 @@ bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count)
  * a scan of every group under fs_lock made dbench -F on a 256 GiB
  * filesystem a quarter as fast as on an 8 GiB one). Every change goes
  * through here: libext2fs's own allocations and frees by its
- * alloc-stats callbacks (wbfs_bad_group_keep_range), wbcfs's direct marks and
- * its inode allocations (wbfs_inode_alloc_stats, and after ext2fs_mkdir
+ * alloc-stats callbacks (ext4_bad_group_keep_range), wbcfs's direct marks and
+ * its inode allocations (ext4_inode_alloc_stats, and after ext2fs_mkdir
  * and ext2fs_symlink) by calls. A scan of every group at mount, and at
  * each syncfs counting what this missed (nr_bitmap_untracked), keeps
  * the tracking honest. Context: fs_lock.
  */
-void wbfs_bb_changed(struct wbfs *w, blk64_t blk, blk64_t n)
+void ext4_bb_changed(struct wbfs *w, blk64_t blk, blk64_t n)
 {
 	ext2_filsys fs = w->fs;
 	dgrp_t g, last;
@@ -102,15 +102,15 @@ void wbfs_bb_changed(struct wbfs *w, blk64_t blk, blk64_t n)
  * The next bitmap write looks at every group and counts the changes the
  * notes missed (syncfs, unmount). Context: fs_lock not held.
  */
-void wbfs_bitmaps_check_next(struct wbfs *w)
+void ext4_bitmaps_check_next(struct wbfs *w)
 {
-	wbfs_lock(w);
+	ext4_lock(w);
 	if (w->fs && !w->ro)
 		w->bm_scan = BM_SCAN_CHECK;
-	wbfs_unlock(w);
+	ext4_unlock(w);
 }
 
-void wbfs_ib_changed(struct wbfs *w, ext2_ino_t ino)
+void ext4_ib_changed(struct wbfs *w, ext2_ino_t ino)
 {
 	ext2_filsys fs = w->fs;
 
@@ -126,19 +126,19 @@ void wbfs_ib_changed(struct wbfs *w, ext2_ino_t ino)
  * inside libext2fs (none is known) makes the next write scan them all.
  * Context: fs_lock.
  */
-void wbfs_block_alloc_stats_range(struct wbfs *w, blk64_t blk, blk64_t n, int inuse)
+void ext4_block_alloc_stats_range(struct wbfs *w, blk64_t blk, blk64_t n, int inuse)
 {
 	w->bm_in_range = true;
 	ext2fs_block_alloc_stats_range(w->fs, blk, (blk_t)n, inuse);
 	w->bm_in_range = false;
-	wbfs_bb_changed(w, blk, n);
+	ext4_bb_changed(w, blk, n);
 }
 
 /* ext2fs_inode_alloc_stats2, noted for the next bitmap write. Context: fs_lock. */
-void wbfs_inode_alloc_stats(struct wbfs *w, ext2_ino_t ino, int inuse, int isdir)
+void ext4_inode_alloc_stats(struct wbfs *w, ext2_ino_t ino, int inuse, int isdir)
 {
 	ext2fs_inode_alloc_stats2(w->fs, ino, inuse, isdir);
-	wbfs_ib_changed(w, ino);
+	ext4_ib_changed(w, ino);
 }
 
 /*
@@ -148,7 +148,7 @@ void wbfs_inode_alloc_stats(struct wbfs *w, ext2_ino_t ino, int inuse, int isdir
  * a crash, show in the file that owned them (or, with blocks shared by
  * two files, overwrite the other file at once). A busy block is free on
  * disk (group and superblock counts, and the bitmap as written:
- * wbfs_bitmap_written) but marked in use in the in-memory bitmap the
+ * ext4_bitmap_written) but marked in use in the in-memory bitmap the
  * allocators search. The commit of the transaction that freed them (or
  * without a journal, the next sync_fs) makes them free in memory too; an
  * allocation that finds no other room waits for that commit
@@ -158,14 +158,14 @@ static void busy_add(struct wbfs *w, blk64_t blk, blk_t n)
 {
 	ext2fs_mark_block_bitmap_range2(w->fs->block_map, blk, n);
 	ext2fs_mark_block_bitmap_range2(w->busy, blk, n);
-	wbfs_bm_runs_add(&w->busy_runs, blk, n);
+	ext4_bm_runs_add(&w->busy_runs, blk, n);
 	w->nr_busy += n;
 }
 
 #define BM_RUNS_MAX 65536	/* runs kept before a drain scans it all */
 
 /* Note that bits [blk, blk+n) of the bitmap @r describes were set. */
-void wbfs_bm_runs_add(struct bm_runs *r, blk64_t blk, blk64_t n)
+void ext4_bm_runs_add(struct bm_runs *r, blk64_t blk, blk64_t n)
 {
 	if (r->all || !n)
 		return;
@@ -187,7 +187,7 @@ void wbfs_bm_runs_add(struct bm_runs *r, blk64_t blk, blk64_t n)
 	r->v[r->nr++] = (struct bm_run){ blk, n };
 }
 
-void wbfs_bm_runs_free(struct bm_runs *r)
+void ext4_bm_runs_free(struct bm_runs *r)
 {
 	free(r->v);
 	*r = (struct bm_runs){ 0 };
@@ -203,7 +203,7 @@ static void bitmap_drain_range(struct wbfs *w, ext2fs_block_bitmap bm, blk64_t s
 		if (ext2fs_find_first_zero_block_bitmap2(bm, b, end, &e))
 			e = end + 1;
 		/* busy blocks are free in the bitmap as written: it changes */
-		wbfs_bb_changed(w, b, e - b);
+		ext4_bb_changed(w, b, e - b);
 		fn(w, b, e - b);
 		from = e;
 	}
@@ -215,7 +215,7 @@ static void bitmap_drain_range(struct wbfs *w, ext2fs_block_bitmap bm, blk64_t s
  * noted (a run noted twice finds its bits cleared the second time), or
  * the whole bitmap when @r could not keep them all. Context: fs_lock.
  */
-void wbfs_bitmap_drain(struct wbfs *w, ext2fs_block_bitmap bm, struct bm_runs *r,
+void ext4_bitmap_drain(struct wbfs *w, ext2fs_block_bitmap bm, struct bm_runs *r,
 		       void (*fn)(struct wbfs *w, blk64_t blk, blk64_t n))
 {
 	blk64_t first = w->fs->super->s_first_data_block;
@@ -242,30 +242,30 @@ void wbfs_bitmap_drain(struct wbfs *w, ext2fs_block_bitmap bm, struct bm_runs *r
 }
 
 /* Blocks [blk, blk+n) may be allocated again (a drain's @fn: noted there). */
-void wbfs_busy_unmark(struct wbfs *w, blk64_t blk, blk64_t n)
+void ext4_busy_unmark(struct wbfs *w, blk64_t blk, blk64_t n)
 {
 	ext2fs_unmark_block_bitmap_range2(w->fs->block_map, blk, (unsigned)n);
 }
 
 /* Busy blocks become free for allocation. Context: fs_lock. */
-void wbfs_release_busy_locked(struct wbfs *w)
+void ext4_release_busy_locked(struct wbfs *w)
 {
 	if (!w->fs)
 		return;
 	if (w->nr_busy)
-		wbfs_bitmap_drain(w, w->busy, &w->busy_runs, wbfs_busy_unmark);
+		ext4_bitmap_drain(w, w->busy, &w->busy_runs, ext4_busy_unmark);
 	w->nr_busy = 0;
-	wbfs_journal_release_busy(w);
+	ext4_journal_release_busy(w);
 }
 
 /* Before the filesystem closes: the bitmap it writes shows busy blocks free. */
-void wbfs_busy_free(struct wbfs *w)
+void ext4_busy_free(struct wbfs *w)
 {
-	wbfs_release_busy_locked(w);
+	ext4_release_busy_locked(w);
 	if (w->busy)
 		ext2fs_free_block_bitmap(w->busy);
 	w->busy = NULL;
-	wbfs_bm_runs_free(&w->busy_runs);
+	ext4_bm_runs_free(&w->busy_runs);
 	free(w->claims);
 	w->claims = NULL;
 	w->nr_claims = w->cap_claims = 0;
@@ -277,7 +277,7 @@ void wbfs_busy_free(struct wbfs *w)
  * ext4 without a journal frees at once. With one, a block whose free has
  * not committed holds, after a crash, the data of the file that owned it
  * again: the allocation fails, and the caller commits and tries again
- * (wbfs_commit_for_alloc), as ext4_should_retry_alloc does.
+ * (ext4_commit_for_alloc), as ext4_should_retry_alloc does.
  */
 static bool busy_release_now(struct wbfs *w)
 {
@@ -285,12 +285,12 @@ static bool busy_release_now(struct wbfs *w)
 }
 
 /* Blocks whose free has not committed (none without a journal). Context: fs_lock. */
-bool wbfs_alloc_should_commit(struct wbfs *w)
+bool ext4_alloc_should_commit(struct wbfs *w)
 {
-	return w->journal && wbfs_journal_busy_blocks(w);
+	return w->journal && ext4_journal_busy_blocks(w);
 }
 
-bool wbfs_bitmap_masked(struct wbfs *w)
+bool ext4_bitmap_masked(struct wbfs *w)
 {
 	return w->hidden_last || w->nr_busy || w->nr_claims || w->nr_iclaims;
 }
@@ -328,7 +328,7 @@ static void ibitmap_written(struct wbfs *w, dgrp_t g, unsigned char *d)
  * before leaves the old owner's block untouched. This cannot wait for a
  * commit (fs_lock is held). Without a journal, busy blocks are released.
  */
-errcode_t wbfs_busy_alloc_block(ext2_filsys fs, blk64_t goal, blk64_t *ret)
+errcode_t ext4_busy_alloc_block(ext2_filsys fs, blk64_t goal, blk64_t *ret)
 {
 	struct wbfs *w = fs->priv_data;
 	errcode_t err = ext2fs_new_block2(fs, goal, fs->block_map, ret);
@@ -338,31 +338,31 @@ errcode_t wbfs_busy_alloc_block(ext2_filsys fs, blk64_t goal, blk64_t *ret)
 	if (busy_release_now(w)) {
 		if (!w->nr_busy)
 			return err;
-		wbfs_release_busy_locked(w);
+		ext4_release_busy_locked(w);
 		return ext2fs_new_block2(fs, goal, fs->block_map, ret);
 	}
-	return wbfs_journal_take_busy(w, goal, ret);
+	return ext4_journal_take_busy(w, goal, ret);
 }
 
 /*
- * libext2fs's range allocations (wbfs_new_range's, for file data): busy
+ * libext2fs's range allocations (ext4_new_range's, for file data): busy
  * blocks only without a journal. Data written into a block before its
  * free commits would show in the file that owned it after a crash.
  */
-errcode_t wbfs_busy_new_range(ext2_filsys fs, int flags, blk64_t goal, blk64_t len,
+errcode_t ext4_busy_new_range(ext2_filsys fs, int flags, blk64_t goal, blk64_t len,
 			      blk64_t *pblk, blk64_t *plen)
 {
 	struct wbfs *w = fs->priv_data;
 	errcode_t err = ext2fs_new_range(fs, flags, goal, len, fs->block_map, pblk, plen);
 
 	if (err == EXT2_ET_BLOCK_ALLOC_FAIL && w && w->nr_busy && busy_release_now(w)) {
-		wbfs_release_busy_locked(w);
+		ext4_release_busy_locked(w);
 		err = ext2fs_new_range(fs, flags, goal, len, fs->block_map, pblk, plen);
 	}
 	return err;
 }
 
-/* A group's block bitmap location, for wbfs_bitmap_written. */
+/* A group's block bitmap location, for ext4_bitmap_written. */
 struct bb_loc {
 	blk64_t blk;
 	dgrp_t g;
@@ -409,7 +409,7 @@ static const struct bb_loc *locs_floor(const struct bb_loc *locs, size_t n, blk6
 	return lo ? &locs[lo - 1] : NULL;
 }
 
-bool wbfs_itable_inodes(struct wbfs *w, uint64_t blk, ext2_ino_t *first, unsigned *n)
+bool ext4_itable_inodes(struct wbfs *w, uint64_t blk, ext2_ino_t *first, unsigned *n)
 {
 	ext2_filsys fs = w->fs;
 	const struct bb_loc *l;
@@ -427,7 +427,7 @@ bool wbfs_itable_inodes(struct wbfs *w, uint64_t blk, ext2_ino_t *first, unsigne
 }
 
 /* Where the bitmaps and inode tables are, for the iomgr. Returns 0 or -ENOMEM. */
-int wbfs_locs_build(struct wbfs *w)
+int ext4_locs_build(struct wbfs *w)
 {
 	w->bb_locs = locs_build(w->fs, ext2fs_block_bitmap_loc);
 	w->it_locs = locs_build(w->fs, ext2fs_inode_table_loc);
@@ -458,7 +458,7 @@ static bool bb_group(struct wbfs *w, blk64_t blk, dgrp_t *g)
  */
 static void busy_add(struct wbfs *w, blk64_t blk, blk_t n);
 
-void wbfs_bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
+void ext4_bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse)
 {
 	struct wbfs *w = fs->priv_data;
 
@@ -467,16 +467,16 @@ void wbfs_bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse
 	/* busy_add below needs no note of its own: this covers the range */
 	if (!num && !w->bm_in_range && w->bm_scan == BM_SCAN_NONE)
 		w->bm_scan = BM_SCAN_QUIET;	/* which groups: unknown */
-	wbfs_bb_changed(w, blk, num);
+	ext4_bb_changed(w, blk, num);
 	if (inuse >= 0)
 		return;
-	wbfs_trim_note_freed(w, blk, num);
+	ext4_trim_note_freed(w, blk, num);
 	while (num) {
 		dgrp_t g = ext2fs_group_of_blk2(fs, blk);
 		blk64_t end = ext2fs_group_last_block2(fs, g) + 1;
 		blk_t n = end - blk < num ? (blk_t)(end - blk) : num;
 
-		if (wbfs_group_bad(w, g)) {
+		if (ext4_group_bad(w, g)) {
 			ext2fs_mark_block_bitmap_range2(fs->block_map, blk, n);
 			ext2fs_bg_free_blocks_count_set(fs, g,
 							ext2fs_bg_free_blocks_count(fs, g) - n);
@@ -484,16 +484,16 @@ void wbfs_bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse
 			ext2fs_free_blocks_count_add(fs->super, -(blk64_t)n);
 		} else {
 			busy_add(w, blk, n);
-			wbfs_journal_note_freed(w, blk, n);
+			ext4_journal_note_freed(w, blk, n);
 		}
 		blk += n;
 		num -= n;
 	}
 }
 
-void wbfs_bad_group_keep(ext2_filsys fs, blk64_t blk, int inuse)
+void ext4_bad_group_keep(ext2_filsys fs, blk64_t blk, int inuse)
 {
-	wbfs_bad_group_keep_range(fs, blk, 1, inuse);
+	ext4_bad_group_keep_range(fs, blk, 1, inuse);
 }
 
 /*
@@ -503,11 +503,11 @@ void wbfs_bad_group_keep(ext2_filsys fs, blk64_t blk, int inuse)
  * that owns it leaks the block and leaves i_blocks wrong. So that no file
  * gets it, the last block, while free, is marked in use in memory only:
  * the block bitmap written to the device shows it free
- * (wbfs_bitmap_written), and statfs counts it free as the kernel's ext4
+ * (ext4_bitmap_written), and statfs counts it free as the kernel's ext4
  * does (the metadata headroom covers the one block reservations may
  * promise too many).
  */
-void wbfs_hide_last_block(struct wbfs *w)
+void ext4_hide_last_block(struct wbfs *w)
 {
 	ext2_filsys fs = w->fs;
 	blk64_t last = ext2fs_blocks_count(fs->super) - 1;
@@ -516,7 +516,7 @@ void wbfs_hide_last_block(struct wbfs *w)
 	    ext2fs_test_block_bitmap2(fs->block_map, last))
 		return;
 	ext2fs_mark_block_bitmap2(fs->block_map, last);
-	wbfs_bb_changed(w, last, 1);
+	ext4_bb_changed(w, last, 1);
 	w->hidden_last = last;
 }
 
@@ -524,7 +524,7 @@ void wbfs_hide_last_block(struct wbfs *w)
  * The iomgr wrote @data as device block @blk: if it is the bitmap of the
  * hidden last block or of busy blocks, clear their bits. Context: fs_lock.
  */
-void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
+void ext4_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
 {
 	ext2_filsys fs = w->fs;
 	unsigned char *busy = w->bb_scratch;
@@ -583,7 +583,7 @@ void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data)
 
 /*
  * Is @buf, as the iomgr would store it at @blk (busy blocks free:
- * wbfs_bitmap_written), what the cache holds there already? A dirty page
+ * ext4_bitmap_written), what the cache holds there already? A dirty page
  * that is then left alone gets the journal's note_same, as meta_store
  * gives it. Context: fs_lock.
  */
@@ -596,9 +596,9 @@ static bool bitmap_unchanged(struct wbfs *w, blk64_t blk, const char *buf, bool 
 	*cached = false;
 	if (!p)
 		return false;
-	if (wbfs_bitmap_masked(w)) {
+	if (ext4_bitmap_masked(w)) {
 		memcpy(scratch, buf, PAGE_SIZE);
-		wbfs_bitmap_written(w, blk, scratch);
+		ext4_bitmap_written(w, blk, scratch);
 		buf = scratch;
 	}
 	lock_page(p);
@@ -606,7 +606,7 @@ static bool bitmap_unchanged(struct wbfs *w, blk64_t blk, const char *buf, bool 
 	if (page_test(p, PG_uptodate) && !memcmp(page_address(p), buf, PAGE_SIZE)) {
 		same = true;
 		if (page_test(p, PG_dirty))
-			wbfs_journal_note_same(w, p);
+			ext4_journal_note_same(w, p);
 	}
 	unlock_page(p);
 	page_put(p);
@@ -728,7 +728,7 @@ static errcode_t write_changed_bitmaps(struct wbfs *w, bool do_block, bool do_in
 	return 0;
 }
 
-errcode_t wbfs_flush_locked(struct wbfs *w)
+errcode_t ext4_flush_locked(struct wbfs *w)
 {
 	ext2_filsys fs = w->fs;
 	bool do_block = fs->block_map && ext2fs_test_bb_dirty(fs);

@@ -121,7 +121,7 @@ static void validate_inode_bitmaps(struct wbfs *w, const char *dev)
 }
 
 /* ext4_validate_block_bitmap and mballoc's free count check, for every group. */
-int wbfs_validate_block_bitmaps(struct wbfs *w, const char *dev)
+int ext4_validate_block_bitmaps(struct wbfs *w, const char *dev)
 {
 	ext2_filsys fs = w->fs;
 	size_t bpg = EXT2_BLOCKS_PER_GROUP(fs->super);
@@ -171,13 +171,13 @@ int wbfs_validate_block_bitmaps(struct wbfs *w, const char *dev)
 	if (!w->ro) {
 		w->bm_changed = calloc(fs->group_desc_count, 1);
 		w->bm_scan = BM_SCAN_QUIET;	/* what validation marked */
-		if (wbfs_locs_build(w) || !w->bm_changed ||
+		if (ext4_locs_build(w) || !w->bm_changed ||
 		    ext2fs_allocate_block_bitmap(fs, "busy blocks", &w->busy))
 			return -ENOMEM;
-		ext2fs_set_block_alloc_stats_callback(fs, wbfs_bad_group_keep, NULL);
-		ext2fs_set_block_alloc_stats_range_callback(fs, wbfs_bad_group_keep_range, NULL);
-		ext2fs_set_alloc_block_callback(fs, wbfs_busy_alloc_block, NULL);
-		ext2fs_set_new_range_callback(fs, wbfs_busy_new_range, NULL);
+		ext2fs_set_block_alloc_stats_callback(fs, ext4_bad_group_keep, NULL);
+		ext2fs_set_block_alloc_stats_range_callback(fs, ext4_bad_group_keep_range, NULL);
+		ext2fs_set_alloc_block_callback(fs, ext4_busy_alloc_block, NULL);
+		ext2fs_set_new_range_callback(fs, ext4_busy_new_range, NULL);
 	}
 	validate_inode_bitmaps(w, dev);
 	if (!w->nr_bad_groups && !w->nr_bad_igroups)
@@ -250,7 +250,7 @@ static const char *check_extents(ext2_filsys fs, ext2_ino_t ino, struct ext2_ino
 }
 
 /* The root inode, as ext4_fill_super and ext4_iget check it. */
-int wbfs_check_root(struct wbfs *w, const char *dev)
+int ext4_check_root(struct wbfs *w, const char *dev)
 {
 	struct ext2_inode_large in;
 	const char *bad = NULL;
@@ -284,7 +284,7 @@ int wbfs_check_root(struct wbfs *w, const char *dev)
  * superblock at its block 0. wbcfs never replays or writes the journal,
  * but a broken one means a damaged filesystem: refused read-write.
  */
-int wbfs_check_journal(struct wbfs *w, const char *dev)
+int ext4_check_journal(struct wbfs *w, const char *dev)
 {
 	ext2_filsys fs = w->fs;
 	struct ext2_inode_large in;
@@ -329,7 +329,7 @@ int wbfs_check_journal(struct wbfs *w, const char *dev)
  * checksums. Read after any journal replay, so what the log left is what
  * is checked.
  */
-int wbfs_check_desc(struct wbfs *w, const char *dev)
+int ext4_check_desc(struct wbfs *w, const char *dev)
 {
 	errcode_t err = ext2fs_check_desc(w->fs);
 	dgrp_t g;

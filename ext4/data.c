@@ -469,7 +469,7 @@ static int write_prepare(struct wbfs *w, struct winode *wi, struct page *p, bool
 		return 0;
 	if (!page_unmapped(w, wi, p->index, &ret))
 		return ret;
-	ret = wbfs_reserve_page(w, wi, !p->index || !page_is_delalloc(wi, p->index - 1),
+	ret = ext4_reserve_page(w, wi, !p->index || !page_is_delalloc(wi, p->index - 1),
 				file_extents(wi), privileged);
 	if (ret)
 		return ret;
@@ -561,7 +561,7 @@ static ssize_t write_pages(struct wbfs *w, struct winode *wi, const char *buf, s
 		}
 		/* under the page lock: a write not seen here copies after us */
 		if (from_page_cache)
-			nk = wbfs_kstore_mask(w, wi, pos, n, keep);
+			nk = kstore_mask(w, wi, pos, n, keep);
 		ret = write_prepare(w, wi, p, n == PAGE_SIZE && !nk, isize, privileged);
 		if (!ret) {
 			if (nk)
@@ -677,7 +677,7 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 	isize = winode_size(wi);
 	start = off < isize ? off : isize;
 	if (!from_page_cache)	/* before any page: see inval.c */
-		slot = wbfs_kstore_begin(wi, start, off + len);
+		slot = kstore_begin(wi, start, off + len);
 	ret = off > isize ? data_zero_eof_tail(w, wi, isize) : 0;
 	if (!ret)
 		ret = write_pages(w, wi, buf, len, off, isize, privileged, from_page_cache,
@@ -698,7 +698,7 @@ ssize_t data_write(struct wbfs *w, struct winode *wi, const char *buf, size_t le
 			kcache_write(w, wi, buf, off, (size_t)ret, isize);
 		winode_touch(w, wi);
 	}
-	wbfs_kstore_end(w, wi, slot, start, ret > 0 ? off + (uint64_t)ret : start);
+	kstore_end(w, wi, slot, start, ret > 0 ? off + (uint64_t)ret : start);
 	return ret;
 }
 

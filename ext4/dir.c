@@ -90,7 +90,7 @@ static int lookup_disk_locked(struct wbfs *w, ext2_ino_t dir, const char *name, 
 
 	if (err == EXT2_ET_FILE_NOT_FOUND)
 		return -ENOENT;
-	return -wbfs_errno(err);
+	return -ext4_errno(err);
 }
 
 static int lookup_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_ino_t *ino)
@@ -134,9 +134,9 @@ int dir_lookup(struct wbfs *w, ext2_ino_t parent, const char *name, ext2_ino_t *
 		atomic_fetch_add(&w->stats.nr_lookup_unlocked, 1);
 		return ret;
 	}
-	wbfs_lock(w);
+	ext4_lock(w);
 	ret = lookup_locked(w, parent, name, ino);
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -150,7 +150,7 @@ static int dir_add_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2
 	errcode_t err = ext2fs_link(w->fs, dir, name, ino, ftype);
 
 	if (err == EXT2_ET_DIR_NO_SPACE) {
-		if (wbfs_claim_room(w, 2, room))
+		if (ext4_claim_room(w, 2, room))
 			return -ENOSPC;
 		err = ext2fs_expand_dir(w->fs, dir);
 		if (!err)
@@ -158,7 +158,7 @@ static int dir_add_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2
 	}
 	if (!err)
 		dir_dcache_note(w, dir, name, ino);
-	return -wbfs_errno(err);
+	return -ext4_errno(err);
 }
 
 static int unlink_entry_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_ino_t ino)
@@ -167,7 +167,7 @@ static int unlink_entry_locked(struct wbfs *w, ext2_ino_t dir, const char *name,
 
 	if (!err)
 		dir_dcache_note(w, dir, name, 0);
-	return -wbfs_errno(err);
+	return -ext4_errno(err);
 }
 
 /* Stamp mtime/ctime of a directory whose entries changed; @links adjusts i_links_count. */
@@ -175,7 +175,7 @@ static int dir_touch_locked(struct wbfs *w, ext2_ino_t dir, int links)
 {
 	struct ext2_inode_large in;
 	struct timespec now;
-	int ret = wbfs_read_inode(w, dir, &in);
+	int ret = ext4_read_inode(w, dir, &in);
 
 	if (ret)
 		return ret;
@@ -186,17 +186,17 @@ static int dir_touch_locked(struct wbfs *w, ext2_ino_t dir, int links)
 	} else if (links < 0 && in.i_links_count > 2) {
 		in.i_links_count--;
 	}
-	wbfs_now(&now);
-	wbfs_ts_set(&in, TS_MTIME, &now);
-	wbfs_ts_set(&in, TS_CTIME, &now);
-	return wbfs_write_inode(w, dir, &in);
+	ext4_now(&now);
+	ext4_ts_set(&in, TS_MTIME, &now);
+	ext4_ts_set(&in, TS_CTIME, &now);
+	return ext4_write_inode(w, dir, &in);
 }
 
 /* A subdirectory may be added under @dir (EMLINK without dir_nlink). */
 static int dir_may_add_subdir(struct wbfs *w, ext2_ino_t dir)
 {
 	struct ext2_inode_large in;
-	int ret = wbfs_read_inode(w, dir, &in);
+	int ret = ext4_read_inode(w, dir, &in);
 
 	if (ret)
 		return ret;
@@ -228,11 +228,11 @@ static void inode_init_times(struct ext2_inode_large *in)
 {
 	struct timespec now;
 
-	wbfs_now(&now);
-	wbfs_ts_set(in, TS_ATIME, &now);
-	wbfs_ts_set(in, TS_MTIME, &now);
-	wbfs_ts_set(in, TS_CTIME, &now);
-	wbfs_ts_set(in, TS_CRTIME, &now);
+	ext4_now(&now);
+	ext4_ts_set(in, TS_ATIME, &now);
+	ext4_ts_set(in, TS_MTIME, &now);
+	ext4_ts_set(in, TS_CTIME, &now);
+	ext4_ts_set(in, TS_CRTIME, &now);
 }
 
 static void encode_rdev(struct ext2_inode_large *in, dev_t rdev)
@@ -252,7 +252,7 @@ static int new_inode_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode, dev_
 			    const struct fuse_ctx *ctx, ext2_ino_t ino)
 {
 	struct ext2_inode_large in, pin;
-	int ret = wbfs_read_inode(w, parent, &pin);
+	int ret = ext4_read_inode(w, parent, &pin);
 
 	if (ret)
 		return ret;
@@ -270,11 +270,11 @@ static int new_inode_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode, dev_
 		if (!ext2fs_extent_open2(w->fs, ino, (struct ext2_inode *)&in, &h))
 			ext2fs_extent_free(h);
 	}
-	ret = -wbfs_errno(ext2fs_write_new_inode(w->fs, ino, (struct ext2_inode *)&in));
+	ret = -ext4_errno(ext2fs_write_new_inode(w->fs, ino, (struct ext2_inode *)&in));
 	if (ret)
 		return ret;
 	inode_init_times(&in);
-	return wbfs_write_inode(w, ino, &in);
+	return ext4_write_inode(w, ino, &in);
 }
 
 /* Metadata an error left half changed: the filesystem stays marked not clean. */
@@ -303,21 +303,21 @@ static void undo_new_locked(struct wbfs *w, ext2_ino_t parent, const char *name,
 
 	if (!lookup_disk_locked(w, parent, name, &cur) && cur == ino)
 		ret = unlink_entry_locked(w, parent, name, ino);
-	rd = wbfs_read_inode(w, ino, &in);
+	rd = ext4_read_inode(w, ino, &in);
 	if (ext2fs_test_inode_bitmap2(w->fs->inode_map, ino)) {
 		if (!ret && is_dir)
 			ret = dir_touch_locked(w, parent, -1);
 		if (rd)
-			wbfs_inode_alloc_stats(w, ino, -1, is_dir);
+			ext4_inode_alloc_stats(w, ino, -1, is_dir);
 		else if (!ret)
 			ret = winode_free_locked(w, ino);
 	} else if (!rd && in.i_links_count) {
 		struct timespec now;
 
-		wbfs_now(&now);
+		ext4_now(&now);
 		in.i_links_count = 0;
 		in.i_dtime = (uint32_t)now.tv_sec;
-		ret = wbfs_write_inode(w, ino, &in);
+		ret = ext4_write_inode(w, ino, &in);
 	}
 	if (ret)
 		dir_left_inconsistent(w, "creation", ino, ret);
@@ -325,7 +325,7 @@ static void undo_new_locked(struct wbfs *w, ext2_ino_t parent, const char *name,
 
 /*
  * The number of a new inode: @claimed (found under fs_lock shared by
- * wbfs_claim_inode, and taken back since), unless the bitmap has it in
+ * ext4_claim_inode, and taken back since), unless the bitmap has it in
  * use after all, else ext2fs_new_inode's choice. Context: fs_lock.
  */
 static errcode_t new_inode_number_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode,
@@ -342,27 +342,27 @@ int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	       dev_t rdev, const struct fuse_ctx *ctx, ext2_ino_t *ino)
 {
 	struct acl_inherit ai = { 0 };
-	ext2_ino_t claimed = wbfs_claim_inode(w, parent);
+	ext2_ino_t claimed = ext4_claim_inode(w, parent);
 	int ret;
 
-	wbfs_lock(w);
+	ext4_lock(w);
 	if (claimed)
-		wbfs_claim_inode_take(w, claimed);
+		ext4_claim_inode_take(w, claimed);
 	ret = name_free_locked(w, parent, name);
 	if (ret)
 		goto out;
-	ret = wbfs_meta_room(w, 2);
+	ret = ext4_meta_room(w, 2);
 	if (!ret)
 		ret = xattr_acl_inherit_locked(w, parent, &mode, ctx->umask, &ai);
 	if (ret)
 		goto out;
-	ret = -wbfs_errno(new_inode_number_locked(w, parent, mode, claimed, ino));
+	ret = -ext4_errno(new_inode_number_locked(w, parent, mode, claimed, ino));
 	if (ret)
 		goto out;
 	ret = dir_add_locked(w, parent, name, *ino, ftype_of(mode),
-			     wbfs_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0);
+			     ext4_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0);
 	if (!ret) {
-		wbfs_inode_alloc_stats(w, *ino, +1, 0);
+		ext4_inode_alloc_stats(w, *ino, +1, 0);
 		ret = new_inode_locked(w, parent, mode, rdev, ctx, *ino);
 	}
 	if (!ret)
@@ -373,7 +373,7 @@ int dir_create(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 		undo_new_locked(w, parent, name, *ino, false);
 out:
 	xattr_acl_inherit_done(&ai);
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -386,38 +386,38 @@ int dir_tmpfile(struct wbfs *w, ext2_ino_t parent, mode_t mode, const struct fus
 {
 	struct acl_inherit ai = { 0 };
 	struct ext2_inode_large in;
-	ext2_ino_t claimed = wbfs_claim_inode(w, parent);
+	ext2_ino_t claimed = ext4_claim_inode(w, parent);
 	int ret;
 
-	wbfs_lock(w);
+	ext4_lock(w);
 	if (claimed)
-		wbfs_claim_inode_take(w, claimed);
-	ret = wbfs_read_inode(w, parent, &in);
+		ext4_claim_inode_take(w, claimed);
+	ret = ext4_read_inode(w, parent, &in);
 	if (!ret && !LINUX_S_ISDIR(in.i_mode))
 		ret = -ENOTDIR;
 	if (!ret)
-		ret = wbfs_meta_room(w, 1);
+		ret = ext4_meta_room(w, 1);
 	if (!ret)	/* the default ACL, or else the umask, as for create */
 		ret = xattr_acl_inherit_locked(w, parent, &mode, ctx->umask, &ai);
 	if (!ret)
-		ret = -wbfs_errno(new_inode_number_locked(w, parent, mode, claimed, ino));
+		ret = -ext4_errno(new_inode_number_locked(w, parent, mode, claimed, ino));
 	if (ret)
 		goto out;
-	wbfs_inode_alloc_stats(w, *ino, +1, 0);
+	ext4_inode_alloc_stats(w, *ino, +1, 0);
 	ret = new_inode_locked(w, parent, mode, 0, ctx, *ino);
 	if (!ret)
 		ret = xattr_acl_inherit_store_locked(w, *ino, &ai);
 	if (!ret)
-		ret = wbfs_read_inode(w, *ino, &in);
+		ret = ext4_read_inode(w, *ino, &in);
 	if (!ret) {
 		in.i_links_count = 0;
-		ret = wbfs_write_inode(w, *ino, &in);
+		ret = ext4_write_inode(w, *ino, &in);
 	}
 	if (ret)
 		winode_free_locked(w, *ino);
 out:
 	xattr_acl_inherit_done(&ai);
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -426,10 +426,10 @@ static int fix_new_inode_locked(struct wbfs *w, ext2_ino_t parent, ext2_ino_t in
 				mode_t mode, const struct fuse_ctx *ctx)
 {
 	struct ext2_inode_large in, pin;
-	int ret = wbfs_read_inode(w, parent, &pin);
+	int ret = ext4_read_inode(w, parent, &pin);
 
 	if (!ret)
-		ret = wbfs_read_inode(w, ino, &in);
+		ret = ext4_read_inode(w, ino, &in);
 	if (ret)
 		return ret;
 	inode_init_owner(&in, 0, &pin, mode, ctx);
@@ -437,7 +437,7 @@ static int fix_new_inode_locked(struct wbfs *w, ext2_ino_t parent, ext2_ino_t in
 	in.i_flags |= iflags_inherit(mode, pin.i_flags);
 	if (!S_ISDIR(mode))
 		in.i_generation = export_new_generation();
-	ret = wbfs_write_inode(w, ino, &in);
+	ret = ext4_write_inode(w, ino, &in);
 	if (!ret && S_ISDIR(mode))
 		ret = export_set_dir_generation_locked(w, ino);
 	return ret;
@@ -452,22 +452,22 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	errcode_t err;
 	int ret, before;
 
-	ext2_ino_t claimed = wbfs_claim_inode(w, parent);
+	ext2_ino_t claimed = ext4_claim_inode(w, parent);
 
 	mode = S_IFDIR | (mode & 07777);
 	*ino = 0;
-	wbfs_lock(w);
+	ext4_lock(w);
 	if (claimed)
-		wbfs_claim_inode_take(w, claimed);
+		ext4_claim_inode_take(w, claimed);
 	ret = name_free_locked(w, parent, name);
 	if (ret)
 		goto out;
-	room = wbfs_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0;
-	ret = wbfs_claim_room(w, 1, room);	/* the new directory's block */
+	room = ext4_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0;
+	ret = ext4_claim_room(w, 1, room);	/* the new directory's block */
 	if (!ret)
 		ret = dir_may_add_subdir(w, parent);
 	if (!ret)
-		ret = wbfs_read_inode(w, parent, &pin);
+		ret = ext4_read_inode(w, parent, &pin);
 	if (!ret)
 		ret = xattr_acl_inherit_locked(w, parent, &mode, ctx->umask, &ai);
 	if (ret)
@@ -478,7 +478,7 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	if (!err)
 		err = ext2fs_mkdir(w->fs, parent, *ino, name);
 	if (err == EXT2_ET_DIR_NO_SPACE) {
-		if (wbfs_claim_room(w, 3, room)) {
+		if (ext4_claim_room(w, 3, room)) {
 			ret = -ENOSPC;
 			goto out;
 		}
@@ -488,8 +488,8 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	}
 	/* ext2fs_mkdir marks the inode in use itself (even when it fails late) */
 	if (*ino)
-		wbfs_ib_changed(w, *ino);
-	ret = -wbfs_errno(err);
+		ext4_ib_changed(w, *ino);
+	ret = -ext4_errno(err);
 	if (!err) {
 		dir_dcache_note(w, parent, name, *ino);
 		ret = fix_new_inode_locked(w, parent, *ino, mode, ctx);
@@ -497,9 +497,9 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 	if (!ret)
 		ret = xattr_acl_inherit_store_locked(w, *ino, &ai);
 	if (!ret && (before == 1 || before + 1 >= WBFS_LINK_MAX) &&
-	    !wbfs_read_inode(w, parent, &pin)) {
+	    !ext4_read_inode(w, parent, &pin)) {
 		pin.i_links_count = 1;
-		ret = wbfs_write_inode(w, parent, &pin);
+		ret = ext4_write_inode(w, parent, &pin);
 	}
 	if (!ret)
 		ret = dir_touch_locked(w, parent, 0);
@@ -507,7 +507,7 @@ int dir_mkdir(struct wbfs *w, ext2_ino_t parent, const char *name, mode_t mode,
 		undo_new_locked(w, parent, name, *ino, true);
 out:
 	xattr_acl_inherit_done(&ai);
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -523,26 +523,26 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 	if (strlen(target) >= w->fs->blocksize)
 		return -ENAMETOOLONG;
 	*ino = 0;
-	claimed = wbfs_claim_inode(w, parent);
-	wbfs_lock(w);
+	claimed = ext4_claim_inode(w, parent);
+	ext4_lock(w);
 	if (claimed)
-		wbfs_claim_inode_take(w, claimed);
+		ext4_claim_inode_take(w, claimed);
 	ret = name_free_locked(w, parent, name);
 	if (ret)
 		goto out;
 	/* a target that does not fit in the inode takes a block */
-	room = wbfs_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0;
+	room = ext4_privileged(w, ctx) ? WBFS_ROOM_PRIV : 0;
 	if (strlen(target) >= sizeof(((struct ext2_inode *)0)->i_block))
-		ret = wbfs_claim_room(w, 1, room);
+		ret = ext4_claim_room(w, 1, room);
 	else
-		ret = wbfs_meta_room(w, 3);
+		ret = ext4_meta_room(w, 3);
 	if (ret)
 		goto out;
 	err = new_inode_number_locked(w, parent, LINUX_S_IFLNK | 0777, claimed, ino);
 	if (!err)
 		err = ext2fs_symlink(w->fs, parent, *ino, name, target);
 	if (err == EXT2_ET_DIR_NO_SPACE) {
-		if (wbfs_claim_room(w, 3, room)) {
+		if (ext4_claim_room(w, 3, room)) {
 			ret = -ENOSPC;
 			goto out;
 		}
@@ -552,8 +552,8 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 	}
 	/* as for ext2fs_mkdir */
 	if (*ino)
-		wbfs_ib_changed(w, *ino);
-	ret = -wbfs_errno(err);
+		ext4_ib_changed(w, *ino);
+	ret = -ext4_errno(err);
 	if (!err) {
 		dir_dcache_note(w, parent, name, *ino);
 		ret = fix_new_inode_locked(w, parent, *ino, S_IFLNK | 0777, ctx);
@@ -563,7 +563,7 @@ int dir_symlink(struct wbfs *w, ext2_ino_t parent, const char *name, const char 
 	if (ret && *ino)
 		undo_new_locked(w, parent, name, *ino, false);
 out:
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -575,11 +575,11 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 	struct timespec now;
 	int ret;
 
-	wbfs_lock(w);
+	ext4_lock(w);
 	ret = name_free_locked(w, parent, name);
 	if (ret)
 		goto out;
-	ret = wbfs_read_inode(w, ino, &in);
+	ret = ext4_read_inode(w, ino, &in);
 	if (ret)
 		goto out;
 	if (in.i_links_count >= WBFS_LINK_MAX) {
@@ -593,7 +593,7 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 		ret = -ENOENT;
 		goto out;
 	}
-	ret = wbfs_meta_room(w, 1);
+	ret = ext4_meta_room(w, 1);
 	if (!ret)
 		ret = dir_add_locked(w, parent, name, ino, ftype_of(in.i_mode),
 				     privileged ? WBFS_ROOM_PRIV : 0);
@@ -606,9 +606,9 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 	if (!ret) {
 		in.i_links_count++;
 		winode_fold_attrs_locked(w, ino, &in);
-		wbfs_now(&now);
-		wbfs_ts_set(&in, TS_CTIME, &now);
-		ret = wbfs_write_inode(w, ino, &in);
+		ext4_now(&now);
+		ext4_ts_set(&in, TS_CTIME, &now);
+		ret = ext4_write_inode(w, ino, &in);
 	}
 	if (!ret && wi)
 		wi->unlinked = false;	/* named now: it outlives its last close */
@@ -619,7 +619,7 @@ int dir_link(struct wbfs *w, ext2_ino_t ino, ext2_ino_t parent, const char *name
 			dir_left_inconsistent(w, "link", ino, r);
 	}
 out:
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -638,7 +638,7 @@ static int dir_is_empty_locked(struct wbfs *w, ext2_ino_t dir)
 	errcode_t err = ext2fs_dir_iterate2(w->fs, dir, 0, NULL, empty_cb, &empty);
 
 	if (err)
-		return -wbfs_errno(err);
+		return -ext4_errno(err);
 	return empty ? 0 : -ENOTEMPTY;
 }
 
@@ -648,10 +648,10 @@ int dir_unlink(struct wbfs *w, ext2_ino_t parent, const char *name, bool is_rmdi
 	ext2_ino_t ino;
 	int ret;
 
-	wbfs_lock(w);
+	ext4_lock(w);
 	ret = lookup_locked(w, parent, name, &ino);
 	if (!ret)
-		ret = wbfs_read_inode(w, ino, &in);
+		ret = ext4_read_inode(w, ino, &in);
 	if (ret)
 		goto out;
 	if (in.i_flags & DIR_NO_REMOVE_FL)
@@ -670,7 +670,7 @@ int dir_unlink(struct wbfs *w, ext2_ino_t parent, const char *name, bool is_rmdi
 	if (!ret)
 		ret = winode_drop_link_locked(w, ino, &in);
 out:
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -708,7 +708,7 @@ static int set_entry_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ex
 		c.ftype = 0;
 	err = ext2fs_dir_iterate2(w->fs, dir, DIRENT_FLAG_INCLUDE_EMPTY, NULL, set_entry_cb, &c);
 	if (err)
-		return -wbfs_errno(err);
+		return -ext4_errno(err);
 	if (!c.done)
 		return -ENOENT;
 	dir_dcache_note(w, dir, name, ino);
@@ -784,13 +784,13 @@ static int rename_replace_check(struct wbfs *w, const struct ext2_inode_large *s
 static int whiteout_new_locked(struct wbfs *w, ext2_ino_t dir, const struct fuse_ctx *ctx,
 			       ext2_ino_t *ino)
 {
-	int ret = wbfs_meta_room(w, 1);
+	int ret = ext4_meta_room(w, 1);
 
 	if (!ret)
-		ret = -wbfs_errno(ext2fs_new_inode(w->fs, dir, S_IFCHR, NULL, ino));
+		ret = -ext4_errno(ext2fs_new_inode(w->fs, dir, S_IFCHR, NULL, ino));
 	if (ret)
 		return ret;
-	wbfs_inode_alloc_stats(w, *ino, +1, 0);
+	ext4_inode_alloc_stats(w, *ino, +1, 0);
 	ret = new_inode_locked(w, dir, S_IFCHR, makedev(0, 0), ctx, *ino);
 	if (ret)
 		winode_free_locked(w, *ino);
@@ -808,7 +808,7 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 
 	ret = lookup_locked(w, p1, n1, &src);
 	if (!ret)
-		ret = wbfs_read_inode(w, src, &si);
+		ret = ext4_read_inode(w, src, &si);
 	if (ret)
 		return ret;
 	if (si.i_flags & DIR_NO_REMOVE_FL)
@@ -820,7 +820,7 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 	if (ret && ret != -ENOENT)
 		return ret;
 	if (!ret)
-		ret = wbfs_read_inode(w, dst, &di);
+		ret = ext4_read_inode(w, dst, &di);
 	else
 		dst = 0;
 	if (ret && ret != -ENOENT)
@@ -841,7 +841,7 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 	if (dst) {
 		ret = rename_replace_check(w, &si, dst, &di);
 	} else {
-		ret = wbfs_meta_room(w, 1);
+		ret = ext4_meta_room(w, 1);
 		if (!ret && sdir && p1 != p2)
 			ret = dir_may_add_subdir(w, p2);
 	}
@@ -920,9 +920,9 @@ int dir_rename(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino_t p2,
 		return -EINVAL;
 	if ((flags & (RENAME_NOREPLACE | RENAME_WHITEOUT)) && (flags & RENAME_EXCHANGE))
 		return -EINVAL;
-	wbfs_lock(w);
+	ext4_lock(w);
 	ret = rename_locked(w, p1, n1, p2, n2, flags, ctx, privileged ? WBFS_ROOM_PRIV : 0,
 			    moved);
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }

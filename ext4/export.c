@@ -71,7 +71,7 @@ static int export_check_locked(struct wbfs *w, ext2_ino_t ino)
 		return -ESTALE;
 	if (!ext2fs_test_inode_bitmap2(w->fs->inode_map, ino))
 		return -ESTALE;
-	if (wbfs_read_inode(w, ino, &in))
+	if (ext4_read_inode(w, ino, &in))
 		return -ESTALE;
 	if (!in.i_mode || !in.i_links_count || in.i_dtime)
 		return -ESTALE;
@@ -91,11 +91,11 @@ int export_lookup(struct wbfs *w, fuse_ino_t parent, const char *name, ext2_ino_
 	if (parent == FUSE_ROOT_ID) {
 		dir = EXT2_ROOT_INO;
 	} else {
-		if (!wbfs_ino_ours(parent))
+		if (!ext4_ino_ours(parent))
 			return -ESTALE;	/* the control directory has no handles */
 		dir = (ext2_ino_t)parent;
 	}
-	wbfs_lock(w);
+	ext4_lock(w);
 	ret = dir == EXT2_ROOT_INO ? 0 : export_check_locked(w, dir);
 	if (ret || !strcmp(name, ".")) {
 		*ino = dir;
@@ -105,11 +105,11 @@ int export_lookup(struct wbfs *w, fuse_ino_t parent, const char *name, ext2_ino_
 	if (err == EXT2_ET_NO_DIRECTORY)
 		ret = -ENOTDIR;
 	else if (err)
-		ret = err == EXT2_ET_FILE_NOT_FOUND ? -ESTALE : -wbfs_errno(err);
+		ret = err == EXT2_ET_FILE_NOT_FOUND ? -ESTALE : -ext4_errno(err);
 	else if (*ino != EXT2_ROOT_INO)
 		ret = export_check_locked(w, *ino);
 out:
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -148,19 +148,19 @@ int export_set_dir_generation_locked(struct wbfs *w, ext2_ino_t ino)
 	errcode_t err;
 	int ret;
 
-	ret = wbfs_read_inode(w, ino, &in);
+	ret = ext4_read_inode(w, ino, &in);
 	if (ret)
 		return ret;
 	in.i_generation = export_new_generation();
-	ret = wbfs_write_inode(w, ino, &in);
+	ret = ext4_write_inode(w, ino, &in);
 	if (ret || !ext2fs_has_feature_metadata_csum(w->fs->super) ||
 	    (in.i_flags & EXT4_INLINE_DATA_FL))
 		return ret;
 	err = ext2fs_get_mem(w->fs->blocksize, &r.buf);
 	if (err)
-		return -wbfs_errno(err);
+		return -ext4_errno(err);
 	err = ext2fs_block_iterate3(w->fs, ino, BLOCK_FLAG_DATA_ONLY | BLOCK_FLAG_READ_ONLY,
 				    NULL, regen_block, &r);
 	ext2fs_free_mem(&r.buf);
-	return -wbfs_errno(err ? err : r.err);
+	return -ext4_errno(err ? err : r.err);
 }

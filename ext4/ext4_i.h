@@ -72,40 +72,40 @@ struct ckpt_io;
 
 /* journal.c */
 /* A buffer of @n bytes (one journal block if 0) aligned for O_DIRECT. */
-void *wbfs_journal_alloc(size_t n);
+void *ext4_journal_alloc(size_t n);
 /* Append @p to the running list (the caller gives it a reference). */
-int wbfs_journal_add_run(struct wjournal *j, struct page *p);
+int ext4_journal_add_run(struct wjournal *j, struct page *p);
 /* Call @fn on the blocks the committing transaction freed, and forget them. */
-void wbfs_journal_drain_busy_commit(struct wbfs *w, struct wjournal *j,
+void ext4_journal_drain_busy_commit(struct wbfs *w, struct wjournal *j,
 				    void (*fn)(struct wbfs *w, blk64_t blk, blk64_t n));
 /* The committing transaction's frees are on disk: those blocks are free. */
-void wbfs_journal_release_busy_commit(struct wbfs *w, struct wjournal *j);
+void ext4_journal_release_busy_commit(struct wbfs *w, struct wjournal *j);
 /* Blocks [@blk, +@n) freed by the running transaction: busy until it commits. */
-void wbfs_journal_mark_busy(struct wbfs *w, blk64_t blk, blk64_t n);
+void ext4_journal_mark_busy(struct wbfs *w, blk64_t blk, blk64_t n);
 /* The running transaction's busy blocks become the committing one's. */
-void wbfs_journal_busy_to_commit(struct wbfs *w, struct wjournal *j);
+void ext4_journal_busy_to_commit(struct wbfs *w, struct wjournal *j);
 /* jcheckpoint.c */
 /* Metadata page @p is home as of a flush just done: clean unless changed since. */
-void wbfs_journal_page_home(struct page *p);
+void ext4_journal_page_home(struct page *p);
 /* A batch of home writes, one per checkpoint (an engine belongs to one thread). */
-struct ckpt_io *wbfs_journal_ckpt_io_new(struct wbfs *w);
-void wbfs_journal_ckpt_io_free(struct ckpt_io *c);
+struct ckpt_io *ext4_journal_ckpt_io_new(struct wbfs *w);
+void ext4_journal_ckpt_io_free(struct ckpt_io *c);
 /* Queue @src (one block) for home block @blk; writes a full batch. */
-int wbfs_journal_ckpt_add(struct wjournal *j, struct ckpt_io *c, uint64_t blk, const void *src);
+int ext4_journal_ckpt_add(struct wjournal *j, struct ckpt_io *c, uint64_t blk, const void *src);
 /* Write the batch's slots home. */
-int wbfs_journal_ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c);
+int ext4_journal_ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c);
 /*
  * Write home the newest committed copy of every block the log holds,
  * flush, and mark the log empty. Context: commit_mutex and fs_lock.
  */
-int wbfs_journal_checkpoint_locked(struct wbfs *w, struct wjournal *j);
+int ext4_journal_checkpoint_locked(struct wbfs *w, struct wjournal *j);
 /* jcommit.c */
 /* A failed journal write: nothing more is committed. Returns the error kept. */
-int wbfs_journal_abort(struct wbfs *w, struct wjournal *j, int err);
+int ext4_journal_abort(struct wbfs *w, struct wjournal *j, int err);
 
 /* journal.c */
-int wbfs_journal_load(struct wbfs *w, const char *dev);
-int wbfs_journal_start(struct wbfs *w);
+int ext4_journal_load(struct wbfs *w, const char *dev);
+int ext4_journal_start(struct wbfs *w);
 /*
  * Commit the running transaction (or those up to @tid: a file's sync_tid)
  * and wait until it is on the device. *@flushed: the device cache was
@@ -114,23 +114,23 @@ int wbfs_journal_start(struct wbfs *w);
  * none); when false, the caller completes @io and flushes it. Returns 0 or
  * -errno. Context: no lock held.
  */
-int wbfs_journal_commit(struct wbfs *w, bool *flushed);
-int wbfs_journal_commit_tid(struct wbfs *w, uint32_t tid, bool *flushed,
+int ext4_journal_commit(struct wbfs *w, bool *flushed);
+int ext4_journal_commit_tid(struct wbfs *w, uint32_t tid, bool *flushed,
 			    struct bdi_sync_io *io);
 /* The running transaction's id (0 without a journal). Context: any. */
-uint32_t wbfs_journal_tid(struct wbfs *w);
-int wbfs_journal_shutdown(struct wbfs *w);
-void wbfs_journal_free(struct wbfs *w);
-void wbfs_journal_note_write(struct wbfs *w, struct page *p);
-void wbfs_journal_note_same(struct wbfs *w, struct page *p);
-void wbfs_journal_note_freed(struct wbfs *w, uint64_t blk, uint64_t n);
-void wbfs_journal_note_reused(struct wbfs *w, uint64_t blk, uint64_t n);
-void wbfs_journal_release_busy(struct wbfs *w);
+uint32_t ext4_journal_tid(struct wbfs *w);
+int ext4_journal_shutdown(struct wbfs *w);
+void ext4_journal_free(struct wbfs *w);
+void ext4_journal_note_write(struct wbfs *w, struct page *p);
+void ext4_journal_note_same(struct wbfs *w, struct page *p);
+void ext4_journal_note_freed(struct wbfs *w, uint64_t blk, uint64_t n);
+void ext4_journal_note_reused(struct wbfs *w, uint64_t blk, uint64_t n);
+void ext4_journal_release_busy(struct wbfs *w);
 /* Blocks whose free has not committed: the running and committing
  * transactions' busy blocks. Context: fs_lock. */
-blk64_t wbfs_journal_busy_blocks(struct wbfs *w);
+blk64_t ext4_journal_busy_blocks(struct wbfs *w);
 /* One busy block, near @goal, for journaled metadata (ext4.c). Context: fs_lock. */
-errcode_t wbfs_journal_take_busy(struct wbfs *w, blk64_t goal, blk64_t *ret);
+errcode_t ext4_journal_take_busy(struct wbfs *w, blk64_t goal, blk64_t *ret);
 /*
  * Blocks allocated (or made written) for pages whose write then failed
  * hold stale data: before a commit can record them as written, they are
@@ -139,124 +139,124 @@ errcode_t wbfs_journal_take_busy(struct wbfs *w, blk64_t goal, blk64_t *ret);
  * a conversion that failed: the others are still done; the caller says
  * so). Context: fs_lock held.
  */
-int wbfs_hide_failed_locked(struct wbfs *w);
-static inline bool wbfs_hide_pending(struct wbfs *w)
+int ext4_hide_failed_locked(struct wbfs *w);
+static inline bool ext4_hide_pending(struct wbfs *w)
 {
 	return atomic_load(&w->hide_pending);
 }
-bool wbfs_journal_on(const struct wbfs *w);
-bool wbfs_journal_aborted(const struct wbfs *w);
-void wbfs_bm_runs_add(struct bm_runs *r, blk64_t blk, blk64_t n);
-void wbfs_bm_runs_free(struct bm_runs *r);
-void wbfs_bitmap_drain(struct wbfs *w, ext2fs_block_bitmap bm, struct bm_runs *r,
+bool ext4_journal_on(const struct wbfs *w);
+bool ext4_journal_aborted(const struct wbfs *w);
+void ext4_bm_runs_add(struct bm_runs *r, blk64_t blk, blk64_t n);
+void ext4_bm_runs_free(struct bm_runs *r);
+void ext4_bitmap_drain(struct wbfs *w, ext2fs_block_bitmap bm, struct bm_runs *r,
 		       void (*fn)(struct wbfs *w, blk64_t blk, blk64_t n));
-void wbfs_busy_unmark(struct wbfs *w, blk64_t blk, blk64_t n);
-void wbfs_bb_changed(struct wbfs *w, blk64_t blk, blk64_t n);
-void wbfs_ib_changed(struct wbfs *w, ext2_ino_t ino);
-void wbfs_bitmaps_check_next(struct wbfs *w);
-void wbfs_inode_alloc_stats(struct wbfs *w, ext2_ino_t ino, int inuse, int isdir);
-void wbfs_block_alloc_stats_range(struct wbfs *w, blk64_t blk, blk64_t n, int inuse);
+void ext4_busy_unmark(struct wbfs *w, blk64_t blk, blk64_t n);
+void ext4_bb_changed(struct wbfs *w, blk64_t blk, blk64_t n);
+void ext4_ib_changed(struct wbfs *w, ext2_ino_t ino);
+void ext4_bitmaps_check_next(struct wbfs *w);
+void ext4_inode_alloc_stats(struct wbfs *w, ext2_ino_t ino, int inuse, int isdir);
+void ext4_block_alloc_stats_range(struct wbfs *w, blk64_t blk, blk64_t n, int inuse);
 
 /* ioctl.c */
-void wbfs_trim_note_freed(struct wbfs *w, blk64_t blk, blk64_t num);
+void ext4_trim_note_freed(struct wbfs *w, blk64_t blk, blk64_t num);
 
 /* super.c, alloc.c, bitmap.c */
-void wbfs_lock_shared(struct wbfs *w);
-bool wbfs_trylock_shared(struct wbfs *w);
-void wbfs_unlock_shared(struct wbfs *w);
+void ext4_lock_shared(struct wbfs *w);
+bool ext4_trylock_shared(struct wbfs *w);
+void ext4_unlock_shared(struct wbfs *w);
 /*
  * Block claims: writeback finds and takes free blocks under fs_lock
  * shared, so that claims in different groups run at once; the blocks
  * become an allocation (counts, notes) when mapped under fs_lock
- * exclusive (wbfs_claim_use), or go back (wbfs_claim_release). Until
+ * exclusive (ext4_claim_use), or go back (ext4_claim_release). Until
  * then they are in use in memory and free in every bitmap written.
  */
-int wbfs_claim_blocks(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, blk64_t *glen);
-void wbfs_claim_use(struct wbfs *w, blk64_t blk, blk64_t n);
-void wbfs_claim_release(struct wbfs *w, blk64_t blk, blk64_t n);
+int ext4_claim_blocks(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, blk64_t *glen);
+void ext4_claim_use(struct wbfs *w, blk64_t blk, blk64_t n);
+void ext4_claim_release(struct wbfs *w, blk64_t blk, blk64_t n);
 /*
  * Inode claims, the same for creates: a free inode near @parent found
  * under fs_lock shared before the create takes it exclusive (0: none;
- * the create uses ext2fs_new_inode then). wbfs_claim_inode_take, under
+ * the create uses ext2fs_new_inode then). ext4_claim_inode_take, under
  * fs_lock exclusive, turns it back into a free inode the caller alone
  * knows of, as ext2fs_new_inode returns one.
  */
-ext2_ino_t wbfs_claim_inode(struct wbfs *w, ext2_ino_t parent);
-bool wbfs_claim_inode_take(struct wbfs *w, ext2_ino_t ino);
-/* Does a bitmap block need wbfs_bitmap_written's mask? Context: fs_lock. */
-bool wbfs_bitmap_masked(struct wbfs *w);
-int wbfs_errno(errcode_t err);
-int wbfs_reserve(struct wbfs *w, long nr, bool privileged);
-void wbfs_unreserve(struct wbfs *w, long nr);
-long wbfs_extent_blocks(long extents);
-int wbfs_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, long base_extents,
+ext2_ino_t ext4_claim_inode(struct wbfs *w, ext2_ino_t parent);
+bool ext4_claim_inode_take(struct wbfs *w, ext2_ino_t ino);
+/* Does a bitmap block need ext4_bitmap_written's mask? Context: fs_lock. */
+bool ext4_bitmap_masked(struct wbfs *w);
+int ext4_errno(errcode_t err);
+int ext4_reserve(struct wbfs *w, long nr, bool privileged);
+void ext4_unreserve(struct wbfs *w, long nr);
+long ext4_extent_blocks(long extents);
+int ext4_reserve_page(struct wbfs *w, struct winode *wi, bool new_run, long base_extents,
 		      bool privileged);
-void wbfs_unreserve_pages(struct wbfs *w, struct winode *wi, long nr);
-int wbfs_meta_room(struct wbfs *w, long nr);
-bool wbfs_room_ok(int64_t free_blocks, int64_t dirty, int64_t headroom, int64_t root,
+void ext4_unreserve_pages(struct wbfs *w, struct winode *wi, long nr);
+int ext4_meta_room(struct wbfs *w, long nr);
+bool ext4_room_ok(int64_t free_blocks, int64_t dirty, int64_t headroom, int64_t root,
 		  long nr, unsigned flags);
-int wbfs_claim_room(struct wbfs *w, long nr, unsigned flags);
-void wbfs_refresh_free_locked(struct wbfs *w);
-bool wbfs_group_bad(struct wbfs *w, dgrp_t g);
-bool wbfs_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count);
-void wbfs_bitmap_written(struct wbfs *w, uint64_t blk, void *data);
-int wbfs_locs_build(struct wbfs *w);
+int ext4_claim_room(struct wbfs *w, long nr, unsigned flags);
+void ext4_refresh_free_locked(struct wbfs *w);
+bool ext4_group_bad(struct wbfs *w, dgrp_t g);
+bool ext4_is_bad_bitmap(struct wbfs *w, uint64_t blk, uint64_t count);
+void ext4_bitmap_written(struct wbfs *w, uint64_t blk, void *data);
+int ext4_locs_build(struct wbfs *w);
 /*
  * ext2fs_flush, but a group's bitmap is written (and checksummed) only
  * when it changed: ext2fs_flush rewrites every group's two bitmaps when
  * any bit changed, a pass over the whole filesystem's bitmaps per journal
  * commit or fsync. Context: fs_lock, read-write.
  */
-errcode_t wbfs_flush_locked(struct wbfs *w);
+errcode_t ext4_flush_locked(struct wbfs *w);
 /* Block @blk of an inode table holds inodes [*@first, *@first + *@n). */
-bool wbfs_itable_inodes(struct wbfs *w, uint64_t blk, ext2_ino_t *first, unsigned *n);
-void wbfs_release_busy_locked(struct wbfs *w);
-bool wbfs_alloc_should_commit(struct wbfs *w);
-errcode_t wbfs_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got,
+bool ext4_itable_inodes(struct wbfs *w, uint64_t blk, ext2_ino_t *first, unsigned *n);
+void ext4_release_busy_locked(struct wbfs *w);
+bool ext4_alloc_should_commit(struct wbfs *w);
+errcode_t ext4_new_range(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got,
 			 blk64_t *glen);
-errcode_t wbfs_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
+errcode_t ext4_punch(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in,
 		     blk64_t start, blk64_t end);
 extern struct lock_class lc_group_lock;		/* wbfs->group_lock[] */
 extern struct lock_class lc_claim_lock;		/* wbfs->claim_lock */
 
-/* bitmap.c: libext2fs callbacks, set by wbfs_validate_block_bitmaps */
+/* bitmap.c: libext2fs callbacks, set by ext4_validate_block_bitmaps */
 /*
  * libext2fs freed [blk, blk+num): what lies in a refused group stays in
  * use, and its group and the superblock keep their counts.
  */
-void wbfs_bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
-void wbfs_bad_group_keep(ext2_filsys fs, blk64_t blk, int inuse);
+void ext4_bad_group_keep_range(ext2_filsys fs, blk64_t blk, blk_t num, int inuse);
+void ext4_bad_group_keep(ext2_filsys fs, blk64_t blk, int inuse);
 /* libext2fs's own single-block allocations: a busy block when no other is free. */
-errcode_t wbfs_busy_alloc_block(ext2_filsys fs, blk64_t goal, blk64_t *ret);
+errcode_t ext4_busy_alloc_block(ext2_filsys fs, blk64_t goal, blk64_t *ret);
 /* libext2fs's range allocations: busy blocks only without a journal. */
-errcode_t wbfs_busy_new_range(ext2_filsys fs, int flags, blk64_t goal, blk64_t len,
+errcode_t ext4_busy_new_range(ext2_filsys fs, int flags, blk64_t goal, blk64_t len,
 			      blk64_t *pblk, blk64_t *plen);
 /* Mount: the last block, while free, in use in memory only (libext2fs < 1.47.4). */
-void wbfs_hide_last_block(struct wbfs *w);
+void ext4_hide_last_block(struct wbfs *w);
 /* Before the filesystem closes: the bitmap it writes shows busy blocks free. */
-void wbfs_busy_free(struct wbfs *w);
+void ext4_busy_free(struct wbfs *w);
 
 /* check.c: the mount-time metadata checks (super.c calls them); 0 or -errno */
 /* ext4_validate_block_bitmap and mballoc's free count check, for every group. */
-int wbfs_validate_block_bitmaps(struct wbfs *w, const char *dev);
+int ext4_validate_block_bitmaps(struct wbfs *w, const char *dev);
 /* The root inode, as ext4_fill_super and ext4_iget check it. */
-int wbfs_check_root(struct wbfs *w, const char *dev);
+int ext4_check_root(struct wbfs *w, const char *dev);
 /* The journal inode, as the kernel checks it when it loads the journal. */
-int wbfs_check_journal(struct wbfs *w, const char *dev);
+int ext4_check_journal(struct wbfs *w, const char *dev);
 /* The group descriptors, as ext4_check_descriptors. */
-int wbfs_check_desc(struct wbfs *w, const char *dev);
+int ext4_check_desc(struct wbfs *w, const char *dev);
 
 /* iomgr.c */
-extern struct struct_io_manager wbfs_io_manager;
-void wbfs_iomgr_set(struct wbfs *w);
-void wbfs_iomgr_forget_range(struct wbfs *w, uint64_t blk, uint64_t count);
-bool wbfs_meta_peek(struct wbfs *w, uint64_t off, void *buf, size_t len);
+extern struct struct_io_manager ext4_io_manager;
+void iomgr_set(struct wbfs *w);
+void iomgr_forget_range(struct wbfs *w, uint64_t blk, uint64_t count);
+bool iomgr_meta_peek(struct wbfs *w, uint64_t off, void *buf, size_t len);
 
 /* inode.c, orphan.c, map.c, sync.c */
 bool winode_peek_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 void winode_release_all(struct wbfs *w);
 bool winode_should_retry_alloc(struct wbfs *w, int *retries);
-bool wbfs_commit_for_alloc(struct wbfs *w);
+bool ext4_commit_for_alloc(struct wbfs *w);
 int winode_stat_gen(struct wbfs *w, ext2_ino_t ino, struct stat *st, uint32_t *generation);
 uint64_t winode_size(struct winode *wi);
 uint64_t winode_disksize(struct winode *wi);
@@ -279,13 +279,13 @@ int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
 int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
-int wbfs_orphan_cleanup(struct wbfs *w);
-void wbfs_orphan_track(struct wbfs *w);
-void wbfs_orphan_untrack(struct wbfs *w);
-int wbfs_extent_next_leaf(ext2_extent_handle_t h, int *op, struct ext2fs_extent *e);
+int ext4_orphan_cleanup(struct wbfs *w);
+void ext4_orphan_track(struct wbfs *w);
+void ext4_orphan_untrack(struct wbfs *w);
+int ext4_extent_next_leaf(ext2_extent_handle_t h, int *op, struct ext2fs_extent *e);
 int ec_lookup(struct wbfs *w, struct winode *wi, uint64_t lblk, struct ext_run *out);
 void ec_invalidate(struct winode *wi);
-extern const struct bdi_ops wbfs_bdi_ops;
+extern const struct bdi_ops ext4_bdi_ops;
 /* The in-memory inode @ino, evicting or not (NULL: none). Context: itable_lock. */
 struct winode *winode_itable_find_locked(struct wbfs *w, ext2_ino_t ino);
 /*
@@ -307,10 +307,10 @@ bool winode_disksize_catch_up(struct winode *wi, uint64_t floor, const uint64_t 
  */
 void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in);
 /* bdi_ops (sync.c's table) that map.c defines: mapping and failed writes. */
-int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
+int ext4_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
 		   unsigned n, uint64_t *pblk);
-void wbfs_newblock_failed(struct bdi *b, struct wb_inode *wb, uint64_t index);
-void wbfs_write_error(struct bdi *b, struct wb_inode *wb, uint64_t index, int err);
+void ext4_newblock_failed(struct bdi *b, struct wb_inode *wb, uint64_t index);
+void ext4_write_error(struct bdi *b, struct wb_inode *wb, uint64_t index, int err);
 
 /* data.c, range.c */
 /* Start the readahead threads (mount, before serving); stop them, dropping
@@ -351,6 +351,6 @@ int export_set_dir_generation_locked(struct wbfs *w, ext2_ino_t ino);
 bool winode_noatime_flag(struct winode *wi);
 uint32_t iflags_inherit(mode_t mode, uint32_t dir_flags);
 struct fstrim_range;
-int wbfs_trim(struct wbfs *w, struct fstrim_range *range);
+int ext4_trim(struct wbfs *w, struct fstrim_range *range);
 
 #endif

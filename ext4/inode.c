@@ -66,9 +66,9 @@ static struct winode *winode_alloc(struct wbfs *w, ext2_ino_t ino,
 	wi->size = EXT2_I_SIZE(in);
 	wi->disksize = wi->size;
 	wi->has_priv = (in->i_mode & (S_ISUID | S_ISGID)) != 0;
-	wbfs_ts_get(in, TS_ATIME, &wi->disk_atime);
-	wbfs_ts_get(in, TS_MTIME, &wi->disk_mtime);
-	wbfs_ts_get(in, TS_CTIME, &wi->disk_ctime);
+	ext4_ts_get(in, TS_ATIME, &wi->disk_atime);
+	ext4_ts_get(in, TS_MTIME, &wi->disk_mtime);
+	ext4_ts_get(in, TS_CTIME, &wi->disk_ctime);
 	wi->disk_noatime = (in->i_flags & EXT2_NOATIME_FL) != 0;
 	wi->iflags = in->i_flags;
 	/* truncate and extending writes must not starve behind a stream of
@@ -94,7 +94,7 @@ static void winode_free_mem(struct winode *wi)
 	pthread_mutex_destroy(&wi->attr_lock);
 	pthread_mutex_destroy(&wi->ec_lock);
 	free(wi->runs);
-	wbfs_kstore_free(wi);
+	kstore_free(wi);
 	free(wi);
 }
 
@@ -124,12 +124,12 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 
 	/* from the inode table's cached page when it can (no fs_lock) */
 	if (!winode_peek_inode(w, ino, &in)) {
-		wbfs_lock(w);
-		if (wbfs_read_inode(w, ino, &in)) {
-			wbfs_unlock(w);
+		ext4_lock(w);
+		if (ext4_read_inode(w, ino, &in)) {
+			ext4_unlock(w);
 			return NULL;
 		}
-		wbfs_unlock(w);
+		ext4_unlock(w);
 	}
 	nw = winode_alloc(w, ino, &in);
 	if (!nw)
@@ -148,7 +148,7 @@ struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup)
 		/* a change to its inode since the read was made in this
 		 * transaction or an older one (winode_note_itable_change
 		 * did not find it in the table) */
-		wi->sync_tid = wbfs_journal_tid(w);
+		wi->sync_tid = ext4_journal_tid(w);
 		wi->hash_next = w->itable[itable_slot(w, ino)];
 		w->itable[itable_slot(w, ino)] = wi;
 		w->nr_winodes++;
@@ -172,7 +172,7 @@ void data_drop_all(struct wbfs *w, struct winode *wi)
 		for (i = 0; i < n; i++) {
 			lock_page(pages[i]);
 			if (page_test_clear(pages[i], PG_delalloc))
-				wbfs_unreserve_pages(w, wi, 1);
+				ext4_unreserve_pages(w, wi, 1);
 			unlock_page(pages[i]);
 			page_put(pages[i]);
 		}
@@ -231,7 +231,7 @@ static void winode_evict(struct wbfs *w, struct winode *wi, bool final)
 		winode_settle_disksize(w, wi);
 	data_drop_all(w, wi);
 	bdi_inode_remove(w->bdi, &wi->wb);
-	wbfs_lock(w);
+	ext4_lock(w);
 	if (unlinked && winode_free_locked(w, wi->ino)) {
 		/* blocks and inode stay allocated: leave it to e2fsck */
 		w->fs_error = true;
@@ -243,7 +243,7 @@ static void winode_evict(struct wbfs *w, struct winode *wi, bool final)
 	pthread_cond_broadcast(&w->itable_cond);
 	ls_mutex_unlock(&w->itable_lock);
 	/* fs_lock held: nobody who found @wi under it is still using it */
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	winode_free_mem(wi);
 }
 
@@ -425,7 +425,7 @@ void winode_set_size(struct winode *wi, uint64_t size, bool touch)
 	if (wi->disksize > size)
 		wi->disksize = size;
 	if (touch) {
-		wbfs_now(&wi->mtime);
+		ext4_now(&wi->mtime);
 		wi->ctime = wi->mtime;
 		wi->times_dirty = true;
 	}
@@ -436,7 +436,7 @@ void winode_set_size(struct winode *wi, uint64_t size, bool touch)
 void winode_stamp_times(struct winode *wi)
 {
 	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
-	wbfs_now(&wi->mtime);
+	ext4_now(&wi->mtime);
 	wi->ctime = wi->mtime;
 	wi->times_dirty = true;
 	ls_mutex_unlock(&wi->attr_lock);
@@ -558,11 +558,11 @@ void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in)
 	if (winode_owns_size(wi))
 		ext2fs_inode_size_set(w->fs, (struct ext2_inode *)in, wi->disksize);
 	if (wi->times_dirty) {
-		wbfs_ts_set(in, TS_MTIME, &wi->mtime);
-		wbfs_ts_set(in, TS_CTIME, &wi->ctime);
+		ext4_ts_set(in, TS_MTIME, &wi->mtime);
+		ext4_ts_set(in, TS_CTIME, &wi->ctime);
 	}
 	if (wi->atime_dirty)
-		wbfs_ts_set(in, TS_ATIME, &wi->atime);
+		ext4_ts_set(in, TS_ATIME, &wi->atime);
 	wi->size_dirty = wi->times_dirty = wi->atime_dirty = false;
 	/* until the write: the times are in neither place stat_cached reads */
 	wi->folding = true;
@@ -573,7 +573,7 @@ void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in)
 /*
  * @in was just written: keep @ino's copy of the times and the noatime
  * flag the atime rule reads. Every write of an inode comes here
- * (wbfs_write_inode). Context: fs_lock held.
+ * (ext4_write_inode). Context: fs_lock held.
  */
 void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode_large *in)
 {
@@ -582,9 +582,9 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
 	if (!wi)
 		return;
 	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
-	wbfs_ts_get(in, TS_ATIME, &wi->disk_atime);
-	wbfs_ts_get(in, TS_MTIME, &wi->disk_mtime);
-	wbfs_ts_get(in, TS_CTIME, &wi->disk_ctime);
+	ext4_ts_get(in, TS_ATIME, &wi->disk_atime);
+	ext4_ts_get(in, TS_MTIME, &wi->disk_mtime);
+	ext4_ts_get(in, TS_CTIME, &wi->disk_ctime);
 	wi->disk_noatime = (in->i_flags & EXT2_NOATIME_FL) != 0;
 	wi->folding = false;
 	wi->fold_seq++;
@@ -592,7 +592,7 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
 	/* even when its bytes did not change (a clock stepped back leaves
 	 * the stamps equal): what the caller changed besides, an xattr
 	 * block say, is in the running transaction */
-	wi->sync_tid = wbfs_journal_tid(w);
+	wi->sync_tid = ext4_journal_tid(w);
 }
 
 void winode_note_itable_change(struct wbfs *w, uint64_t blk, const void *old, size_t in,
@@ -603,10 +603,10 @@ void winode_note_itable_change(struct wbfs *w, uint64_t blk, const void *old, si
 	unsigned per;
 	uint32_t tid;
 
-	if (!w->journal || !n || !wbfs_itable_inodes(w, blk, &first, &per))
+	if (!w->journal || !n || !ext4_itable_inodes(w, blk, &first, &per))
 		return;
 	isz = EXT2_INODE_SIZE(w->fs->super);
-	tid = wbfs_journal_tid(w);
+	tid = ext4_journal_tid(w);
 	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
 	/* only the inodes whose bytes differ: a block holds many files' */
 	for (k = in / isz; k * isz < end && k < per; k++) {
@@ -645,7 +645,7 @@ bool winode_atime_due(struct wbfs *w, struct winode *wi)
 	struct timespec now;
 	bool due;
 
-	wbfs_now(&now);
+	ext4_now(&now);
 	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	due = winode_atime_due_locked(w, wi, 0, &now);
 	ls_mutex_unlock(&wi->attr_lock);
@@ -665,7 +665,7 @@ void winode_accessed(struct wbfs *w, struct winode *wi, int oflags)
 	struct timespec now;
 	bool due;
 
-	wbfs_now(&now);
+	ext4_now(&now);
 	ls_mutex_lock(&wi->attr_lock, &lc_attr_lock);
 	due = winode_atime_due_locked(w, wi, oflags, &now);
 	if (due) {
@@ -716,11 +716,11 @@ static void stat_fill(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *i
 	st->st_blocks = (blkcnt_t)ext2fs_get_stat_i_blocks(w->fs, (struct ext2_inode *)in);
 	if (S_ISCHR(in->i_mode) || S_ISBLK(in->i_mode))
 		st->st_rdev = inode_rdev(in);
-	wbfs_ts_get(in, TS_ATIME, &ts);
+	ext4_ts_get(in, TS_ATIME, &ts);
 	st->st_atim = ts;
-	wbfs_ts_get(in, TS_MTIME, &ts);
+	ext4_ts_get(in, TS_MTIME, &ts);
 	st->st_mtim = ts;
-	wbfs_ts_get(in, TS_CTIME, &ts);
+	ext4_ts_get(in, TS_CTIME, &ts);
 	st->st_ctim = ts;
 }
 
@@ -749,7 +749,7 @@ static int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st,
 	struct winode *wi;
 	int ret;
 
-	ret = wbfs_read_inode(w, ino, &in);
+	ret = ext4_read_inode(w, ino, &in);
 	if (ret)
 		return ret;
 	stat_fill(w, ino, &in, st);
@@ -793,7 +793,7 @@ bool winode_peek_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *
 		return false;
 	byte = ext2fs_inode_table_loc(fs, (dgrp_t)((ino - 1) / ipg)) * (uint64_t)fs->blocksize +
 	       (uint64_t)((ino - 1) % ipg) * isz;
-	if (!wbfs_meta_peek(w, byte, u.b, isz))
+	if (!iomgr_meta_peek(w, byte, u.b, isz))
 		return false;
 	/* a 128-byte inode has no extra fields: zero, as libext2fs reads it */
 	if (isz < sizeof(struct ext2_inode_large))
@@ -847,9 +847,9 @@ int winode_stat_gen(struct wbfs *w, ext2_ino_t ino, struct stat *st, uint32_t *g
 
 	if (winode_stat_cached(w, ino, st, generation))
 		return 0;
-	wbfs_lock(w);
+	ext4_lock(w);
 	ret = winode_stat_locked(w, ino, st, generation);
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -863,13 +863,13 @@ int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino)
 {
 	struct ext2_inode_large in;
 	struct timespec now;
-	int ret = wbfs_read_inode(w, ino, &in);
+	int ret = ext4_read_inode(w, ino, &in);
 
 	if (ret)
 		return ret;
 	/* pending times first: the new ctime is later than any of them */
 	winode_fold_attrs_locked(w, ino, &in);
-	wbfs_now(&now);
-	wbfs_ts_set(&in, TS_CTIME, &now);
-	return wbfs_write_inode(w, ino, &in);
+	ext4_now(&now);
+	ext4_ts_set(&in, TS_CTIME, &now);
+	return ext4_write_inode(w, ino, &in);
 }

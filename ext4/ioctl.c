@@ -66,9 +66,9 @@ static uint32_t iflags_of(struct wbfs *w, ext2_ino_t ino)
 
 	if (wi)
 		return atomic_load(&wi->iflags);
-	wbfs_lock(w);
-	ret = wbfs_read_inode(w, ino, &in);
-	wbfs_unlock(w);
+	ext4_lock(w);
+	ret = ext4_read_inode(w, ino, &in);
+	ext4_unlock(w);
 	return ret ? 0 : in.i_flags;
 }
 
@@ -202,9 +202,9 @@ static int flags_get(struct wbfs *w, ext2_ino_t ino, uint32_t *fl, uint32_t *pro
 	struct ext2_inode_large in;
 	int ret;
 
-	wbfs_lock(w);
-	ret = wbfs_read_inode(w, ino, &in);
-	wbfs_unlock(w);
+	ext4_lock(w);
+	ret = ext4_read_inode(w, ino, &in);
+	ext4_unlock(w);
 	if (ret)
 		return ret;
 	*fl = in.i_flags & IFL_VISIBLE;
@@ -229,8 +229,8 @@ static int flags_set(struct wbfs *w, ext2_ino_t ino, uint32_t want, const struct
 
 	if (w->ro)
 		return -EROFS;
-	wbfs_lock(w);
-	ret = wbfs_read_inode(w, ino, &in);
+	ext4_lock(w);
+	ret = ext4_read_inode(w, ino, &in);
 	if (ret)
 		goto out;
 	ret = -EPERM;
@@ -251,17 +251,17 @@ static int flags_set(struct wbfs *w, ext2_ino_t ino, uint32_t want, const struct
 	in.i_flags = nfl;
 	/* a write's pending times first: its older ctime must not win */
 	winode_fold_attrs_locked(w, ino, &in);
-	wbfs_now(&now);
-	wbfs_ts_set(&in, TS_CTIME, &now);
-	ret = wbfs_write_inode(w, ino, &in);
+	ext4_now(&now);
+	ext4_ts_set(&in, TS_CTIME, &now);
+	ret = ext4_write_inode(w, ino, &in);
 	wi = winode_find(w, ino);
 	if (!ret && wi)
 		atomic_store(&wi->iflags, nfl);
 out:
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	/* as ext4_ioctl_setflags: committed when the inode is (now) sync */
 	if (!ret && nfl != old && iflags_is_sync(w, ino))
-		ret = wbfs_sync_durable(w);
+		ret = ext4_sync_durable(w);
 	return ret;
 }
 
@@ -270,9 +270,9 @@ out:
 static int label_get(struct wbfs *w, char *out)
 {
 	memset(out, 0, FSLABEL_MAX);
-	wbfs_lock(w);
+	ext4_lock(w);
 	memcpy(out, w->fs->super->s_volume_name, sizeof(w->fs->super->s_volume_name));
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return 0;
 }
 
@@ -288,25 +288,25 @@ static int label_set(struct wbfs *w, const char *in, const struct fuse_ctx *ctx)
 		return -EROFS;
 	if (len == FSLABEL_MAX || len > sizeof(sb->s_volume_name))
 		return -EINVAL;
-	wbfs_lock(w);
+	ext4_lock(w);
 	sb = w->fs->super;
 	memset(sb->s_volume_name, 0, sizeof(sb->s_volume_name));
 	memcpy(sb->s_volume_name, in, len);
 	ext2fs_mark_super_dirty(w->fs);
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return 0;
 }
 
 /* ---- the ioctl op --------------------------------------------------------- */
 
 /* Valid replies: fuse_reply_ioctl, fuse_reply_err */
-void wbfs_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
+void ext4_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
 		struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 		size_t in_bufsz, size_t out_bufsz)
 {
 	struct wbfs *w = fuse_req_userdata(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	ext2_ino_t ino = wbfs_ino(fino);
+	ext2_ino_t ino = ext4_ino(fino);
 	union {
 		uint32_t fl;
 		struct fsxattr fsx;
@@ -320,7 +320,7 @@ void wbfs_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
 	(void)arg;
 	(void)fi;
 	(void)flags;
-	if (!wbfs_ino_ours(fino)) {	/* the control directory's */
+	if (!ext4_ino_ours(fino)) {	/* the control directory's */
 		fuse_reply_err(req, ENOTTY);
 		return;
 	}
@@ -379,7 +379,7 @@ void wbfs_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
 		break;
 	case FITRIM:
 		ret = ctx->uid ? -EPERM : in_bufsz < sizeof(u.trim) ? -EINVAL :
-		      wbfs_trim(w, &u.trim);
+		      ext4_trim(w, &u.trim);
 		out = sizeof(u.trim);
 		break;
 	default:
@@ -412,7 +412,7 @@ void wbfs_ioctl(fuse_req_t req, fuse_ino_t fino, unsigned int cmd, void *arg,
  * does, so delayed allocation gets its blocks.
  * Valid replies: fuse_reply_bmap, fuse_reply_err
  */
-void wbfs_bmap(fuse_req_t req, fuse_ino_t fino, size_t blocksize, uint64_t idx)
+void ext4_bmap(fuse_req_t req, fuse_ino_t fino, size_t blocksize, uint64_t idx)
 {
 	struct wbfs *w = fuse_req_userdata(req);
 	unsigned fs_bs = w->fs->blocksize;
@@ -421,11 +421,11 @@ void wbfs_bmap(fuse_req_t req, fuse_ino_t fino, size_t blocksize, uint64_t idx)
 	uint64_t byte, res = 0;
 	int ret = 0;
 
-	if (!wbfs_ino_ours(fino) || !blocksize || blocksize > fs_bs || fs_bs % blocksize) {
+	if (!ext4_ino_ours(fino) || !blocksize || blocksize > fs_bs || fs_bs % blocksize) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	wi = winode_get(w, wbfs_ino(fino), false);
+	wi = winode_get(w, ext4_ino(fino), false);
 	if (!wi) {
 		fuse_reply_err(req, EIO);
 		return;
@@ -491,7 +491,7 @@ static int64_t trim_range_locked(struct wbfs *w, uint64_t first, uint64_t last, 
 		if (ext2fs_find_first_set_block_bitmap2(map, s, last, &e))
 			e = last + 1;
 		if (e - s >= minlen) {
-			wbfs_iomgr_forget_range(w, s, e - s);
+			iomgr_forget_range(w, s, e - s);
 			ret = trim_discard(w, s, e - s);
 			if (ret)
 				return ret;
@@ -521,7 +521,7 @@ static void trim_forget_range(struct wbfs *w, blk64_t blk, blk64_t num)
 }
 
 /* libext2fs freed [blk, blk+num) (ext4.c's hook). Context: fs_lock. */
-void wbfs_trim_note_freed(struct wbfs *w, blk64_t blk, blk64_t num)
+void ext4_trim_note_freed(struct wbfs *w, blk64_t blk, blk64_t num)
 {
 	if (w->trimmed_groups)
 		trim_forget_range(w, blk, num);
@@ -544,7 +544,7 @@ static int trim_track_locked(struct wbfs *w)
  * Metadata is written first, so no block whose freeing is not yet on disk
  * is discarded from under the inode that still owns it there.
  */
-int wbfs_trim(struct wbfs *w, struct fstrim_range *range)
+int ext4_trim(struct wbfs *w, struct fstrim_range *range)
 {
 	unsigned bs, bits;
 	uint64_t first, last, minlen, nblocks, bpg, trimmed = 0;
@@ -554,14 +554,14 @@ int wbfs_trim(struct wbfs *w, struct fstrim_range *range)
 
 	if (w->ro)
 		return -EROFS;
-	wbfs_lock(w);
+	ext4_lock(w);
 	bs = w->fs->blocksize;
 	nblocks = ext2fs_blocks_count(w->fs->super);
 	bpg = w->fs->super->s_blocks_per_group;
 	first = w->fs->super->s_first_data_block;
 	ngroups = w->fs->group_desc_count;
 	ret = trim_track_locked(w);
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	if (ret)
 		return ret;
 	bits = (unsigned)__builtin_ctz(bs);
@@ -589,7 +589,7 @@ int wbfs_trim(struct wbfs *w, struct fstrim_range *range)
 	for (g = 0; g < ngroups && first <= last; g++) {
 		uint64_t gs, ge;
 
-		wbfs_lock(w);
+		ext4_lock(w);
 		gs = ext2fs_group_first_block2(w->fs, g);
 		ge = ext2fs_group_last_block2(w->fs, g);
 		if (ge >= first && gs <= last &&
@@ -600,15 +600,15 @@ int wbfs_trim(struct wbfs *w, struct fstrim_range *range)
 			if (n >= 0 && gs >= first && ge <= last)
 				w->trimmed_groups[g] = 1;
 		}
-		wbfs_unlock(w);
+		ext4_unlock(w);
 		if (n < 0)
 			return (int)n;
 		trimmed += (uint64_t)n;
 		n = 0;
 	}
-	wbfs_lock(w);
+	ext4_lock(w);
 	w->trim_last_minlen = minlen;
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	range->len = trimmed * bs;
 	return 0;
 }

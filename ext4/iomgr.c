@@ -6,7 +6,7 @@
  * the flusher like file data (the kernel's buffer cache does the same).
  * Byte ranges of any channel block size are handled page by page. Data
  * blocks of files never pass through here; when a block changes owner the
- * stale metadata page is dropped (wbfs_iomgr_forget_range).
+ * stale metadata page is dropped (iomgr_forget_range).
  * Context: every entry point runs under wbfs->fs_lock (libext2fs calls).
  */
 #include <errno.h>
@@ -20,7 +20,7 @@
 /* set before ext2fs_open2, which opens the channel in the same thread */
 static __thread struct wbfs *iomgr_wbfs;
 
-void wbfs_iomgr_set(struct wbfs *w)
+void iomgr_set(struct wbfs *w)
 {
 	iomgr_wbfs = w;
 }
@@ -40,7 +40,7 @@ static errcode_t wio_open(const char *name, int flags, io_channel *out)
 	if (!ch)
 		return EXT2_ET_NO_MEMORY;
 	ch->magic = EXT2_ET_MAGIC_IO_CHANNEL;
-	ch->manager = &wbfs_io_manager;
+	ch->manager = &ext4_io_manager;
 	ch->name = strdup(name);
 	ch->block_size = 1024;
 	ch->refcount = 1;
@@ -103,19 +103,19 @@ static int meta_store(struct wbfs *w, struct page *p, size_t in, const void *b, 
 {
 	/* on the stack: every device of a domain stores under its own fs_lock */
 	char scratch[PAGE_SIZE] __attribute__((aligned(64)));
-	bool fix = n == PAGE_SIZE && wbfs_bitmap_masked(w);
+	bool fix = n == PAGE_SIZE && ext4_bitmap_masked(w);
 
 	if (fix) {
 		/* the bitmap as it is to be written: busy blocks free */
 		memcpy(scratch, b, PAGE_SIZE);
-		wbfs_bitmap_written(w, p->index, scratch);
+		ext4_bitmap_written(w, p->index, scratch);
 		b = scratch;
 	}
 	if (page_test(p, PG_uptodate) && !memcmp((char *)page_address(p) + in, b, n)) {
 		/* not yet home, and its copy in the log may be revoked (freed
 		 * and allocated again since): the journal must have it */
 		if (page_test(p, PG_dirty))
-			wbfs_journal_note_same(w, p);
+			ext4_journal_note_same(w, p);
 		return 0;
 	}
 	winode_note_itable_change(w, p->index, page_test(p, PG_uptodate) ? page_address(p) : NULL,
@@ -123,7 +123,7 @@ static int meta_store(struct wbfs *w, struct page *p, size_t in, const void *b, 
 	memcpy((char *)page_address(p) + in, b, n);
 	page_set(p, PG_uptodate);
 	set_page_dirty(p);
-	wbfs_journal_note_write(w, p);
+	ext4_journal_note_write(w, p);
 	return 0;
 }
 
@@ -143,7 +143,7 @@ static errcode_t meta_rw(struct wbfs *w, uint64_t off, size_t len, void *buf, bo
 		int ret = 0;
 
 		if (write && (w->nr_bad_groups || w->nr_bad_igroups) &&
-		    wbfs_is_bad_bitmap(w, idx, 1)) {
+		    ext4_is_bad_bitmap(w, idx, 1)) {
 			/* a refused group's bitmap is never written back */
 			off += n;
 			b += n;
@@ -189,7 +189,7 @@ static errcode_t meta_rw(struct wbfs *w, uint64_t off, size_t len, void *buf, bo
  * marked accessed: a peek is cheap and takes no LRU lock; pages in use are
  * read through libext2fs often enough. Context: any.
  */
-bool wbfs_meta_peek(struct wbfs *w, uint64_t off, void *buf, size_t len)
+bool iomgr_meta_peek(struct wbfs *w, uint64_t off, void *buf, size_t len)
 {
 	size_t in = off & (PAGE_SIZE - 1);
 	struct page *p;
@@ -301,15 +301,15 @@ static errcode_t wio_zeroout(io_channel ch, unsigned long long block, unsigned l
 }
 
 /* Blocks [blk, blk+count) now hold file data: forget any metadata copy. */
-void wbfs_iomgr_forget_range(struct wbfs *w, uint64_t blk, uint64_t count)
+void iomgr_forget_range(struct wbfs *w, uint64_t blk, uint64_t count)
 {
 	if (!count)
 		return;
 	mapping_truncate(&w->meta_map, blk, blk + count - 1);
-	wbfs_journal_note_reused(w, blk, count);
+	ext4_journal_note_reused(w, blk, count);
 }
 
-struct struct_io_manager wbfs_io_manager = {
+struct struct_io_manager ext4_io_manager = {
 	.magic = EXT2_ET_MAGIC_IO_MANAGER,
 	.name = "wbcfs cache I/O manager",
 	.open = wio_open,

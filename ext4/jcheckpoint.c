@@ -19,9 +19,9 @@
  * Metadata page @p is home, as of a flush just done: unless a transaction
  * changed it since, it is clean. Left dirty, the next identical rewrite by
  * libext2fs (its bitmaps and descriptors, at every commit) would log it
- * again (wbfs_journal_note_same). Context: fs_lock.
+ * again (ext4_journal_note_same). Context: fs_lock.
  */
-void wbfs_journal_page_home(struct page *p)
+void ext4_journal_page_home(struct page *p)
 {
 	if (page_test(p, PG_jdirty) || page_test(p, PG_jcommit) || !page_test(p, PG_dirty))
 		return;
@@ -72,7 +72,7 @@ static void ckpt_done(struct io_req *req, int res)
 }
 
 /* Write the batch's slots home, runs of consecutive blocks as one request. */
-int wbfs_journal_ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c)
+int ext4_journal_ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c)
 {
 	uint32_t magic = htobe32(JBD2_MAGIC);
 	unsigned i = 0, nreq = 0;
@@ -110,12 +110,12 @@ int wbfs_journal_ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c)
 }
 
 /* Queue @src (one block) for home block @blk. */
-int wbfs_journal_ckpt_add(struct wjournal *j, struct ckpt_io *c, uint64_t blk, const void *src)
+int ext4_journal_ckpt_add(struct wjournal *j, struct ckpt_io *c, uint64_t blk, const void *src)
 {
 	memcpy(c->buf + (size_t)c->n * JBS, src, JBS);
 	c->esc[c->n] = false;
 	c->blk[c->n++] = blk;
-	return c->n == CKPT_BATCH ? wbfs_journal_ckpt_flush_batch(j, c) : 0;
+	return c->n == CKPT_BATCH ? ext4_journal_ckpt_flush_batch(j, c) : 0;
 }
 
 /*
@@ -139,10 +139,10 @@ static int ckpt_add_logged(struct wjournal *j, struct ckpt_io *c, uint64_t blk, 
 	if (ret)
 		return ret;
 	c->blk[c->n++] = blk;
-	return c->n == CKPT_BATCH ? wbfs_journal_ckpt_flush_batch(j, c) : 0;
+	return c->n == CKPT_BATCH ? ext4_journal_ckpt_flush_batch(j, c) : 0;
 }
 
-void wbfs_journal_ckpt_io_free(struct ckpt_io *c)
+void ext4_journal_ckpt_io_free(struct ckpt_io *c)
 {
 	if (!c)
 		return;
@@ -157,13 +157,13 @@ void wbfs_journal_ckpt_io_free(struct ckpt_io *c)
  * engine belongs to one thread, and checkpoints run in whichever thread
  * commits.
  */
-struct ckpt_io *wbfs_journal_ckpt_io_new(struct wbfs *w)
+struct ckpt_io *ext4_journal_ckpt_io_new(struct wbfs *w)
 {
 	struct ckpt_io *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
-	c->buf = wbfs_journal_alloc((size_t)CKPT_BATCH * JBS);
+	c->buf = ext4_journal_alloc((size_t)CKPT_BATCH * JBS);
 	if (!c->buf) {
 		free(c);
 		return NULL;
@@ -182,7 +182,7 @@ struct ckpt_io *wbfs_journal_ckpt_io_new(struct wbfs *w)
  * flush, and mark the log empty. Context: commit_mutex and fs_lock; no
  * transaction is being committed.
  */
-int wbfs_journal_checkpoint_locked(struct wbfs *w, struct wjournal *j)
+int ext4_journal_checkpoint_locked(struct wbfs *w, struct wjournal *j)
 {
 	size_t n = j->logged.n, i, k = 0;
 	struct ckpt_io *c = NULL;
@@ -191,7 +191,7 @@ int wbfs_journal_checkpoint_locked(struct wbfs *w, struct wjournal *j)
 
 	if (n) {
 		blks = malloc(n * sizeof(*blks));
-		c = wbfs_journal_ckpt_io_new(w);
+		c = ext4_journal_ckpt_io_new(w);
 		if (!blks || !c) {
 			ret = -ENOMEM;
 			goto out;
@@ -211,7 +211,7 @@ int wbfs_journal_checkpoint_locked(struct wbfs *w, struct wjournal *j)
 			if (page_test(p, PG_writeback))
 				wait_on_page_writeback(p);
 			if (page_test(p, PG_dirty))
-				ret = wbfs_journal_ckpt_add(j, c, blks[i], page_address(p));
+				ret = ext4_journal_ckpt_add(j, c, blks[i], page_address(p));
 		} else {
 			ret = ckpt_add_logged(j, c, blks[i], *jtab_find(&j->logged, blks[i]));
 		}
@@ -219,14 +219,14 @@ int wbfs_journal_checkpoint_locked(struct wbfs *w, struct wjournal *j)
 			page_put(p);
 	}
 	if (!ret && c)
-		ret = wbfs_journal_ckpt_flush_batch(j, c);
+		ret = ext4_journal_ckpt_flush_batch(j, c);
 	if (!ret)
 		ret = jbd2_log_flush(&j->log);
 	for (i = 0; i < n && !ret; i++) {
 		struct page *p = mapping_get_page(&w->meta_map, blks[i]);
 
 		if (p) {
-			wbfs_journal_page_home(p);
+			ext4_journal_page_home(p);
 			page_put(p);
 		}
 	}
@@ -262,6 +262,6 @@ int wbfs_journal_checkpoint_locked(struct wbfs *w, struct wjournal *j)
 	}
 out:
 	free(blks);
-	wbfs_journal_ckpt_io_free(c);
+	ext4_journal_ckpt_io_free(c);
 	return ret;
 }

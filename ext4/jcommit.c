@@ -98,7 +98,7 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 	int ret = -ENOMEM;
 
 	maxblk = jbd2_log_tx_blocks(&j->log, n, nrev);
-	t->mem = wbfs_journal_alloc(maxblk * (size_t)JBS);
+	t->mem = ext4_journal_alloc(maxblk * (size_t)JBS);
 	t->bufs = calloc(maxblk, sizeof(*t->bufs));
 	t->pages = calloc(n ? n : 1, sizeof(*t->pages));
 	rev = t->rev = malloc((nrev ? nrev : 1) * sizeof(*rev));
@@ -199,7 +199,7 @@ static void tx_done(struct wbfs *w, struct wjournal *j, struct jtx *t)
 		page_put(t->pages[i]);
 	}
 	t->nr_pages = 0;
-	wbfs_journal_release_busy_commit(w, j);
+	ext4_journal_release_busy_commit(w, j);
 }
 
 /*
@@ -215,7 +215,7 @@ static void tx_done(struct wbfs *w, struct wjournal *j, struct jtx *t)
  */
 static bool run_take_back(struct wbfs *w, struct wjournal *j, struct page *p)
 {
-	if (p->mapping != &w->meta_map || page_test(p, PG_jdirty) || wbfs_journal_add_run(j, p))
+	if (p->mapping != &w->meta_map || page_test(p, PG_jdirty) || ext4_journal_add_run(j, p))
 		return false;
 	page_set(p, PG_jdirty);
 	jtab_put(&j->runset, p->index, 1);
@@ -240,11 +240,11 @@ static void tx_undo(struct wbfs *w, struct wjournal *j, struct jtx *t)
 			jtab_put(&j->revoke, t->rev[i], 1);
 	jtab_clear(&j->ctab);
 	/* what it freed stays busy */
-	wbfs_journal_drain_busy_commit(w, j, wbfs_journal_mark_busy);
+	ext4_journal_drain_busy_commit(w, j, ext4_journal_mark_busy);
 }
 
 /* A failed journal write: nothing more is committed, nothing uncommitted reaches home. */
-int wbfs_journal_abort(struct wbfs *w, struct wjournal *j, int err)
+int ext4_journal_abort(struct wbfs *w, struct wjournal *j, int err)
 {
 	if (!j->err) {
 		__atomic_store_n(&j->err, err ? err : -EIO, __ATOMIC_RELAXED);
@@ -265,7 +265,7 @@ static errcode_t flush_fs_locked(struct wbfs *w)
 	errcode_t err;
 
 	w->fs->flags |= EXT2_FLAG_MASTER_SB_ONLY;
-	err = wbfs_flush_locked(w);
+	err = ext4_flush_locked(w);
 	w->fs->flags = (w->fs->flags & ~EXT2_FLAG_MASTER_SB_ONLY) | saved;
 	return err;
 }
@@ -289,7 +289,7 @@ static int tx_build_home(struct wbfs *w, struct wjournal *j, struct jtx *t)
 	}
 	t->home = true;
 	t->pages = calloc(n ? n : 1, sizeof(*t->pages));
-	t->mem = wbfs_journal_alloc(n * (size_t)JBS);
+	t->mem = ext4_journal_alloc(n * (size_t)JBS);
 	if (!t->pages || !t->mem)
 		return -ENOMEM;
 	tx_take_pages(w, j, t);
@@ -317,19 +317,19 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 	 * commit goes on, as the kernel's ext4 commits them: refusing would
 	 * also keep deletes, which make room, from committing.
 	 */
-	ret = wbfs_hide_pending(w) ? wbfs_hide_failed_locked(w) : 0;
+	ret = ext4_hide_pending(w) ? ext4_hide_failed_locked(w) : 0;
 	if (ret)
 		jlog(w, "%s: %s; a crash before their writes succeed may show their old contents",
 		     "cannot make the blocks of failed writes unwritten", -ret);
 	if (flush_fs_locked(w))
-		return wbfs_journal_abort(w, j, -EIO);
+		return ext4_journal_abort(w, j, -EIO);
 	if (!j->nr_run && !j->revoke.n) {
 		/* nothing changed: what was freed is freed on disk already,
 		 * the running transaction's frees too (a free changes a
 		 * bitmap, which joins it) */
-		wbfs_journal_release_busy_commit(w, j);
+		ext4_journal_release_busy_commit(w, j);
 		if (w->nr_busy)
-			wbfs_bitmap_drain(w, w->busy, &w->busy_runs, wbfs_busy_unmark);
+			ext4_bitmap_drain(w, w->busy, &w->busy_runs, ext4_busy_unmark);
 		w->nr_busy = 0;
 		return 1;
 	}
@@ -338,7 +338,7 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 	 * its own start, which replay must then tell from a newer block */
 	if (j->head + need >= j->log.last) {
 		/* a failure leaves the log as it was: tried again next time */
-		ret = wbfs_journal_checkpoint_locked(w, j);
+		ret = ext4_journal_checkpoint_locked(w, j);
 		if (ret) {
 			atomic_fetch_add(&j->failed, 1);
 			jlog(w, "%s: %s; retried at the next commit", "checkpoint failed", -ret);
@@ -347,10 +347,10 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 	}
 	ret = j->log.first + need >= j->log.last ? tx_build_home(w, j, t) : tx_build(w, j, t);
 	if (ret)
-		return wbfs_journal_abort(w, j, ret);
+		return ext4_journal_abort(w, j, ret);
 	if (!t->home)
 		__atomic_store_n(&j->seq, j->seq + 1, __ATOMIC_RELEASE);
-	wbfs_journal_busy_to_commit(w, j);
+	ext4_journal_busy_to_commit(w, j);
 	/* data writes mapped from here on belong to the next transaction:
 	 * this one's commit does not wait for them */
 	t->ord = bdi_ordered_mark(w->bdi);
@@ -360,15 +360,15 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 /* @t's pages home (tx_build_home), then a flush. */
 static int tx_write_home(struct wjournal *j, struct jtx *t)
 {
-	struct ckpt_io *c = wbfs_journal_ckpt_io_new(j->w);
+	struct ckpt_io *c = ext4_journal_ckpt_io_new(j->w);
 	size_t i;
 	int ret = c ? 0 : -ENOMEM;
 
 	for (i = 0; i < t->nr_pages && !ret; i++)
-		ret = wbfs_journal_ckpt_add(j, c, t->pages[i]->index, t->mem + i * JBS);
+		ret = ext4_journal_ckpt_add(j, c, t->pages[i]->index, t->mem + i * JBS);
 	if (!ret)
-		ret = wbfs_journal_ckpt_flush_batch(j, c);
-	wbfs_journal_ckpt_io_free(c);
+		ret = ext4_journal_ckpt_flush_batch(j, c);
+	ext4_journal_ckpt_io_free(c);
 	return ret ? ret : jbd2_log_flush(&j->log);
 }
 
@@ -461,7 +461,7 @@ static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
 		/* as below: its copies may map a failed write's block as
 		 * written; and pages left to writeback would go home under
 		 * the stale commit: back into the running transaction */
-		if (ret || wbfs_hide_pending(w))
+		if (ret || ext4_hide_pending(w))
 			return -EAGAIN;
 		return tx_write_home(j, t);
 	}
@@ -474,7 +474,7 @@ static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
 	phase_add(&j->ns_ordered, &t0);
 	/* a data write it waited for failed on a new block, which @t may map
 	 * as written: build it again with that block unwritten */
-	if (!ret && wbfs_hide_pending(w))
+	if (!ret && ext4_hide_pending(w))
 		ret = -EAGAIN;
 	if (!ret)
 		ret = commit_seal(j, t);
@@ -507,14 +507,14 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 			if (ret == -EAGAIN && run_take_back(w, j, p))
 				continue;
 			if (!ret)
-				wbfs_journal_page_home(p);
+				ext4_journal_page_home(p);
 			page_put(p);
 		}
 		t->nr_pages = 0;
 		if (!ret)
-			wbfs_journal_release_busy_commit(w, j);
+			ext4_journal_release_busy_commit(w, j);
 		else
-			wbfs_journal_drain_busy_commit(w, j, wbfs_journal_mark_busy);
+			ext4_journal_drain_busy_commit(w, j, ext4_journal_mark_busy);
 		return;
 	}
 	if (ret) {
@@ -535,7 +535,7 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 	tx_done(w, j, t);
 }
 
-uint32_t wbfs_journal_tid(struct wbfs *w)
+uint32_t ext4_journal_tid(struct wbfs *w)
 {
 	return w->journal ? __atomic_load_n(&w->journal->seq, __ATOMIC_ACQUIRE) : 0;
 }
@@ -597,9 +597,9 @@ static int commit_running(struct wbfs *w, struct wjournal *j, struct bdi_sync_io
 		struct jtx t = { 0 };
 		uint64_t t0 = clock_real_ns();
 
-		wbfs_lock(w);
+		ext4_lock(w);
 		ret = commit_prepare_locked(w, j, &t);
-		wbfs_unlock(w);
+		ext4_unlock(w);
 		if (ret) {
 			tx_free(&t);
 			return ret;
@@ -607,9 +607,9 @@ static int commit_running(struct wbfs *w, struct wjournal *j, struct bdi_sync_io
 		phase_add(&j->ns_prepare, &t0);
 		ret = commit_write(w, j, &t, io);
 		t0 = clock_real_ns();
-		wbfs_lock(w);
+		ext4_lock(w);
 		commit_finish_locked(w, j, &t, ret);
-		wbfs_unlock(w);
+		ext4_unlock(w);
 		tx_free(&t);
 		phase_add(&j->ns_finish, &t0);
 		if (ret != -EAGAIN)
@@ -643,9 +643,9 @@ static int journal_commit(struct wbfs *w, bool upto, uint32_t tid, bool *flushed
 	if (upto && committed_already(j, tid, flushed))
 		return 0;
 	/* every change made before this call is in this transaction or an older one */
-	wbfs_lock(w);
+	ext4_lock(w);
 	cur = j->seq;
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	target = commit_target(upto, tid, cur);
 	/* its holder may be in an ordered wait for @io's writes */
 	if (io)
@@ -673,12 +673,12 @@ out:
 	return ret;
 }
 
-int wbfs_journal_commit(struct wbfs *w, bool *flushed)
+int ext4_journal_commit(struct wbfs *w, bool *flushed)
 {
 	return journal_commit(w, false, 0, flushed, NULL);
 }
 
-int wbfs_journal_commit_tid(struct wbfs *w, uint32_t tid, bool *flushed,
+int ext4_journal_commit_tid(struct wbfs *w, uint32_t tid, bool *flushed,
 			    struct bdi_sync_io *io)
 {
 	return journal_commit(w, true, tid, flushed, io);

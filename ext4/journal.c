@@ -86,7 +86,7 @@ static const struct jbd2_log_ops jlog_ops = {
 	.flush_fault_take = jlog_flush_fault_take,
 };
 
-void *wbfs_journal_alloc(size_t n)
+void *ext4_journal_alloc(size_t n)
 {
 	void *p;
 
@@ -96,7 +96,7 @@ void *wbfs_journal_alloc(size_t n)
 /* ---- the running transaction ------------------------------------------ */
 
 /* Append @p to the running list (the caller gives it a reference). */
-int wbfs_journal_add_run(struct wjournal *j, struct page *p)
+int ext4_journal_add_run(struct wjournal *j, struct page *p)
 {
 	if (j->nr_run == j->cap_run) {
 		size_t cap = j->cap_run ? j->cap_run * 2 : 256;
@@ -112,13 +112,13 @@ int wbfs_journal_add_run(struct wjournal *j, struct page *p)
 }
 
 /* Called by the iomgr after changing metadata page @p. Context: fs_lock, @p locked. */
-void wbfs_journal_note_write(struct wbfs *w, struct page *p)
+void ext4_journal_note_write(struct wbfs *w, struct page *p)
 {
 	struct wjournal *j = w->journal;
 
 	if (!j || !j->on || page_test_set(p, PG_jdirty))
 		return;
-	if (wbfs_journal_add_run(j, p)) {
+	if (ext4_journal_add_run(j, p)) {
 		/* cannot track it: let it be written like an unjournaled page */
 		page_clear(p, PG_jdirty);
 		atomic_fetch_add(&j->unjournaled, 1);
@@ -145,7 +145,7 @@ void wbfs_journal_note_write(struct wbfs *w, struct page *p)
  * otherwise be in no transaction at all while its home copy is old.
  * Context: fs_lock, @p locked.
  */
-void wbfs_journal_note_same(struct wbfs *w, struct page *p)
+void ext4_journal_note_same(struct wbfs *w, struct page *p)
 {
 	struct wjournal *j = w->journal;
 
@@ -155,7 +155,7 @@ void wbfs_journal_note_same(struct wbfs *w, struct page *p)
 	if ((jtab_find(&j->logged, p->index) || jtab_find(&j->ctab, p->index)) &&
 	    !jtab_find(&j->revoke, p->index))
 		return;
-	wbfs_journal_note_write(w, p);
+	ext4_journal_note_write(w, p);
 }
 
 /*
@@ -207,7 +207,7 @@ static void visit_tab(struct wbfs *w, struct wjournal *j, struct jtab *t, uint64
 }
 
 /* libext2fs freed [blk, blk+n). Context: fs_lock. */
-void wbfs_journal_note_freed(struct wbfs *w, uint64_t blk, uint64_t n)
+void ext4_journal_note_freed(struct wbfs *w, uint64_t blk, uint64_t n)
 {
 	struct wjournal *j = w->journal;
 
@@ -235,7 +235,7 @@ static void note_reused_one(struct wbfs *w, struct wjournal *j, uint64_t b)
  * written over the data neither by a checkpoint nor by replay.
  * Context: fs_lock.
  */
-void wbfs_journal_note_reused(struct wbfs *w, uint64_t blk, uint64_t n)
+void ext4_journal_note_reused(struct wbfs *w, uint64_t blk, uint64_t n)
 {
 	struct wjournal *j = w->journal;
 
@@ -259,32 +259,32 @@ static void unmark_unless_busy(struct wbfs *w, blk64_t blk, blk64_t n)
  * empty the set; nothing to do (no scan of a whole-filesystem bitmap at
  * every commit) when it is empty. Context: fs_lock.
  */
-void wbfs_journal_drain_busy_commit(struct wbfs *w, struct wjournal *j,
+void ext4_journal_drain_busy_commit(struct wbfs *w, struct wjournal *j,
 			      void (*fn)(struct wbfs *w, blk64_t blk, blk64_t n))
 {
 	if (!j->busy_commit || !w->fs || !j->nr_busy_commit)
 		return;
-	wbfs_bitmap_drain(w, j->busy_commit, &j->busy_commit_runs, fn);
+	ext4_bitmap_drain(w, j->busy_commit, &j->busy_commit_runs, fn);
 	j->nr_busy_commit = 0;
 }
 
 /* Blocks freed by the transaction that just committed may be reused. Context: fs_lock. */
-void wbfs_journal_release_busy_commit(struct wbfs *w, struct wjournal *j)
+void ext4_journal_release_busy_commit(struct wbfs *w, struct wjournal *j)
 {
-	wbfs_journal_drain_busy_commit(w, j, unmark_unless_busy);
+	ext4_journal_drain_busy_commit(w, j, unmark_unless_busy);
 }
 
 static void mark_busy_commit(struct wbfs *w, blk64_t blk, blk64_t n)
 {
 	ext2fs_mark_block_bitmap_range2(w->journal->busy_commit, blk, (unsigned)n);
-	wbfs_bm_runs_add(&w->journal->busy_commit_runs, blk, n);
+	ext4_bm_runs_add(&w->journal->busy_commit_runs, blk, n);
 	w->journal->nr_busy_commit += n;
 }
 
-void wbfs_journal_mark_busy(struct wbfs *w, blk64_t blk, blk64_t n)
+void ext4_journal_mark_busy(struct wbfs *w, blk64_t blk, blk64_t n)
 {
 	ext2fs_mark_block_bitmap_range2(w->busy, blk, (unsigned)n);
-	wbfs_bm_runs_add(&w->busy_runs, blk, n);
+	ext4_bm_runs_add(&w->busy_runs, blk, n);
 	w->nr_busy += n;
 }
 
@@ -292,27 +292,27 @@ void wbfs_journal_mark_busy(struct wbfs *w, blk64_t blk, blk64_t n)
  * The busy blocks of the running transaction become the committing one's.
  * Context: fs_lock.
  */
-void wbfs_journal_busy_to_commit(struct wbfs *w, struct wjournal *j)
+void ext4_journal_busy_to_commit(struct wbfs *w, struct wjournal *j)
 {
 	if (!w->nr_busy || !j->busy_commit)
 		return;
-	wbfs_bitmap_drain(w, w->busy, &w->busy_runs, mark_busy_commit);
+	ext4_bitmap_drain(w, w->busy, &w->busy_runs, mark_busy_commit);
 	w->nr_busy = 0;
 }
 
 /*
- * wbfs_release_busy_locked: the committing transaction's too (at unmount,
+ * ext4_release_busy_locked: the committing transaction's too (at unmount,
  * and when a commit finds nothing left to commit).
  */
-void wbfs_journal_release_busy(struct wbfs *w)
+void ext4_journal_release_busy(struct wbfs *w)
 {
 	struct wjournal *j = w->journal;
 
 	if (j)
-		wbfs_journal_drain_busy_commit(w, j, wbfs_busy_unmark);
+		ext4_journal_drain_busy_commit(w, j, ext4_busy_unmark);
 }
 
-blk64_t wbfs_journal_busy_blocks(struct wbfs *w)
+blk64_t ext4_journal_busy_blocks(struct wbfs *w)
 {
 	struct wjournal *j = w->journal;
 
@@ -339,7 +339,7 @@ static bool busy_find(struct wbfs *w, ext2fs_block_bitmap bm, blk64_t goal, blk6
  * in the in-memory bitmap, where the allocation that follows counts it.
  * A stale run noting it finds its bit clear. Context: fs_lock.
  */
-errcode_t wbfs_journal_take_busy(struct wbfs *w, blk64_t goal, blk64_t *ret)
+errcode_t ext4_journal_take_busy(struct wbfs *w, blk64_t goal, blk64_t *ret)
 {
 	struct wjournal *j = w->journal;
 
@@ -353,7 +353,7 @@ errcode_t wbfs_journal_take_busy(struct wbfs *w, blk64_t goal, blk64_t *ret)
 	} else {
 		return EXT2_ET_BLOCK_ALLOC_FAIL;
 	}
-	wbfs_bb_changed(w, *ret, 1);
+	ext4_bb_changed(w, *ret, 1);
 	return 0;
 }
 
@@ -382,7 +382,7 @@ static void *journal_thread(void *arg)
 			break;
 		j->kick = false;
 		ls_mutex_unlock(&j->tlock);
-		wbfs_journal_commit(w, NULL);
+		ext4_journal_commit(w, NULL);
 		ls_mutex_lock(&j->tlock, &lc_journal_tlock);
 	}
 	ls_mutex_unlock(&j->tlock);
@@ -398,7 +398,7 @@ static void *journal_thread(void *arg)
  * filesystem without a journal) or -errno after a one-line message.
  * Context: mount, before anything is served.
  */
-int wbfs_journal_load(struct wbfs *w, const char *dev)
+int ext4_journal_load(struct wbfs *w, const char *dev)
 {
 	ext2_filsys fs = w->fs;
 	struct wjournal *j;
@@ -421,8 +421,8 @@ int wbfs_journal_load(struct wbfs *w, const char *dev)
 	j->log.fd = w->dev_fd;
 	j->log.ops = &jlog_ops;
 	j->log.priv = w;
-	j->log.jsb = wbfs_journal_alloc(JBS);
-	j->zero = wbfs_journal_alloc(JBS);
+	j->log.jsb = ext4_journal_alloc(JBS);
+	j->zero = ext4_journal_alloc(JBS);
 	if (!j->log.jsb || !j->zero)
 		goto nomem;
 	memset(j->zero, 0, JBS);
@@ -537,15 +537,15 @@ fail:
 }
 
 /* From now on metadata changes are journaled. Context: mount, fs_lock not held. */
-int wbfs_journal_start(struct wbfs *w)
+int ext4_journal_start(struct wbfs *w)
 {
 	struct wjournal *j = w->journal;
 
 	if (!j)
 		return 0;
-	wbfs_lock(w);
+	ext4_lock(w);
 	j->on = true;
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	if (pthread_create(&j->thread, NULL, journal_thread, w))
 		return -EAGAIN;
 	j->thread_started = true;
@@ -570,7 +570,7 @@ static void stop_thread(struct wjournal *j)
  * Returns 0 when the log is empty on disk: the caller may clear
  * needs_recovery. Context: no lock held; nothing else changes metadata.
  */
-int wbfs_journal_shutdown(struct wbfs *w)
+int ext4_journal_shutdown(struct wbfs *w)
 {
 	struct wjournal *j = w->journal;
 	int ret;
@@ -578,11 +578,11 @@ int wbfs_journal_shutdown(struct wbfs *w)
 	if (!j)
 		return 0;
 	stop_thread(j);
-	ret = wbfs_journal_commit(w, NULL);
+	ret = ext4_journal_commit(w, NULL);
 	ls_mutex_lock(&j->commit_mutex, &lc_journal_commit);
-	wbfs_lock(w);
+	ext4_lock(w);
 	if (!ret && !j->err)
-		ret = wbfs_journal_checkpoint_locked(w, j);
+		ret = ext4_journal_checkpoint_locked(w, j);
 	if (!ret)
 		ret = j->err;
 	if (!ret) {
@@ -590,15 +590,15 @@ int wbfs_journal_shutdown(struct wbfs *w)
 	} else {
 		/* leave every uncommitted change out: the log and the home
 		 * blocks stay as the last commit left them */
-		wbfs_journal_abort(w, j, ret);
+		ext4_journal_abort(w, j, ret);
 	}
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	ls_mutex_unlock(&j->commit_mutex);
 	return ret;
 }
 
 /* Drop what is left after shutdown (pinned pages of an aborted journal). */
-void wbfs_journal_free(struct wbfs *w)
+void ext4_journal_free(struct wbfs *w)
 {
 	struct wjournal *j = w->journal;
 	size_t i;
@@ -617,7 +617,7 @@ void wbfs_journal_free(struct wbfs *w)
 	jtab_free(&j->ctab);
 	if (j->busy_commit)
 		ext2fs_free_block_bitmap(j->busy_commit);
-	wbfs_bm_runs_free(&j->busy_commit_runs);
+	ext4_bm_runs_free(&j->busy_commit_runs);
 	free(j->log.map);
 	free(j->log.jsb);
 	free(j->zero);
@@ -628,18 +628,18 @@ void wbfs_journal_free(struct wbfs *w)
 	w->journal = NULL;
 }
 
-bool wbfs_journal_on(const struct wbfs *w)
+bool ext4_journal_on(const struct wbfs *w)
 {
 	return w->journal && !w->journal->err;
 }
 
-bool wbfs_journal_aborted(const struct wbfs *w)
+bool ext4_journal_aborted(const struct wbfs *w)
 {
 	return w->journal && w->journal->err;
 }
 
 /* /.wbcfs/journal */
-int wbfs_journal_show(struct wbfs *w, char *buf, size_t len)
+int ext4_journal_show(struct wbfs *w, char *buf, size_t len)
 {
 	struct wjournal *j = w->journal;
 	uint64_t n;
@@ -660,7 +660,7 @@ int wbfs_journal_show(struct wbfs *w, char *buf, size_t len)
 			atomic_load(&j->commits), atomic_load(&j->blocks),
 			atomic_load(&j->revokes), atomic_load(&j->checkpoints),
 			atomic_load(&j->unjournaled), atomic_load(&j->failed), j->err,
-			wbfs_crc32c_is_hw(), atomic_load(&w->nr_hidden), atomic_load(&j->joined),
+			jbd2_crc32c_is_hw(), atomic_load(&w->nr_hidden), atomic_load(&j->joined),
 			(unsigned long)(atomic_load(&j->ns_prepare) / 1000 / n),
 			(unsigned long)(atomic_load(&j->ns_log) / 1000 / n),
 			(unsigned long)(atomic_load(&j->ns_ordered) / 1000 / n),

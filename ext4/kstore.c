@@ -5,7 +5,7 @@
  * that such a writeback never puts old bytes over a newer write(2)'s.
  * Bookkeeping of the data path; the FUSE layer stores the written bytes
  * into the kernel's pages (fuse/inval.c) and tells, per request, when its
- * worker took it (wbfs_kstore_taken).
+ * worker took it (kstore_taken).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +21,7 @@ LOCK_CLASS(lc_kstore_lock, "kstore_lock")
  * bytes copied out of the kernel's page when the request is handed to us
  * (read from /dev/fuse, or put into an io_uring entry). A write(2) that
  * changed part of such a page meanwhile stored its bytes into the
- * kernel's page (wbfs_inval_write), but a writeback copied out before
+ * kernel's page (inval_write), but a writeback copied out before
  * that store carries the old bytes of that part, and written after the
  * write it would put them back over the new ones, in our copy only.
  *
@@ -29,7 +29,7 @@ LOCK_CLASS(lc_kstore_lock, "kstore_lock")
  * while it runs (kstore_begin) and, once its store into the kernel's
  * pages is done, the mount-wide sequence number it ended at
  * (kstore_end). A worker notes the sequence number when it takes a
- * request (wbfs_kstore_taken, from fuse_io.c, after the copy). A
+ * request (kstore_taken, from fuse_io.c, after the copy). A
  * writeback taken before a write ended (its number is older than the
  * write's, or the write is still running) was copied out before that
  * write's store into the kernel's page was done, or while it ran: it
@@ -68,7 +68,7 @@ struct kstore_log {
 static _Thread_local uint64_t kstore_taken_seq;
 
 /** A worker takes a request of @w: its bytes are ours now. */
-void wbfs_kstore_taken(struct wbfs *w)
+void kstore_taken(struct wbfs *w)
 {
 	kstore_taken_seq = atomic_load(&w->kstore_seq);
 }
@@ -90,7 +90,7 @@ static struct kstore_log *kstore_log_get(struct winode *wi)
 	return old;
 }
 
-void wbfs_kstore_free(struct winode *wi)
+void kstore_free(struct winode *wi)
 {
 	struct kstore_log *l = atomic_load(&wi->klog);
 
@@ -105,7 +105,7 @@ void wbfs_kstore_free(struct winode *wi)
  * kernel may cache the file. Returns the slot for kstore_end, or -1.
  * Context: before the write touches a page; no page lock held.
  */
-int wbfs_kstore_begin(struct winode *wi, uint64_t start, uint64_t end)
+int kstore_begin(struct winode *wi, uint64_t start, uint64_t end)
 {
 	struct kstore_log *l;
 	uint64_t oldest = KSTORE_RUNNING;
@@ -135,7 +135,7 @@ int wbfs_kstore_begin(struct winode *wi, uint64_t start, uint64_t end)
  * The write noted in @slot changed [start, end) and stored it into the
  * kernel's pages (or failed: @end == @start). Context: after the store.
  */
-void wbfs_kstore_end(struct wbfs *w, struct winode *wi, int slot, uint64_t start, uint64_t end)
+void kstore_end(struct wbfs *w, struct winode *wi, int slot, uint64_t start, uint64_t end)
 {
 	struct kstore_log *l = atomic_load(&wi->klog);
 
@@ -155,7 +155,7 @@ void wbfs_kstore_end(struct wbfs *w, struct winode *wi, int slot, uint64_t start
  * Context: the page lock of that page held (a write's page copies come
  * after its kstore_begin, so one not seen here copies after this one).
  */
-int wbfs_kstore_mask(struct wbfs *w, struct winode *wi, uint64_t pos, size_t n,
+int kstore_mask(struct wbfs *w, struct winode *wi, uint64_t pos, size_t n,
 		     struct kstore_range *keep)
 {
 	struct kstore_log *l = atomic_load(&wi->klog);

@@ -46,7 +46,7 @@ static int ec_push(struct winode *wi, uint64_t lblk, uint64_t pblk, uint32_t len
  * EXT2_EXTENT_ROOT (it moves on to EXT2_EXTENT_NEXT). Returns 1 with @e
  * filled, 0 at the end of the tree, or -errno.
  */
-int wbfs_extent_next_leaf(ext2_extent_handle_t h, int *op, struct ext2fs_extent *e)
+int ext4_extent_next_leaf(ext2_extent_handle_t h, int *op, struct ext2fs_extent *e)
 {
 	for (;;) {
 		errcode_t err = ext2fs_extent_get(h, *op, e);
@@ -55,7 +55,7 @@ int wbfs_extent_next_leaf(ext2_extent_handle_t h, int *op, struct ext2fs_extent 
 		if (err == EXT2_ET_EXTENT_NO_NEXT || err == EXT2_ET_NO_CURRENT_NODE)
 			return 0;
 		if (err)
-			return -wbfs_errno(err);
+			return -ext4_errno(err);
 		if ((e->e_flags & EXT2_EXTENT_FLAGS_LEAF) &&
 		    !(e->e_flags & EXT2_EXTENT_FLAGS_SECOND_VISIT))
 			return 1;
@@ -71,8 +71,8 @@ static int ec_load_extents(struct wbfs *w, struct winode *wi, struct ext2_inode_
 
 	err = ext2fs_extent_open2(w->fs, wi->ino, (struct ext2_inode *)in, &h);
 	if (err)
-		return -wbfs_errno(err);
-	while ((ret = wbfs_extent_next_leaf(h, &op, &e)) > 0) {
+		return -ext4_errno(err);
+	while ((ret = ext4_extent_next_leaf(h, &op, &e)) > 0) {
 		ret = ec_push(wi, e.e_lblk, e.e_pblk, e.e_len,
 			      (e.e_flags & EXT2_EXTENT_FLAGS_UNINIT) != 0);
 		if (ret)
@@ -102,7 +102,7 @@ static int ec_load_locked(struct wbfs *w, struct winode *wi)
 	if (wi->ec_valid)
 		return 0;
 	wi->nr_runs = 0;
-	ret = wbfs_read_inode(w, wi->ino, &in);
+	ret = ext4_read_inode(w, wi->ino, &in);
 	if (ret)
 		return ret;
 	if (in.i_flags & EXT4_EXTENTS_FL) {
@@ -110,7 +110,7 @@ static int ec_load_locked(struct wbfs *w, struct winode *wi)
 	} else if (ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in)) {
 		err = ext2fs_block_iterate3(w->fs, wi->ino, BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY,
 					    NULL, ec_block_cb, wi);
-		ret = -wbfs_errno(err);
+		ret = -ext4_errno(err);
 	}
 	if (!ret)
 		wi->ec_valid = true;
@@ -172,11 +172,11 @@ int ec_lookup(struct wbfs *w, struct winode *wi, uint64_t lblk, struct ext_run *
 	ls_mutex_lock(&wi->ec_lock, &lc_ec_lock);
 	while (!wi->ec_valid) {
 		ls_mutex_unlock(&wi->ec_lock);
-		wbfs_lock(w);
+		ext4_lock(w);
 		ls_mutex_lock(&wi->ec_lock, &lc_ec_lock);
 		ret = ec_load_locked(w, wi);
 		ls_mutex_unlock(&wi->ec_lock);
-		wbfs_unlock(w);
+		ext4_unlock(w);
 		if (ret)
 			return ret;
 		ls_mutex_lock(&wi->ec_lock, &lc_ec_lock);
@@ -246,7 +246,7 @@ static int map_set(struct map_ctx *c, uint64_t lblk, uint64_t pblk)
 	else
 		err = ext2fs_bmap2(c->w->fs, c->wi->ino, (struct ext2_inode *)&c->in, NULL,
 				   BMAP_SET, lblk, NULL, (blk64_t *)&pblk);
-	return -wbfs_errno(err);
+	return -ext4_errno(err);
 }
 
 
@@ -341,27 +341,27 @@ static int map_alloc_run(struct map_ctx *c, uint64_t lblk, uint32_t len, uint64_
 			p->n -= glen;
 			if (!p->n)
 				c->pool_next++;
-			wbfs_claim_use(c->w, got, glen);
+			ext4_claim_use(c->w, got, glen);
 		} else {
-			err = wbfs_new_range(c->w, goal, len - done, &got, &glen);
-			if (err == EXT2_ET_BLOCK_ALLOC_FAIL && wbfs_alloc_should_commit(c->w)) {
+			err = ext4_new_range(c->w, goal, len - done, &got, &glen);
+			if (err == EXT2_ET_BLOCK_ALLOC_FAIL && ext4_alloc_should_commit(c->w)) {
 				/* room only where frees have not committed */
 				for (i = done; i < len; i++)
 					pblk_out[i] = BDI_PBLK_AGAIN;
 				return MAP_AFTER_COMMIT;
 			}
 			if (err)
-				return -wbfs_errno(err);
-			wbfs_block_alloc_stats_range(c->w, got, glen, +1);
+				return -ext4_errno(err);
+			ext4_block_alloc_stats_range(c->w, got, glen, +1);
 		}
-		wbfs_iomgr_forget_range(c->w, got, glen);
+		iomgr_forget_range(c->w, got, glen);
 		ret = map_set_range(c, lblk + done, got, (uint32_t)glen, &mapped);
 		/* an error midway (no room for an extent block): the blocks in
 		 * the tree count in i_blocks as if all had gone well, the rest
 		 * go back to the bitmap, so the tree, i_blocks and the bitmap
 		 * agree; their pages stay dirty for the next attempt */
 		if (ret && mapped < glen)
-			wbfs_block_alloc_stats_range(c->w, got + mapped, glen - mapped, -1);
+			ext4_block_alloc_stats_range(c->w, got + mapped, glen - mapped, -1);
 		for (i = 0; i < mapped; i++) {
 			pblk_out[done + i] = got + i;
 			if (map_take_delalloc(c->wi, lblk + done + i, true))
@@ -400,7 +400,7 @@ static int map_open(struct map_ctx *c)
 	errcode_t err;
 	int ret;
 
-	ret = wbfs_read_inode(w, c->wi->ino, &c->in);
+	ret = ext4_read_inode(w, c->wi->ino, &c->in);
 	if (ret)
 		return ret;
 	ls_mutex_lock(&c->wi->ec_lock, &lc_ec_lock);
@@ -411,7 +411,7 @@ static int map_open(struct map_ctx *c)
 	if (c->in.i_flags & EXT4_EXTENTS_FL) {
 		err = ext2fs_extent_open2(w->fs, c->wi->ino, (struct ext2_inode *)&c->in, &c->h);
 		if (err)
-			return -wbfs_errno(err);
+			return -ext4_errno(err);
 	}
 	return 0;
 }
@@ -425,13 +425,13 @@ static int map_close(struct map_ctx *c, int ret)
 		ext2fs_extent_free(c->h);
 	if (c->allocated || c->size_grown) {
 		ext2fs_iblk_add_blocks(w->fs, (struct ext2_inode *)&c->in, (blk64_t)c->allocated);
-		r = wbfs_write_inode(w, c->wi->ino, &c->in);
+		r = ext4_write_inode(w, c->wi->ino, &c->in);
 		if (r && !ret)
 			ret = r;
 	}
 	if (c->ec_dirty)
 		ec_invalidate(c->wi);
-	wbfs_unreserve_pages(w, c->wi, c->delalloc_done);
+	ext4_unreserve_pages(w, c->wi, c->delalloc_done);
 	return ret;
 }
 
@@ -496,7 +496,7 @@ static blk64_t map_goal_locked(struct wbfs *w, struct winode *wi, uint64_t lblk)
 
 /*
  * Claim blocks for the batch's holes before fs_lock is taken exclusive
- * (wbfs_claim_blocks): what writeback searches for runs concurrently
+ * (ext4_claim_blocks): what writeback searches for runs concurrently
  * with other claims, and map_alloc_run uses them in order. Nothing is
  * claimed when the map is not cached (loading it needs fs_lock), or
  * when free space is short (claims held by one flusher must not make
@@ -528,16 +528,16 @@ static void map_claim(struct map_ctx *c, const uint64_t *index, unsigned n, uint
 	ls_mutex_unlock(&w->resv_lock);
 	if (!room)
 		return;
-	wbfs_lock_shared(w);
+	ext4_lock_shared(w);
 	if (atomic_fetch_add(&w->nr_claimers, 1))
 		atomic_fetch_add(&w->stats.nr_claim_overlaps, 1);
-	while (want && c->nr_pool < MAP_POOL && !wbfs_claim_blocks(w, goal, want, &got, &glen)) {
+	while (want && c->nr_pool < MAP_POOL && !ext4_claim_blocks(w, goal, want, &got, &glen)) {
 		c->pool[c->nr_pool++] = (struct bm_run){ got, glen };
 		want -= glen;
 		goal = got + glen;
 	}
 	atomic_fetch_sub(&w->nr_claimers, 1);
-	wbfs_unlock_shared(w);
+	ext4_unlock_shared(w);
 }
 
 /* Claims map_alloc_run did not use go back. Context: fs_lock. */
@@ -545,11 +545,11 @@ static void map_unclaim(struct map_ctx *c)
 {
 	for (; c->pool_next < c->nr_pool; c->pool_next++)
 		if (c->pool[c->pool_next].n)
-			wbfs_claim_release(c->w, c->pool[c->pool_next].blk,
+			ext4_claim_release(c->w, c->pool[c->pool_next].blk,
 					   c->pool[c->pool_next].n);
 }
 
-int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
+int ext4_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
 		   unsigned n, uint64_t *pblk)
 {
 	struct map_ctx c = { .w = bdi_owner(b), .wi = container_of(wb, struct winode, wb) };
@@ -558,16 +558,16 @@ int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
 	int ret;
 
 	map_claim(&c, index, n, size);
-	wbfs_lock(c.w);
+	ext4_lock(c.w);
 	/* allocation and unwritten conversion change its extents (maybe
 	 * only leaf blocks, not its inode): its fsync commits them */
-	c.wi->sync_tid = wbfs_journal_tid(c.w);
+	c.wi->sync_tid = ext4_journal_tid(c.w);
 	if (c.wi->freed) {
 		/* the file is gone: nothing to write its pages to */
 		for (i = 0; i < n; i++)
 			pblk[i] = BDI_PBLK_SKIP;
 		map_unclaim(&c);
-		wbfs_unlock(c.w);
+		ext4_unlock(c.w);
 		return 0;
 	}
 	ret = map_open(&c);
@@ -601,7 +601,7 @@ int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
 		map_grow_size(&c, index, pblk, n);
 	map_unclaim(&c);
 	ret = map_close(&c, ret);
-	wbfs_unlock(c.w);
+	ext4_unlock(c.w);
 	/* a page still waiting held the on-disk size back: the inode's
 	 * next write (after that page's) raises it */
 	if (!ret && winode_owns_size(c.wi) && winode_disksize(c.wi) < winode_size(c.wi))
@@ -611,7 +611,7 @@ int wbfs_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
 
 /* ---- failed writes to new blocks ------------------------------------ */
 
-/* Record page @index of inode @ino for wbfs_hide_failed_locked. */
+/* Record page @index of inode @ino for ext4_hide_failed_locked. */
 static void hide_record(struct wbfs *w, ext2_ino_t ino, uint64_t index)
 {
 	ls_mutex_lock(&w->hide_lock, &lc_hide_lock);
@@ -640,12 +640,12 @@ out:
  * here; the commit makes the block unwritten first (journal.c). Context:
  * flusher thread, maybe I/O completion: a short mutex, no I/O.
  */
-void wbfs_newblock_failed(struct bdi *b, struct wb_inode *wb, uint64_t index)
+void ext4_newblock_failed(struct bdi *b, struct wb_inode *wb, uint64_t index)
 {
 	struct wbfs *w = bdi_owner(b);
 
 	/* without a journal nothing orders metadata after data anyway */
-	if (wbfs_journal_on(w))
+	if (ext4_journal_on(w))
 		hide_record(w, container_of(wb, struct winode, wb)->ino, index);
 }
 
@@ -685,7 +685,7 @@ static int hide_block_locked(struct wbfs *w, struct winode *wi, uint64_t index)
 		ret = ec_lookup_locked(wi, index, &r);
 		ls_mutex_unlock(&wi->ec_lock);
 		if (!ret && r.pblk && !r.uninit) {
-			ret = -wbfs_errno(ext2fs_extent_set_bmap(c.h, index, r.pblk,
+			ret = -ext4_errno(ext2fs_extent_set_bmap(c.h, index, r.pblk,
 								 EXT2_EXTENT_SET_BMAP_UNINIT));
 			c.ec_dirty = true;
 			if (!ret)
@@ -695,11 +695,11 @@ static int hide_block_locked(struct wbfs *w, struct winode *wi, uint64_t index)
 	ret = map_close(&c, ret);
 	/* its extents changed: its fsync commits that */
 	if (c.ec_dirty)
-		wi->sync_tid = wbfs_journal_tid(w);
+		wi->sync_tid = ext4_journal_tid(w);
 	return ret;
 }
 
-int wbfs_hide_failed_locked(struct wbfs *w)
+int ext4_hide_failed_locked(struct wbfs *w)
 {
 	struct hide_rec *v;
 	size_t n, i;
@@ -730,7 +730,7 @@ int wbfs_hide_failed_locked(struct wbfs *w)
 }
 
 /* The first failed write of a file after a success: one line, not one per retry. */
-void wbfs_write_error(struct bdi *b, struct wb_inode *wb, uint64_t index, int err)
+void ext4_write_error(struct bdi *b, struct wb_inode *wb, uint64_t index, int err)
 {
 	struct wbfs *w = bdi_owner(b);
 	struct winode *wi = container_of(wb, struct winode, wb);

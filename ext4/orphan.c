@@ -23,7 +23,7 @@
  * kernel's ext4 does without a journal's orphan file: s_last_orphan is the
  * head, each orphan's i_dtime the next inode number (0 ends the list).
  * e2fsck and the kernel's ext4 free the list's inodes at their next run,
- * and so does wbcfs at mount (wbfs_orphan_cleanup).
+ * and so does wbcfs at mount (ext4_orphan_cleanup).
  *
  * The list is singly linked on disk, and orphans leave it in any order
  * (the kernel forgets them oldest first, the far end of the list). So
@@ -36,14 +36,14 @@
  */
 
 /* The list is empty or fully known from now on. Context: fs_lock held. */
-void wbfs_orphan_track(struct wbfs *w)
+void ext4_orphan_track(struct wbfs *w)
 {
 	jtab_clear(&w->orphan_prev);
 	w->orphan_tracked = !w->fs->super->s_last_orphan;
 }
 
 /* Forget the in-memory links (fall back to walking the list). */
-void wbfs_orphan_untrack(struct wbfs *w)
+void ext4_orphan_untrack(struct wbfs *w)
 {
 	jtab_free(&w->orphan_prev);
 	w->orphan_tracked = false;
@@ -56,7 +56,7 @@ static void orphan_track_add(struct wbfs *w, ext2_ino_t ino, ext2_ino_t next)
 		return;
 	if (jtab_put(&w->orphan_prev, ino, 0) ||
 	    (next && jtab_put(&w->orphan_prev, next, ino)))
-		wbfs_orphan_untrack(w);
+		ext4_orphan_untrack(w);
 }
 
 static bool orphan_ino_valid(struct wbfs *w, ext2_ino_t ino)
@@ -72,7 +72,7 @@ static int orphan_add_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_l
 	int ret;
 
 	in->i_dtime = next;
-	ret = wbfs_write_inode(w, ino, in);
+	ret = ext4_write_inode(w, ino, in);
 	if (ret)
 		return ret;
 	orphan_track_add(w, ino, orphan_ino_valid(w, next) ? next : 0);
@@ -97,7 +97,7 @@ static int orphan_skip(struct wbfs *w, ext2_ino_t cur, struct ext2_inode_large *
 		return 0;
 	}
 	prev->i_dtime = next;
-	return wbfs_write_inode(w, cur, prev);
+	return ext4_write_inode(w, cur, prev);
 }
 
 /*
@@ -116,7 +116,7 @@ static int orphan_prev_walk(struct wbfs *w, ext2_ino_t ino, ext2_ino_t *cur,
 	if (c == ino)
 		return 1;
 	while (orphan_ino_valid(w, c) && steps++ < w->fs->super->s_inodes_count) {
-		ret = wbfs_read_inode(w, c, prev);
+		ret = ext4_read_inode(w, c, prev);
 		if (ret)
 			return ret;
 		if (prev->i_dtime == ino) {
@@ -143,7 +143,7 @@ static int orphan_prev_tracked(struct wbfs *w, ext2_ino_t ino, ext2_ino_t *cur,
 	*cur = *p;
 	if (!*cur)
 		return w->fs->super->s_last_orphan == ino ? 1 : -EAGAIN;
-	ret = wbfs_read_inode(w, *cur, prev);
+	ret = ext4_read_inode(w, *cur, prev);
 	if (ret)
 		return ret;
 	return prev->i_dtime == ino ? 1 : -EAGAIN;
@@ -164,7 +164,7 @@ static int orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_l
 	ret = w->orphan_tracked ? orphan_prev_tracked(w, ino, &cur, &prev) : -EAGAIN;
 	if (ret == -EAGAIN) {
 		if (w->orphan_tracked)
-			wbfs_orphan_untrack(w);	/* they disagree: the disk wins */
+			ext4_orphan_untrack(w);	/* they disagree: the disk wins */
 		ret = orphan_prev_walk(w, ino, &cur, &prev);
 	}
 	if (ret <= 0)
@@ -173,7 +173,7 @@ static int orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_l
 	if (!ret && w->orphan_tracked) {
 		jtab_del(&w->orphan_prev, ino);
 		if (next && jtab_put(&w->orphan_prev, next, cur))
-			wbfs_orphan_untrack(w);	/* cannot fail: @next is there */
+			ext4_orphan_untrack(w);	/* cannot fail: @next is there */
 	}
 	return ret;
 }
@@ -188,7 +188,7 @@ static int orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_l
 int winode_orphan_add_ino_locked(struct wbfs *w, ext2_ino_t ino)
 {
 	struct ext2_inode_large in;
-	int ret = wbfs_read_inode(w, ino, &in);
+	int ret = ext4_read_inode(w, ino, &in);
 
 	return ret ? ret : orphan_add_locked(w, ino, &in);
 }
@@ -221,7 +221,7 @@ int winode_free_locked(struct wbfs *w, ext2_ino_t ino)
 	errcode_t err = 0;
 	int ret;
 
-	ret = wbfs_read_inode(w, ino, &in);
+	ret = ext4_read_inode(w, ino, &in);
 	if (ret)
 		return ret;
 	wi = winode_find(w, ino);
@@ -231,18 +231,18 @@ int winode_free_locked(struct wbfs *w, ext2_ino_t ino)
 			return ret;
 	}
 	if (ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in))
-		err = wbfs_punch(w, ino, &in, 0, ~0ULL);
+		err = ext4_punch(w, ino, &in, 0, ~0ULL);
 	if (!err)
 		err = ext2fs_free_ext_attr(w->fs, ino, &in);
 	if (err)
-		return -wbfs_errno(err);
-	wbfs_now(&now);
+		return -ext4_errno(err);
+	ext4_now(&now);
 	in.i_dtime = (uint32_t)now.tv_sec;
 	in.i_links_count = 0;
-	ret = wbfs_write_inode(w, ino, &in);
+	ret = ext4_write_inode(w, ino, &in);
 	if (ret)
 		return ret;
-	wbfs_inode_alloc_stats(w, ino, -1, LINUX_S_ISDIR(in.i_mode));
+	ext4_inode_alloc_stats(w, ino, -1, LINUX_S_ISDIR(in.i_mode));
 	if (wi) {
 		wi->freed = true;
 		wi->orphan = false;
@@ -268,9 +268,9 @@ int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_la
 	else if (in->i_links_count > 0)
 		in->i_links_count--;
 	winode_fold_attrs_locked(w, ino, in);
-	wbfs_now(&now);
-	wbfs_ts_set(in, TS_CTIME, &now);
-	ret = wbfs_write_inode(w, ino, in);
+	ext4_now(&now);
+	ext4_ts_set(in, TS_CTIME, &now);
+	ret = ext4_write_inode(w, ino, in);
 	if (ret || in->i_links_count)
 		return ret;
 	ls_mutex_lock(&w->itable_lock, &lc_itable_lock);
@@ -289,7 +289,7 @@ int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_la
  * somewhere invalid is cut there, with one line, and the filesystem is
  * left marked not clean at unmount for e2fsck to finish. Returns how many inodes were freed, or -errno.
  */
-int wbfs_orphan_cleanup(struct wbfs *w)
+int ext4_orphan_cleanup(struct wbfs *w)
 {
 	struct ext2_super_block *sb = w->fs->super;
 	struct ext2_inode_large in;
@@ -309,14 +309,14 @@ int wbfs_orphan_cleanup(struct wbfs *w)
 			w->fs_error = true;
 			break;
 		}
-		ret = wbfs_read_inode(w, ino, &in);
+		ret = ext4_read_inode(w, ino, &in);
 		if (ret)
 			return ret;
 		if (in.i_links_count) {
 			sb->s_last_orphan = orphan_ino_valid(w, in.i_dtime) ? in.i_dtime : 0;
 			ext2fs_mark_super_dirty(w->fs);
 			in.i_dtime = 0;
-			ret = wbfs_write_inode(w, ino, &in);
+			ret = ext4_write_inode(w, ino, &in);
 		} else {
 			ret = winode_free_locked(w, ino);
 			nr++;

@@ -30,7 +30,7 @@ static void drop_range(struct wbfs *w, struct winode *wi, uint64_t start, uint64
 		for (i = 0; i < n; i++) {
 			lock_page(pages[i]);
 			if (page_test_clear(pages[i], PG_delalloc))
-				wbfs_unreserve_pages(w, wi, 1);
+				ext4_unreserve_pages(w, wi, 1);
 			unlock_page(pages[i]);
 			page_put(pages[i]);
 		}
@@ -58,21 +58,21 @@ static int punch_blocks_locked(struct wbfs *w, struct winode *wi, uint64_t first
 	errcode_t err = 0;
 	int ret;
 
-	ret = wbfs_read_inode(w, wi->ino, &in);
+	ret = ext4_read_inode(w, wi->ino, &in);
 	if (ret)
 		return ret;
 	if (first <= last && ext2fs_inode_has_valid_blocks2(w->fs, (struct ext2_inode *)&in))
-		err = wbfs_punch(w, wi->ino, &in, first, last);
+		err = ext4_punch(w, wi->ino, &in, first, last);
 	ec_invalidate(wi);
 	if (err)
-		return -wbfs_errno(err);
+		return -ext4_errno(err);
 	winode_fold_attrs_locked(w, wi->ino, &in);
 	if (stamp) {
-		wbfs_now(&now);
-		wbfs_ts_set(&in, TS_MTIME, &now);
-		wbfs_ts_set(&in, TS_CTIME, &now);
+		ext4_now(&now);
+		ext4_ts_set(&in, TS_MTIME, &now);
+		ext4_ts_set(&in, TS_CTIME, &now);
 	}
-	return wbfs_write_inode(w, wi->ino, &in);
+	return ext4_write_inode(w, wi->ino, &in);
 }
 
 /* Punch logical blocks [first, last] of @wi, which nobody else uses now. */
@@ -80,9 +80,9 @@ static void lost_punch(struct wbfs *w, struct winode *wi, uint64_t first, uint64
 {
 	int ret;
 
-	wbfs_lock(w);
+	ext4_lock(w);
 	ret = punch_blocks_locked(w, wi, first, last, false);
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	if (ret)
 		fprintf(msg_stream(), "wbcfs: %s: inode %u: cannot free blocks %llu-%llu of lost pages: %s\n",
 			w->dev_path, wi->ino, (unsigned long long)first,
@@ -115,7 +115,7 @@ long data_report_lost(struct wbfs *w, struct winode *wi)
 				first = p->index;
 			lost++;
 			if (page_test_clear(p, PG_delalloc))
-				wbfs_unreserve_pages(w, wi, 1);
+				ext4_unreserve_pages(w, wi, 1);
 			if (page_test_clear(p, PG_newblock)) {
 				if (run_end && p->index == run_end) {
 					run_end++;
@@ -161,10 +161,10 @@ int data_truncate(struct wbfs *w, struct winode *wi, uint64_t size)
 	}
 	if (!ret) {
 		winode_set_size(wi, size, true);
-		wbfs_lock(w);
+		ext4_lock(w);
 		ret = punch_blocks_locked(w, wi, size < old ? (size + PAGE_SIZE - 1) >> PAGE_SHIFT : 1,
 					  size < old ? ~0ULL : 0, true);
-		wbfs_unlock(w);
+		ext4_unlock(w);
 	}
 	ls_rwlock_unlock(&wi->ilock);
 	/* auto_da_alloc: the data written next goes out at the next close
@@ -197,9 +197,9 @@ static int punch_hole(struct wbfs *w, struct winode *wi, uint64_t off, uint64_t 
 	ret = zero_partial(w, wi, off, head_end, isize);
 	if (!ret && stop > first) {
 		drop_range(w, wi, first, stop - 1);
-		wbfs_lock(w);
+		ext4_lock(w);
 		ret = punch_blocks_locked(w, wi, first, stop - 1, true);
-		wbfs_unlock(w);
+		ext4_unlock(w);
 	}
 	tail_start = (stop << PAGE_SHIFT) > head_end ? stop << PAGE_SHIFT : head_end;
 	if (!ret && tail_start < end)
@@ -228,7 +228,7 @@ static int falloc_extents(ext2_extent_handle_t h, uint64_t first, uint64_t last,
 	size_t n = 0, cap = 0;
 	int op = EXT2_EXTENT_ROOT, ret;
 
-	while ((ret = wbfs_extent_next_leaf(h, &op, &e)) > 0) {
+	while ((ret = ext4_extent_next_leaf(h, &op, &e)) > 0) {
 		if (!e.e_len)
 			continue;
 		if (e.e_lblk > last)
@@ -290,7 +290,7 @@ static int falloc_map_unwritten(ext2_extent_handle_t h, uint64_t lblk, uint64_t 
 
 		err = ext2fs_extent_set_bmap(h, lblk, pblk, EXT2_EXTENT_SET_BMAP_UNINIT);
 		if (err)
-			return -wbfs_errno(err);
+			return -ext4_errno(err);
 		if (n > 1 && !ext2fs_extent_goto(h, lblk) &&
 		    !ext2fs_extent_get(h, EXT2_EXTENT_CURRENT, &e) &&
 		    (e.e_flags & EXT2_EXTENT_FLAGS_UNINIT) && e.e_lblk + e.e_len == lblk + 1 &&
@@ -323,18 +323,18 @@ static int falloc_fill_hole(struct wbfs *w, ext2_extent_handle_t h,
 		blk64_t got, glen;
 		uint64_t done;
 		/* busy blocks (freed since the last sync) too when nothing else is free */
-		errcode_t err = wbfs_new_range(w, goal, n, &got, &glen);
+		errcode_t err = ext4_new_range(w, goal, n, &got, &glen);
 		int ret;
 
 		if (err)
-			return -wbfs_errno(err);
-		wbfs_block_alloc_stats_range(w, got, glen, +1);
-		wbfs_iomgr_forget_range(w, got, glen);
+			return -ext4_errno(err);
+		ext4_block_alloc_stats_range(w, got, glen, +1);
+		iomgr_forget_range(w, got, glen);
 		ret = falloc_map_unwritten(h, lblk, got, glen, &done);
 		ext2fs_iblk_add_blocks(fs, (struct ext2_inode *)in, done);
 		if (ret) {
 			if (done < glen)
-				wbfs_block_alloc_stats_range(w, got + done, glen - done, -1);
+				ext4_block_alloc_stats_range(w, got + done, glen - done, -1);
 			return ret;
 		}
 		lblk += glen;
@@ -412,7 +412,7 @@ static int falloc_mark_unwritten(ext2_extent_handle_t h, const struct falloc_ext
 			err = ext2fs_extent_set_bmap(h, b, v[i].pblk + (b - v[i].lblk),
 						     EXT2_EXTENT_SET_BMAP_UNINIT);
 	}
-	return -wbfs_errno(err);
+	return -ext4_errno(err);
 }
 
 /*
@@ -447,7 +447,7 @@ static long falloc_delalloc(struct wbfs *w, struct winode *wi, uint64_t first, u
 			break;
 	}
 	if (take)
-		wbfs_unreserve_pages(w, wi, found);
+		ext4_unreserve_pages(w, wi, found);
 	return found;
 }
 
@@ -474,11 +474,11 @@ static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint
 	errcode_t err;
 	int ret;
 
-	wbfs_lock(w);
-	ret = wbfs_read_inode(w, wi->ino, &in);
+	ext4_lock(w);
+	ret = ext4_read_inode(w, wi->ino, &in);
 	if (!ret) {
 		err = ext2fs_extent_open2(w->fs, wi->ino, (struct ext2_inode *)&in, &h);
-		ret = -wbfs_errno(err);
+		ret = -ext4_errno(err);
 	}
 	if (!ret)
 		ret = falloc_extents(h, lo, hi, &v, &n);
@@ -488,11 +488,11 @@ static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint
 			falloc_delalloc(w, wi, first, last, false);
 		if (holes < 0)
 			holes = 0;
-		ret = wbfs_reserve(w, holes, privileged);
+		ret = ext4_reserve(w, holes, privileged);
 	}
 	if (!ret) {
 		ret = falloc_fill_holes(w, wi, h, &in, v, n, first, last);
-		wbfs_unreserve(w, holes);
+		ext4_unreserve(w, holes);
 		if (!ret)
 			falloc_delalloc(w, wi, first, last, true);
 	}
@@ -513,12 +513,12 @@ static int falloc_blocks(struct wbfs *w, struct winode *wi, uint64_t first, uint
 		else if (!ret && mtime)
 			winode_stamp_times(wi);
 		winode_fold_attrs_locked(w, wi->ino, &in);
-		wbfs_now(&now);
-		wbfs_ts_set(&in, TS_CTIME, &now);
-		if (wbfs_write_inode(w, wi->ino, &in) && !ret)
+		ext4_now(&now);
+		ext4_ts_set(&in, TS_CTIME, &now);
+		if (ext4_write_inode(w, wi->ino, &in) && !ret)
 			ret = -EIO;
 	}
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -575,9 +575,9 @@ static int falloc_check_extents(struct wbfs *w, struct winode *wi)
 	struct ext2_inode_large in;
 	int ret;
 
-	wbfs_lock(w);
-	ret = wbfs_read_inode(w, wi->ino, &in);
-	wbfs_unlock(w);
+	ext4_lock(w);
+	ret = ext4_read_inode(w, wi->ino, &in);
+	ext4_unlock(w);
 	if (!ret && !(in.i_flags & EXT4_EXTENTS_FL))
 		ret = -EOPNOTSUPP;
 	return ret;
@@ -600,10 +600,10 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 	 */
 	if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
 		ls_rwlock_wrlock(&wi->ilock, &lc_ilock_w);
-		slot = wbfs_kstore_begin(wi, off, off + len);
+		slot = kstore_begin(wi, off, off + len);
 		ret = punch_hole(w, wi, off, len);
 		ls_rwlock_unlock(&wi->ilock);
-		wbfs_kstore_end(w, wi, slot, off, off + len);
+		kstore_end(w, wi, slot, off, off + len);
 		return ret;
 	}
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_ZERO_RANGE))
@@ -616,7 +616,7 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 		return ret;
 	}
 	if (mode & FALLOC_FL_ZERO_RANGE) {
-		slot = wbfs_kstore_begin(wi, off, off + len);
+		slot = kstore_begin(wi, off, off + len);
 		ret = zero_range(w, wi, mode, off, len, privileged);
 	} else {
 		if (off > old && !(mode & FALLOC_FL_KEEP_SIZE))
@@ -626,7 +626,7 @@ int data_fallocate(struct wbfs *w, struct winode *wi, int mode, uint64_t off, ui
 	ls_rwlock_unlock(&wi->ilock);
 	if (!ret && off + len > old && !(mode & FALLOC_FL_KEEP_SIZE))	/* the zeroed tail */
 		kcache_zero_eof_page(w, wi, old, off + len);
-	wbfs_kstore_end(w, wi, slot, off, off + len);
+	kstore_end(w, wi, slot, off, off + len);
 	return ret;
 }
 

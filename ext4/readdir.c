@@ -25,8 +25,8 @@ int dir_readlink(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len)
 	char *blk = NULL;
 	int ret;
 
-	wbfs_lock(w);
-	ret = wbfs_read_inode(w, ino, &in);
+	ext4_lock(w);
+	ret = ext4_read_inode(w, ino, &in);
 	if (ret)
 		goto out;
 	if (!LINUX_S_ISLNK(in.i_mode)) {
@@ -41,19 +41,19 @@ int dir_readlink(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len)
 	if (ext2fs_is_fast_symlink((struct ext2_inode *)&in)) {
 		memcpy(buf, in.i_block, size);
 	} else {
-		ret = -wbfs_errno(ext2fs_bmap2(w->fs, ino, (struct ext2_inode *)&in, NULL, 0, 0,
+		ret = -ext4_errno(ext2fs_bmap2(w->fs, ino, (struct ext2_inode *)&in, NULL, 0, 0,
 					       NULL, &pblk));
 		if (!ret && (blk = malloc(w->fs->blocksize)) == NULL)
 			ret = -ENOMEM;
 		if (!ret)
-			ret = -wbfs_errno(io_channel_read_blk64(w->fs->io, pblk, 1, blk));
+			ret = -ext4_errno(io_channel_read_blk64(w->fs->io, pblk, 1, blk));
 		if (!ret)
 			memcpy(buf, blk, size);
 	}
 	if (!ret)
 		buf[size] = 0;
 out:
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	free(blk);
 	return ret;
 }
@@ -123,7 +123,7 @@ static int dir_read_inline(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emi
 			 snap.e[i].type, i + 1))
 			break;
 	dir_snap_free(&snap);
-	return -wbfs_errno(err);
+	return -ext4_errno(err);
 }
 
 /*
@@ -186,7 +186,7 @@ static bool dir_block_csum_ok(struct wbfs *w, ext2_ino_t ino, const struct ext2_
  * Block @lblk of directory @ino (inode @in) without fs_lock: mapped
  * through the extents the inode holds itself (a tree of depth 0, a
  * directory of up to four extents: all but the largest) and copied from
- * the metadata cache (wbfs_meta_peek), its checksum verified. The kernel
+ * the metadata cache (iomgr_meta_peek), its checksum verified. The kernel
  * holds the directory's i_rwsem over a READDIR and over every change to
  * its entries, so @in and the block are of one moment. Returns 1 with the
  * block in @buf, 0 for a hole, -EAGAIN when the block is not served this
@@ -220,7 +220,7 @@ static int dir_block_peek(struct wbfs *w, ext2_ino_t ino, const struct ext2_inod
 		pblk = ((uint64_t)ext2fs_le16_to_cpu(ex->ee_start_hi) << 32) +
 		       ext2fs_le32_to_cpu(ex->ee_start) + (lblk - first);
 		if (pblk >= ext2fs_blocks_count(w->fs->super) ||
-		    !wbfs_meta_peek(w, pblk * bs, buf, bs) || !dir_block_csum_ok(w, ino, in, buf))
+		    !iomgr_meta_peek(w, pblk * bs, buf, bs) || !dir_block_csum_ok(w, ino, in, buf))
 			return -EAGAIN;
 		return 1;
 	}
@@ -232,12 +232,12 @@ static int dir_block_read_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_ino
 				 uint64_t lblk, char *buf)
 {
 	blk64_t pblk = 0;
-	int ret = -wbfs_errno(ext2fs_bmap2(w->fs, ino, (struct ext2_inode *)in, NULL, 0, lblk,
+	int ret = -ext4_errno(ext2fs_bmap2(w->fs, ino, (struct ext2_inode *)in, NULL, 0, lblk,
 					   NULL, &pblk));
 
 	if (ret || !pblk)
 		return ret;
-	ret = -wbfs_errno(ext2fs_read_dir_block4(w->fs, pblk, buf, 0, ino));
+	ret = -ext4_errno(ext2fs_read_dir_block4(w->fs, pblk, buf, 0, ino));
 	return ret ? ret : 1;
 }
 
@@ -257,10 +257,10 @@ static int dir_block_get(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large
 	if (ret != -EAGAIN)
 		return ret;
 	if (!locked)
-		wbfs_lock(w);
+		ext4_lock(w);
 	ret = dir_block_read_locked(w, ino, in, lblk, buf);
 	if (!locked)
-		wbfs_unlock(w);
+		ext4_unlock(w);
 	return ret;
 }
 
@@ -279,9 +279,9 @@ int dir_read_at(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit, v
 	int ret = 0;
 
 	if (!winode_peek_inode(w, ino, &in)) {
-		wbfs_lock(w);
+		ext4_lock(w);
 		locked = true;
-		ret = wbfs_read_inode(w, ino, &in);
+		ret = ext4_read_inode(w, ino, &in);
 	}
 	if (!ret && !LINUX_S_ISDIR(in.i_mode))
 		ret = -ENOTDIR;
@@ -289,7 +289,7 @@ int dir_read_at(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit, v
 		goto out;
 	if (in.i_flags & EXT4_INLINE_DATA_FL) {
 		if (!locked) {
-			wbfs_lock(w);
+			ext4_lock(w);
 			locked = true;
 		}
 		ret = dir_read_inline(w, ino, pos, emit, priv);
@@ -310,7 +310,7 @@ int dir_read_at(struct wbfs *w, ext2_ino_t ino, uint64_t pos, dir_emit_t emit, v
 		ret = 0;	/* the caller's buffer is full */
 out:
 	if (locked)
-		wbfs_unlock(w);
+		ext4_unlock(w);
 	free(buf);
 	return ret;
 }
@@ -321,12 +321,12 @@ int dir_snapshot(struct wbfs *w, ext2_ino_t ino, struct dir_snap *snap)
 	errcode_t err;
 
 	memset(snap, 0, sizeof(*snap));
-	wbfs_lock(w);
+	ext4_lock(w);
 	err = ext2fs_dir_iterate2(w->fs, ino, 0, NULL, snap_cb, snap);
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	if (err) {
 		dir_snap_free(snap);
-		return -wbfs_errno(err);
+		return -ext4_errno(err);
 	}
 	return 0;
 }

@@ -28,7 +28,7 @@
 #define SB_OFFSET 1024
 
 
-int wbfs_errno(errcode_t err)
+int ext4_errno(errcode_t err)
 {
 	if (err == 0)
 		return 0;
@@ -88,29 +88,29 @@ LOCK_CLASS(lc_ra_lock, "ra_lock")
 LOCK_CLASS(lc_dcache_r, "dc_lock(r)")
 LOCK_CLASS(lc_dcache_w, "dc_lock(w)")
 
-void wbfs_lock(struct wbfs *w)
+void ext4_lock(struct wbfs *w)
 {
 	ls_rwlock_wrlock(&w->fs_lock, &lc_fs_lock);
 }
 
-/* fs_lock shared: for block claims only (wbfs_claim_blocks). */
-void wbfs_lock_shared(struct wbfs *w)
+/* fs_lock shared: for block claims only (ext4_claim_blocks). */
+void ext4_lock_shared(struct wbfs *w)
 {
 	ls_rwlock_rdlock(&w->fs_lock, &lc_fs_lock_r);
 }
 
 /* fs_lock shared if nobody holds it exclusive or waits to: true if taken. */
-bool wbfs_trylock_shared(struct wbfs *w)
+bool ext4_trylock_shared(struct wbfs *w)
 {
 	return !ls_rwlock_tryrdlock(&w->fs_lock, &lc_fs_lock_r);
 }
 
-void wbfs_unlock_shared(struct wbfs *w)
+void ext4_unlock_shared(struct wbfs *w)
 {
 	ls_rwlock_unlock(&w->fs_lock);
 }
 
-void wbfs_refresh_free_locked(struct wbfs *w)
+void ext4_refresh_free_locked(struct wbfs *w)
 {
 	if (!w->fs)
 		return;
@@ -121,14 +121,14 @@ void wbfs_refresh_free_locked(struct wbfs *w)
 }
 
 /* Unlock, refreshing the free counts writers reserve against. */
-void wbfs_unlock(struct wbfs *w)
+void ext4_unlock(struct wbfs *w)
 {
-	wbfs_refresh_free_locked(w);
+	ext4_refresh_free_locked(w);
 	ls_rwlock_unlock(&w->fs_lock);
 }
 
 /* Is the request's user the owner of the root reserve (ext4's resuid/resgid)? */
-bool wbfs_privileged(struct wbfs *w, const struct fuse_ctx *ctx)
+bool ext4_privileged(struct wbfs *w, const struct fuse_ctx *ctx)
 {
 	const struct ext2_super_block *sb = w->fs->super;
 
@@ -136,7 +136,7 @@ bool wbfs_privileged(struct wbfs *w, const struct fuse_ctx *ctx)
 	       (sb->s_def_resgid && ctx->gid == sb->s_def_resgid);
 }
 
-int wbfs_read_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
+int ext4_read_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
 {
 	errcode_t err;
 
@@ -144,21 +144,21 @@ int wbfs_read_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
 	if (!w->fs)
 		return -EIO;	/* a request that arrived after unmount */
 	err = ext2fs_read_inode_full(w->fs, ino, (struct ext2_inode *)in, sizeof(*in));
-	return -wbfs_errno(err);
+	return -ext4_errno(err);
 }
 
-int wbfs_write_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
+int ext4_write_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
 {
 	errcode_t err;
 
 	err = ext2fs_write_inode_full(w->fs, ino, (struct ext2_inode *)in, sizeof(*in));
 	if (!err)
 		winode_note_written(w, ino, in);
-	return -wbfs_errno(err);
+	return -ext4_errno(err);
 }
 
 /* Every inode (and superblock) stamp: one clock, never running backwards. */
-void wbfs_now(struct timespec *ts)
+void ext4_now(struct timespec *ts)
 {
 	static struct stamp_clock clock;
 	struct timespec raw;
@@ -192,7 +192,7 @@ static bool has_extra(const struct ext2_inode_large *in, size_t field_end)
 #define FIELD_END(f) (offsetof(struct ext2_inode_large, f) + \
 		      sizeof(((struct ext2_inode_large *)0)->f))
 
-void wbfs_ts_get(const struct ext2_inode_large *in, int which, struct timespec *ts)
+void ext4_ts_get(const struct ext2_inode_large *in, int which, struct timespec *ts)
 {
 	switch (which) {
 	case TS_ATIME:
@@ -210,7 +210,7 @@ void wbfs_ts_get(const struct ext2_inode_large *in, int which, struct timespec *
 	}
 }
 
-void wbfs_ts_set(struct ext2_inode_large *in, int which, const struct timespec *ts)
+void ext4_ts_set(struct ext2_inode_large *in, int which, const struct timespec *ts)
 {
 	uint32_t sec = (uint32_t)ts->tv_sec, extra = ts_extra(ts);
 
@@ -587,7 +587,7 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 		bc.max_io_kb = nbdev_info(w->nbd)->max_request / 1024;
 	bc.nr_flushers = w->opts.flushers;
 	bc.cache = w->cache;
-	bc.ops = &wbfs_bdi_ops;
+	bc.ops = &ext4_bdi_ops;
 	bc.owner = w;
 	bc.fault_inject = w->opts.fault_inject;
 	if (ret) {
@@ -630,7 +630,7 @@ static int mark_mounted(struct wbfs *w)
 	else
 		sb->s_state &= ~EXT2_VALID_FS;
 	sb->s_mnt_count++;
-	wbfs_now(&now);
+	ext4_now(&now);
 	sb->s_mtime = (uint32_t)now.tv_sec;
 	ext2fs_mark_super_dirty(w->fs);
 	if (ext2fs_flush(w->fs))
@@ -651,7 +651,7 @@ static void init_space(struct wbfs *w)
 	w->root_reserved = (int64_t)ext2fs_r_blocks_count(w->fs->super);
 	w->overhead = fs_overhead(w->fs);
 	w->reserved = 0;
-	wbfs_refresh_free_locked(w);
+	ext4_refresh_free_locked(w);
 }
 
 /*
@@ -686,26 +686,26 @@ static int fs_load(struct wbfs *w, const char *dev)
 	errcode_t err;
 	int ret;
 
-	wbfs_iomgr_set(w);
+	iomgr_set(w);
 	/* libext2fs reads "NAME?OPTIONS": a URI's query is no channel option */
-	err = ext2fs_open2(w->nbd ? "nbd" : dev, NULL, flags, 0, 0, &wbfs_io_manager, &w->fs);
+	err = ext2fs_open2(w->nbd ? "nbd" : dev, NULL, flags, 0, 0, &ext4_io_manager, &w->fs);
 	if (err) {
 		msg_dev(dev, "cannot open the filesystem: %s", error_message(err));
 		return -EINVAL;
 	}
 	ret = check_features(w, dev);
 	if (!ret)
-		ret = wbfs_check_desc(w, dev);
+		ret = ext4_check_desc(w, dev);
 	if (!ret)
-		ret = wbfs_check_root(w, dev);
+		ret = ext4_check_root(w, dev);
 	if (!ret)
-		ret = wbfs_check_journal(w, dev);
+		ret = ext4_check_journal(w, dev);
 	if (ret)
 		goto out_fs;
 	if (w->recovered)
 		sb_recount_free(w);
 	/* the array kind: claims change one group's bytes at a time under
-	 * fs_lock shared (wbfs_claim_blocks); a tree would be shared */
+	 * fs_lock shared (ext4_claim_blocks); a tree would be shared */
 	w->fs->default_bitmap_type = EXT2FS_BMAP64_BITARRAY;
 	err = ext2fs_read_bitmaps(w->fs);
 	if (err) {
@@ -713,16 +713,16 @@ static int fs_load(struct wbfs *w, const char *dev)
 		ret = -EIO;
 		goto out_fs;
 	}
-	ret = wbfs_validate_block_bitmaps(w, dev);
+	ret = ext4_validate_block_bitmaps(w, dev);
 	if (ret)
 		goto out_fs;
-	wbfs_hide_last_block(w);
+	ext4_hide_last_block(w);
 	init_space(w);
 	return 0;
 out_fs:
 	/* anything libext2fs writes here lands in the cache and is dropped */
-	wbfs_busy_free(w);
-	wbfs_orphan_untrack(w);
+	ext4_busy_free(w);
+	ext4_orphan_untrack(w);
 	ext2fs_close_free(&w->fs);
 	free(w->bad_groups);
 	free(w->bad_igroups);
@@ -731,7 +731,7 @@ out_fs:
 	return ret;
 }
 
-static int wbfs_init_locks(struct wbfs *w)
+static int ext4_init_locks(struct wbfs *w)
 {
 	pthread_rwlockattr_t ra;
 	unsigned i;
@@ -763,12 +763,12 @@ static int orphan_cleanup(struct wbfs *w, const char *dev)
 	bool any;
 	int ret = 0;
 
-	wbfs_lock(w);
+	ext4_lock(w);
 	any = w->fs->super->s_last_orphan != 0;
 	if (any)
-		ret = wbfs_orphan_cleanup(w);
-	wbfs_orphan_track(w);
-	wbfs_unlock(w);
+		ret = ext4_orphan_cleanup(w);
+	ext4_orphan_track(w);
+	ext4_unlock(w);
 	if (!any)
 		return 0;
 	if (ret < 0) {
@@ -780,7 +780,7 @@ static int orphan_cleanup(struct wbfs *w, const char *dev)
 	return bdi_sync(w->bdi, WB_REASON_SYNC);
 }
 
-int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
+int ext4_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 {
 	int ret;
 
@@ -796,7 +796,7 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 		msg_dev(dev, "norecovery (noload) requires ro");
 		return -EINVAL;
 	}
-	ret = wbfs_init_locks(w);
+	ret = ext4_init_locks(w);
 	if (!ret && o->fsck && !o->ro)
 		ret = run_fsck(dev);
 	if (!ret)
@@ -816,7 +816,7 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 	ret = fs_load(w, dev);
 	if (ret)
 		goto out_cache;
-	ret = wbfs_journal_load(w, dev);
+	ret = ext4_journal_load(w, dev);
 	if (ret)
 		goto out_fs;
 	if (!winode_get(w, EXT2_ROOT_INO, false)) {	/* kept until unmount */
@@ -830,7 +830,7 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 			msg_dev(dev, "cannot mark the filesystem in use: %s", strerror(-ret));
 			goto out_inodes;
 		}
-		ret = wbfs_journal_start(w);
+		ret = ext4_journal_start(w);
 		if (ret) {
 			msg_dev(dev, "cannot start the journal: %s", strerror(-ret));
 			goto out_inodes;
@@ -852,9 +852,9 @@ int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o)
 out_inodes:
 	winode_release_all(w);
 out_fs:
-	wbfs_journal_free(w);
-	wbfs_busy_free(w);
-	wbfs_orphan_untrack(w);
+	ext4_journal_free(w);
+	ext4_busy_free(w);
+	ext4_orphan_untrack(w);
 	ext2fs_close_free(&w->fs);
 out_cache:
 	teardown_cache(w);
@@ -895,7 +895,7 @@ static void nbd_unmount_wait(struct wbfs *w)
 		usleep(100000);
 }
 
-int wbfs_close(struct wbfs *w)
+int ext4_close(struct wbfs *w)
 {
 	bool meta_ok = true;
 	int ret = 0, r;
@@ -921,10 +921,10 @@ int wbfs_close(struct wbfs *w)
 			ret = r;
 		}
 	}
-	wbfs_bitmaps_check_next(w);	/* the last bitmap write: every group */
+	ext4_bitmaps_check_next(w);	/* the last bitmap write: every group */
 	if (w->journal) {
 		/* commit, checkpoint: the log is empty on disk */
-		r = wbfs_journal_shutdown(w);
+		r = ext4_journal_shutdown(w);
 		if (r) {
 			fprintf(msg_stream(), "wbcfs: %s: the journal could not be emptied at unmount: %s;"
 				" the next mount replays it\n", w->dev_path, strerror(-r));
@@ -933,7 +933,7 @@ int wbfs_close(struct wbfs *w)
 				ret = r;
 		}
 	}
-	wbfs_lock(w);
+	ext4_lock(w);
 	if (w->fs_error) {
 		meta_ok = false;
 		if (!ret)
@@ -944,7 +944,7 @@ int wbfs_close(struct wbfs *w)
 		if (w->journal)
 			ext2fs_clear_feature_journal_needs_recovery(w->fs->super);
 		ext2fs_mark_super_dirty(w->fs);
-	} else if (wbfs_journal_aborted(w)) {
+	} else if (ext4_journal_aborted(w)) {
 		/* what was not committed must not reach the device: the
 		 * replay at the next mount restores the last commit */
 		w->fs->flags &= ~(EXT2_FLAG_DIRTY | EXT2_FLAG_BB_DIRTY | EXT2_FLAG_IB_DIRTY |
@@ -954,18 +954,18 @@ int wbfs_close(struct wbfs *w)
 		w->fs->super->s_state &= ~EXT2_VALID_FS;
 		ext2fs_mark_super_dirty(w->fs);
 	}
-	wbfs_busy_free(w);
-	wbfs_orphan_untrack(w);
-	r = -wbfs_errno(ext2fs_close_free(&w->fs));
+	ext4_busy_free(w);
+	ext4_orphan_untrack(w);
+	r = -ext4_errno(ext2fs_close_free(&w->fs));
 	ls_rwlock_unlock(&w->fs_lock);
 	if (r && !ret)
 		ret = r;
 	if (!w->ro) {
 		r = bdi_sync(w->bdi, WB_REASON_UMOUNT);
-		if (r && !ret && !wbfs_journal_aborted(w))
+		if (r && !ret && !ext4_journal_aborted(w))
 			ret = r;
 	}
-	wbfs_journal_free(w);
+	ext4_journal_free(w);
 	teardown_cache(w);
 	dev_close(w);
 	free(w->bad_groups);

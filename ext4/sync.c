@@ -14,7 +14,7 @@
 #include "wbcfs/lib/clock.h"
 #include "ext4_i.h"
 
-static int wbfs_write_inode_op(struct bdi *b, struct wb_inode *wb, enum wb_sync_mode mode)
+static int ext4_write_inode_op(struct bdi *b, struct wb_inode *wb, enum wb_sync_mode mode)
 {
 	struct wbfs *w = bdi_owner(b);
 	struct winode *wi = container_of(wb, struct winode, wb);
@@ -23,17 +23,17 @@ static int wbfs_write_inode_op(struct bdi *b, struct wb_inode *wb, enum wb_sync_
 
 	if (wb->is_meta)
 		return 0;
-	wbfs_lock(w);
+	ext4_lock(w);
 	if (wi->freed || !w->fs) {
-		wbfs_unlock(w);
+		ext4_unlock(w);
 		return 0;
 	}
-	ret = wbfs_read_inode(w, wi->ino, &in);
+	ret = ext4_read_inode(w, wi->ino, &in);
 	if (!ret) {
 		winode_fold(w, wi, &in);
-		ret = wbfs_write_inode(w, wi->ino, &in);
+		ret = ext4_write_inode(w, wi->ino, &in);
 	}
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -41,17 +41,17 @@ static int wbfs_write_inode_op(struct bdi *b, struct wb_inode *wb, enum wb_sync_
  * Commit so that blocks whose free has not committed may be reused, if
  * there are any: true when a commit was made. Context: no lock held.
  */
-bool wbfs_commit_for_alloc(struct wbfs *w)
+bool ext4_commit_for_alloc(struct wbfs *w)
 {
 	bool pending;
 
-	wbfs_lock(w);
-	pending = w->fs && !w->ro && wbfs_alloc_should_commit(w);
-	wbfs_unlock(w);
+	ext4_lock(w);
+	pending = w->fs && !w->ro && ext4_alloc_should_commit(w);
+	ext4_unlock(w);
 	if (!pending)
 		return false;
 	atomic_fetch_add(&w->stats.nr_alloc_commits, 1);
-	return !wbfs_journal_commit(w, NULL);
+	return !ext4_journal_commit(w, NULL);
 }
 
 /*
@@ -60,7 +60,7 @@ bool wbfs_commit_for_alloc(struct wbfs *w)
  * room only in blocks whose free had not committed: ext4_should_retry_alloc
  * forces that commit the same way, up to 3 times a request.
  */
-bool wbfs_should_retry_alloc(struct wbfs *w, int *retries)
+bool ext4_should_retry_alloc(struct wbfs *w, int *retries)
 {
 	bool refused;
 
@@ -70,7 +70,7 @@ bool wbfs_should_retry_alloc(struct wbfs *w, int *retries)
 		return false;
 	/* a commit since the refusal may have released them already: retry */
 	refused = atomic_exchange(&w->alloc_busy_refused, false);
-	return wbfs_commit_for_alloc(w) || refused;
+	return ext4_commit_for_alloc(w) || refused;
 }
 
 /*
@@ -79,17 +79,17 @@ bool wbfs_should_retry_alloc(struct wbfs *w, int *retries)
  * commit (another commit came first): 0 all the same, and the map finds
  * the room, or ENOSPC. Context: flusher, no page of the batch locked.
  */
-static int wbfs_alloc_wait(struct bdi *b, struct wb_inode *wb)
+static int ext4_alloc_wait(struct bdi *b, struct wb_inode *wb)
 {
 	struct wbfs *w = bdi_owner(b);
 
 	(void)wb;
-	if (!wbfs_commit_for_alloc(w) && wbfs_journal_aborted(w))
+	if (!ext4_commit_for_alloc(w) && ext4_journal_aborted(w))
 		return -EIO;
 	return 0;
 }
 
-static int wbfs_sync_fs(struct bdi *b)
+static int ext4_sync_fs(struct bdi *b)
 {
 	struct wbfs *w = bdi_owner(b);
 	errcode_t err = 0;
@@ -98,18 +98,18 @@ static int wbfs_sync_fs(struct bdi *b)
 	/* files just deleted: their FORGET frees them, part of what is synced */
 	while (winode_should_retry_alloc(w, &waits))
 		;
-	wbfs_bitmaps_check_next(w);	/* every changed bitmap was noted? */
+	ext4_bitmaps_check_next(w);	/* every changed bitmap was noted? */
 	if (w->journal)
-		return wbfs_journal_commit(w, NULL);	/* with the busy blocks */
-	wbfs_lock(w);
+		return ext4_journal_commit(w, NULL);	/* with the busy blocks */
+	ext4_lock(w);
 	if (w->fs && !w->ro) {
-		err = wbfs_flush_locked(w);
+		err = ext4_flush_locked(w);
 		/* as a commit: what was freed before may be reused now */
 		if (!err)
-			wbfs_release_busy_locked(w);
+			ext4_release_busy_locked(w);
 	}
-	wbfs_unlock(w);
-	return -wbfs_errno(err);
+	ext4_unlock(w);
+	return -ext4_errno(err);
 }
 
 /*
@@ -125,25 +125,25 @@ int winode_settle_disksize(struct wbfs *w, struct winode *wi)
 
 	if (!winode_owns_size(wi) || winode_disksize(wi) >= winode_size(wi))
 		return 0;
-	wbfs_lock(w);
+	ext4_lock(w);
 	if (!wi->freed && w->fs && winode_disksize_catch_up(wi, 0, NULL, 0)) {
-		ret = wbfs_read_inode(w, wi->ino, &in);
+		ret = ext4_read_inode(w, wi->ino, &in);
 		if (!ret) {
 			winode_fold(w, wi, &in);
-			ret = wbfs_write_inode(w, wi->ino, &in);
+			ret = ext4_write_inode(w, wi->ino, &in);
 		}
 	}
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
-const struct bdi_ops wbfs_bdi_ops = {
-	.map_pages = wbfs_map_pages,
-	.write_inode = wbfs_write_inode_op,
-	.sync_fs = wbfs_sync_fs,
-	.alloc_wait = wbfs_alloc_wait,
-	.write_error = wbfs_write_error,
-	.newblock_failed = wbfs_newblock_failed,
+const struct bdi_ops ext4_bdi_ops = {
+	.map_pages = ext4_map_pages,
+	.write_inode = ext4_write_inode_op,
+	.sync_fs = ext4_sync_fs,
+	.alloc_wait = ext4_alloc_wait,
+	.write_error = ext4_write_error,
+	.newblock_failed = ext4_newblock_failed,
 };
 
 /*
@@ -180,7 +180,7 @@ int winode_sync_range(struct wbfs *w, struct winode *wi, uint64_t first, uint64_
 		ret = bdi_sync_inode(w->bdi, &wi->wb, first, last, datasync);
 		if (!ret)
 			ret = winode_settle_disksize(w, wi);
-		return ret ? ret : wbfs_sync_durable(w);
+		return ret ? ret : ext4_sync_durable(w);
 	}
 	bdi_sync_inode_start(w->bdi, &wi->wb, first, last, datasync, &io);
 	/* every page of the range is mapped now, its write in flight (the
@@ -193,7 +193,7 @@ int winode_sync_range(struct wbfs *w, struct winode *wi, uint64_t first, uint64_
 	}
 	/* as ext4: only the transactions up to the file's newest change;
 	 * one already committed leaves just the device cache to flush */
-	r = wbfs_journal_commit_tid(w, wi->sync_tid, &flushed, &io);
+	r = ext4_journal_commit_tid(w, wi->sync_tid, &flushed, &io);
 	ret = bdi_sync_inode_finish(w->bdi, &io);
 	if (!r && !flushed)
 		r = bdi_flush_device(w->bdi);
@@ -229,22 +229,22 @@ long winode_alloc_da_blocks(struct wbfs *w, struct winode *wi)
  * log); without, libext2fs's bitmaps and descriptors into the cache and
  * every dirty metadata page home. Then the device cache.
  */
-int wbfs_sync_durable(struct wbfs *w)
+int ext4_sync_durable(struct wbfs *w)
 {
 	bool flushed = false;
 	int ret, r;
 
 	if (w->journal) {
-		ret = wbfs_journal_commit(w, &flushed);
+		ret = ext4_journal_commit(w, &flushed);
 		if (ret || flushed)
 			return ret;
 		return bdi_flush_device(w->bdi);
 	}
 	/* the bitmaps and descriptors too: what the file owns must be in use
 	 * on disk, or e2fsck finds its inode in a group's unused area */
-	wbfs_lock(w);
-	ret = w->fs ? -wbfs_errno(wbfs_flush_locked(w)) : 0;
-	wbfs_unlock(w);
+	ext4_lock(w);
+	ret = w->fs ? -ext4_errno(ext4_flush_locked(w)) : 0;
+	ext4_unlock(w);
 	r = bdi_sync_meta(w->bdi);
 	if (!ret)
 		ret = r;

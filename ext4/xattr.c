@@ -74,7 +74,7 @@ static int xopen_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_xattr_handle
 		err = ext2fs_xattrs_read(*h);
 	if (err && *h)
 		ext2fs_xattrs_close(h);
-	return -wbfs_errno(err);
+	return -ext4_errno(err);
 }
 
 static bool acl_name(const char *name)
@@ -102,9 +102,9 @@ static int acl_store_locked(struct wbfs *w, ext2_ino_t ino, const char *name, co
 		if (err == EXT2_ET_EA_KEY_NOT_FOUND)
 			err = 0;
 	}
-	ret = -wbfs_errno(err);
+	ret = -ext4_errno(err);
 	err = ext2fs_xattrs_close(&h);
-	return ret ? ret : -wbfs_errno(err);
+	return ret ? ret : -ext4_errno(err);
 }
 
 /* The ACL @name of @ino in the VFS format (free with ext2fs_free_mem), or
@@ -121,7 +121,7 @@ static int acl_load_locked(struct wbfs *w, ext2_ino_t ino, const char *name, voi
 	*v = NULL;
 	err = ext2fs_xattr_get(h, name, v, len);
 	ext2fs_xattrs_close(&h);
-	return err == EXT2_ET_EA_KEY_NOT_FOUND ? -ENODATA : -wbfs_errno(err);
+	return err == EXT2_ET_EA_KEY_NOT_FOUND ? -ENODATA : -ext4_errno(err);
 }
 
 /*
@@ -142,10 +142,10 @@ static int acl_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void 
 
 	if (acl_check(v, len) < 0)
 		return -EINVAL;
-	wbfs_lock(w);
-	ret = wbfs_meta_room(w, 1);
+	ext4_lock(w);
+	ret = ext4_meta_room(w, 1);
 	if (!ret)
-		ret = wbfs_read_inode(w, ino, &in);
+		ret = ext4_read_inode(w, ino, &in);
 	if (ret)
 		goto out;
 	if (!access && !LINUX_S_ISDIR(in.i_mode)) {
@@ -161,21 +161,21 @@ static int acl_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void 
 	ret = acl_store_locked(w, ino, name, equiv ? v : NULL, len);
 	if (ret)
 		goto out;
-	ret = wbfs_read_inode(w, ino, &in);
+	ret = ext4_read_inode(w, ino, &in);
 	if (ret)
 		goto out;
-	if (access && !wbfs_cred_in_group(cred, inode_gid(in)))
+	if (access && !ext4_cred_in_group(cred, inode_gid(in)))
 		mode &= ~(mode_t)S_ISGID;
 	in.i_mode = (uint16_t)mode;
-	wbfs_now(&now);
-	wbfs_ts_set(&in, TS_CTIME, &now);
+	ext4_now(&now);
+	ext4_ts_set(&in, TS_CTIME, &now);
 	winode_fold_attrs_locked(w, ino, &in);
-	ret = wbfs_write_inode(w, ino, &in);
+	ret = ext4_write_inode(w, ino, &in);
 	wi = winode_find(w, ino);
 	if (wi)
 		wi->has_priv = (in.i_mode & (S_ISUID | S_ISGID)) != 0;
 out:
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -280,7 +280,7 @@ static blk64_t xattr_block_locked(struct wbfs *w, ext2_ino_t ino)
 {
 	struct ext2_inode_large in;
 
-	if (wbfs_read_inode(w, ino, &in))
+	if (ext4_read_inode(w, ino, &in))
 		return 0;
 	return ext2fs_file_acl_block(w->fs, (struct ext2_inode *)&in);
 }
@@ -302,9 +302,9 @@ static int xattr_undo_block_locked(struct wbfs *w, ext2_ino_t ino, const char *n
 	if (ret)
 		return ret;
 	err = had ? ext2fs_xattr_set(h, name, old, oldlen) : ext2fs_xattr_remove(h, name);
-	ret = -wbfs_errno(ext2fs_xattrs_close(&h));
+	ret = -ext4_errno(ext2fs_xattrs_close(&h));
 	if (err)
-		ret = -wbfs_errno(err);
+		ret = -ext4_errno(err);
 	return ret ? ret : -ENOSPC;
 }
 
@@ -334,14 +334,14 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 		return -E2BIG;
 	if (acl_name(name))
 		return w->posix_acl ? acl_set(w, ino, name, v, len, cred) : -EOPNOTSUPP;
-	wbfs_lock(w);
-	ret = wbfs_meta_room(w, 1);
+	ext4_lock(w);
+	ret = ext4_meta_room(w, 1);
 	if (!ret)
 		ret = xopen_locked(w, ino, &h);
 	if (ret)
 		goto out;
 	blk_before = xattr_block_locked(w, ino);
-	block_room = !wbfs_claim_room(w, 1, privileged ? WBFS_ROOM_PRIV : 0);
+	block_room = !ext4_claim_room(w, 1, privileged ? WBFS_ROOM_PRIV : 0);
 	err = ext2fs_xattr_get(h, name, &old, &oldlen);
 	had = !err;
 	if ((flags & XATTR_CREATE) && !err)
@@ -349,10 +349,10 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 	else if ((flags & XATTR_REPLACE) && err == EXT2_ET_EA_KEY_NOT_FOUND)
 		ret = -ENODATA;
 	if (!ret)
-		ret = -wbfs_errno(ext2fs_xattr_set(h, name, v, len));
+		ret = -ext4_errno(ext2fs_xattr_set(h, name, v, len));
 	err = ext2fs_xattrs_close(&h);
 	if (!ret)
-		ret = -wbfs_errno(err);
+		ret = -ext4_errno(err);
 	if (!ret && !block_room && !blk_before && xattr_block_locked(w, ino))
 		ret = xattr_undo_block_locked(w, ino, name, old, oldlen, had);
 	if (!ret)
@@ -362,7 +362,7 @@ int xattr_set(struct wbfs *w, ext2_ino_t ino, const char *name, const void *v, s
 out:
 	if (old)
 		ext2fs_free_mem(&old);
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -375,11 +375,11 @@ int xattr_get(struct wbfs *w, ext2_ino_t ino, const char *name, void *buf, size_
 
 	if (!xattr_name_ok(name))
 		return -EOPNOTSUPP;
-	wbfs_lock(w);
+	ext4_lock(w);
 	ret = xopen_locked(w, ino, &h);
 	if (ret)
 		goto out;
-	ret = -wbfs_errno(ext2fs_xattr_get(h, name, &val, &vlen));
+	ret = -ext4_errno(ext2fs_xattr_get(h, name, &val, &vlen));
 	ext2fs_xattrs_close(&h);
 	if (ret)
 		goto out;
@@ -391,7 +391,7 @@ int xattr_get(struct wbfs *w, ext2_ino_t ino, const char *name, void *buf, size_
 		ret = (int)vlen;
 	ext2fs_free_mem(&val);
 out:
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -417,13 +417,13 @@ int xattr_list(struct wbfs *w, ext2_ino_t ino, char *buf, size_t len)
 	struct list_ctx c = { buf, len, 0 };
 	int ret;
 
-	wbfs_lock(w);
+	ext4_lock(w);
 	ret = xopen_locked(w, ino, &h);
 	if (!ret) {
-		ret = -wbfs_errno(ext2fs_xattrs_iterate(h, list_cb, &c));
+		ret = -ext4_errno(ext2fs_xattrs_iterate(h, list_cb, &c));
 		ext2fs_xattrs_close(&h);
 	}
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	if (ret)
 		return ret;
 	if (len && c.used > len)
@@ -441,13 +441,13 @@ int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name)
 
 	if (!xattr_name_ok(name))
 		return -EOPNOTSUPP;
-	wbfs_lock(w);
+	ext4_lock(w);
 	ret = xopen_locked(w, ino, &h);
 	if (ret)
 		goto out;
 	err = ext2fs_xattr_get(h, name, &old, &oldlen);
 	if (err) {
-		ret = -wbfs_errno(err);
+		ret = -ext4_errno(err);
 		/* ext4: removing an ACL that is not there succeeds */
 		if (err == EXT2_ET_EA_KEY_NOT_FOUND && acl_name(name))
 			ret = 0;
@@ -455,16 +455,16 @@ int xattr_remove(struct wbfs *w, ext2_ino_t ino, const char *name)
 		goto out;
 	}
 	ext2fs_free_mem(&old);
-	ret = -wbfs_errno(ext2fs_xattr_remove(h, name));
+	ret = -ext4_errno(ext2fs_xattr_remove(h, name));
 	err = ext2fs_xattrs_close(&h);
 	if (!ret)
-		ret = -wbfs_errno(err);
+		ret = -ext4_errno(err);
 	if (!ret)
 		ret = winode_touch_ctime_locked(w, ino);
 	if (!ret)
 		caps_note_locked(w, ino, name, WINODE_CAPS_NONE);
 out:
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -490,7 +490,7 @@ int xattr_kill_caps(struct wbfs *w, struct winode *wi)
 
 	if (atomic_load(&wi->caps) == WINODE_CAPS_NONE)
 		return 0;
-	wbfs_lock(w);
+	ext4_lock(w);
 	ret = xopen_locked(w, wi->ino, &h);
 	if (ret)
 		goto out;
@@ -501,14 +501,14 @@ int xattr_kill_caps(struct wbfs *w, struct winode *wi)
 	}
 	if (err) {
 		ext2fs_xattrs_close(&h);
-		ret = -wbfs_errno(err);
+		ret = -ext4_errno(err);
 		goto out;
 	}
 	ext2fs_free_mem(&old);
-	ret = -wbfs_errno(ext2fs_xattr_remove(h, XATTR_NAME_CAPS));
+	ret = -ext4_errno(ext2fs_xattr_remove(h, XATTR_NAME_CAPS));
 	err = ext2fs_xattrs_close(&h);
 	if (!ret)
-		ret = -wbfs_errno(err);
+		ret = -ext4_errno(err);
 	if (!ret)
 		ret = winode_touch_ctime_locked(w, wi->ino);
 	if (ret)
@@ -516,7 +516,7 @@ int xattr_kill_caps(struct wbfs *w, struct winode *wi)
 none:
 	atomic_store(&wi->caps, WINODE_CAPS_NONE);
 out:
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 

@@ -5,12 +5,12 @@
  * channel hooks of fuse_io.c:
  *
  * - FUSE_TMPFILE (open(2) with O_TMPFILE): a CREATE without a name. Served
- *   here: wbfs_tmpfile makes and opens the unnamed inode, the reply
+ *   here: ops_tmpfile makes and opens the unnamed inode, the reply
  *   (fuse_entry_out then fuse_open_out, as for CREATE) goes out on the
  *   device directly. If the kernel does not take it, the file is closed
  *   and forgotten again, so nothing leaks.
  *
- * Replies go out through wbfs_fuse_io_send: on the device, or into the
+ * Replies go out through fuse_io_send: on the device, or into the
  * io_uring entry the request came in.
  * - FUSE_STATX (statx(2) asking for more than the basic stats, e.g.
  *   STATX_BTIME): its argument starts with the fields of a GETATTR, so the
@@ -101,14 +101,14 @@ static void fext_btime(struct wbfs *w, uint64_t nodeid, struct fext_btime *bt)
 	bt->valid = false;
 	if (!w || w->destroyed || ops_ctl_owns(nodeid))
 		return;
-	wbfs_lock(w);
-	if (!wbfs_read_inode(w, wbfs_ino(nodeid), &in) &&
+	ext4_lock(w);
+	if (!ext4_read_inode(w, ext4_ino(nodeid), &in) &&
 	    EXT2_INODE_SIZE(w->fs->super) > EXT2_GOOD_OLD_INODE_SIZE &&
 	    (size_t)EXT2_GOOD_OLD_INODE_SIZE + in.i_extra_isize >= crtime_end) {
-		wbfs_ts_get(&in, TS_CRTIME, &bt->ts);
+		ext4_ts_get(&in, TS_CRTIME, &bt->ts);
 		bt->valid = true;
 	}
-	wbfs_unlock(w);
+	ext4_unlock(w);
 }
 
 size_t fext_statx_to_getattr(struct wbfs *w, void *buf, size_t len, struct fext_btime *bt)
@@ -201,12 +201,12 @@ ssize_t fext_statx_reply(int fd, const struct iovec *iov, int count, const struc
 	/* errors, and what the kernel would refuse anyway, pass unchanged */
 	if (oh->error || oh->len != sizeof(*oh) + sizeof(ao) ||
 	    !fext_gather(iov, count, sizeof(*oh), &ao, sizeof(ao)))
-		return wbfs_fuse_io_send(fd, iov, count);
+		return fuse_io_send(fd, iov, count);
 	fext_attr_to_statx(&ao, bt, &sxo);
 	h.len = (uint32_t)(sizeof(h) + sizeof(sxo));
 	out[0] = (struct iovec){ &h, sizeof(h) };
 	out[1] = (struct iovec){ &sxo, sizeof(sxo) };
-	n = wbfs_fuse_io_send(fd, out, 2);
+	n = fuse_io_send(fd, out, 2);
 	return n == (ssize_t)h.len ? (ssize_t)oh->len : n < 0 ? n : 0;
 }
 
@@ -241,7 +241,7 @@ static int fext_reply_err(int fd, uint64_t unique, int err)
 	};
 	struct iovec iov = { .iov_base = &out, .iov_len = sizeof(out) };
 
-	return wbfs_fuse_io_send(fd, &iov, 1) == sizeof(out) ? 0 : -errno;
+	return fuse_io_send(fd, &iov, 1) == sizeof(out) ? 0 : -errno;
 }
 
 bool fext_is_tmpfile(const void *buf, size_t len)
@@ -283,7 +283,7 @@ void fext_tmpfile(struct wbfs *w, int fd, const void *buf, size_t len, bool dont
 	/* dir_tmpfile applies the umask unless a default ACL is inherited;
 	 * without FUSE_DONT_MASK the kernel has applied it already */
 	mode = arg->mode;
-	ret = wbfs_tmpfile(w, in->nodeid, mode, &ctx, &e, &fi);
+	ret = ops_tmpfile(w, in->nodeid, mode, &ctx, &e, &fi);
 	if (ret) {
 		fext_reply_err(fd, in->unique, ret);
 		return;
@@ -308,6 +308,6 @@ void fext_tmpfile(struct wbfs *w, int fd, const void *buf, size_t len, bool dont
 	iov[1] = (struct iovec){ &eo, sizeof(eo) };
 	iov[2] = (struct iovec){ &oo, sizeof(oo) };
 	/* not delivered (the request was interrupted and is gone): undo */
-	if (wbfs_fuse_io_send(fd, iov, 3) != (ssize_t)oh.len)
-		wbfs_tmpfile_undo(w, &fi);
+	if (fuse_io_send(fd, iov, 3) != (ssize_t)oh.len)
+		ops_tmpfile_undo(w, &fi);
 }

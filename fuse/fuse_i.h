@@ -261,7 +261,7 @@ int ops_dir_change_sync(struct wbfs *w, ext2_ino_t dir, ext2_ino_t dir2);
 int ops_inode_change_sync(struct wbfs *w, ext2_ino_t ino, bool sync);
 /* The control directory and its entries are never created, removed or renamed. */
 int ops_check_new_name(struct wbfs *w, fuse_ino_t parent, const char *name);
-/* ---- ops_file.c: the handlers of open files (wbfs_ops) ----------------- */
+/* ---- ops_file.c: the handlers of open files (ops_table) ----------------- */
 
 /* Valid replies: fuse_reply_open, fuse_reply_err */
 void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

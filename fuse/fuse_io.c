@@ -26,7 +26,7 @@
  *   it when the kernel offers it, and the rings are registered once that
  *   reply is out. A ring thread hands each request to fio_take, as the
  *   read hook does, and libfuse's reply comes back through fio_writev on
- *   the same thread; wbfs_fuse_io_send puts a reply into the ring entry
+ *   the same thread; fuse_io_send puts a reply into the ring entry
  *   of the request it answers, else on the device. A held reply keeps its
  *   ring entry until the timer commits it.
  *
@@ -176,7 +176,7 @@ static bool fio_serving_interrupt(struct fio_conn *c, const void *buf, size_t le
  * Send a reply: into the ring entry this thread serves when it answers
  * that entry's request, else on the device.
  */
-ssize_t wbfs_fuse_io_send(int fd, const struct iovec *iov, int count)
+ssize_t fuse_io_send(int fd, const struct iovec *iov, int count)
 {
 	ssize_t ret;
 
@@ -198,7 +198,7 @@ static int fio_reply(int fd, uint64_t unique, int err)
 	};
 	struct iovec iov = { .iov_base = &out, .iov_len = sizeof(out) };
 
-	return wbfs_fuse_io_send(fd, &iov, 1) == sizeof(out) ? 0 : -errno;
+	return fuse_io_send(fd, &iov, 1) == sizeof(out) ? 0 : -errno;
 }
 
 /* Serve a request here; returns true when it was consumed. */
@@ -358,14 +358,14 @@ struct fio_held {
 
 LOCK_CLASS(lc_fio_held_lock, "fio_held_lock")
 
-/* Set by the WRITE handler just before its reply (wbfs_fuse_io_hold_reply). */
+/* Set by the WRITE handler just before its reply (fuse_io_hold_reply). */
 static __thread struct {
 	long pause_ms;
 	pid_t pid;
 	struct throttle_wb *tw;
 } fio_hold_next;
 
-bool wbfs_fuse_io_hold_reply(struct wbfs *w, struct throttle_wb *tw, pid_t pid, long pause_ms)
+bool fuse_io_hold_reply(struct wbfs *w, struct throttle_wb *tw, pid_t pid, long pause_ms)
 {
 	struct fio_conn *c = w->fio;
 	bool running;
@@ -383,7 +383,7 @@ bool wbfs_fuse_io_hold_reply(struct wbfs *w, struct throttle_wb *tw, pid_t pid, 
 	return true;
 }
 
-long wbfs_fuse_io_held(struct wbfs *w)
+long fuse_io_held(struct wbfs *w)
 {
 	return w->fio ? atomic_load(&w->fio->held_count) : 0;
 }
@@ -542,7 +542,7 @@ static bool fio_interrupt(struct fio_conn *c, const void *buf, size_t len)
 	return h != NULL;
 }
 
-int wbfs_fuse_io_start(struct wbfs *w)
+int fuse_io_start(struct wbfs *w)
 {
 	struct fio_conn *c = w->fio;
 	int ret;
@@ -563,7 +563,7 @@ int wbfs_fuse_io_start(struct wbfs *w)
  * This connection's session ends: every reply it holds goes out now,
  * unpaused. Other connections' timers and replies are not touched.
  */
-void wbfs_fuse_io_stop(struct wbfs *w)
+void fuse_io_stop(struct wbfs *w)
 {
 	struct fio_conn *c = w->fio;
 	struct fio_held *h;
@@ -600,7 +600,7 @@ static bool fio_take(void *arg, int fd, void *buf, size_t *len)
 	int cs;
 
 	/* the request's bytes are copied out of the kernel by now */
-	wbfs_kstore_taken(c->w);
+	kstore_taken(c->w);
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	served = fio_intercept(c, fd, buf, *len);
 	if (!served)
@@ -830,7 +830,7 @@ static ssize_t fio_writev(int fd, struct iovec *iov, int count, void *userdata)
 		if (reply && fio_hold(c, fd, iov, count, pause_ms))
 			return (ssize_t)out->len;
 	}
-	ret = wbfs_fuse_io_send(fd, iov, count);
+	ret = fuse_io_send(fd, iov, count);
 	if (fio_uring_payload_bytes) {
 		if (ret >= 0)
 			fio_uring_start(c, fd);
@@ -847,7 +847,7 @@ static const struct fuse_custom_io fio_ops = {
 };
 
 /** The hooks themselves (for unit tests, which drive them over pipes). */
-const struct fuse_custom_io *wbfs_fuse_io_ops(void)
+const struct fuse_custom_io *fuse_io_ops(void)
 {
 	return &fio_ops;
 }
@@ -881,7 +881,7 @@ static struct fio_conn *fio_conn_alloc(struct wbfs *w, struct fuse_session *se)
 	return c;
 }
 
-int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se)
+int fuse_io_install(struct wbfs *w, struct fuse_session *se)
 {
 	int ret;
 
@@ -903,19 +903,19 @@ int wbfs_fuse_io_install(struct wbfs *w, struct fuse_session *se)
 	return 0;
 }
 
-void wbfs_fuse_io_transport_stop(struct wbfs *w)
+void fuse_io_transport_stop(struct wbfs *w)
 {
 	struct fio_conn *c = w->fio;
 
 	if (!c)
 		return;
-	wbfs_fuse_io_stop(w);	/* done already, unless the caller skipped it */
+	fuse_io_stop(w);	/* done already, unless the caller skipped it */
 	furing_stop(c->uring);
 	w->fio = NULL;
 	fio_conn_free(c);
 }
 
-int wbfs_fuse_io_transport_show(struct wbfs *w, char *buf, size_t size)
+int fuse_io_transport_show(struct wbfs *w, char *buf, size_t size)
 {
 	struct fio_conn *c = w->fio;
 	unsigned long requests;

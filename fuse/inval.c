@@ -19,18 +19,18 @@
  * bytes old. Dropping it (NOTIFY_INVAL_INODE) would first write it back
  * whole, old bytes included, over the write's: so the write's bytes are
  * stored into the kernel's pages instead, exactly those bytes
- * (NOTIFY_STORE, wbfs_inval_write), which keeps the mapping's stores in
+ * (NOTIFY_STORE, inval_write), which keeps the mapping's stores in
  * the rest of the page. And a writeback of such a page copied out before
  * that store must not undo the write in our copy (the kstore log, ext4/kstore.c).
  * Truncate and fallocate need nothing from us but the zeros of a grown
- * file's old EOF page (wbfs_inval_zero_eof_page): the kernel does not
+ * file's old EOF page (inval_zero_eof_page): the kernel does not
  * drop that page, whose tail a mapping may have dirtied past EOF.
  *
  * Which files: those the kernel has read into its page cache. Its
  * page-cache READs (faults, readahead) carry no lock owner and are page
  * aligned in offset and size, while a read(2) of a direct_io file always
  * names its caller's file table as lock owner (FUSE_READ_LOCKOWNER), so
- * wbfs_inval_note_read marks the inode on an aligned READ without one. A
+ * inval_note_read marks the inode on an aligned READ without one. A
  * read(2) from a thread with no file table (a kernel thread) looks like a
  * page-cache READ when aligned and only costs a store per write; the
  * other way round cannot happen. (Aligned alone is not enough: most of
@@ -62,7 +62,7 @@ struct inval_queue {
  * A READ of [off, off+size) with @lock_owner (0: none given): page aligned
  * and no owner means the kernel's page cache.
  */
-void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size, uint64_t lock_owner)
+void inval_note_read(struct winode *wi, uint64_t off, size_t size, uint64_t lock_owner)
 {
 	if (((off | size) & (PAGE_SIZE - 1)) || !size || lock_owner)
 		return;
@@ -77,7 +77,7 @@ void wbfs_inval_note_read(struct winode *wi, uint64_t off, size_t size, uint64_t
 static bool inval_kernel_caches(struct winode *wi)
 {
 	/* orders the caller's page stores before reading the mark; pairs with
-	 * the fence in wbfs_inval_note_read */
+	 * the fence in inval_note_read */
 	atomic_thread_fence(memory_order_seq_cst);
 	return atomic_load(&wi->kcached);
 }
@@ -91,7 +91,7 @@ static void inval_store(struct wbfs *w, struct winode *wi, uint64_t off, const v
 		return;
 	bv.buf[0].mem = (void *)buf;
 	/* -ENOENT: the kernel has forgotten the inode, so it caches nothing */
-	fuse_lowlevel_notify_store(w->se, wbfs_fuse_ino(wi->ino), (off_t)off, &bv, 0);
+	fuse_lowlevel_notify_store(w->se, ext4_fuse_ino(wi->ino), (off_t)off, &bv, 0);
 	atomic_fetch_add(&w->stats.nr_store_sent, 1);
 }
 
@@ -111,7 +111,7 @@ static void inval_store(struct wbfs *w, struct winode *wi, uint64_t off, const v
  * Context: a WRITE's worker before its reply; holds no lock (a fault
  * holding a page lock waits for a READ, which takes ilock).
  */
-void wbfs_inval_write(struct wbfs *w, struct winode *wi, const char *buf, uint64_t off,
+void inval_write(struct wbfs *w, struct winode *wi, const char *buf, uint64_t off,
 		      size_t len, uint64_t old_size)
 {
 	static const char zeros[PAGE_SIZE];
@@ -137,7 +137,7 @@ void wbfs_inval_write(struct wbfs *w, struct winode *wi, const char *buf, uint64
  * Context: the request's worker before its reply; no lock of ours held
  * (a fault holding the page lock may wait on a READ, which needs ilock).
  */
-void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,
+void inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_size,
 			      uint64_t new_size)
 {
 	static const char zeros[PAGE_SIZE];
@@ -150,7 +150,7 @@ void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_si
 		return;
 	bv.buf[0].mem = (void *)zeros;
 	bv.buf[0].size = end - old_size;
-	fuse_lowlevel_notify_store(w->se, wbfs_fuse_ino(wi->ino), (off_t)old_size, &bv, 0);
+	fuse_lowlevel_notify_store(w->se, ext4_fuse_ino(wi->ino), (off_t)old_size, &bv, 0);
 }
 
 /**
@@ -160,11 +160,11 @@ void wbfs_inval_zero_eof_page(struct wbfs *w, struct winode *wi, uint64_t old_si
  * no page lock is waited for. Context: the request's worker before its
  * reply; holds no lock of ours.
  */
-void wbfs_inval_attr(struct wbfs *w, struct winode *wi)
+void inval_attr(struct wbfs *w, struct winode *wi)
 {
 	if (!w->inval || w->destroyed)
 		return;
-	fuse_lowlevel_notify_inval_inode(w->se, wbfs_fuse_ino(wi->ino), -1, 0);
+	fuse_lowlevel_notify_inval_inode(w->se, ext4_fuse_ino(wi->ino), -1, 0);
 }
 
 /**
@@ -178,12 +178,12 @@ void wbfs_inval_attr(struct wbfs *w, struct winode *wi)
  * it anyway (a rename moved the directory: its ".." entry changed, which
  * the kernel does not see).
  */
-void wbfs_inval_dir_listing(struct wbfs *w, struct winode *wi, bool always)
+void inval_dir_listing(struct wbfs *w, struct winode *wi, bool always)
 {
 	if (!w->inval || w->destroyed || !wi || !LINUX_S_ISDIR(wi->mode) ||
 	    options_atime_mode(&w->opts) == ATIME_STRICT || (!always && !winode_atime_due(w, wi)))
 		return;
-	fuse_lowlevel_notify_inval_inode(w->se, wbfs_fuse_ino(wi->ino), 0, 0);
+	fuse_lowlevel_notify_inval_inode(w->se, ext4_fuse_ino(wi->ino), 0, 0);
 	atomic_fetch_add(&w->stats.nr_inval_sent, 1);
 }
 
@@ -191,7 +191,7 @@ void wbfs_inval_dir_listing(struct wbfs *w, struct winode *wi, bool always)
  * The session of @w runs: notifications may be sent from now on. Returns
  * 0 or -errno.
  */
-int wbfs_inval_start(struct wbfs *w)
+int inval_start(struct wbfs *w)
 {
 	struct inval_queue *iq = calloc(1, sizeof(*iq));
 
@@ -203,15 +203,15 @@ int wbfs_inval_start(struct wbfs *w)
 }
 
 /** No more notifications. Context: after the session loop ended. */
-void wbfs_inval_stop(struct wbfs *w)
+void inval_stop(struct wbfs *w)
 {
 	free(w->inval);
 	w->inval = NULL;
 }
 
 const struct ext4_kcache_ops fuse_kcache_ops = {
-	.write = wbfs_inval_write,
-	.zero_eof_page = wbfs_inval_zero_eof_page,
-	.attr = wbfs_inval_attr,
-	.hold_reply = wbfs_fuse_io_hold_reply,
+	.write = inval_write,
+	.zero_eof_page = inval_zero_eof_page,
+	.attr = inval_attr,
+	.hold_reply = fuse_io_hold_reply,
 };

@@ -87,7 +87,7 @@ int ops_dir_change_sync(struct wbfs *w, ext2_ino_t dir, ext2_ino_t dir2)
 	if (!iflags_is_dirsync(w, dir) && (!dir2 || !iflags_is_dirsync(w, dir2)))
 		return 0;
 	atomic_fetch_add(&w->stats.nr_dirsync_ops, 1);
-	return wbfs_sync_durable(w);
+	return ext4_sync_durable(w);
 }
 
 /*
@@ -103,7 +103,7 @@ int ops_inode_change_sync(struct wbfs *w, ext2_ino_t ino, bool sync)
 	if (!sync && !iflags_is_sync(w, ino))
 		return 0;
 	atomic_fetch_add(&w->stats.nr_sync_metadata, 1);
-	return wbfs_sync_durable(w);
+	return ext4_sync_durable(w);
 }
 
 /* Reply an entry for @ino after a lookup or a create (counts one lookup). */
@@ -125,7 +125,7 @@ static void reply_entry(fuse_req_t req, struct wbfs *w, ext2_ino_t ino)
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	e.ino = wbfs_fuse_ino(ino);
+	e.ino = ext4_fuse_ino(ino);
 	e.attr_timeout = ATTR_TIMEOUT;
 	e.entry_timeout = ENTRY_TIMEOUT;
 	if (fuse_reply_entry(req, &e))
@@ -156,7 +156,7 @@ static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ops_ctl->ops->lookup(req, parent, name);
 		return;
 	}
-	ret = dir_lookup(w, wbfs_ino(parent), name, &ino);
+	ret = dir_lookup(w, ext4_ino(parent), name, &ino);
 	if (ret == -ENOENT) {
 		/*
 		 * A negative entry the kernel may cache: every create, link,
@@ -178,7 +178,7 @@ static void wbcfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void wbcfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	CTL_ROUTE(ino, forget, req, ino, nlookup);
-	winode_forget_ino(req_wbfs(req), wbfs_ino(ino), nlookup);
+	winode_forget_ino(req_wbfs(req), ext4_ino(ino), nlookup);
 	fuse_reply_none(req);
 }
 
@@ -190,7 +190,7 @@ static void wbcfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_
 
 	for (i = 0; i < count; i++)
 		if (!ops_ctl_owns(f[i].ino))
-			winode_forget_ino(w, wbfs_ino(f[i].ino), f[i].nlookup);
+			winode_forget_ino(w, ext4_ino(f[i].ino), f[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -201,7 +201,7 @@ static void wbcfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	int ret;
 
 	CTL_ROUTE(ino, getattr, req, ino, fi);
-	ret = winode_stat(req_wbfs(req), wbfs_ino(ino), &st);
+	ret = winode_stat(req_wbfs(req), ext4_ino(ino), &st);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -211,7 +211,7 @@ static void wbcfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 static void set_time(struct ext2_inode_large *in, int which, int to_set, int now_flag,
 		     const struct timespec *ts, const struct timespec *now)
 {
-	wbfs_ts_set(in, which, (to_set & now_flag) ? now : ts);
+	ext4_ts_set(in, which, (to_set & now_flag) ? now : ts);
 }
 
 /* mode, owner and times: one read-modify-write of the inode. */
@@ -222,13 +222,13 @@ static int setattr_inode(struct wbfs *w, ext2_ino_t ino, const struct stat *a, i
 	struct winode *wi;
 	int ret;
 
-	wbfs_lock(w);
-	ret = wbfs_read_inode(w, ino, &in);
+	ext4_lock(w);
+	ret = ext4_read_inode(w, ino, &in);
 	if (ret)
 		goto out;
 	winode_fold_attrs_locked(w, ino, &in);
 	/* stamped under the lock: no change that waited for it gets an earlier one */
-	wbfs_now(&now);
+	ext4_now(&now);
 	if (to_set & FUSE_SET_ATTR_MODE)
 		in.i_mode = (uint16_t)((in.i_mode & S_IFMT) | (a->st_mode & 07777));
 	if (to_set & FUSE_SET_ATTR_UID) {
@@ -243,15 +243,15 @@ static int setattr_inode(struct wbfs *w, ext2_ino_t ino, const struct stat *a, i
 		set_time(&in, TS_ATIME, to_set, FUSE_SET_ATTR_ATIME_NOW, &a->st_atim, &now);
 	if (to_set & FUSE_SET_ATTR_MTIME)
 		set_time(&in, TS_MTIME, to_set, FUSE_SET_ATTR_MTIME_NOW, &a->st_mtim, &now);
-	wbfs_ts_set(&in, TS_CTIME, (to_set & FUSE_SET_ATTR_CTIME) ? &a->st_ctim : &now);
-	ret = wbfs_write_inode(w, ino, &in);
+	ext4_ts_set(&in, TS_CTIME, (to_set & FUSE_SET_ATTR_CTIME) ? &a->st_ctim : &now);
+	ret = ext4_write_inode(w, ino, &in);
 	if (!ret && (to_set & FUSE_SET_ATTR_MODE))
 		ret = xattr_acl_chmod_locked(w, ino, in.i_mode);
 	wi = winode_find(w, ino);
 	if (wi)
 		wi->has_priv = (in.i_mode & (S_ISUID | S_ISGID)) != 0;
 out:
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	return ret;
 }
 
@@ -260,7 +260,7 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 			  struct fuse_file_info *fi)
 {
 	struct wbfs *w = req_wbfs(req);
-	ext2_ino_t ino = wbfs_ino(fino);
+	ext2_ino_t ino = ext4_ino(fino);
 	struct stat st;
 	bool sized = false;
 	int ret = 0;
@@ -291,7 +291,7 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 	if (!ret)
 		ret = winode_stat(w, ino, &st);
 	if (!ret && S_ISDIR(st.st_mode))
-		wbfs_inval_dir_listing(w, winode_find(w, ino), false);
+		inval_dir_listing(w, winode_find(w, ino), false);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -305,11 +305,11 @@ static void wbcfs_readlink(fuse_req_t req, fuse_ino_t ino)
 	int ret;
 
 	CTL_ROUTE(ino, readlink, req, ino);
-	ret = dir_readlink(req_wbfs(req), wbfs_ino(ino), buf, sizeof(buf));
+	ret = dir_readlink(req_wbfs(req), ext4_ino(ino), buf, sizeof(buf));
 	if (ret) {
 		fuse_reply_err(req, -ret);
 	} else {
-		struct winode *wi = winode_find(req_wbfs(req), wbfs_ino(ino));
+		struct winode *wi = winode_find(req_wbfs(req), ext4_ino(ino));
 
 		if (wi)
 			winode_accessed(req_wbfs(req), wi, 0);
@@ -326,7 +326,7 @@ int ops_check_new_name(struct wbfs *w, fuse_ino_t parent, const char *name)
 		return -ENAMETOOLONG;
 	if (ops_ctl->check_name(w, parent, name))
 		return -EPERM;
-	return iflags_check(w, wbfs_ino(parent), EXT2_IMMUTABLE_FL);
+	return iflags_check(w, ext4_ino(parent), EXT2_IMMUTABLE_FL);
 }
 
 /* Valid replies: fuse_reply_entry, fuse_reply_err */
@@ -338,9 +338,9 @@ static void wbcfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	int ret = ops_check_new_name(w, parent, name);
 
 	if (!ret)
-		ret = dir_create(w, wbfs_ino(parent), name, mode, rdev, fuse_req_ctx(req), &ino);
+		ret = dir_create(w, ext4_ino(parent), name, mode, rdev, fuse_req_ctx(req), &ino);
 	if (!ret)
-		ret = ops_dir_change_sync(w, wbfs_ino(parent), 0);
+		ret = ops_dir_change_sync(w, ext4_ino(parent), 0);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -355,9 +355,9 @@ static void wbcfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	int ret = ops_check_new_name(w, parent, name);
 
 	if (!ret)
-		ret = dir_mkdir(w, wbfs_ino(parent), name, mode, fuse_req_ctx(req), &ino);
+		ret = dir_mkdir(w, ext4_ino(parent), name, mode, fuse_req_ctx(req), &ino);
 	if (!ret)
-		ret = ops_dir_change_sync(w, wbfs_ino(parent), 0);
+		ret = ops_dir_change_sync(w, ext4_ino(parent), 0);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -371,11 +371,11 @@ static void wbcfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int ret = ops_check_new_name(w, parent, name);
 
 	if (!ret)
-		ret = iflags_check(w, wbfs_ino(parent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
+		ret = iflags_check(w, ext4_ino(parent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
-		ret = dir_unlink(w, wbfs_ino(parent), name, false);
+		ret = dir_unlink(w, ext4_ino(parent), name, false);
 	if (!ret)
-		ret = ops_dir_change_sync(w, wbfs_ino(parent), 0);
+		ret = ops_dir_change_sync(w, ext4_ino(parent), 0);
 	fuse_reply_err(req, -ret);
 }
 
@@ -386,11 +386,11 @@ static void wbcfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int ret = ops_check_new_name(w, parent, name);
 
 	if (!ret)
-		ret = iflags_check(w, wbfs_ino(parent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
+		ret = iflags_check(w, ext4_ino(parent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
-		ret = dir_unlink(w, wbfs_ino(parent), name, true);
+		ret = dir_unlink(w, ext4_ino(parent), name, true);
 	if (!ret)
-		ret = ops_dir_change_sync(w, wbfs_ino(parent), 0);
+		ret = ops_dir_change_sync(w, ext4_ino(parent), 0);
 	fuse_reply_err(req, -ret);
 }
 
@@ -402,9 +402,9 @@ static void wbcfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, c
 	int ret = ops_check_new_name(w, parent, name);
 
 	if (!ret)
-		ret = dir_symlink(w, wbfs_ino(parent), name, link, fuse_req_ctx(req), &ino);
+		ret = dir_symlink(w, ext4_ino(parent), name, link, fuse_req_ctx(req), &ino);
 	if (!ret)
-		ret = ops_dir_change_sync(w, wbfs_ino(parent), 0);
+		ret = ops_dir_change_sync(w, ext4_ino(parent), 0);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
@@ -450,20 +450,20 @@ static void wbcfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!ret)
 		ret = ops_check_new_name(w, newparent, newname);
 	if (!ret)
-		ret = iflags_check(w, wbfs_ino(parent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
+		ret = iflags_check(w, ext4_ino(parent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
-		ret = iflags_check(w, wbfs_ino(newparent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
+		ret = iflags_check(w, ext4_ino(newparent), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret && !w->ro)
-		rename_alloc_da(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags);
+		rename_alloc_da(w, ext4_ino(parent), name, ext4_ino(newparent), newname, flags);
 	if (!ret)
-		ret = dir_rename(w, wbfs_ino(parent), name, wbfs_ino(newparent), newname, flags,
-				 fuse_req_ctx(req), wbfs_privileged(w, fuse_req_ctx(req)), moved);
+		ret = dir_rename(w, ext4_ino(parent), name, ext4_ino(newparent), newname, flags,
+				 fuse_req_ctx(req), ext4_privileged(w, fuse_req_ctx(req)), moved);
 	/* a directory moved: its "..", which the kernel may list, changed */
 	for (i = 0; !ret && i < 2; i++)
 		if (moved[i])
-			wbfs_inval_dir_listing(w, winode_find(w, moved[i]), true);
+			inval_dir_listing(w, winode_find(w, moved[i]), true);
 	if (!ret)
-		ret = ops_dir_change_sync(w, wbfs_ino(parent), wbfs_ino(newparent));
+		ret = ops_dir_change_sync(w, ext4_ino(parent), ext4_ino(newparent));
 	fuse_reply_err(req, -ret);
 }
 
@@ -476,16 +476,16 @@ static void wbcfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, con
 	if (!ret && ops_ctl_owns(ino))
 		ret = -EPERM;
 	if (!ret)
-		ret = iflags_check(w, wbfs_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
+		ret = iflags_check(w, ext4_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL);
 	if (!ret)
-		ret = dir_link(w, wbfs_ino(ino), wbfs_ino(newparent), newname,
-			       wbfs_privileged(w, fuse_req_ctx(req)));
+		ret = dir_link(w, ext4_ino(ino), ext4_ino(newparent), newname,
+			       ext4_privileged(w, fuse_req_ctx(req)));
 	if (!ret)
-		ret = ops_dir_change_sync(w, wbfs_ino(newparent), 0);
+		ret = ops_dir_change_sync(w, ext4_ino(newparent), 0);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
-		reply_entry(req, w, wbfs_ino(ino));
+		reply_entry(req, w, ext4_ino(ino));
 }
 
 struct wdir {
@@ -509,7 +509,7 @@ static void wbcfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 		 * directory changes through this mount (iversion and mtime).
 		 * READDIR then comes without a handle and is served by
 		 * position (dir_read_at). A listing that is to update atime
-		 * must reach us: wbfs_inval_dir_listing drops the kernel's
+		 * must reach us: inval_dir_listing drops the kernel's
 		 * copy when a change other than to the entries makes atime
 		 * due.
 		 * Under strictatime every listing must reach us: the handle
@@ -569,8 +569,8 @@ static void readdir_at(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ret = dir_read_at(f.w, wbfs_ino(ino), off < 0 ? 0 : (uint64_t)off, readdir_emit, &f);
-	wi = winode_get(f.w, wbfs_ino(ino), false);
+	ret = dir_read_at(f.w, ext4_ino(ino), off < 0 ? 0 : (uint64_t)off, readdir_emit, &f);
+	wi = winode_get(f.w, ext4_ino(ino), false);
 	if (wi)
 		winode_accessed(f.w, wi, 0);
 	if (ret && !f.used)
@@ -597,7 +597,7 @@ static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 	}
 	if (off == 0 || !d->loaded) {
 		dir_snap_free(&d->snap);
-		ret = dir_snapshot(req_wbfs(req), wbfs_ino(ino), &d->snap);
+		ret = dir_snapshot(req_wbfs(req), ext4_ino(ino), &d->snap);
 		if (ret) {
 			fuse_reply_err(req, -ret);
 			return;
@@ -606,7 +606,7 @@ static void wbcfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 			ops_ctl->hide_in_root(req_wbfs(req), &d->snap);
 		d->loaded = true;
 	}
-	wi = winode_get(req_wbfs(req), wbfs_ino(ino), false);
+	wi = winode_get(req_wbfs(req), ext4_ino(ino), false);
 	if (wi)
 		winode_accessed(req_wbfs(req), wi, 0);
 	buf = malloc(size);
@@ -649,7 +649,7 @@ static void wbcfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 	CTL_ROUTE(ino, fsyncdir, req, ino, datasync, fi);
 	if (!w->ro)
-		ret = wbfs_sync_durable(w);
+		ret = ext4_sync_durable(w);
 	fuse_reply_err(req, -ret);
 }
 
@@ -698,16 +698,16 @@ static void wbcfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, con
 		ops_req_cred(req, &cred);
 	if (xattr_is_fault(w, name))
 		ret = fuse_req_ctx(req)->uid ? -EPERM :
-		      xattr_fault_set(w, wbfs_ino(ino), name, value, size);
+		      xattr_fault_set(w, ext4_ino(ino), name, value, size);
 	else
 		ret = w->ro ? -EROFS :
-		      iflags_check(w, wbfs_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL) ? -EPERM :
-		      xattr_set(w, wbfs_ino(ino), name, value, size, flags, &cred,
-				wbfs_privileged(w, fuse_req_ctx(req)));
+		      iflags_check(w, ext4_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL) ? -EPERM :
+		      xattr_set(w, ext4_ino(ino), name, value, size, flags, &cred,
+				ext4_privileged(w, fuse_req_ctx(req)));
 	if (!ret)
-		wbfs_inval_dir_listing(w, winode_find(w, wbfs_ino(ino)), false);
+		inval_dir_listing(w, winode_find(w, ext4_ino(ino)), false);
 	if (!ret && !xattr_is_fault(w, name))
-		ret = ops_inode_change_sync(w, wbfs_ino(ino), false);
+		ret = ops_inode_change_sync(w, ext4_ino(ino), false);
 	fuse_reply_err(req, -ret);
 }
 
@@ -724,9 +724,9 @@ static void wbcfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, siz
 		return;
 	}
 	if (xattr_is_fault(req_wbfs(req), name))
-		ret = xattr_fault_get(req_wbfs(req), wbfs_ino(ino), name, buf, size);
+		ret = xattr_fault_get(req_wbfs(req), ext4_ino(ino), name, buf, size);
 	else
-		ret = xattr_get(req_wbfs(req), wbfs_ino(ino), name, buf, size);
+		ret = xattr_get(req_wbfs(req), ext4_ino(ino), name, buf, size);
 	if (ret < 0)
 		fuse_reply_err(req, -ret);
 	else if (!size)
@@ -748,7 +748,7 @@ static void wbcfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ret = xattr_list(req_wbfs(req), wbfs_ino(ino), buf, size);
+	ret = xattr_list(req_wbfs(req), ext4_ino(ino), buf, size);
 	if (ret < 0)
 		fuse_reply_err(req, -ret);
 	else if (!size)
@@ -767,15 +767,15 @@ static void wbcfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	CTL_ROUTE(ino, removexattr, req, ino, name);
 	if (xattr_is_fault(w, name))
 		ret = fuse_req_ctx(req)->uid ? -EPERM :
-		      xattr_fault_set(w, wbfs_ino(ino), name, "none", 4);
+		      xattr_fault_set(w, ext4_ino(ino), name, "none", 4);
 	else
 		ret = w->ro ? -EROFS :
-		      iflags_check(w, wbfs_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL) ? -EPERM :
-		      xattr_remove(w, wbfs_ino(ino), name);
+		      iflags_check(w, ext4_ino(ino), EXT2_IMMUTABLE_FL | EXT2_APPEND_FL) ? -EPERM :
+		      xattr_remove(w, ext4_ino(ino), name);
 	if (!ret)
-		wbfs_inval_dir_listing(w, winode_find(w, wbfs_ino(ino)), false);
+		inval_dir_listing(w, winode_find(w, ext4_ino(ino)), false);
 	if (!ret && !xattr_is_fault(w, name))
-		ret = ops_inode_change_sync(w, wbfs_ino(ino), false);
+		ret = ops_inode_change_sync(w, ext4_ino(ino), false);
 	fuse_reply_err(req, -ret);
 }
 
@@ -806,11 +806,11 @@ static void wbcfs_destroy(void *userdata)
 
 	if (!w->destroyed) {
 		w->destroyed = true;
-		w->close_ret = wbfs_close(w);
+		w->close_ret = ext4_close(w);
 	}
 }
 
-const struct fuse_lowlevel_ops wbfs_ops = {
+const struct fuse_lowlevel_ops ops_table = {
 	.init = wbcfs_init,
 	.destroy = wbcfs_destroy,
 	.lookup = wbcfs_lookup,
@@ -844,6 +844,6 @@ const struct fuse_lowlevel_ops wbfs_ops = {
 	.removexattr = wbcfs_removexattr,
 	.fallocate = ops_fallocate,
 	.lseek = ops_lseek,
-	.ioctl = wbfs_ioctl,
-	.bmap = wbfs_bmap,
+	.ioctl = ext4_ioctl,
+	.bmap = ext4_bmap,
 };

@@ -30,21 +30,21 @@ static int file_kill_priv(struct wbfs *w, struct winode *wi, const struct wbfs_c
 
 	if (!atomic_load(&wi->has_priv) || !cred->uid)
 		return 0;
-	wbfs_lock(w);
-	ret = wbfs_read_inode(w, wi->ino, &in);
+	ext4_lock(w);
+	ret = ext4_read_inode(w, wi->ino, &in);
 	if (!ret) {
-		mode = wbfs_cred_kill_priv(cred, in.i_mode, inode_gid(in));
+		mode = ext4_cred_kill_priv(cred, in.i_mode, inode_gid(in));
 		if (mode != in.i_mode) {
 			in.i_mode = (uint16_t)mode;
 			winode_fold_attrs_locked(w, wi->ino, &in);
-			ret = wbfs_write_inode(w, wi->ino, &in);
+			ret = ext4_write_inode(w, wi->ino, &in);
 			changed = !ret;
 		}
 		wi->has_priv = (in.i_mode & (S_ISUID | S_ISGID)) != 0;
 	}
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	if (changed)
-		wbfs_inval_attr(w, wi);
+		inval_attr(w, wi);
 	return ret;
 }
 
@@ -108,7 +108,7 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int ret;
 
 	CTL_ROUTE(ino, open, req, ino, fi);
-	ret = file_open(req_wbfs(req), wbfs_ino(ino), fi, req, false);
+	ret = file_open(req_wbfs(req), ext4_ino(ino), fi, req, false);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else if (fuse_reply_open(req, fi) == -ENOENT)
@@ -126,10 +126,10 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	int ret = ops_check_new_name(w, parent, name);
 
 	if (!ret)
-		ret = dir_create(w, wbfs_ino(parent), name, (mode & ~S_IFMT) | S_IFREG, 0,
+		ret = dir_create(w, ext4_ino(parent), name, (mode & ~S_IFMT) | S_IFREG, 0,
 				 fuse_req_ctx(req), &ino);
 	if (!ret)
-		ret = ops_dir_change_sync(w, wbfs_ino(parent), 0);
+		ret = ops_dir_change_sync(w, ext4_ino(parent), 0);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -159,7 +159,7 @@ void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int ret;
 
 	CTL_ROUTE(ino, read, req, ino, size, off, fi);
-	wbfs_inval_note_read(fi_file(fi)->wi, (uint64_t)off, size, fi->lock_owner);
+	inval_note_read(fi_file(fi)->wi, (uint64_t)off, size, fi->lock_owner);
 	ret = data_read(req_wbfs(req), fi_file(fi), (uint64_t)off, size, &rr);
 	if (ret) {
 		fuse_reply_err(req, -ret);
@@ -272,7 +272,7 @@ void ops_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		ret = data_write(w, fi_file(fi)->wi, data, len, (uint64_t)off,
 				 fuse_req_ctx(req)->uid == 0, fi->writepage);
 		/* a page the kernel writes back reports its loss at once: no retry */
-		if (ret != -ENOSPC || fi->writepage || !wbfs_should_retry_alloc(w, &retries))
+		if (ret != -ENOSPC || fi->writepage || !ext4_should_retry_alloc(w, &retries))
 			break;
 		ret = 0;
 	}
@@ -343,7 +343,7 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	CTL_ROUTE(ino, release, req, ino, fi);
 	pthread_mutex_destroy(&f->ra_lock);
-	winode_put_open_ino(w, wbfs_ino(ino));
+	winode_put_open_ino(w, ext4_ino(ino));
 	free(f);
 	fuse_reply_err(req, 0);
 }
@@ -354,7 +354,7 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * does. Fills @e and @fi (fi->flags: the open flags) for the reply.
  * Returns 0 or -errno.
  */
-int wbfs_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fuse_ctx *ctx,
+int ops_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fuse_ctx *ctx,
 		 struct fuse_entry_param *e, struct fuse_file_info *fi)
 {
 	struct winode *wi;
@@ -365,11 +365,11 @@ int wbfs_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fu
 		return -EROFS;
 	if (ops_ctl_owns(parent))
 		return -EPERM;
-	ret = dir_tmpfile(w, wbfs_ino(parent), (mode & ~S_IFMT) | S_IFREG, ctx, &ino);
+	ret = dir_tmpfile(w, ext4_ino(parent), (mode & ~S_IFMT) | S_IFREG, ctx, &ino);
 	if (ret)
 		return ret;
 	wi = winode_get(w, ino, true);
-	wbfs_lock(w);
+	ext4_lock(w);
 	if (wi) {
 		wi->unlinked = true;	/* freed at the last close and forget */
 		ret = winode_orphan_add_ino_locked(w, ino);
@@ -378,7 +378,7 @@ int wbfs_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fu
 	} else {
 		winode_free_locked(w, ino);
 	}
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	if (!wi)
 		return -EIO;
 	if (ret) {
@@ -401,8 +401,8 @@ int wbfs_tmpfile(struct wbfs *w, fuse_ino_t parent, mode_t mode, const struct fu
 	return 0;
 }
 
-/* The kernel did not take wbfs_tmpfile's reply: close and forget the file. */
-void wbfs_tmpfile_undo(struct wbfs *w, struct fuse_file_info *fi)
+/* The kernel did not take ops_tmpfile's reply: close and forget the file. */
+void ops_tmpfile_undo(struct wbfs *w, struct fuse_file_info *fi)
 {
 	struct wfile *f = fi_file(fi);
 	struct winode *wi = f->wi;
@@ -436,7 +436,7 @@ void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t le
 	while (!ret) {
 		ret = data_fallocate(w, fi_file(fi)->wi, mode, (uint64_t)off, (uint64_t)len,
 				     fuse_req_ctx(req)->uid == 0);
-		if (ret != -ENOSPC || !wbfs_should_retry_alloc(w, &retries))
+		if (ret != -ENOSPC || !ext4_should_retry_alloc(w, &retries))
 			break;
 		ret = 0;
 	}

@@ -84,17 +84,17 @@ uint32_t ext2fs_crc32c_le(uint32_t crc, unsigned char const *p, size_t len)
 	return crc32c_impl(crc, p, len);
 }
 
-bool wbfs_crc32c_is_hw(void)
+bool jbd2_crc32c_is_hw(void)
 {
 	return crc32c_hw;
 }
 
-unsigned long wbfs_crc32c_calls(void)
+unsigned long jbd2_crc32c_calls(void)
 {
 	return nr_calls;
 }
 
-uint32_t wbfs_crc32c_library(uint32_t crc, const void *p, size_t len)
+uint32_t jbd2_crc32c_library(uint32_t crc, const void *p, size_t len)
 {
 	return crc32c_library()(crc, p, len);
 }

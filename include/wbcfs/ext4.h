@@ -249,7 +249,7 @@ struct wbfs {
 	ext2_filsys fs;			/* fs_lock */
 	pthread_rwlock_t fs_lock;	/* protects: fs and every libext2fs call
 					 * (held exclusive); shared, only block
-					 * claims run (wbfs_claim_blocks) */
+					 * claims run (ext4_claim_blocks) */
 	pthread_mutex_t group_lock[WBFS_GROUP_LOCKS];
 					/* under fs_lock shared: group g's bits
 					 * of fs->block_map (lock g % N) */
@@ -307,10 +307,10 @@ struct wbfs {
 					 * enforces POSIX ACLs (else they are
 					 * refused, as ext4's noacl does) */
 	bool destroyed;
-	int close_ret;			/* wbfs_close's result, for the exit status */
+	int close_ret;			/* ext4_close's result, for the exit status */
 	_Atomic long lost_pages;	/* atomic: dirty pages dropped unwritten */
 
-	/* new blocks whose data write failed (inode.c, wbfs_hide_failed_locked) */
+	/* new blocks whose data write failed (inode.c, ext4_hide_failed_locked) */
 	pthread_mutex_t hide_lock;	/* protects: hide, nr_hide, cap_hide, hide_overflow;
 					 * a leaf (taken in I/O completion, and
 					 * under fs_lock by the commit) */
@@ -338,7 +338,7 @@ struct wbfs {
 	struct bm_runs busy_runs;	/* fs_lock: where they are */
 	_Atomic bool alloc_busy_refused;	/* atomic: a data allocation failed
 						 * that a commit would let succeed
-						 * (wbfs_should_retry_alloc) */
+						 * (ext4_should_retry_alloc) */
 	struct jtab orphan_prev;	/* fs_lock: orphan inode -> the orphan
 					 * before it on the list (0: the head) */
 	bool orphan_tracked;		/* fs_lock: orphan_prev holds the whole list */
@@ -354,7 +354,7 @@ struct wbfs {
 	uint8_t *bm_changed;		/* fs_lock: per group, BM_BLOCK | BM_INODE:
 					 * its bitmap changed in memory since it
 					 * was last written (ext4.c), or NULL */
-	bool bm_in_range;		/* fs_lock: in wbfs_block_alloc_stats_range */
+	bool bm_in_range;		/* fs_lock: in ext4_block_alloc_stats_range */
 	enum { BM_SCAN_NONE, BM_SCAN_QUIET, BM_SCAN_CHECK } bm_scan;
 					/* fs_lock: the next bitmap write looks at
 					 * every group (CHECK: counting changes
@@ -366,23 +366,23 @@ struct wbfs {
 
 
 /* journal.c */
-int wbfs_journal_show(struct wbfs *w, char *buf, size_t len);
-int wbfs_sync_durable(struct wbfs *w);
+int ext4_journal_show(struct wbfs *w, char *buf, size_t len);
+int ext4_sync_durable(struct wbfs *w);
 
 /* ext4.c */
-int wbfs_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o);
-int wbfs_close(struct wbfs *w);
-void wbfs_lock(struct wbfs *w);
-void wbfs_unlock(struct wbfs *w);
-int wbfs_read_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
-int wbfs_write_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
-void wbfs_ts_get(const struct ext2_inode_large *in, int which, struct timespec *ts);
-void wbfs_ts_set(struct ext2_inode_large *in, int which, const struct timespec *ts);
+int ext4_open(struct wbfs *w, const char *dev, const struct wbcfs_options *o);
+int ext4_close(struct wbfs *w);
+void ext4_lock(struct wbfs *w);
+void ext4_unlock(struct wbfs *w);
+int ext4_read_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
+int ext4_write_inode(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
+void ext4_ts_get(const struct ext2_inode_large *in, int which, struct timespec *ts);
+void ext4_ts_set(struct ext2_inode_large *in, int which, const struct timespec *ts);
 enum { TS_ATIME, TS_MTIME, TS_CTIME, TS_CRTIME };
-void wbfs_now(struct timespec *ts);
+void ext4_now(struct timespec *ts);
 #define WBFS_ROOM_PRIV		0x1	/* may use the root reserve */
 #define WBFS_ROOM_NOFAIL	0x2	/* may use half the metadata headroom */
-bool wbfs_privileged(struct wbfs *w, const struct fuse_ctx *ctx);
+bool ext4_privileged(struct wbfs *w, const struct fuse_ctx *ctx);
 
 /* inode.c */
 struct winode *winode_get(struct wbfs *w, ext2_ino_t ino, bool lookup);
@@ -391,7 +391,7 @@ void winode_forget_ino(struct wbfs *w, ext2_ino_t ino, uint64_t nlookup);
 struct winode *winode_find(struct wbfs *w, ext2_ino_t ino);
 void winode_put_open(struct wbfs *w, struct winode *wi);
 void winode_put_open_ino(struct wbfs *w, ext2_ino_t ino);
-bool wbfs_should_retry_alloc(struct wbfs *w, int *retries);
+bool ext4_should_retry_alloc(struct wbfs *w, int *retries);
 int winode_stat(struct wbfs *w, ext2_ino_t ino, struct stat *st);
 void winode_fold_attrs_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 bool winode_atime_due(struct wbfs *w, struct winode *wi);
@@ -501,21 +501,21 @@ int iflags_check_setattr(struct wbfs *w, ext2_ino_t ino, int to_set);
 int iflags_check_open(struct winode *wi, int flags);
 int iflags_check_write(struct winode *wi, int flags);
 int iflags_check_fallocate(struct winode *wi, int mode);
-void wbfs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+void ext4_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 		size_t in_bufsz, size_t out_bufsz);
-void wbfs_bmap(fuse_req_t req, fuse_ino_t ino, size_t blocksize, uint64_t idx);
+void ext4_bmap(fuse_req_t req, fuse_ino_t ino, size_t blocksize, uint64_t idx);
 
 /* kstore.c */
 struct kstore_range {
 	uint64_t start, end;
 };
-void wbfs_kstore_taken(struct wbfs *w);
-int wbfs_kstore_begin(struct winode *wi, uint64_t start, uint64_t end);
-void wbfs_kstore_end(struct wbfs *w, struct winode *wi, int slot, uint64_t start, uint64_t end);
-int wbfs_kstore_mask(struct wbfs *w, struct winode *wi, uint64_t pos, size_t n,
+void kstore_taken(struct wbfs *w);
+int kstore_begin(struct winode *wi, uint64_t start, uint64_t end);
+void kstore_end(struct wbfs *w, struct winode *wi, int slot, uint64_t start, uint64_t end);
+int kstore_mask(struct wbfs *w, struct winode *wi, uint64_t pos, size_t n,
 		     struct kstore_range *keep);
-void wbfs_kstore_free(struct winode *wi);
+void kstore_free(struct winode *wi);
 /*
  * Writes per file the kernel caches that a writeback from its page cache is
  * checked against (inval.c). A writeback taken before a write but handled
@@ -528,11 +528,11 @@ void wbfs_kstore_free(struct winode *wi);
 #define KSTORE_MAX_KEEP 256
 
 /* inode numbers */
-static inline ext2_ino_t wbfs_ino(fuse_ino_t ino)
+static inline ext2_ino_t ext4_ino(fuse_ino_t ino)
 {
 	return ino == FUSE_ROOT_ID ? EXT2_ROOT_INO : (ext2_ino_t)ino;
 }
-static inline fuse_ino_t wbfs_fuse_ino(ext2_ino_t ino)
+static inline fuse_ino_t ext4_fuse_ino(ext2_ino_t ino)
 {
 	return ino == EXT2_ROOT_INO ? FUSE_ROOT_ID : ino;
 }
@@ -543,7 +543,7 @@ static inline fuse_ino_t wbfs_fuse_ino(ext2_ino_t ino)
  * What the layer that mounts a filesystem (the daemon) does for it: the
  * page cache and flusher pool the device joins (created by the first
  * device of a domain), and being told when the device's bdi starts and
- * stops, so that cache-wide wakeups reach it. Set before wbfs_open.
+ * stops, so that cache-wide wakeups reach it. Set before ext4_open.
  */
 struct ext4_host_ops {
 	int (*get_cache)(void *host, const struct wbcfs_options *o, const char *dev,
@@ -600,7 +600,7 @@ static inline bool kcache_hold_reply(struct wbfs *w, struct throttle_wb *tw, pid
  * Inode numbers of the filesystem fit 32 bits; the FUSE inodes above them
  * are the daemon's (its control directory).
  */
-static inline bool wbfs_ino_ours(fuse_ino_t ino)
+static inline bool ext4_ino_ours(fuse_ino_t ino)
 {
 	return ino <= UINT32_MAX;
 }

@@ -426,7 +426,7 @@ def check_throttle(m, ctl):
             "a pause of %d ms > max_pause_ms 150" % after["throttle_pause_ms_max"])
     recs = [l.split() for l in read_trace_nonblock(ctl).splitlines()]
     bdp = [dict(kv.split("=", 1) for kv in r[2:]) for r in recs
-           if r[1] in ("balance_dirty_pages", "bdp")]
+           if r[1] == "balance_dirty_pages"]
     t_check(bdp, "no balance_dirty_pages records in the trace: %r" % recs[:5])
     for r in bdp:
         for k in ("bdi", "limit", "setpoint", "dirty", "bdi_setpoint", "bdi_dirty",

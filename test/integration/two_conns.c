@@ -94,7 +94,7 @@ static int t_mount(struct t_mount *m, int n)
 	if (fuse_session_mount(m->se, m->mnt))
 		return -EIO;
 	m->w.se = m->se;
-	if (wbfs_fuse_io_install(&m->w, m->se) || wbfs_fuse_io_start(&m->w))
+	if (fuse_io_install(&m->w, m->se) || fuse_io_start(&m->w))
 		return -EIO;
 	if (pthread_create(&m->loop, NULL, t_loop, m))
 		return -EAGAIN;
@@ -108,7 +108,7 @@ static bool t_uring(struct t_mount *m, unsigned long *requests)
 	char buf[128];
 	const char *p;
 
-	wbfs_fuse_io_transport_show(&m->w, buf, sizeof(buf));
+	fuse_io_transport_show(&m->w, buf, sizeof(buf));
 	if (strncmp(buf, "uring\n", 6))
 		return false;
 	p = strstr(buf, "requests ");
@@ -139,8 +139,8 @@ static void t_unmount(struct t_mount *m)
 		pthread_join(m->loop, NULL);
 		m->looping = false;
 	}
-	wbfs_fuse_io_stop(&m->w);
-	wbfs_fuse_io_transport_stop(&m->w);
+	fuse_io_stop(&m->w);
+	fuse_io_transport_stop(&m->w);
 	if (m->se) {
 		fuse_session_unmount(m->se);
 		fuse_session_destroy(m->se);

@@ -155,20 +155,20 @@ START_TEST(kill_priv_rule)
 	struct wbfs_cred c = { .uid = 65534, .gid = 65534, .ngroups = 1, .groups = { 4321 } };
 	struct wbfs_cred root = { .uid = 0, .gid = 0 };
 
-	ck_assert_uint_eq(wbfs_cred_kill_priv(&c, S_IFREG | 06777, 0), S_IFREG | 0777);
+	ck_assert_uint_eq(ext4_cred_kill_priv(&c, S_IFREG | 06777, 0), S_IFREG | 0777);
 	/* setgid without group-exec: the group decides */
-	ck_assert_uint_eq(wbfs_cred_kill_priv(&c, S_IFREG | 02666, 0), S_IFREG | 0666);
-	ck_assert_uint_eq(wbfs_cred_kill_priv(&c, S_IFREG | 02666, 4321), S_IFREG | 02666);
-	ck_assert_uint_eq(wbfs_cred_kill_priv(&c, S_IFREG | 02666, 65534), S_IFREG | 02666);
-	ck_assert_uint_eq(wbfs_cred_kill_priv(&c, S_IFREG | 06676, 4321), S_IFREG | 0676);
+	ck_assert_uint_eq(ext4_cred_kill_priv(&c, S_IFREG | 02666, 0), S_IFREG | 0666);
+	ck_assert_uint_eq(ext4_cred_kill_priv(&c, S_IFREG | 02666, 4321), S_IFREG | 02666);
+	ck_assert_uint_eq(ext4_cred_kill_priv(&c, S_IFREG | 02666, 65534), S_IFREG | 02666);
+	ck_assert_uint_eq(ext4_cred_kill_priv(&c, S_IFREG | 06676, 4321), S_IFREG | 0676);
 	/* privileged, not a regular file */
-	ck_assert_uint_eq(wbfs_cred_kill_priv(&root, S_IFREG | 06777, 5), S_IFREG | 06777);
-	ck_assert_uint_eq(wbfs_cred_kill_priv(&c, S_IFDIR | 02777, 0), S_IFDIR | 02777);
+	ck_assert_uint_eq(ext4_cred_kill_priv(&root, S_IFREG | 06777, 5), S_IFREG | 06777);
+	ck_assert_uint_eq(ext4_cred_kill_priv(&c, S_IFDIR | 02777, 0), S_IFDIR | 02777);
 	/* groups unknown: not a member */
 	c.ngroups = -1;
-	ck_assert(!wbfs_cred_in_group(&c, 4321));
-	ck_assert(wbfs_cred_in_group(&c, 65534));
-	ck_assert(wbfs_cred_in_group(&root, 4321));
+	ck_assert(!ext4_cred_in_group(&c, 4321));
+	ck_assert(ext4_cred_in_group(&c, 65534));
+	ck_assert(ext4_cred_in_group(&root, 4321));
 }
 END_TEST
 

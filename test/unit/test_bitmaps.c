@@ -36,7 +36,7 @@ static struct wbfs *t_fs(void)
 static void t_fs_free(struct wbfs *w)
 {
 	ext2fs_free_block_bitmap(w->busy);
-	wbfs_bm_runs_free(&w->busy_runs);
+	ext4_bm_runs_free(&w->busy_runs);
 	free(w->bm_changed);
 	ext2fs_free(w->fs);
 	unlink(t_path);
@@ -60,7 +60,7 @@ static void note_run(struct wbfs *w, blk64_t blk, blk64_t n)
 static void mark(struct wbfs *w, blk64_t blk, blk64_t n)
 {
 	ext2fs_mark_block_bitmap_range2(w->busy, blk, (unsigned)n);
-	wbfs_bm_runs_add(&w->busy_runs, blk, n);
+	ext4_bm_runs_add(&w->busy_runs, blk, n);
 }
 
 static void assert_empty(struct wbfs *w)
@@ -75,16 +75,16 @@ START_TEST(runs_merge_when_adjacent)
 {
 	struct bm_runs r = { 0 };
 
-	wbfs_bm_runs_add(&r, 100, 10);
-	wbfs_bm_runs_add(&r, 110, 5);	/* follows on: one run */
-	wbfs_bm_runs_add(&r, 200, 1);
-	wbfs_bm_runs_add(&r, 50, 1);	/* before: a run of its own */
-	wbfs_bm_runs_add(&r, 300, 0);	/* empty: nothing */
+	ext4_bm_runs_add(&r, 100, 10);
+	ext4_bm_runs_add(&r, 110, 5);	/* follows on: one run */
+	ext4_bm_runs_add(&r, 200, 1);
+	ext4_bm_runs_add(&r, 50, 1);	/* before: a run of its own */
+	ext4_bm_runs_add(&r, 300, 0);	/* empty: nothing */
 	ck_assert_uint_eq(r.nr, 3);
 	ck_assert_uint_eq(r.v[0].blk, 100);
 	ck_assert_uint_eq(r.v[0].n, 15);
 	ck_assert(!r.all);
-	wbfs_bm_runs_free(&r);
+	ext4_bm_runs_free(&r);
 	ck_assert_ptr_null(r.v);
 	ck_assert_uint_eq(r.nr, 0);
 }
@@ -96,10 +96,10 @@ START_TEST(too_many_runs_mean_the_whole_bitmap)
 	blk64_t i;
 
 	for (i = 0; i < 70000 && !r.all; i++)
-		wbfs_bm_runs_add(&r, i * 2, 1);	/* never adjacent */
+		ext4_bm_runs_add(&r, i * 2, 1);	/* never adjacent */
 	ck_assert(r.all);
 	ck_assert_uint_le(r.nr, 65536);
-	wbfs_bm_runs_free(&r);
+	ext4_bm_runs_free(&r);
 }
 END_TEST
 
@@ -113,7 +113,7 @@ START_TEST(drain_finds_every_bit_once_and_clears)
 	mark(w, 3 * BPG + 7, 1);
 	mark(w, 10, 3);			/* noted twice */
 	seen.nr = 0;
-	wbfs_bitmap_drain(w, w->busy, &w->busy_runs, note_run);
+	ext4_bitmap_drain(w, w->busy, &w->busy_runs, note_run);
 	/* every set block handed out once (a run may come in pieces), no other */
 	static unsigned char got[NBLOCKS];
 	blk64_t b;
@@ -139,7 +139,7 @@ START_TEST(drain_finds_every_bit_once_and_clears)
 	ck_assert_int_eq(w->bm_changed[3], BM_BLOCK);
 	/* empty now: a second drain hands out nothing */
 	seen.nr = 0;
-	wbfs_bitmap_drain(w, w->busy, &w->busy_runs, note_run);
+	ext4_bitmap_drain(w, w->busy, &w->busy_runs, note_run);
 	ck_assert_int_eq(seen.nr, 0);
 	t_fs_free(w);
 }
@@ -154,7 +154,7 @@ START_TEST(drain_of_the_whole_bitmap)
 	ext2fs_mark_block_bitmap2(w->busy, 2 * BPG + 5);
 	w->busy_runs.all = true;
 	seen.nr = 0;
-	wbfs_bitmap_drain(w, w->busy, &w->busy_runs, note_run);
+	ext4_bitmap_drain(w, w->busy, &w->busy_runs, note_run);
 	ck_assert_int_eq(seen.nr, 2);
 	ck_assert_uint_eq(seen.blk[1], 2 * BPG + 5);
 	assert_empty(w);
@@ -169,22 +169,22 @@ START_TEST(changed_groups)
 	struct wbfs *w = t_fs();
 	blk64_t end = ext2fs_blocks_count(w->fs->super);
 
-	wbfs_bb_changed(w, BPG - 1, BPG + 2);	/* groups 0, 1, 2 */
+	ext4_bb_changed(w, BPG - 1, BPG + 2);	/* groups 0, 1, 2 */
 	ck_assert_int_eq(w->bm_changed[0] & BM_BLOCK, BM_BLOCK);
 	ck_assert_int_eq(w->bm_changed[1] & BM_BLOCK, BM_BLOCK);
 	ck_assert_int_eq(w->bm_changed[2] & BM_BLOCK, BM_BLOCK);
 	ck_assert_int_eq(w->bm_changed[3], 0);
-	wbfs_bb_changed(w, end - 1, 100);	/* clamped to the last block */
+	ext4_bb_changed(w, end - 1, 100);	/* clamped to the last block */
 	ck_assert_int_eq(w->bm_changed[3], BM_BLOCK);
 	memset(w->bm_changed, 0, w->fs->group_desc_count);
-	wbfs_bb_changed(w, end, 1);		/* past the end: nothing */
-	wbfs_bb_changed(w, 5, 0);
+	ext4_bb_changed(w, end, 1);		/* past the end: nothing */
+	ext4_bb_changed(w, 5, 0);
 	ck_assert_int_eq(w->bm_changed[0] | w->bm_changed[3], 0);
 	/* an inode's group */
-	wbfs_ib_changed(w, w->fs->super->s_inodes_per_group * 2 + 1);
+	ext4_ib_changed(w, w->fs->super->s_inodes_per_group * 2 + 1);
 	ck_assert_int_eq(w->bm_changed[2], BM_INODE);
-	wbfs_ib_changed(w, 0);
-	wbfs_ib_changed(w, w->fs->super->s_inodes_count + 1);
+	ext4_ib_changed(w, 0);
+	ext4_ib_changed(w, w->fs->super->s_inodes_count + 1);
 	ck_assert_int_eq(w->bm_changed[0] | w->bm_changed[1] | w->bm_changed[3], 0);
 	t_fs_free(w);
 }
@@ -199,7 +199,7 @@ START_TEST(range_allocations_are_noted)
 	struct wbfs *w = t_fs();
 	blk64_t start = BPG + BPG / 2;
 
-	wbfs_block_alloc_stats_range(w, start, BPG, +1);	/* groups 1 and 2 */
+	ext4_block_alloc_stats_range(w, start, BPG, +1);	/* groups 1 and 2 */
 	ck_assert_int_eq(w->bm_changed[0], 0);
 	ck_assert_int_eq(w->bm_changed[1], BM_BLOCK);
 	ck_assert_int_eq(w->bm_changed[2], BM_BLOCK);

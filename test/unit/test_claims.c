@@ -60,7 +60,7 @@ static struct wbfs *t_fs(void)
 	ck_assert_uint_eq(w->fs->group_desc_count, 4);
 	ck_assert_int_eq(ext2fs_allocate_tables(w->fs), 0);
 	t_bitarray(w->fs);
-	ck_assert_int_eq(wbfs_locs_build(w), 0);
+	ck_assert_int_eq(ext4_locs_build(w), 0);
 	w->bm_changed = calloc(w->fs->group_desc_count, 1);
 	ck_assert_ptr_nonnull(w->bm_changed);
 	pthread_rwlock_init(&w->fs_lock, NULL);
@@ -97,18 +97,18 @@ static int claim(struct wbfs *w, blk64_t goal, blk64_t len, blk64_t *got, blk64_
 {
 	int ret;
 
-	wbfs_lock_shared(w);
-	ret = wbfs_claim_blocks(w, goal, len, got, glen);
-	wbfs_unlock_shared(w);
+	ext4_lock_shared(w);
+	ret = ext4_claim_blocks(w, goal, len, got, glen);
+	ext4_unlock_shared(w);
 	return ret;
 }
 
 /*
  * Busy blocks (freed, the free not committed) go to libext2fs's metadata
- * one at a time (wbfs_journal_take_busy): the nearest at or after the
+ * one at a time (ext4_journal_take_busy): the nearest at or after the
  * goal, wrapping; each leaves the busy set and stays in use in memory, its
  * group noted; a drain of the rest frees only those left. Data never
- * takes them while there is a journal (wbfs_alloc_should_commit).
+ * takes them while there is a journal (ext4_alloc_should_commit).
  */
 START_TEST(busy_blocks_taken_one_at_a_time)
 {
@@ -119,25 +119,25 @@ START_TEST(busy_blocks_taken_one_at_a_time)
 	ck_assert_int_eq(ext2fs_allocate_block_bitmap(w->fs, "busy", &w->busy), 0);
 	ext2fs_mark_block_bitmap_range2(w->fs->block_map, base, 8);
 	ext2fs_mark_block_bitmap_range2(w->busy, base, 8);
-	wbfs_bm_runs_add(&w->busy_runs, base, 8);
+	ext4_bm_runs_add(&w->busy_runs, base, 8);
 	w->nr_busy = 8;
-	ck_assert(!wbfs_alloc_should_commit(w));	/* no journal: released instead */
-	ck_assert_uint_eq(wbfs_journal_busy_blocks(w), 8);
+	ck_assert(!ext4_alloc_should_commit(w));	/* no journal: released instead */
+	ck_assert_uint_eq(ext4_journal_busy_blocks(w), 8);
 
-	ck_assert_int_eq(wbfs_journal_take_busy(w, base + 5, &got[0]), 0);
+	ck_assert_int_eq(ext4_journal_take_busy(w, base + 5, &got[0]), 0);
 	ck_assert_uint_eq(got[0], base + 5);
 	ck_assert(!ext2fs_test_block_bitmap2(w->busy, base + 5));
 	ck_assert(in_use(w, base + 5));
 	ck_assert(w->bm_changed[2] & BM_BLOCK);
 	ck_assert_uint_eq(w->nr_busy, 7);
 	/* past the last busy block: wraps to the first */
-	ck_assert_int_eq(wbfs_journal_take_busy(w, base + 7, &got[1]), 0);
+	ck_assert_int_eq(ext4_journal_take_busy(w, base + 7, &got[1]), 0);
 	ck_assert_uint_eq(got[1], base + 7);
-	ck_assert_int_eq(wbfs_journal_take_busy(w, base + 7, &got[2]), 0);
+	ck_assert_int_eq(ext4_journal_take_busy(w, base + 7, &got[2]), 0);
 	ck_assert_uint_eq(got[2], base);
 
 	/* the other five are released by a drain; the three taken stay in use */
-	wbfs_release_busy_locked(w);
+	ext4_release_busy_locked(w);
 	ck_assert_uint_eq(w->nr_busy, 0);
 	for (b = base, k = 0; b < base + 8; b++) {
 		bool taken = false;
@@ -148,9 +148,9 @@ START_TEST(busy_blocks_taken_one_at_a_time)
 		k += taken;
 	}
 	ck_assert_uint_eq(k, 3);
-	ck_assert_int_eq(wbfs_journal_take_busy(w, base, &b), EXT2_ET_BLOCK_ALLOC_FAIL);
+	ck_assert_int_eq(ext4_journal_take_busy(w, base, &b), EXT2_ET_BLOCK_ALLOC_FAIL);
 	ext2fs_free_block_bitmap(w->busy);
-	wbfs_bm_runs_free(&w->busy_runs);
+	ext4_bm_runs_free(&w->busy_runs);
 	t_fs_free(w);
 }
 END_TEST
@@ -173,7 +173,7 @@ START_TEST(claim_takes_a_run_and_changes_no_count)
 	ck_assert_uint_eq(ext2fs_free_blocks_count(w->fs->super), free_sb);
 	ck_assert_uint_eq(w->bm_changed[2], 0);
 	ck_assert_uint_eq(w->nr_claims, 1);
-	ck_assert(wbfs_bitmap_masked(w));
+	ck_assert(ext4_bitmap_masked(w));
 	/* the next claim does not get them */
 	ck_assert_int_eq(claim(w, goal, 4, &got, &glen), 0);
 	ck_assert_uint_eq(got, goal + 16);
@@ -191,29 +191,29 @@ START_TEST(use_counts_release_frees)
 	free_sb = ext2fs_free_blocks_count(w->fs->super);
 	ck_assert_int_eq(claim(w, goal, 10, &got, &glen), 0);
 	ck_assert_uint_eq(glen, 10);
-	wbfs_lock(w);
+	ext4_lock(w);
 	/* the first four go into a file */
-	wbfs_claim_use(w, got, 4);
+	ext4_claim_use(w, got, 4);
 	ck_assert_uint_eq(w->nr_claims, 1);
 	ck_assert_uint_eq(ext2fs_bg_free_blocks_count(w->fs, 1), free_g - 4);
 	ck_assert_uint_eq(ext2fs_free_blocks_count(w->fs->super), free_sb - 4);
 	ck_assert(w->bm_changed[1] & BM_BLOCK);
 	/* the next two, skipping one: the one skipped goes back, the claim
 	 * only ever shrinks from its head */
-	wbfs_claim_use(w, got + 5, 2);
+	ext4_claim_use(w, got + 5, 2);
 	ck_assert_uint_eq(w->nr_claims, 1);
 	ck_assert(!in_use(w, got + 4));
 	/* the rest was not needed */
-	wbfs_claim_release(w, got + 7, 3);
+	ext4_claim_release(w, got + 7, 3);
 	ck_assert_uint_eq(w->nr_claims, 0);
-	ck_assert(!wbfs_bitmap_masked(w));
+	ck_assert(!ext4_bitmap_masked(w));
 	for (blk64_t b = got; b < got + 10; b++)
 		ck_assert(in_use(w, b) == (b < got + 4 || b == got + 5 || b == got + 6));
 	ck_assert_uint_eq(ext2fs_bg_free_blocks_count(w->fs, 1), free_g - 6);
 	/* releasing what is not claimed changes nothing */
-	wbfs_claim_release(w, got + 3, 1);
+	ext4_claim_release(w, got + 3, 1);
 	ck_assert(in_use(w, got + 3));
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	t_fs_free(w);
 }
 END_TEST
@@ -256,15 +256,15 @@ START_TEST(claims_are_free_in_the_bitmaps_written)
 	ext2fs_mark_block_bitmap2(fs->block_map, first + 4010);
 	ck_assert_int_eq(claim(w, first + 4000, 10, &got, &glen), 0);
 	ck_assert_uint_eq(glen, 10);
-	ino = wbfs_claim_inode(w, ipg + 5);	/* a parent in group 1 */
+	ino = ext4_claim_inode(w, ipg + 5);	/* a parent in group 1 */
 	ck_assert_uint_eq((ino - 1) / ipg, 1);
-	wbfs_lock(w);
+	ext4_lock(w);
 	/* the block bitmap as a commit would write it */
 	memset(bb, 0xff, sizeof(bb));
 	ck_assert_int_eq(ext2fs_get_block_bitmap_range2(fs->block_map, first, BPG, bb), 0);
 	for (blk64_t b = got; b < got + glen; b++)
 		ck_assert(bb[(b - first) / 8] & (1U << ((b - first) % 8)));
-	wbfs_bitmap_written(w, ext2fs_block_bitmap_loc(fs, 1), bb);
+	ext4_bitmap_written(w, ext2fs_block_bitmap_loc(fs, 1), bb);
 	for (blk64_t b = got; b < got + glen; b++)
 		ck_assert(!(bb[(b - first) / 8] & (1U << ((b - first) % 8))));
 	ck_assert(bb[4010 / 8] & (1U << (4010 % 8)));
@@ -272,13 +272,13 @@ START_TEST(claims_are_free_in_the_bitmaps_written)
 	memset(ib, 0xff, sizeof(ib));
 	ck_assert_int_eq(ext2fs_get_inode_bitmap_range2(fs->inode_map, ipg + 1, ipg, ib), 0);
 	ck_assert(ib[(ino - 1 - ipg) / 8] & (1U << ((ino - 1 - ipg) % 8)));
-	wbfs_bitmap_written(w, ext2fs_inode_bitmap_loc(fs, 1), ib);
+	ext4_bitmap_written(w, ext2fs_inode_bitmap_loc(fs, 1), ib);
 	ck_assert(!(ib[(ino - 1 - ipg) / 8] & (1U << ((ino - 1 - ipg) % 8))));
 	/* used and released, nothing is masked any more */
-	wbfs_claim_use(w, got, glen);
-	ck_assert(wbfs_claim_inode_take(w, ino));
-	ck_assert(!wbfs_bitmap_masked(w));
-	wbfs_unlock(w);
+	ext4_claim_use(w, got, glen);
+	ck_assert(ext4_claim_inode_take(w, ino));
+	ck_assert(!ext4_bitmap_masked(w));
+	ext4_unlock(w);
 	t_fs_free(w);
 }
 END_TEST
@@ -290,26 +290,26 @@ START_TEST(inode_claims)
 	ext2_ino_t ipg = fs->super->s_inodes_per_group, a, b;
 	unsigned free0 = ext2fs_bg_free_inodes_count(fs, 0);
 
-	a = wbfs_claim_inode(w, EXT2_ROOT_INO);
-	b = wbfs_claim_inode(w, EXT2_ROOT_INO);
+	a = ext4_claim_inode(w, EXT2_ROOT_INO);
+	b = ext4_claim_inode(w, EXT2_ROOT_INO);
 	ck_assert_uint_ge(a, EXT2_FIRST_INODE(fs->super));
 	ck_assert_uint_ne(a, b);
 	ck_assert(ext2fs_test_inode_bitmap2(fs->inode_map, a));
 	ck_assert(ext2fs_test_inode_bitmap2(fs->inode_map, b));
 	ck_assert_uint_eq(ext2fs_bg_free_inodes_count(fs, 0), free0);	/* no count */
 	ck_assert_uint_eq(atomic_load(&w->stats.nr_inodes_claimed), 2);
-	wbfs_lock(w);
-	ck_assert(wbfs_claim_inode_take(w, a));
+	ext4_lock(w);
+	ck_assert(ext4_claim_inode_take(w, a));
 	ck_assert(!ext2fs_test_inode_bitmap2(fs->inode_map, a));
-	ck_assert(!wbfs_claim_inode_take(w, a));	/* once */
-	ck_assert(wbfs_claim_inode_take(w, b));
+	ck_assert(!ext4_claim_inode_take(w, a));	/* once */
+	ck_assert(ext4_claim_inode_take(w, b));
 	/* fs_lock held exclusive: no claim (the create would queue twice) */
-	ck_assert_uint_eq(wbfs_claim_inode(w, EXT2_ROOT_INO), 0);
-	wbfs_unlock(w);
+	ck_assert_uint_eq(ext4_claim_inode(w, EXT2_ROOT_INO), 0);
+	ext4_unlock(w);
 	/* a group full in the bitmap: the next group */
 	for (ext2_ino_t i = 1; i <= ipg; i++)
 		ext2fs_mark_inode_bitmap2(fs->inode_map, i);
-	a = wbfs_claim_inode(w, EXT2_ROOT_INO);
+	a = ext4_claim_inode(w, EXT2_ROOT_INO);
 	ck_assert_uint_eq((a - 1) / ipg, 1);
 	/* an uninitialised group stops the search: ext2fs_new_inode's job */
 	ext2fs_set_feature_gdt_csum(fs->super);
@@ -317,7 +317,7 @@ START_TEST(inode_claims)
 	for (ext2_ino_t i = ipg + 1; i <= 2 * ipg; i++)
 		ext2fs_mark_inode_bitmap2(fs->inode_map, i);
 	ext2fs_bg_flags_set(fs, 2, EXT2_BG_INODE_UNINIT);
-	ck_assert_uint_eq(wbfs_claim_inode(w, EXT2_ROOT_INO), 0);
+	ck_assert_uint_eq(ext4_claim_inode(w, EXT2_ROOT_INO), 0);
 	t_fs_free(w);
 }
 END_TEST
@@ -373,18 +373,18 @@ static void *iclaimer_run(void *arg)
 
 			/* none while another thread holds fs_lock exclusive */
 			for (tries = 0; !ino && tries < 1000000; tries++)
-				if (!(ino = wbfs_claim_inode(c->w, c->parent)))
+				if (!(ino = ext4_claim_inode(c->w, c->parent)))
 					sched_yield();
 			if (!ino)
 				return NULL;
 			c->got[c->nr++] = ino;
 		}
-		wbfs_lock(c->w);
+		ext4_lock(c->w);
 		for (k = c->nr - 4; k < c->nr; k++) {
-			ck_assert(wbfs_claim_inode_take(c->w, c->got[k]));
+			ck_assert(ext4_claim_inode_take(c->w, c->got[k]));
 			ext2fs_mark_inode_bitmap2(c->w->fs->inode_map, c->got[k]);	/* "used" */
 		}
-		wbfs_unlock(c->w);
+		ext4_unlock(c->w);
 	}
 	return NULL;
 }
@@ -459,12 +459,12 @@ START_TEST(concurrent_claims_never_share_a_block)
 	}
 	ck_assert_uint_eq(atomic_load(&w->stats.nr_blocks_claimed), total);
 	/* every claim is recorded, and each releases back to free */
-	wbfs_lock(w);
+	ext4_lock(w);
 	for (i = 0; i < NTHREADS; i++)
 		for (k = 0; k < c[i].nr; k++)
-			wbfs_claim_release(w, c[i].got[k], c[i].n[k]);
+			ext4_claim_release(w, c[i].got[k], c[i].n[k]);
 	ck_assert_uint_eq(w->nr_claims, 0);
-	wbfs_unlock(w);
+	ext4_unlock(w);
 	for (blk64_t b = 0; b < NBLOCKS; b++)
 		if (owner[b] && owner[b] != 0xff)
 			ck_assert(!in_use(w, b));

@@ -37,11 +37,11 @@ START_TEST(same_as_library)
 		uint32_t crc = (uint32_t)rand() ^ ((uint32_t)rand() << 16);
 
 		ck_assert_msg(ext2fs_crc32c_le(crc, buf + off, len) ==
-			      wbfs_crc32c_library(crc, buf + off, len),
+			      jbd2_crc32c_library(crc, buf + off, len),
 			      "crc32c differs at offset %zu length %zu", off, len);
 	}
 	/* a whole block, as the journal and the metadata checksums use it */
-	ck_assert_uint_eq(ext2fs_crc32c_le(~0U, buf, 4096), wbfs_crc32c_library(~0U, buf, 4096));
+	ck_assert_uint_eq(ext2fs_crc32c_le(~0U, buf, 4096), jbd2_crc32c_library(~0U, buf, 4096));
 }
 END_TEST
 
@@ -72,11 +72,11 @@ START_TEST(library_calls_reach_it)
 		sb.s_uuid[i] = (unsigned char)(0x10 + i);
 	ext2fs_set_feature_metadata_csum(&sb);
 	fs.super = &sb;
-	before = wbfs_crc32c_calls();
+	before = jbd2_crc32c_calls();
 	/* libext2fs computes the seed, crc32c(~0, uuid), through its PLT */
 	ext2fs_init_csum_seed(&fs);
-	ck_assert_uint_gt(wbfs_crc32c_calls(), before);
-	ck_assert_uint_eq(fs.csum_seed, wbfs_crc32c_library(~0U, sb.s_uuid, sizeof(sb.s_uuid)));
+	ck_assert_uint_gt(jbd2_crc32c_calls(), before);
+	ck_assert_uint_eq(fs.csum_seed, jbd2_crc32c_library(~0U, sb.s_uuid, sizeof(sb.s_uuid)));
 }
 END_TEST
 
@@ -84,9 +84,9 @@ START_TEST(hardware_when_the_cpu_has_it)
 {
 #ifdef __x86_64__
 	__builtin_cpu_init();
-	ck_assert_int_eq(wbfs_crc32c_is_hw(), __builtin_cpu_supports("sse4.2") != 0);
+	ck_assert_int_eq(jbd2_crc32c_is_hw(), __builtin_cpu_supports("sse4.2") != 0);
 #else
-	ck_assert(!wbfs_crc32c_is_hw());
+	ck_assert(!jbd2_crc32c_is_hw());
 #endif
 }
 END_TEST

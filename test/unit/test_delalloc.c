@@ -32,12 +32,12 @@ START_TEST(reserve_until_full)
 	int i;
 
 	for (i = 0; i < 900; i++)
-		ck_assert_int_eq(wbfs_reserve(w, 1, true), 0);
+		ck_assert_int_eq(ext4_reserve(w, 1, true), 0);
 	ck_assert_int_eq(w->reserved, 900);
-	ck_assert_int_eq(wbfs_reserve(w, 1, true), -ENOSPC);
-	wbfs_unreserve(w, 10);
-	ck_assert_int_eq(wbfs_reserve(w, 10, true), 0);
-	ck_assert_int_eq(wbfs_reserve(w, 1, true), -ENOSPC);
+	ck_assert_int_eq(ext4_reserve(w, 1, true), -ENOSPC);
+	ext4_unreserve(w, 10);
+	ck_assert_int_eq(ext4_reserve(w, 10, true), 0);
+	ck_assert_int_eq(ext4_reserve(w, 1, true), -ENOSPC);
 	free(w);
 }
 END_TEST
@@ -46,9 +46,9 @@ START_TEST(batch_is_all_or_nothing)
 {
 	struct wbfs *w = t_wbfs(1000, 100, 0);
 
-	ck_assert_int_eq(wbfs_reserve(w, 901, true), -ENOSPC);
+	ck_assert_int_eq(ext4_reserve(w, 901, true), -ENOSPC);
 	ck_assert_int_eq(w->reserved, 0);
-	ck_assert_int_eq(wbfs_reserve(w, 900, true), 0);
+	ck_assert_int_eq(ext4_reserve(w, 900, true), 0);
 	free(w);
 }
 END_TEST
@@ -57,11 +57,11 @@ START_TEST(root_reserve_only_for_privileged)
 {
 	struct wbfs *w = t_wbfs(1000, 100, 50);
 
-	ck_assert_int_eq(wbfs_reserve(w, 851, false), -ENOSPC);
-	ck_assert_int_eq(wbfs_reserve(w, 850, false), 0);
-	ck_assert_int_eq(wbfs_reserve(w, 1, false), -ENOSPC);
-	ck_assert_int_eq(wbfs_reserve(w, 50, true), 0);
-	ck_assert_int_eq(wbfs_reserve(w, 1, true), -ENOSPC);
+	ck_assert_int_eq(ext4_reserve(w, 851, false), -ENOSPC);
+	ck_assert_int_eq(ext4_reserve(w, 850, false), 0);
+	ck_assert_int_eq(ext4_reserve(w, 1, false), -ENOSPC);
+	ck_assert_int_eq(ext4_reserve(w, 50, true), 0);
+	ck_assert_int_eq(ext4_reserve(w, 1, true), -ENOSPC);
 	free(w);
 }
 END_TEST
@@ -70,16 +70,16 @@ START_TEST(metadata_keeps_reserved_blocks)
 {
 	struct wbfs *w = t_wbfs(1000, 100, 0);
 
-	ck_assert_int_eq(wbfs_meta_room(w, 10), 0);
-	ck_assert_int_eq(wbfs_reserve(w, 900, true), 0);
+	ck_assert_int_eq(ext4_meta_room(w, 10), 0);
+	ck_assert_int_eq(ext4_reserve(w, 900, true), 0);
 	/* reserved data blocks are untouchable; half the headroom is usable */
-	ck_assert_int_eq(wbfs_meta_room(w, 50), 0);
-	ck_assert_int_eq(wbfs_meta_room(w, 51), -ENOSPC);
+	ck_assert_int_eq(ext4_meta_room(w, 50), 0);
+	ck_assert_int_eq(ext4_meta_room(w, 51), -ENOSPC);
 	/* the flusher allocated 900 blocks: free and reserved both drop */
 	w->free_blocks -= 900;
 	w->reserved -= 900;
-	ck_assert_int_eq(wbfs_meta_room(w, 50), 0);
-	ck_assert_int_eq(wbfs_reserve(w, 1, true), -ENOSPC);
+	ck_assert_int_eq(ext4_meta_room(w, 50), 0);
+	ck_assert_int_eq(ext4_reserve(w, 1, true), -ENOSPC);
 	free(w);
 }
 END_TEST
@@ -88,14 +88,14 @@ END_TEST
 START_TEST(room_rules_as_ext4)
 {
 	/* 1000 free, 100 promised, headroom 100, root reserve 50 */
-	ck_assert(wbfs_room_ok(1000, 100, 100, 50, 750, 0));
-	ck_assert(!wbfs_room_ok(1000, 100, 100, 50, 751, 0));
-	ck_assert(wbfs_room_ok(1000, 100, 100, 50, 800, WBFS_ROOM_PRIV));
-	ck_assert(!wbfs_room_ok(1000, 100, 100, 50, 801, WBFS_ROOM_PRIV));
-	ck_assert(wbfs_room_ok(1000, 100, 100, 50, 850, WBFS_ROOM_NOFAIL));
-	ck_assert(!wbfs_room_ok(1000, 100, 100, 50, 851, WBFS_ROOM_NOFAIL));
+	ck_assert(ext4_room_ok(1000, 100, 100, 50, 750, 0));
+	ck_assert(!ext4_room_ok(1000, 100, 100, 50, 751, 0));
+	ck_assert(ext4_room_ok(1000, 100, 100, 50, 800, WBFS_ROOM_PRIV));
+	ck_assert(!ext4_room_ok(1000, 100, 100, 50, 801, WBFS_ROOM_PRIV));
+	ck_assert(ext4_room_ok(1000, 100, 100, 50, 850, WBFS_ROOM_NOFAIL));
+	ck_assert(!ext4_room_ok(1000, 100, 100, 50, 851, WBFS_ROOM_NOFAIL));
 	/* over-promised (cannot happen, but must not wrap) */
-	ck_assert(!wbfs_room_ok(10, 100, 0, 0, 0, WBFS_ROOM_NOFAIL));
+	ck_assert(!ext4_room_ok(10, 100, 0, 0, 0, WBFS_ROOM_NOFAIL));
 }
 END_TEST
 
@@ -104,34 +104,34 @@ START_TEST(user_metadata_refused_with_user_writes)
 	struct wbfs *w = t_wbfs(1000, 100, 50);
 	long n = 0;
 
-	while (wbfs_reserve(w, 1, false) == 0)
+	while (ext4_reserve(w, 1, false) == 0)
 		n++;
 	ck_assert_int_eq(n, 850);
 	/* the user's mkdir sees the same full filesystem */
-	ck_assert_int_eq(wbfs_claim_room(w, 1, 0), -ENOSPC);
+	ck_assert_int_eq(ext4_claim_room(w, 1, 0), -ENOSPC);
 	/* root's has the root reserve, the nofail changes half the headroom */
-	ck_assert_int_eq(wbfs_claim_room(w, 50, WBFS_ROOM_PRIV), 0);
-	ck_assert_int_eq(wbfs_claim_room(w, 51, WBFS_ROOM_PRIV), -ENOSPC);
-	ck_assert_int_eq(wbfs_meta_room(w, 100), 0);
-	ck_assert_int_eq(wbfs_meta_room(w, 101), -ENOSPC);
+	ck_assert_int_eq(ext4_claim_room(w, 50, WBFS_ROOM_PRIV), 0);
+	ck_assert_int_eq(ext4_claim_room(w, 51, WBFS_ROOM_PRIV), -ENOSPC);
+	ck_assert_int_eq(ext4_meta_room(w, 100), 0);
+	ck_assert_int_eq(ext4_meta_room(w, 101), -ENOSPC);
 	/* root's writes fill the root reserve: then only the nofail half */
-	ck_assert_int_eq(wbfs_reserve(w, 50, true), 0);
-	ck_assert_int_eq(wbfs_claim_room(w, 1, WBFS_ROOM_PRIV), -ENOSPC);
-	ck_assert_int_eq(wbfs_meta_room(w, 50), 0);
-	ck_assert_int_eq(wbfs_meta_room(w, 51), -ENOSPC);
+	ck_assert_int_eq(ext4_reserve(w, 50, true), 0);
+	ck_assert_int_eq(ext4_claim_room(w, 1, WBFS_ROOM_PRIV), -ENOSPC);
+	ck_assert_int_eq(ext4_meta_room(w, 50), 0);
+	ck_assert_int_eq(ext4_meta_room(w, 51), -ENOSPC);
 	free(w);
 }
 END_TEST
 
 START_TEST(extent_blocks_worst_case)
 {
-	ck_assert_int_eq(wbfs_extent_blocks(0), 0);
-	ck_assert_int_eq(wbfs_extent_blocks(4), 0);		/* in the inode */
-	ck_assert_int_eq(wbfs_extent_blocks(5), 1);		/* one leaf */
-	ck_assert_int_eq(wbfs_extent_blocks(340), 1);
-	ck_assert_int_eq(wbfs_extent_blocks(341), 2);
-	ck_assert_int_eq(wbfs_extent_blocks(4 * 340), 4);	/* 4 leaves, index in inode */
-	ck_assert_int_eq(wbfs_extent_blocks(4 * 340 + 1), 6);	/* 5 leaves + an index block */
+	ck_assert_int_eq(ext4_extent_blocks(0), 0);
+	ck_assert_int_eq(ext4_extent_blocks(4), 0);		/* in the inode */
+	ck_assert_int_eq(ext4_extent_blocks(5), 1);		/* one leaf */
+	ck_assert_int_eq(ext4_extent_blocks(340), 1);
+	ck_assert_int_eq(ext4_extent_blocks(341), 2);
+	ck_assert_int_eq(ext4_extent_blocks(4 * 340), 4);	/* 4 leaves, index in inode */
+	ck_assert_int_eq(ext4_extent_blocks(4 * 340 + 1), 6);	/* 5 leaves + an index block */
 }
 END_TEST
 
@@ -143,20 +143,20 @@ START_TEST(page_reservations_count_extent_blocks)
 	int i;
 
 	for (i = 0; i < 4; i++)
-		ck_assert_int_eq(wbfs_reserve_page(w, a, true, 0, true), 0);
+		ck_assert_int_eq(ext4_reserve_page(w, a, true, 0, true), 0);
 	ck_assert_int_eq(w->reserved, 4);
-	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 0, true), 0);	/* 5th extent */
+	ck_assert_int_eq(ext4_reserve_page(w, a, true, 0, true), 0);	/* 5th extent */
 	ck_assert_int_eq(w->reserved, 6);
 	ck_assert_int_eq(a->meta_resv, 1);
 	/* a run of 500 pages is one extent */
 	for (i = 0; i < 500; i++)
-		ck_assert_int_eq(wbfs_reserve_page(w, b, false, 0, true), 0);
+		ck_assert_int_eq(ext4_reserve_page(w, b, false, 0, true), 0);
 	ck_assert_int_eq(w->reserved, 506);
 	ck_assert_int_eq(b->meta_resv, 0);
 	/* the extent block goes back with the last delalloc page */
-	wbfs_unreserve_pages(w, a, 4);
+	ext4_unreserve_pages(w, a, 4);
 	ck_assert_int_eq(w->reserved, 502);
-	wbfs_unreserve_pages(w, a, 1);
+	ext4_unreserve_pages(w, a, 1);
 	ck_assert_int_eq(w->reserved, 500);
 	ck_assert_int_eq(a->meta_resv, 0);
 	ck_assert_int_eq(a->da_runs, 0);
@@ -164,8 +164,8 @@ START_TEST(page_reservations_count_extent_blocks)
 	/* a page whose extent block does not fit is refused, with nothing held */
 	w->free_blocks = 100 + 500 + 4;
 	for (i = 0; i < 4; i++)
-		ck_assert_int_eq(wbfs_reserve_page(w, a, true, 0, true), 0);
-	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 0, true), -ENOSPC);
+		ck_assert_int_eq(ext4_reserve_page(w, a, true, 0, true), 0);
+	ck_assert_int_eq(ext4_reserve_page(w, a, true, 0, true), -ENOSPC);
 	ck_assert_int_eq(w->reserved, 504);
 	ck_assert_int_eq(a->da_runs, 4);
 	free(a);
@@ -180,14 +180,14 @@ START_TEST(page_reservations_count_file_extents)
 	struct wbfs *w = t_wbfs(1000, 100, 0);
 	struct winode *a = calloc(1, sizeof(*a));
 
-	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 4, true), 0);
+	ck_assert_int_eq(ext4_reserve_page(w, a, true, 4, true), 0);
 	ck_assert_int_eq(w->reserved, 2);
 	ck_assert_int_eq(a->meta_resv, 1);
 	/* a file with a full leaf's worth already: its next leaf */
-	wbfs_unreserve_pages(w, a, 1);
-	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 100, true), 0);
+	ext4_unreserve_pages(w, a, 1);
+	ck_assert_int_eq(ext4_reserve_page(w, a, true, 100, true), 0);
 	ck_assert_int_eq(a->meta_resv, 0);
-	ck_assert_int_eq(wbfs_reserve_page(w, a, true, 339, true), 0);
+	ck_assert_int_eq(ext4_reserve_page(w, a, true, 339, true), 0);
 	ck_assert_int_eq(a->meta_resv, 1);
 	free(a);
 	free(w);
@@ -201,7 +201,7 @@ static void *t_reserver(void *arg)
 	int i;
 
 	for (i = 0; i < 100000; i++)
-		if (wbfs_reserve(w, 1, true) == 0)
+		if (ext4_reserve(w, 1, true) == 0)
 			got++;
 	return (void *)got;
 }

@@ -43,14 +43,14 @@ static struct wbfs *t_conn_new(void)
 
 	ck_assert_ptr_nonnull(w);
 	w->destroyed = true;	/* no filesystem: TMPFILE fails, STATX has no btime */
-	ck_assert_int_eq(wbfs_fuse_io_install(w, NULL), 0);
+	ck_assert_int_eq(fuse_io_install(w, NULL), 0);
 	ck_assert_ptr_nonnull(w->fio);
 	return w;
 }
 
 static void t_conn_free(struct wbfs *w)
 {
-	wbfs_fuse_io_transport_stop(w);
+	fuse_io_transport_stop(w);
 	ck_assert_ptr_null(w->fio);
 	free(w);
 }
@@ -85,7 +85,7 @@ static void t_request(uint32_t opcode, uint64_t unique, const void *arg, size_t 
 	memcpy(buf, &in, sizeof(in));
 	memcpy(buf + sizeof(in), arg, len);
 	ck_assert_int_eq(write(req_pipe[1], buf, in.len), (ssize_t)in.len);
-	ck_assert_int_eq(wbfs_fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), t_w),
+	ck_assert_int_eq(fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), t_w),
 			 (ssize_t)in.len);
 }
 
@@ -100,7 +100,7 @@ static void t_reply(uint64_t unique, int error, void *arg, size_t len, void *out
 	struct iovec iov[2] = { { &oh, sizeof(oh) }, { arg, len } };
 	char buf[4096];
 
-	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(rep_pipe[1], iov, len ? 2 : 1, t_w),
+	ck_assert_int_eq(fuse_io_ops()->writev(rep_pipe[1], iov, len ? 2 : 1, t_w),
 			 (ssize_t)oh.len);
 	ck_assert_int_eq(read(rep_pipe[0], buf, oh.len), (ssize_t)oh.len);
 	memcpy(out, buf + sizeof(oh), len);
@@ -258,7 +258,7 @@ static void t_statx_request(uint64_t unique)
 	memcpy(buf + sizeof(in), &sin, sizeof(sin));
 	ck_assert_int_eq(write(req_pipe[1], buf, in.len), (ssize_t)in.len);
 	memset(buf, 0, sizeof(buf));
-	ck_assert_int_eq(wbfs_fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), t_w),
+	ck_assert_int_eq(fuse_io_ops()->read(req_pipe[0], buf, sizeof(buf), t_w),
 			 (ssize_t)(sizeof(in) + sizeof(*gin)));
 	got = (const void *)buf;
 	gin = (const void *)(got + 1);
@@ -291,7 +291,7 @@ START_TEST(statx_as_getattr)
 	ck_assert_uint_eq(sizeof(sx), 288);
 	t_statx_request(30);
 	/* the hook tells "libfuse" its whole reply went out */
-	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(rep_pipe[1], iov, 2, t_w),
+	ck_assert_int_eq(fuse_io_ops()->writev(rep_pipe[1], iov, 2, t_w),
 			 (ssize_t)oh.len);
 	ck_assert_int_eq(read(rep_pipe[0], buf, sizeof(buf)),
 			 (ssize_t)(sizeof(oh) + sizeof(sx)));
@@ -373,7 +373,7 @@ START_TEST(tmpfile_answered_here)
 	ck_assert_int_eq(write(pkt[1], buf, next.len), (ssize_t)next.len);
 	/* the hook answers the TMPFILE on the fd it read it from and hands
 	 * "libfuse" the next request */
-	ck_assert_int_eq(wbfs_fuse_io_ops()->read(pkt[0], buf, sizeof(buf), t_w),
+	ck_assert_int_eq(fuse_io_ops()->read(pkt[0], buf, sizeof(buf), t_w),
 			 (ssize_t)next.len);
 	ck_assert_uint_eq(((struct fuse_in_header *)buf)->unique, 52);
 	ck_assert_int_eq(read(pkt[1], &oh, sizeof(oh)), (ssize_t)sizeof(oh));
@@ -399,7 +399,7 @@ struct t_conn {
 static void t_conn_open(struct t_conn *tc)
 {
 	tc->w = t_conn_new();
-	ck_assert_int_eq(wbfs_fuse_io_start(tc->w), 0);
+	ck_assert_int_eq(fuse_io_start(tc->w), 0);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, tc->req), 0);
 	ck_assert_int_eq(pipe2(tc->rep, O_NONBLOCK), 0);
 }
@@ -437,7 +437,7 @@ static ssize_t t_conn_request(struct t_conn *tc, uint32_t opcode, uint64_t uniqu
 	char buf[512];
 
 	t_conn_send(tc, opcode, unique, arg, len);
-	return wbfs_fuse_io_ops()->read(tc->req[0], buf, sizeof(buf), tc->w);
+	return fuse_io_ops()->read(tc->req[0], buf, sizeof(buf), tc->w);
 }
 
 /* A WRITE whose writer was told to pause long: its reply is held. */
@@ -455,8 +455,8 @@ static void t_conn_write_held(struct t_conn *tc, uint64_t unique)
 	ck_assert_int_eq(t_conn_request(tc, FUSE_WRITE, unique, &wi, sizeof(wi)),
 			 (ssize_t)(sizeof(struct fuse_in_header) + sizeof(wi)));
 	/* no throttle state: the pause is never over, only stop or interrupt end it */
-	ck_assert(wbfs_fuse_io_hold_reply(tc->w, NULL, getpid(), 3600 * 1000L));
-	ck_assert_int_eq(wbfs_fuse_io_ops()->writev(tc->rep[1], iov, 2, tc->w),
+	ck_assert(fuse_io_hold_reply(tc->w, NULL, getpid(), 3600 * 1000L));
+	ck_assert_int_eq(fuse_io_ops()->writev(tc->rep[1], iov, 2, tc->w),
 			 (ssize_t)oh.len);
 	ck_assert_int_eq(read(tc->rep[0], &c, 1), -1);
 	ck_assert_int_eq(errno, EAGAIN);
@@ -491,7 +491,7 @@ static ssize_t t_conn_interrupt(struct t_conn *tc, uint64_t unique, uint64_t hel
 
 	t_conn_send(tc, FUSE_INTERRUPT, unique, &ii, sizeof(ii));
 	t_conn_send(tc, FUSE_GETATTR, unique + 1, &gi, sizeof(gi));
-	n = wbfs_fuse_io_ops()->read(tc->req[0], buf, sizeof(buf), tc->w);
+	n = fuse_io_ops()->read(tc->req[0], buf, sizeof(buf), tc->w);
 	if (n == (ssize_t)(sizeof(struct fuse_in_header) + sizeof(ii)))
 		/* passed on: the GETATTR is still queued */
 		ck_assert_int_eq(read(tc->req[0], buf, sizeof(buf)),
@@ -514,27 +514,27 @@ START_TEST(held_per_connection)
 	t_conn_write_held(&a, 100);
 	t_conn_write_held(&b, 100);
 	t_conn_write_held(&b, 102);
-	ck_assert_int_eq(wbfs_fuse_io_held(a.w), 1);
-	ck_assert_int_eq(wbfs_fuse_io_held(b.w), 2);
+	ck_assert_int_eq(fuse_io_held(a.w), 1);
+	ck_assert_int_eq(fuse_io_held(b.w), 2);
 	/* b's held reply is not a's to interrupt: a passes it on to libfuse */
 	ck_assert_int_eq(t_conn_interrupt(&a, 104, 102), interrupt_len);
-	ck_assert_int_eq(wbfs_fuse_io_held(b.w), 2);
+	ck_assert_int_eq(fuse_io_held(b.w), 2);
 	/* a's session ends: its reply goes out on its fd, b's stay held */
-	wbfs_fuse_io_stop(a.w);
-	ck_assert_int_eq(wbfs_fuse_io_held(a.w), 0);
+	fuse_io_stop(a.w);
+	ck_assert_int_eq(fuse_io_held(a.w), 0);
 	ck_assert_uint_eq(t_conn_reply(&a, 0), 100);
 	ck_assert_uint_eq(t_conn_reply(&a, 0), 0);
 	ck_assert_uint_eq(t_conn_reply(&b, 0), 0);
-	ck_assert_int_eq(wbfs_fuse_io_held(b.w), 2);
+	ck_assert_int_eq(fuse_io_held(b.w), 2);
 	/* b's timer still runs: an interrupt there sends that reply, on b's fd */
 	ck_assert_int_eq(t_conn_interrupt(&b, 106, 102), getattr_len);
 	ck_assert_uint_eq(t_conn_reply(&b, 10000), 102);
-	for (i = 0; i < 10000 && wbfs_fuse_io_held(b.w) != 1; i++)
+	for (i = 0; i < 10000 && fuse_io_held(b.w) != 1; i++)
 		usleep(1000);
-	ck_assert_int_eq(wbfs_fuse_io_held(b.w), 1);
+	ck_assert_int_eq(fuse_io_held(b.w), 1);
 	ck_assert_uint_eq(t_conn_reply(&a, 0), 0);
 	/* the last one goes out when b stops */
-	wbfs_fuse_io_stop(b.w);
+	fuse_io_stop(b.w);
 	ck_assert_uint_eq(t_conn_reply(&b, 0), 100);
 	t_conn_close(&a);
 	t_conn_close(&b);

@@ -650,7 +650,7 @@ START_TEST(trace_ring)
 	ck_assert_uint_gt(n, 0);
 	ck_assert_uint_eq(lost, 0);
 	throttle_trace_format(&r[0], line, sizeof(line));
-	ck_assert_msg(strstr(line, " bdp bdi=7:0 limit=") || strstr(line, " bw bdi=7:0 write_bw="),
+	ck_assert_msg(strstr(line, " balance_dirty_pages bdi=7:0 limit=") || strstr(line, " bw bdi=7:0 write_bw="),
 		      "%s", line);
 	ck_assert(line[strlen(line) - 1] == '\n');
 	sim_run(s, 60000, -1, NULL);	/* far more than the ring holds */

@@ -133,7 +133,7 @@ struct throttle_stats {
 };
 
 /*
- * A trace record: one throttle decision (bdp), one bandwidth update (bw)
+ * A trace record: one throttle decision (balance_dirty_pages), one bandwidth update (bw)
  * or one change of the cache's target size (cache).
  */
 enum throttle_trace_type { TT_BDP = 1, TT_BW = 2, TT_CACHE = 3 };
@@ -157,7 +157,7 @@ struct throttle_trace_rec {
 			long dirtied, dirtied_pause;
 			long paused, pause, period, think;		/* ms */
 			pid_t pid;
-		} bdp;
+		} balance_dirty_pages;
 		struct {
 			unsigned long write_bw, avg_write_bw, dirty_rate;	/* KB/s */
 			unsigned long dirty_ratelimit, task_ratelimit;
@@ -208,7 +208,7 @@ struct throttle_verdict {
 	long pause_ms;		/* > 0: pause this long, then call throttle_resume */
 	bool hard_limit;	/* dirty >= limit: the pause repeats until under it */
 	bool kick;		/* start background writeback (done by the caller of
-				 * bdp, after the domain lock is dropped) */
+				 * balance_dirty_pages, after the domain lock is dropped) */
 };
 
 /**

@@ -21,7 +21,7 @@ struct wbfs_cred {
 };
 
 /** May @c keep set-group-ID on a file of group @gid: a member, or privileged. */
-bool wbfs_cred_in_group(const struct wbfs_cred *c, gid_t gid);
+bool ext4_cred_in_group(const struct wbfs_cred *c, gid_t gid);
 
 /**
  * The mode a write, a truncation at open or an fallocate by @c leaves on a
@@ -29,7 +29,7 @@ bool wbfs_cred_in_group(const struct wbfs_cred *c, gid_t gid);
  * goes, and set-group-ID when group-executable or when @c is not in the
  * group (should_remove_suid, setattr_should_drop_sgid).
  */
-mode_t wbfs_cred_kill_priv(const struct wbfs_cred *c, mode_t mode, gid_t gid);
+mode_t ext4_cred_kill_priv(const struct wbfs_cred *c, mode_t mode, gid_t gid);
 
 /* What a new inode inherits from its directory's default ACL. */
 struct acl_inherit {
