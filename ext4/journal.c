@@ -333,7 +333,7 @@ static bool busy_find(struct wbfs *w, ext2fs_block_bitmap bm, blk64_t goal, blk6
 }
 
 /*
- * One busy block for libext2fs's metadata (busy_alloc_block): the running
+ * One busy block for libext2fs's metadata (ext4_busy_alloc_block): the running
  * transaction's, else the committing one's. It leaves its busy set (its
  * bit there would have the bitmap written show it free); it stays marked
  * in the in-memory bitmap, where the allocation that follows counts it.

@@ -33,7 +33,7 @@
 
 #include "fuse_i.h"
 
-#define FEXT_ATTR_VALID 10		/* seconds: ops.c's ATTR_TIMEOUT */
+#define FEXT_ATTR_VALID 10		/* seconds: fuse_i.h's ATTR_TIMEOUT */
 #define FEXT_STATX_BASIC_STATS 0x7ffU	/* STATX_BASIC_STATS */
 #define FEXT_STATX_BTIME 0x800U		/* STATX_BTIME */
 

@@ -254,8 +254,10 @@ def _check_b(check, recs, res, n, lo, hi, total, spread, dev_bw):
     # only by when it was looked at. 100 writers on two shared CPUs are each
     # looked at a few dozen times while pos_ratio moves with the dirty
     # count: their medians were measured 1.153 apart on a loaded machine
-    # with every writer in the window, so their bound is wider.
-    bound = 1.15 if n < 100 else 1.3
+    # with every writer in the window, and 1.42 apart at a load average of
+    # 19 on two CPUs, so their bound is wider. A controller that favoured
+    # some tasks would still stand out: it splits them by 2x or more.
+    bound = 1.15 if n < 100 else 1.5
     check(rl_spread <= bound, "(b) %d writers: the task_ratelimit each got "
           "(median per task, %d..%d KB/s) spreads %.3f <= %.2f (achieved "
           "rates spread %.3f, logged)" % (n, min(meds) if meds else 0,
