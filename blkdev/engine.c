@@ -168,28 +168,28 @@ int io_engine_drain(struct io_engine *e)
 	return ret;
 }
 
+/* The engines' names: the mount option's values, --help's and the messages'. */
+static const char *const engine_names[NR_IO_ENGINES] = {
+	[IO_ENGINE_URING] = "uring",
+	[IO_ENGINE_AIO] = "aio",
+	[IO_ENGINE_PSYNC] = "psync",
+	[IO_ENGINE_NBD] = "nbd",
+};
+
 int io_engine_parse(const char *s, enum io_engine_type *out)
 {
-	if (!strcmp(s, "uring"))
-		*out = IO_ENGINE_URING;
-	else if (!strcmp(s, "aio"))
-		*out = IO_ENGINE_AIO;
-	else if (!strcmp(s, "psync"))
-		*out = IO_ENGINE_PSYNC;
-	else if (!strcmp(s, "nbd"))
-		*out = IO_ENGINE_NBD;
-	else
-		return -EINVAL;
-	return 0;
+	unsigned i;
+
+	for (i = 0; i < NR_IO_ENGINES; i++) {
+		if (!strcmp(s, engine_names[i])) {
+			*out = (enum io_engine_type)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 const char *io_engine_name(enum io_engine_type t)
 {
-	switch (t) {
-	case IO_ENGINE_URING: return "uring";
-	case IO_ENGINE_AIO: return "aio";
-	case IO_ENGINE_PSYNC: return "psync";
-	case IO_ENGINE_NBD: return "nbd";
-	default: return "?";
-	}
+	return (unsigned)t < NR_IO_ENGINES ? engine_names[t] : "?";
 }

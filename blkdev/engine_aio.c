@@ -148,7 +148,6 @@ static int aio_reap(struct io_engine *e, unsigned min)
 }
 
 const struct io_engine_ops io_engine_aio_ops = {
-	.name = "aio",
 	.init = aio_init,
 	.exit = aio_exit,
 	.queue = aio_queue,

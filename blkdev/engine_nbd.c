@@ -195,7 +195,6 @@ static int nbde_reap(struct io_engine *e, unsigned min)
 }
 
 const struct io_engine_ops io_engine_nbd_ops = {
-	.name = "nbd",
 	.init = nbde_init,
 	.exit = nbde_exit,
 	.queue = nbde_queue,

@@ -109,7 +109,6 @@ static int psync_reap(struct io_engine *e, unsigned min)
 }
 
 const struct io_engine_ops io_engine_psync_ops = {
-	.name = "psync",
 	.init = psync_init,
 	.exit = psync_exit,
 	.queue = psync_queue,

@@ -136,7 +136,6 @@ static int uring_reap(struct io_engine *e, unsigned min)
 }
 
 const struct io_engine_ops io_engine_uring_ops = {
-	.name = "uring",
 	.init = uring_init,
 	.exit = uring_exit,
 	.queue = uring_queue,

@@ -12,31 +12,17 @@
 #include "wbcfs/cache/dirty.h"
 #include "cache_i.h"
 
-#define DIRTY_BYTES_MIN (2 * PAGE_SIZE)
-#define CENTISECS_MAX (100U * 3600 * 24 * 100)	/* 100 days */
+_Static_assert(DIRTY_BYTES_MIN == 2 * PAGE_SIZE, "dirty_bytes: at least two pages");
 
-static const char *const tunable_names[NR_DIRTY_TUNABLES] = {
-	[DT_DIRTY_RATIO] = "dirty_ratio",
-	[DT_DIRTY_BACKGROUND_RATIO] = "dirty_background_ratio",
-	[DT_DIRTY_BYTES] = "dirty_bytes",
-	[DT_DIRTY_BACKGROUND_BYTES] = "dirty_background_bytes",
-	[DT_DIRTY_EXPIRE_CENTISECS] = "dirty_expire_centisecs",
-	[DT_DIRTY_WRITEBACK_CENTISECS] = "dirty_writeback_centisecs",
-};
-
+/* The names, units and help are the tunables table's (fs/tunables.c). */
 void dirty_tunables_default(struct dirty_tunables *t)
 {
-	atomic_store(&t->dirty_ratio, 20);
-	atomic_store(&t->dirty_background_ratio, 10);
+	atomic_store(&t->dirty_ratio, DIRTY_RATIO_DEFAULT);
+	atomic_store(&t->dirty_background_ratio, DIRTY_BACKGROUND_RATIO_DEFAULT);
 	atomic_store(&t->dirty_bytes, 0);
 	atomic_store(&t->dirty_background_bytes, 0);
-	atomic_store(&t->dirty_expire_centisecs, 3000);
-	atomic_store(&t->dirty_writeback_centisecs, 500);
-}
-
-const char *dirty_tunable_name(enum dirty_tunable which)
-{
-	return which < NR_DIRTY_TUNABLES ? tunable_names[which] : NULL;
+	atomic_store(&t->dirty_expire_centisecs, DIRTY_EXPIRE_CENTISECS_DEFAULT);
+	atomic_store(&t->dirty_writeback_centisecs, DIRTY_WRITEBACK_CENTISECS_DEFAULT);
 }
 
 uint64_t dirty_tunable_get(const struct dirty_tunables *t, enum dirty_tunable which)
@@ -60,7 +46,7 @@ int dirty_tunable_set(struct dirty_tunables *t, enum dirty_tunable which, uint64
 	switch (which) {
 	case DT_DIRTY_RATIO:
 	case DT_DIRTY_BACKGROUND_RATIO:
-		if (v > 100)
+		if (v > DIRTY_RATIO_MAX)
 			return -EINVAL;
 		if (which == DT_DIRTY_RATIO) {
 			atomic_store(&t->dirty_ratio, (unsigned)v);
@@ -84,7 +70,7 @@ int dirty_tunable_set(struct dirty_tunables *t, enum dirty_tunable which, uint64
 		return 0;
 	case DT_DIRTY_EXPIRE_CENTISECS:
 	case DT_DIRTY_WRITEBACK_CENTISECS:
-		if (v > CENTISECS_MAX)
+		if (v > DIRTY_CENTISECS_MAX)
 			return -EINVAL;
 		atomic_store(which == DT_DIRTY_EXPIRE_CENTISECS ? &t->dirty_expire_centisecs
 							       : &t->dirty_writeback_centisecs,

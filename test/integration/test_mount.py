@@ -19,6 +19,7 @@ nr_dirtier_pages), no IO-less pause, data and e2fsck intact.
 import ctypes
 import errno
 import os
+import re
 import signal
 import sys
 import threading
@@ -114,6 +115,19 @@ def check_help(env):
     t_eq(p.returncode, 0, "exit code of --help")
     missing = [o for o in OPTIONS if o not in p.stdout]
     t_check(not missing, "--help does not mention %s" % missing)
+    # every option --help names (its lines "  NAME=...", "  NAME[=0|1]", ...)
+    # is documented in README's "Mount options" and in wbcfs(8) too
+    listed = re.findall(r"^  ([a-z][a-z0-9_]*)(?=[=\[|, ]|$)",
+                        p.stdout.split("Options (default in brackets):")[1], re.M)
+    t_check(len(listed) > 40, "--help lists only %r" % listed)
+    top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with open(os.path.join(top, "README.md")) as f:
+        readme = f.read().split("## Mount options")[1].split("\n## ")[0]
+    with open(os.path.join(top, "doc", "wbcfs.8")) as f:
+        man = f.read()
+    undoc = [o for o in listed if o not in readme or o not in man]
+    t_check(not undoc, "options in --help but not in README's Mount options or wbcfs.8: %s"
+            % undoc)
     p = t_run([binp, "--version"], check=False)
     t_eq(p.returncode, 0, "exit code of --version")
     t_check("wbcfs" in p.stdout and any(c.isdigit() for c in p.stdout),

@@ -104,7 +104,7 @@ START_TEST(names)
 {
 	ck_assert_str_eq(ctl_tunable_name(DT_DIRTY_RATIO), "dirty_ratio");
 	ck_assert_str_eq(ctl_tunable_name(DT_DIRTY_WRITEBACK_CENTISECS), "dirty_writeback_centisecs");
-	ck_assert_str_eq(ctl_tunable_name(CTL_TUN_READAHEAD_KB), "readahead_kb");
+	ck_assert_str_eq(ctl_tunable_name(TUN_READAHEAD_KB), "readahead_kb");
 	ck_assert_ptr_null(ctl_tunable_name(CTL_NR_TUNABLES));
 }
 END_TEST
@@ -122,19 +122,19 @@ START_TEST(write_and_read_back)
 	ck_assert_uint_eq(dt.dirty_expire_centisecs, 100);
 	ck_assert_int_eq(t_write(DT_DIRTY_WRITEBACK_CENTISECS, "0\n"), 0);
 	ck_assert_uint_eq(dt.dirty_writeback_centisecs, 0);
-	ck_assert_int_eq(t_write(CTL_TUN_READAHEAD_KB, "256\n"), 0);
-	ck_assert_uint_eq(ctl_tunable_read(&t, CTL_TUN_READAHEAD_KB), 256);
-	ck_assert_int_eq(t_write(CTL_TUN_READAHEAD_KB, "0"), 0);
+	ck_assert_int_eq(t_write(TUN_READAHEAD_KB, "256\n"), 0);
+	ck_assert_uint_eq(ctl_tunable_read(&t, TUN_READAHEAD_KB), 256);
+	ck_assert_int_eq(t_write(TUN_READAHEAD_KB, "0"), 0);
 	ck_assert_uint_eq(ra_kb, 0);
 	/* the zone policies: 0 or 1, live */
-	ck_assert_str_eq(ctl_tunable_name(CTL_TUN_FAIR_ZONE_ALLOC), "fair_zone_alloc");
-	ck_assert_str_eq(ctl_tunable_name(CTL_TUN_ZONE_DIRTY), "zone_dirty");
-	ck_assert_int_eq(t_write(CTL_TUN_FAIR_ZONE_ALLOC, "0\n"), 0);
+	ck_assert_str_eq(ctl_tunable_name(TUN_FAIR_ZONE_ALLOC), "fair_zone_alloc");
+	ck_assert_str_eq(ctl_tunable_name(TUN_ZONE_DIRTY), "zone_dirty");
+	ck_assert_int_eq(t_write(TUN_FAIR_ZONE_ALLOC, "0\n"), 0);
 	ck_assert_uint_eq(fair, 0);
-	ck_assert_int_eq(t_write(CTL_TUN_ZONE_DIRTY, "0"), 0);
-	ck_assert_uint_eq(ctl_tunable_read(&t, CTL_TUN_ZONE_DIRTY), 0);
-	ck_assert_int_eq(t_write(CTL_TUN_ZONE_DIRTY, "2"), -EINVAL);
-	ck_assert_int_eq(t_write(CTL_TUN_FAIR_ZONE_ALLOC, "1"), 0);
+	ck_assert_int_eq(t_write(TUN_ZONE_DIRTY, "0"), 0);
+	ck_assert_uint_eq(ctl_tunable_read(&t, TUN_ZONE_DIRTY), 0);
+	ck_assert_int_eq(t_write(TUN_ZONE_DIRTY, "2"), -EINVAL);
+	ck_assert_int_eq(t_write(TUN_FAIR_ZONE_ALLOC, "1"), 0);
 	ck_assert_uint_eq(fair, 1);
 	ck_assert_uint_eq(zdirty, 0);
 }
@@ -145,28 +145,28 @@ START_TEST(throttle_tunables)
 {
 	struct ctl_buf b = { 0 };
 
-	ck_assert_uint_eq(ctl_tunable_read(&t, CTL_TUN_MAX_RATIO), 100);
-	ck_assert_int_eq(t_write(CTL_TUN_MIN_RATIO, "30\n"), 0);
+	ck_assert_uint_eq(ctl_tunable_read(&t, TUN_MAX_RATIO), 100);
+	ck_assert_int_eq(t_write(TUN_MIN_RATIO, "30\n"), 0);
 	ck_assert_uint_eq(atomic_load(&tw.min_ratio), 30);
-	ck_assert_int_eq(t_write(CTL_TUN_MAX_RATIO, "20"), -EINVAL);	/* below min_ratio */
-	ck_assert_int_eq(t_write(CTL_TUN_MAX_RATIO, "40"), 0);
-	ck_assert_int_eq(t_write(CTL_TUN_MIN_RATIO, "50"), -EINVAL);	/* above max_ratio */
-	ck_assert_int_eq(t_write(CTL_TUN_MIN_RATIO, "101"), -EINVAL);
+	ck_assert_int_eq(t_write(TUN_MAX_RATIO, "20"), -EINVAL);	/* below min_ratio */
+	ck_assert_int_eq(t_write(TUN_MAX_RATIO, "40"), 0);
+	ck_assert_int_eq(t_write(TUN_MIN_RATIO, "50"), -EINVAL);	/* above max_ratio */
+	ck_assert_int_eq(t_write(TUN_MIN_RATIO, "101"), -EINVAL);
 	ck_assert_uint_eq(atomic_load(&tw.min_ratio), 30);
-	ck_assert_int_eq(t_write(CTL_TUN_STRICTLIMIT, "1"), 0);
+	ck_assert_int_eq(t_write(TUN_STRICTLIMIT, "1"), 0);
 	ck_assert(atomic_load(&tw.strictlimit));
-	ck_assert_int_eq(t_write(CTL_TUN_STRICTLIMIT, "2"), -EINVAL);
-	ck_assert_int_eq(t_write(CTL_TUN_MAX_PAUSE_MS, "0"), -EINVAL);
-	ck_assert_int_eq(t_write(CTL_TUN_MAX_PAUSE_MS, "50\n"), 0);
+	ck_assert_int_eq(t_write(TUN_STRICTLIMIT, "2"), -EINVAL);
+	ck_assert_int_eq(t_write(TUN_MAX_PAUSE_MS, "0"), -EINVAL);
+	ck_assert_int_eq(t_write(TUN_MAX_PAUSE_MS, "50\n"), 0);
 	ck_assert_uint_eq(atomic_load(&dom.max_pause_ms), 50);
-	ck_assert_int_eq(t_write(CTL_TUN_THROTTLE, "simple\n"), 0);
+	ck_assert_int_eq(t_write(TUN_THROTTLE, "simple\n"), 0);
 	ck_assert_int_eq(atomic_load(&dom.mode), THROTTLE_SIMPLE);
-	ck_assert_int_eq(t_write(CTL_TUN_THROTTLE, "1"), -EINVAL);
-	ck_assert_int_eq(ctl_tunable_print(&t, CTL_TUN_THROTTLE, &b), 0);
+	ck_assert_int_eq(t_write(TUN_THROTTLE, "1"), -EINVAL);
+	ck_assert_int_eq(ctl_tunable_print(&t, TUN_THROTTLE, &b), 0);
 	ck_assert_int_eq(b.len, 7);
 	ck_assert(!memcmp(b.data, "simple\n", 7));
 	ctl_buf_free(&b);
-	ck_assert_int_eq(ctl_tunable_print(&t, CTL_TUN_MAX_PAUSE_MS, &b), 0);
+	ck_assert_int_eq(ctl_tunable_print(&t, TUN_MAX_PAUSE_MS, &b), 0);
 	ck_assert(!memcmp(b.data, "50\n", 3));
 	ctl_buf_free(&b);
 }
@@ -202,7 +202,7 @@ START_TEST(bad_values_change_nothing)
 		{ DT_DIRTY_BACKGROUND_BYTES, "0" },
 		{ DT_DIRTY_EXPIRE_CENTISECS, "864000001" },
 		{ DT_DIRTY_WRITEBACK_CENTISECS, "99999999999" },
-		{ CTL_TUN_READAHEAD_KB, "6" }, { CTL_TUN_READAHEAD_KB, "65540" },
+		{ TUN_READAHEAD_KB, "6" }, { TUN_READAHEAD_KB, "65540" },
 		{ CTL_NR_TUNABLES, "1" },
 	};
 	struct dirty_tunables before;

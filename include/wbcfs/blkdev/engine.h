@@ -17,6 +17,7 @@ enum io_engine_type {
 	IO_ENGINE_AIO,
 	IO_ENGINE_PSYNC,
 	IO_ENGINE_NBD,		/* an NBD device (nbdev.h) */
+	NR_IO_ENGINES
 };
 
 enum io_op {
@@ -48,8 +49,8 @@ struct io_req {
 
 struct io_engine;
 
+/* An engine's name is io_engine_name()'s: one list in engine.c. */
 struct io_engine_ops {
-	const char *name;
 	int (*init)(struct io_engine *e, unsigned queue_depth);
 	void (*exit)(struct io_engine *e);
 	/* queue one request; may submit when the queue is full */
@@ -84,8 +85,9 @@ int io_engine_submit(struct io_engine *e);
 int io_engine_reap(struct io_engine *e, unsigned min);
 /** Submit and reap until nothing is in flight. */
 int io_engine_drain(struct io_engine *e);
-/** Parse "uring" / "aio" / "psync" / "nbd". Returns 0 or -EINVAL. */
+/** Parse an engine's name ("uring", "aio", "psync", "nbd"). Returns 0 or -EINVAL. */
 int io_engine_parse(const char *s, enum io_engine_type *out);
+/** The engine's name; "?" past the last (NR_IO_ENGINES). */
 const char *io_engine_name(enum io_engine_type t);
 
 #endif

@@ -15,6 +15,15 @@
 
 struct cache;
 
+/* The kernel's defaults and limits; the tunables table (tunables.h) uses these too. */
+#define DIRTY_RATIO_DEFAULT			20
+#define DIRTY_BACKGROUND_RATIO_DEFAULT		10
+#define DIRTY_EXPIRE_CENTISECS_DEFAULT		3000
+#define DIRTY_WRITEBACK_CENTISECS_DEFAULT	500
+#define DIRTY_RATIO_MAX				100
+#define DIRTY_BYTES_MIN				(2 * 4096)	/* two pages */
+#define DIRTY_CENTISECS_MAX			(100U * 3600 * 24 * 100)	/* 100 days */
+
 struct dirty_tunables {
 	_Atomic unsigned dirty_ratio;			/* percent, 0-100; default 20 */
 	_Atomic unsigned dirty_background_ratio;	/* percent, 0-100; default 10 */
@@ -44,7 +53,6 @@ void dirty_tunables_default(struct dirty_tunables *t);
  */
 int dirty_tunable_set(struct dirty_tunables *t, enum dirty_tunable which, uint64_t value);
 uint64_t dirty_tunable_get(const struct dirty_tunables *t, enum dirty_tunable which);
-const char *dirty_tunable_name(enum dirty_tunable which);
 
 /** Dirtyable pages: free + file pages (minus reserves) + 1. */
 unsigned long dirty_dirtyable_pages(struct cache *c);

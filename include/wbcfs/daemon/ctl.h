@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "wbcfs/cache/dirty.h"
 #include "wbcfs/cache/throttle.h"
+#include "wbcfs/daemon/tunables.h"
 
 /* A generated file: text, not NUL-terminated in @len. */
 struct ctl_buf {
@@ -29,23 +30,14 @@ int ctl_buf_put(struct ctl_buf *b, size_t off, const void *data, size_t n);
 void ctl_buf_free(struct ctl_buf *b);
 
 /*
- * The tunable files: the dirty_* tunables (enum dirty_tunable values),
- * then readahead_kb and the throttle's: the device's min_ratio, max_ratio
- * and strictlimit (as /sys/class/bdi/<dev>/ has them), max_pause_ms,
- * throttle ("ioless" or "simple"), and the zone policies fair_zone_alloc
- * and zone_dirty (0 or 1).
+ * The tunable files are the live tunables of the table (tunables.h), a
+ * file's number its tunable's id (enum tunable_id): the dirty_* tunables,
+ * readahead_kb, the throttle's (the device's min_ratio, max_ratio and
+ * strictlimit as /sys/class/bdi/<dev>/ has them, max_pause_ms, throttle
+ * by name), the zone policies fair_zone_alloc and zone_dirty, and the
+ * cache's cache_size and cache_min.
  */
-#define CTL_TUN_READAHEAD_KB	NR_DIRTY_TUNABLES
-#define CTL_TUN_MIN_RATIO	(NR_DIRTY_TUNABLES + 1)
-#define CTL_TUN_MAX_RATIO	(NR_DIRTY_TUNABLES + 2)
-#define CTL_TUN_STRICTLIMIT	(NR_DIRTY_TUNABLES + 3)
-#define CTL_TUN_MAX_PAUSE_MS	(NR_DIRTY_TUNABLES + 4)
-#define CTL_TUN_THROTTLE	(NR_DIRTY_TUNABLES + 5)
-#define CTL_TUN_FAIR_ZONE_ALLOC	(NR_DIRTY_TUNABLES + 6)
-#define CTL_TUN_ZONE_DIRTY	(NR_DIRTY_TUNABLES + 7)
-#define CTL_TUN_CACHE_SIZE	(NR_DIRTY_TUNABLES + 8)	/* bytes: the cache's ceiling */
-#define CTL_TUN_CACHE_MIN	(NR_DIRTY_TUNABLES + 9)	/* bytes: its floor */
-#define CTL_NR_TUNABLES		(NR_DIRTY_TUNABLES + 10)
+#define CTL_NR_TUNABLES		NR_LIVE_TUNABLES
 
 /* The live values the tunable files read and write. */
 struct ctl_tunables {
@@ -68,17 +60,14 @@ const char *ctl_tunable_name(unsigned which);
 int ctl_parse_u64(const char *buf, size_t len, uint64_t *out);
 
 /**
- * Parse @buf and set tunable @which with the kernel's rules: ratios 0-100;
- * dirty_bytes at least two pages and dirty_background_bytes at least 1
- * (writing the ratio is the way back to ratios, as in /proc/sys/vm);
- * writing a ratio zeroes its bytes twin and the other way round;
- * centisecs up to 100 days; readahead_kb 0-65536 in multiples of 4;
- * min_ratio and max_ratio 0-100 with min_ratio <= max_ratio; strictlimit
- * 0 or 1; max_pause_ms 1-10000; throttle "ioless" or "simple";
- * fair_zone_alloc and zone_dirty 0 or 1; cache_size and cache_min in
- * bytes with the mount options' k/M/G/T suffixes, rounded down to pages,
- * cache_min at least 4M and not above cache_size (cache_set_ceiling and
- * cache_set_floor have the last word).
+ * Parse @buf and set tunable @which with the table's rules (tunables.h)
+ * and the kernel's: a number as /proc/sys takes it (ctl_parse_u64), a
+ * choice by name, cache_size and cache_min with the mount options'
+ * suffixes; in the tunable's range, where at run time dirty_bytes and
+ * dirty_background_bytes take no 0 (writing the ratio is the way back, as
+ * in /proc/sys/vm); writing a ratio zeroes its bytes twin and the other
+ * way round; min_ratio <= max_ratio; cache_set_ceiling and cache_set_floor
+ * have the last word on the cache's sizes.
  * On error nothing changes. Returns 0 or -EINVAL.
  */
 int ctl_tunable_write(const struct ctl_tunables *t, unsigned which, const char *buf,
