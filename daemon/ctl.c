@@ -37,7 +37,6 @@
 
 #include "wbcfs/lib/clock.h"
 #include "wbcfs/daemon/ctl.h"
-#include "ctl_i.h"
 #include "daemon_i.h"
 
 #define CTL_ATTR_TIMEOUT 1.0

@@ -11,7 +11,6 @@
 
 #include "wbcfs/daemon/ctl.h"
 #include "wbcfs/cache/pressure.h"
-#include "ctl_i.h"
 #include "daemon_i.h"
 
 /* A gauge may dip below zero for a moment (an inc racing a dec). */

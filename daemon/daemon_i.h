@@ -21,6 +21,7 @@
 #include "wbcfs/ext4/options.h"
 #include "wbcfs/lib/msg.h"
 #include "wbcfs/fuse.h"
+#include "wbcfs/daemon/ctl.h"
 
 struct wbfs;
 struct wbfs_domain;
@@ -129,5 +130,14 @@ int ctl_check_name(struct wbfs *w, fuse_ino_t parent, const char *name);
 void ctl_hide_in_root(struct wbfs *w, struct dir_snap *snap);
 /** At mount: stamp the control files' times, warn if a real entry is shadowed. */
 void ctl_mount_check(struct wbfs *w);
+
+/* ctl_stats.c: the statistics files' text, generated at open for ctl.c */
+/* Each appends its file's text to @b. Returns 0 or -ENOMEM. */
+int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b);
+int ctl_gen_zoneinfo(struct wbfs *w, struct ctl_buf *b);
+int ctl_gen_bdi(struct wbfs *w, struct ctl_buf *b);
+int ctl_gen_flusher(struct wbfs *w, struct ctl_buf *b);
+/* lockstat: a state line, a header, one line per lock class. Or -errno. */
+int ctl_gen_lockstat(struct ctl_buf *b);
 
 #endif
