@@ -390,7 +390,7 @@ int bdi_fd(const struct bdi *b)
 	return b->fd;
 }
 
-/* ---- bandwidth estimation (ALGORITHMS.md §2) ---------------------------- */
+/* ---- bandwidth estimation (doc/algorithms.md §2.6) ---------------------- */
 
 void bdi_bw_feed(struct bdi *b, uint64_t now_ms)
 {

@@ -50,7 +50,7 @@ const char *dirty_tunable_name(enum dirty_tunable which);
 unsigned long dirty_dirtyable_pages(struct cache *c);
 
 /**
- * Global thresholds in pages, ALGORITHMS.md §1: bytes settings win over
+ * Global thresholds in pages, doc/algorithms.md §1.2: bytes settings win over
  * ratios; bg >= thresh gives bg = thresh/2.
  */
 void dirty_thresholds(struct cache *c, unsigned long *bg_thresh, unsigned long *thresh);
