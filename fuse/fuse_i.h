@@ -66,7 +66,7 @@ struct furing_cmd_req {
  * just before the payload, so a WRITE's data is used where the kernel put
  * it. A page keeps the payload page-aligned.
  */
-#define FURING_HEADROOM 4096
+#define FURING_HEADROOM PAGE_SIZE
 
 /**
  * Rebuild the flat message libfuse expects (fuse_in_header, op header,
