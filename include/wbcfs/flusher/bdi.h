@@ -327,6 +327,5 @@ unsigned bdi_state(struct bdi *b);
 /** Inode counts on the lists, for /.wbcfs/bdi. */
 void bdi_list_counts(struct bdi *b, long *b_dirty, long *b_io, long *b_more_io);
 void *bdi_owner(const struct bdi *b);
-int bdi_fd(const struct bdi *b);
 
 #endif
