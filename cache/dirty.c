@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Dirty tunables (the /proc/sys/vm names and rules), dirtyable memory and
- * the global thresholds of ALGORITHMS.md §1, and the simple throttle: a
+ * the global thresholds of doc/algorithms.md §1, and the simple throttle: a
  * writer over the limit kicks the flusher and waits for writeback. The
  * IO-less controller of a later issue replaces dirty_balance_simple().
  */

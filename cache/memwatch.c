@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "wbcfs/lib/clock.h"
+#include "wbcfs/cache/page.h"
 #include "wbcfs/cache/pressure.h"
 
 #define NO_LIMIT (1ull << 60)		/* v1 says "no limit" as 2^63 - page */
@@ -751,7 +752,7 @@ static void *memwatch_thread(void *arg)
 void memwatch_config_default(struct memwatch_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	memctl_config_default(&cfg->ctl, 4096, 0, 0);
+	memctl_config_default(&cfg->ctl, PAGE_SIZE, 0, 0);
 	cfg->psi_stall_us = 100000;
 	cfg->psi_window_us = 1000000;
 	cfg->fast_ms = 100;

@@ -115,7 +115,7 @@ uint64_t memctl_headroom_bytes(const struct memctl_config *cfg, uint64_t limit_b
 /*
  * avail_floor = max(low watermark, MemTotal >> avail_total_shift)
  *
- * The kernel's kswapd wakes at the low watermark (min_free_kbytes * 5/4):
+ * The kernel's kswapd wakes at the low watermark (min_free_kbytes * 5/4, doc/algorithms.md §7):
  * by then it reclaims, and swaps the cache's pages out if it can. Keeping
  * MemAvailable above it and above 1/32 of RAM gives the cache the first
  * move.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * On-demand readahead window arithmetic (mm/readahead.c, ALGORITHMS.md
+ * On-demand readahead window arithmetic (mm/readahead.c, doc/algorithms.md
  * §5). Pure: decides which pages to read and where the async marker goes;
  * page allocation and I/O are the caller's.
  */

@@ -5,7 +5,7 @@
  * or writeback pages are marked PG_reclaim, counted as immediate reclaim
  * and handed to the flusher (reclaim never writes and never sleeps on a
  * page), active pages are aged into the inactive list when it is smaller.
- * The kswapd thread keeps zones above their high watermark.
+ * The kswapd thread keeps zones above their high watermark (doc/algorithms.md §6).
  */
 #include <errno.h>
 

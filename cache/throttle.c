@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * IO-less dirty throttling, after mm/page-writeback.c's balance_dirty_pages
- * (ALGORITHMS.md §1-2). Units: pages, milliseconds (HZ = 1000), rates in
+ * (doc/algorithms.md §0-2). Units: pages, milliseconds (HZ = 1000), rates in
  * pages/s, ratios in x1024 fixed point (RL_SHIFT).
  *
  * Where wbcfs departs from the kernel, and why:

@@ -7,7 +7,7 @@
  *
  * Watermarks per zone (pages): the cache's min, max(16, pages/256), shared
  * in proportion to zone size (at least 4, at most a quarter of the zone);
- * low = min + min/4, high = min + min/2, as the kernel's.
+ * low = min + min/4, high = min + min/2, as the kernel's (doc/algorithms.md §4).
  *
  * The allocator is get_page_from_freelist of kernels 3.17-4.7 for one page:
  *  - zones are tried highest first (the zonelist order: Normal, DMA32);

@@ -16,6 +16,7 @@
 
 #include "wbcfs/ext4/options.h"
 #include "wbcfs/flusher/pdflush.h"
+#include "wbcfs/cache/page.h"
 #include "wbcfs/cache/throttle.h"
 #include "wbcfs/daemon/tunables.h"
 
@@ -287,7 +288,7 @@ static int set_zones(struct wbcfs_options *o, const char *val, char *err, size_t
 			snprintf(err, errlen, "zones: more than %d zones", OPTIONS_ZONES_MAX);
 			return -EINVAL;
 		}
-		if (options_parse_size(tok, &v) || v < OPTIONS_ZONE_MIN_BYTES || v % 4096) {
+		if (options_parse_size(tok, &v) || v < OPTIONS_ZONE_MIN_BYTES || v % PAGE_SIZE) {
 			snprintf(err, errlen, "zones: '%s' is not a size of at least 1M in 4k pages",
 				 tok);
 			return -EINVAL;
@@ -357,7 +358,7 @@ static int check_zones(struct wbcfs_options *o, char *err, size_t errlen)
 		o->cache_size = sum;
 		return 0;
 	}
-	if (sum != (o->cache_size & ~4095ULL)) {
+	if (sum != (o->cache_size & ~(uint64_t)(PAGE_SIZE - 1))) {
 		snprintf(err, errlen, "zones: sizes add up to %llu bytes, cache_size is %llu",
 			 (unsigned long long)sum, (unsigned long long)o->cache_size);
 		return -EINVAL;

@@ -74,8 +74,8 @@ void ext4_unreserve(struct wbfs *w, long nr)
 	ls_mutex_unlock(&w->resv_lock);
 }
 
-/* Extents an extent tree block holds (a 4 KiB block: 12-byte header). */
-#define EXTENTS_PER_BLOCK ((4096 - 12) / 12)
+/* Extents an extent tree block holds (a block of a page, as read-write needs: 12-byte header). */
+#define EXTENTS_PER_BLOCK ((PAGE_SIZE - 12) / 12)
 /* Extents the inode itself holds. */
 #define EXTENTS_IN_INODE 4
 

@@ -309,7 +309,7 @@ int ext4_check_journal(struct wbfs *w, const char *dev)
 	if (!bad && !first)
 		bad = "no journal superblock";
 	if (!bad) {
-		if (posix_memalign((void **)&jsb, 4096, fs->blocksize))
+		if (posix_memalign((void **)&jsb, PAGE_SIZE, fs->blocksize))
 			return -ENOMEM;
 		if (io_channel_read_blk64(fs->io, first, 1, jsb))
 			bad = "its superblock cannot be read";

@@ -275,7 +275,6 @@ void winode_note_written(struct wbfs *w, ext2_ino_t ino, const struct ext2_inode
  */
 void winode_note_itable_change(struct wbfs *w, uint64_t blk, const void *old, size_t in,
 			       const void *b, size_t n);
-int winode_sync(struct wbfs *w, struct winode *wi, bool datasync);
 int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);
 int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in);

@@ -651,7 +651,7 @@ int ext4_journal_show(struct wbfs *w, char *buf, size_t len)
 	return snprintf(buf, len,
 			"journal 1\ncommit_ms %u\nlog_blocks %u\nhead %u\nmax_transaction %u\n"
 			"csum_v3 %d\n64bit %d\ncommits %ld\nblocks_logged %ld\nrevokes %ld\n"
-			"checkpoints %ld\nunjournaled %ld\nfailed %ld\naborted %d\ncrc32c_hw %d\n"
+			"checkpoints %ld\nunjournaled %ld\nfailed %ld\naborted %d\n"
 			"unwritten_after_error %ld\njoined %ld\n"
 			"commit_prepare_us %lu\ncommit_log_us %lu\ncommit_ordered_us %lu\n"
 			"commit_seal_us %lu\ncommit_finish_us %lu\n",
@@ -660,7 +660,7 @@ int ext4_journal_show(struct wbfs *w, char *buf, size_t len)
 			atomic_load(&j->commits), atomic_load(&j->blocks),
 			atomic_load(&j->revokes), atomic_load(&j->checkpoints),
 			atomic_load(&j->unjournaled), atomic_load(&j->failed), j->err,
-			jbd2_crc32c_is_hw(), atomic_load(&w->nr_hidden), atomic_load(&j->joined),
+			atomic_load(&w->nr_hidden), atomic_load(&j->joined),
 			(unsigned long)(atomic_load(&j->ns_prepare) / 1000 / n),
 			(unsigned long)(atomic_load(&j->ns_log) / 1000 / n),
 			(unsigned long)(atomic_load(&j->ns_ordered) / 1000 / n),

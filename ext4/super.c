@@ -359,10 +359,10 @@ static int sb_check(struct wbfs *w, const char *dev, bool ro, bool fsck_done)
 	uint64_t blocks;
 	unsigned bsize;
 
-	if (posix_memalign(&buf, 4096, 4096))
+	if (posix_memalign(&buf, PAGE_SIZE, PAGE_SIZE))
 		return -ENOMEM;
-	n = blkdev_pread(w->dev_fd, buf, 4096, 0);
-	if (n != 4096) {
+	n = blkdev_pread(w->dev_fd, buf, PAGE_SIZE, 0);
+	if (n != (ssize_t)PAGE_SIZE) {
 		msg_dev(dev, "cannot read the superblock (%s)", n < 0 ? strerror((int)-n) : "short read");
 		goto out;
 	}
@@ -385,8 +385,9 @@ static int sb_check(struct wbfs *w, const char *dev, bool ro, bool fsck_done)
 			 (unsigned long long)blocks, bsize, (unsigned long long)w->dev_bytes);
 		goto out;
 	}
-	if (!ro && bsize != 4096) {
-		msg_dev(dev, "block size %u is not supported read-write (4096 only); mount with -o ro", bsize);
+	if (!ro && bsize != PAGE_SIZE) {
+		msg_dev(dev, "block size %u is not supported read-write (%lu only); mount with -o ro",
+			bsize, PAGE_SIZE);
 		goto out;
 	}
 	if (!ro && (sb->s_feature_incompat & EXT4_FEATURE_INCOMPAT_MMP)) {

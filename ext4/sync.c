@@ -156,16 +156,11 @@ const struct bdi_ops ext4_bdi_ops = {
  * its ordered wait takes them, after its log writes (one device round trip
  * less before the commit block, as ext4's fsync: its data and log writes
  * go out together).
- */
-int winode_sync(struct wbfs *w, struct winode *wi, bool datasync)
-{
-	return winode_sync_range(w, wi, 0, UINT64_MAX, datasync);
-}
-
-/*
- * winode_sync for the pages [@first, @last] only (a synchronous write's:
- * the kernel's generic_write_sync syncs the range written, not the file).
- * The commit is the same: it joins whatever commit other syncs started.
+ *
+ * For the pages [@first, @last] only (0, UINT64_MAX: the whole file); a
+ * synchronous write syncs the range written, as the kernel's
+ * generic_write_sync does, not the file. The commit is the same: it joins
+ * whatever commit other syncs started.
  */
 int winode_sync_range(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last,
 		      bool datasync)

@@ -385,12 +385,7 @@ void *bdi_owner(const struct bdi *b)
 	return b->owner;
 }
 
-int bdi_fd(const struct bdi *b)
-{
-	return b->fd;
-}
-
-/* ---- bandwidth estimation (ALGORITHMS.md §2) ---------------------------- */
+/* ---- bandwidth estimation (doc/algorithms.md §2.6) ---------------------- */
 
 void bdi_bw_feed(struct bdi *b, uint64_t now_ms)
 {

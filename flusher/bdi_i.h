@@ -128,7 +128,7 @@ struct wb_ctx {
 /* wb_submit.c: page I/O for writeback.c */
 /* Feed @b's bandwidth estimate now (completion, and the worker's idle ticks). */
 void wb_bw_feed(struct bdi *b);
-/* A writeback round starts: forget an idle gap (ALGORITHMS.md §2). */
+/* A writeback round starts: forget an idle gap (doc/algorithms.md §2.6). */
 void wb_bw_start(struct bdi *b);
 /* Complete everything this worker has queued before it may sleep on others. */
 void wb_drain_before_sleep(struct wb_ctx *x);

@@ -3,7 +3,7 @@
  * The pdflush flusher model (flusher_model=pdflush; pdflush.h): a pool of
  * 2-8 threads shared by every device of a cache domain takes background
  * and periodic writeback for whichever device has dirty inodes, as Linux
- * 2.6.2x's mm/pdflush.c and background_writeout()/wb_kupdate() did:
+ * 2.6.2x's mm/pdflush.c and background_writeout()/wb_kupdate() did (doc/algorithms.md §3.6):
  *
  * - A thread is handed an operation, background or kupdate, and runs it
  *   to the end. A background operation loops while the domain is over its

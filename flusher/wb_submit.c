@@ -95,7 +95,7 @@ void wb_bw_feed(struct bdi *b)
 	bdi_bw_feed(b, clock_now_ms());
 }
 
-/* A writeback round starts: forget an idle gap (ALGORITHMS.md §2). */
+/* A writeback round starts: forget an idle gap (doc/algorithms.md §2.6). */
 void wb_bw_start(struct bdi *b)
 {
 	ls_mutex_lock(&b->bw_lock, &lc_bdi_bw_lock);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Flusher workers (fs/fs-writeback.c's design, ALGORITHMS.md §3): queued
+ * Flusher workers (fs/fs-writeback.c's design, doc/algorithms.md §3): queued
  * work first (sync, fsync, metadata), then background writeback while over
  * the background threshold or when reclaim asks, then periodic (kupdate)
  * writeback of inodes dirtied more than dirty_expire_centisecs ago. Inodes
@@ -245,7 +245,7 @@ static bool wb_should_stop(struct bdi *b, struct wb_work *w)
 	       !list_empty(&b->work_list);
 }
 
-/* The dirtied_when cutoff of a round (ALGORITHMS.md §3 wb_writeback). */
+/* The dirtied_when cutoff of a round (doc/algorithms.md §3.3). */
 static uint64_t wb_cutoff(struct bdi *b, struct wb_work *w, uint64_t started)
 {
 	uint64_t now = clock_now_ms();

@@ -184,11 +184,6 @@ void fext_attr_to_statx(const struct fuse_attr_out *ao, const struct fext_btime 
 	}
 }
 
-size_t fext_statx_out_size(void)
-{
-	return sizeof(struct fext_statx_out);
-}
-
 ssize_t fext_statx_reply(int fd, const struct iovec *iov, int count, const struct fext_btime *bt)
 {
 	const struct fuse_out_header *oh = iov[0].iov_base;

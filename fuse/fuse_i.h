@@ -66,7 +66,7 @@ struct furing_cmd_req {
  * just before the payload, so a WRITE's data is used where the kernel put
  * it. A page keeps the payload page-aligned.
  */
-#define FURING_HEADROOM 4096
+#define FURING_HEADROOM PAGE_SIZE
 
 /**
  * Rebuild the flat message libfuse expects (fuse_in_header, op header,
@@ -198,9 +198,8 @@ size_t fext_statx_to_getattr(struct wbfs *w, void *buf, size_t len, struct fext_
  * for (errors unchanged). Returns the length of @iov's message, or -1.
  */
 ssize_t fext_statx_reply(int fd, const struct iovec *iov, int count, const struct fext_btime *bt);
-/** The fuse_statx_out (at @sxo, fext_statx_out_size() bytes) for @ao and @bt. */
+/** The fuse_statx_out (at @sxo) for @ao and @bt. */
 void fext_attr_to_statx(const struct fuse_attr_out *ao, const struct fext_btime *bt, void *sxo);
-size_t fext_statx_out_size(void);
 
 /* ---- inval.c ----------------------------------------------------------- */
 

@@ -680,7 +680,7 @@ static void fio_uring_set_starting(struct fio_conn *c, bool starting)
 static size_t fio_uring_payload(const struct fuse_init_out *out)
 {
 	size_t pages = (out->flags & FUSE_MAX_PAGES) && out->max_pages ? out->max_pages : 32;
-	size_t bytes = pages * 4096;
+	size_t bytes = pages * PAGE_SIZE;
 
 	if (bytes < out->max_write)
 		bytes = out->max_write;

@@ -625,7 +625,7 @@ int furing_start(struct furing **out, struct fuse_session *se, int fd, size_t pa
 		return -ENOMEM;
 	fr->se = se;
 	fr->fd = fd;
-	fr->payload_size = (payload_size + 4095) & ~(size_t)4095;
+	fr->payload_size = (payload_size + PAGE_SIZE - 1) & ~(size_t)(PAGE_SIZE - 1);
 	fr->nr_ents = nr_ents;
 	fr->take = take;
 	fr->take_arg = take_arg;

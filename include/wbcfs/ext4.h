@@ -49,8 +49,8 @@
 #include "wbcfs/jbd2.h"
 
 #define WBFS_NAME_MAX 255
-/* ext4 with 4 KiB blocks and extents: 2^32 blocks per file. */
-#define WBFS_MAX_FILE_BYTES ((uint64_t)0xFFFFFFFFULL * 4096)
+/* ext4 with blocks of a page and extents: 2^32 blocks per file. */
+#define WBFS_MAX_FILE_BYTES ((uint64_t)0xFFFFFFFFULL * PAGE_SIZE)
 #define WBFS_LINK_MAX 65000
 
 /* One run of the extent map: logical blocks [lblk, lblk+len) at pblk. */

@@ -18,9 +18,4 @@
 #include "wbcfs/jbd2/log.h"
 #include "wbcfs/jbd2/recover.h"
 
-/* crc32c.c */
-bool jbd2_crc32c_is_hw(void);
-unsigned long jbd2_crc32c_calls(void);
-uint32_t jbd2_crc32c_library(uint32_t crc, const void *p, size_t len);
-
 #endif

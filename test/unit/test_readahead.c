@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Readahead windows (ALGORITHMS.md §5): initial and next sizes, the
+ * Readahead windows (doc/algorithms.md §5): initial and next sizes, the
  * 16/32/64/128 KiB ramp of a sequential 4 KiB reader with ra_pages = 32,
  * the async marker position, random reads without readahead, requests
  * larger than the window, context readahead on cached history, and

@@ -58,7 +58,7 @@ uint64_t dirty_tunable_get(const struct dirty_tunables *t, enum dirty_tunable wh
 unsigned long dirty_dirtyable_pages(struct cache *c);
 
 /**
- * Global thresholds in pages, ALGORITHMS.md §1: bytes settings win over
+ * Global thresholds in pages, doc/algorithms.md §1.2: bytes settings win over
  * ratios; bg >= thresh gives bg = thresh/2.
  */
 void dirty_thresholds(struct cache *c, unsigned long *bg_thresh, unsigned long *thresh);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * On-demand readahead (the kernel's mm/readahead.c, ALGORITHMS.md §5) as a
+ * On-demand readahead (the kernel's mm/readahead.c, doc/algorithms.md §5) as a
  * pure window calculator: it decides which pages to read and where the
  * async marker goes; the caller allocates pages and does the I/O.
  */
@@ -29,7 +29,7 @@ typedef unsigned (*ra_count_cached_fn)(void *arg, uint64_t index, unsigned max);
 
 void ra_state_init(struct ra_state *ra, unsigned ra_pages);
 
-/** Initial window size for a request of @req pages (ALGORITHMS.md §5). */
+/** Initial window size for a request of @req pages (doc/algorithms.md §5). */
 unsigned ra_init_size(unsigned req, unsigned max);
 /** Next window size after @cur. */
 unsigned ra_next_size(unsigned cur, unsigned max);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * IO-less dirty throttling (ALGORITHMS.md §1-2): writers are never made to
+ * IO-less dirty throttling (doc/algorithms.md §2): writers are never made to
  * write; after dirtying pages they are told how long to pause, computed
  * from the device's write bandwidth, a per-device dirty ratelimit that
  * converges to write_bw / N, and the position of the dirty count against

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Backing device (bdi) and its flusher workers, after fs/fs-writeback.c and
- * ALGORITHMS.md §3: dirty inode lists (b_dirty, b_io, b_more_io), work items
+ * doc/algorithms.md §3: dirty inode lists (b_dirty, b_io, b_more_io), work items
  * (sync, background, periodic/kupdate, reclaim), chunk sizing, TOWRITE
  * tagging for sync, and write bandwidth estimation. The flusher walks dirty
  * pages of an inode in index order, asks the owner (bdi_ops) to map them to
@@ -258,7 +258,7 @@ bool bdi_flush_fault_take(struct bdi *b);
 
 const struct bdi_stats *bdi_get_stats(const struct bdi *b);
 
-/* Bandwidth estimator state, ALGORITHMS.md §2 (pages, ms). */
+/* Bandwidth estimator state, doc/algorithms.md §2.6 (pages, ms). */
 struct bdi_bw {
 	uint64_t stamp_ms;		/* last update */
 	long written_stamp;		/* pages written at stamp */
@@ -327,6 +327,5 @@ unsigned bdi_state(struct bdi *b);
 /** Inode counts on the lists, for /.wbcfs/bdi. */
 void bdi_list_counts(struct bdi *b, long *b_dirty, long *b_io, long *b_more_io);
 void *bdi_owner(const struct bdi *b);
-int bdi_fd(const struct bdi *b);
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The millisecond clock every timing decision reads (HZ = 1000, as in
- * ALGORITHMS.md). Unit tests install a fake clock with clock_set_fake().
+ * doc/algorithms.md §0). Unit tests install a fake clock with clock_set_fake().
  */
 #ifndef WBCFS_CLOCK_H
 #define WBCFS_CLOCK_H
