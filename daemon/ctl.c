@@ -291,6 +291,7 @@ int ctl_tunable_print(const struct ctl_tunables *t, unsigned which, struct ctl_b
 
 enum ctl_kind {
 	CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_LOCKSTAT,
+	CTL_LOCKDEP,
 	CTL_TRANSPORT, CTL_DOMAIN, CTL_FLUSHER, CTL_NBD,
 	CTL_TUNABLE
 };
@@ -304,6 +305,7 @@ enum {
 	CTL_NODE_TRACE,
 	CTL_NODE_JOURNAL,
 	CTL_NODE_LOCKSTAT,
+	CTL_NODE_LOCKDEP,
 	CTL_NODE_TRANSPORT,
 	CTL_NODE_DOMAIN,
 	CTL_NODE_FLUSHER,
@@ -322,6 +324,7 @@ static enum ctl_kind ctl_node_kind(unsigned node)
 	case CTL_NODE_TRACE: return CTL_TRACE;
 	case CTL_NODE_JOURNAL: return CTL_JOURNAL;
 	case CTL_NODE_LOCKSTAT: return CTL_LOCKSTAT;
+	case CTL_NODE_LOCKDEP: return CTL_LOCKDEP;
 	case CTL_NODE_TRANSPORT: return CTL_TRANSPORT;
 	case CTL_NODE_DOMAIN: return CTL_DOMAIN;
 	case CTL_NODE_FLUSHER: return CTL_FLUSHER;
@@ -340,6 +343,7 @@ static const char *ctl_node_name(struct wbfs *w, unsigned node)
 	case CTL_NODE_TRACE: return "trace";
 	case CTL_NODE_JOURNAL: return "journal";
 	case CTL_NODE_LOCKSTAT: return "lockstat";
+	case CTL_NODE_LOCKDEP: return "lockdep";
 	case CTL_NODE_TRANSPORT: return "transport";
 	case CTL_NODE_DOMAIN: return "domain";
 	case CTL_NODE_FLUSHER: return "flusher";
@@ -821,6 +825,13 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 	}
 	case CTL_LOCKSTAT:
 		return ctl_gen_lockstat(&f->out);
+	case CTL_LOCKDEP: {	/* the lock order seen, doc/locking.md's to check */
+		char *t = lockdep_report();
+		int ret = t ? ctl_buf_printf(&f->out, "%s", t) : -ENOMEM;
+
+		free(t);
+		return ret;
+	}
 	case CTL_TRANSPORT: {
 		char buf[128];
 
