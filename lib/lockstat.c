@@ -701,15 +701,25 @@ char *lockdep_report(void)
 
 static const char *dep_dump_path;
 
-/* atexit: the edges to $WBCFS_LOCKDEP_DUMP, for runs without a control directory. */
+/*
+ * atexit: the edges to $WBCFS_LOCKDEP_DUMP ("%p" in it: the process id), for
+ * runs without a control directory.
+ */
 static void lockdep_dump(void)
 {
-	char *t = lockdep_report();
+	char *t = lockdep_report(), path[4096];
+	const char *pid = strstr(dep_dump_path, "%p");
 	FILE *f;
 
 	if (!t)
 		return;
-	f = fopen(dep_dump_path, "w");
+	/* "%p": this process's id, for a run of many daemons */
+	if (pid)
+		snprintf(path, sizeof(path), "%.*s%d%s", (int)(pid - dep_dump_path), dep_dump_path,
+			 (int)getpid(), pid + 2);
+	else
+		snprintf(path, sizeof(path), "%s", dep_dump_path);
+	f = fopen(path, "w");
 	if (f) {
 		fputs(t, f);
 		fclose(f);
