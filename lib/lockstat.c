@@ -325,7 +325,8 @@ static unsigned dep_path(unsigned from, unsigned to, unsigned *path)
  * holds what is on its stack: record each held class -> @c, and abort if
  * @c was ever seen outside one of them.
  */
-static void dep_check(const void *lock, struct lock_class *c, bool read, const void *ip)
+static void dep_check_from(unsigned first, const void *lock, struct lock_class *c, bool read,
+			   const void *ip)
 {
 	unsigned depoch = atomic_load_explicit(&dep_epoch, memory_order_relaxed);
 	unsigned b = c->dep_id, i;
@@ -336,7 +337,7 @@ static void dep_check(const void *lock, struct lock_class *c, bool read, const v
 		if (!b)
 			return;
 	}
-	for (i = 0; i < nr_held; i++) {
+	for (i = first; i < nr_held; i++) {
 		struct held_lock *h = &held[i];
 		unsigned a = h->class->dep_id, path[LOCKDEP_CLASSES + 1], n, k;
 
@@ -385,6 +386,31 @@ static void dep_check(const void *lock, struct lock_class *c, bool read, const v
 						 memory_order_relaxed);
 		}
 		pthread_mutex_unlock(&dep_lock);
+	}
+}
+
+static void dep_check(const void *lock, struct lock_class *c, bool read, const void *ip)
+{
+	dep_check_from(0, lock, c, read, ip);
+}
+
+/*
+ * Context: about to sleep on a condition variable with @m held. Waking,
+ * the thread takes @m again holding whatever it took after @m: those
+ * orders (later -> @m) are checked as any acquisition's.
+ */
+void __lockdep_cond_wait(pthread_mutex_t *m)
+{
+	unsigned depoch = atomic_load_explicit(&dep_epoch, memory_order_relaxed);
+	unsigned i;
+
+	for (i = nr_held; i-- > 0;) {
+		if (held[i].lock != m || held[i].dep_epoch != depoch)
+			continue;
+		if (i + 1 < nr_held)
+			dep_check_from(i + 1, m, held[i].class, false,
+				       __builtin_return_address(0));
+		return;
 	}
 }
 

@@ -4,7 +4,8 @@
  * taken in both orders abort at the second order (directly, or through a
  * third class), naming both; one order repeated, two locks of one class
  * nested and a trylock against the order are fine; a thread taking a lock
- * it holds aborts before it would hang; lock_assert_held is a no-op when
+ * it holds aborts before it would hang, and so does one that sleeps on a
+ * condition holding a lock taken after the condition's mutex; lock_assert_held is a no-op when
  * off and aborts naming the function when on and the lock is not held.
  * What must abort runs in a forked child whose SIGABRT and stderr the
  * parent checks.
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wbcfs/lib/lockstat.h"
@@ -269,6 +271,42 @@ START_TEST(taking_a_held_lock_aborts)
 }
 END_TEST
 
+/* Waking from the wait on A, the thread takes A again holding B. */
+static void cond_wait_holding_inner(void)
+{
+	pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+	struct timespec ts;
+
+	ls_mutex_lock(&ma, &lc_test_a);
+	ls_mutex_lock(&mb, &lc_test_b);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	lockstat_cond_timedwait(&cv, &ma, &ts);
+}
+
+/* A wait on the innermost lock held is fine. */
+static void cond_wait_innermost(void)
+{
+	pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+	struct timespec ts;
+
+	ls_mutex_lock(&ma, &lc_test_a);
+	ls_mutex_lock(&mb, &lc_test_b);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	lockstat_cond_timedwait(&cv, &mb, &ts);
+	ls_mutex_unlock(&mb);
+	ls_mutex_unlock(&ma);
+}
+
+START_TEST(cond_wait_retakes_in_order)
+{
+	char err[8192];
+	int status = t_child(cond_wait_holding_inner, err, sizeof(err));
+
+	t_aborted(status, err, "inversion: test_b -> test_a here, but test_a -> test_b seen");
+	t_exited(t_child(cond_wait_innermost, err, sizeof(err)), err);
+}
+END_TEST
+
 static void assert_unheld(void)
 {
 	lock_assert_held(&ma);
@@ -332,6 +370,7 @@ static Suite *lockdep_suite(void)
 	tcase_add_test(tc, trylock_records_no_edge);
 	tcase_add_test(tc, rwlock_modes_are_one_class);
 	tcase_add_test(tc, taking_a_held_lock_aborts);
+	tcase_add_test(tc, cond_wait_retakes_in_order);
 	tcase_add_test(tc, assert_held);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("switch");

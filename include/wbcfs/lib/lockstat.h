@@ -107,6 +107,7 @@ void lockdep_enable(bool on);
 /** The edges seen so far, one "outer -> inner" line each, malloc'ed; NULL if out of memory. */
 char *lockdep_report(void);
 void __lockdep_assert_held(const void *lock, bool write, const char *func, const char *what);
+void __lockdep_cond_wait(pthread_mutex_t *m);
 
 /* The wrappers' one relaxed load and branch when lockstat and lockdep are off. */
 static inline bool lock_hooks_on(void)
@@ -202,6 +203,8 @@ static inline int lockstat_cond_wait(pthread_cond_t *cv, pthread_mutex_t *m)
 
 	if (!lock_hooks_on())
 		return pthread_cond_wait(cv, m);
+	if (lockdep_enabled())
+		__lockdep_cond_wait(m);
 	__lockstat_hold_pause(m);
 	ret = pthread_cond_wait(cv, m);
 	__lockstat_hold_resume(m);
@@ -215,6 +218,8 @@ static inline int lockstat_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *m
 
 	if (!lock_hooks_on())
 		return pthread_cond_timedwait(cv, m, ts);
+	if (lockdep_enabled())
+		__lockdep_cond_wait(m);
 	__lockstat_hold_pause(m);
 	ret = pthread_cond_timedwait(cv, m, ts);
 	__lockstat_hold_resume(m);
