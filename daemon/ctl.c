@@ -793,6 +793,9 @@ static int ctl_lockstat_write(const char *buf, size_t len)
 
 /* ---- open files ----------------------------------------------------------- */
 
+/* an open control file's: outermost, its writes change tunables */
+LOCK_CLASS(lc_ctl_fh_lock, "ctl_fh_lock")
+
 struct ctl_fh {
 	pthread_mutex_t lock;	/* protects: out, in */
 	unsigned node;		/* constant */
@@ -963,7 +966,7 @@ static void ctl_read_trace(fuse_req_t req, struct ctl_fh *f, size_t size,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	pthread_mutex_lock(&f->lock);
+	ls_mutex_lock(&f->lock, &lc_ctl_fh_lock);
 	for (;;) {
 		n = ctl_trace_fill(w, f, buf, size);
 		/* an exiting session delivers no INTERRUPT: its end ends the wait */
@@ -972,7 +975,7 @@ static void ctl_read_trace(fuse_req_t req, struct ctl_fh *f, size_t size,
 			break;
 		throttle_trace_wait(&w->cache->throttle, f->cursor, CTL_TRACE_WAIT_MS);
 	}
-	pthread_mutex_unlock(&f->lock);
+	ls_mutex_unlock(&f->lock);
 	if (n)
 		fuse_reply_buf(req, buf, n);
 	else
@@ -993,7 +996,7 @@ static void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 
-	pthread_mutex_lock(&f->lock);
+	ls_mutex_lock(&f->lock, &lc_ctl_fh_lock);
 	if (off >= 0 && (size_t)off < f->out.len) {
 		n = f->out.len - (size_t)off;
 		if (n > size)
@@ -1002,7 +1005,7 @@ static void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (copy)
 			memcpy(copy, f->out.data + off, n);
 	}
-	pthread_mutex_unlock(&f->lock);
+	ls_mutex_unlock(&f->lock);
 	if (n && !copy)
 		fuse_reply_err(req, ENOMEM);
 	else
@@ -1056,9 +1059,9 @@ static void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		fuse_reply_err(req, EACCES);
 		return;
 	}
-	pthread_mutex_lock(&f->lock);
+	ls_mutex_lock(&f->lock, &lc_ctl_fh_lock);
 	ret = ctl_write_locked(ctl_wbfs(req), f, buf, size, off);
-	pthread_mutex_unlock(&f->lock);
+	ls_mutex_unlock(&f->lock);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else
