@@ -281,6 +281,20 @@ static void print_first(FILE *f, unsigned a, unsigned b)
 }
 
 /*
+ * Whether a reader of @lock waits behind a waiting writer: then a thread
+ * that takes it twice for reading deadlocks with any writer between
+ * (fs_lock is such a lock, so that claims cannot starve the writers).
+ */
+static bool rwlock_prefers_writer(const void *lock)
+{
+#ifdef __GLIBC__
+	return ((const pthread_rwlock_t *)lock)->__data.__flags != PTHREAD_RWLOCK_PREFER_READER_NP;
+#else
+	return true;
+#endif
+}
+
+/*
  * Context: dep_lock held, edge @from -> @to about to be recorded. Is there
  * a path @to -> ... -> @from already? Then fills @path (class ids from @to
  * to @from) and returns its length, else 0.
@@ -344,7 +358,7 @@ static void dep_check_from(unsigned first, const void *lock, struct lock_class *
 		if (h->dep_epoch != depoch || !a)
 			continue;
 		if (h->lock == lock) {
-			if (read && h->read)
+			if (read && h->read && !rwlock_prefers_writer(lock))
 				continue;	/* a recursive read lock: allowed */
 			fprintf(stderr, "wbcfs lockdep: %s %p taken at ", c->name, lock);
 			print_ip(stderr, ip);

@@ -4,9 +4,11 @@
  * taken in both orders abort at the second order (directly, or through a
  * third class), naming both; one order repeated, two locks of one class
  * nested and a trylock against the order are fine; a thread taking a lock
- * it holds aborts before it would hang, and so does one that sleeps on a
- * condition holding a lock taken after the condition's mutex; lock_assert_held is a no-op when
- * off and aborts naming the function when on and the lock is not held.
+ * it holds aborts before it would hang (a read lock taken twice only if
+ * the lock makes readers wait behind writers), and so does one that
+ * sleeps on a condition holding a lock taken after the condition's mutex;
+ * lock_assert_held is a no-op when off and aborts naming the function
+ * when on and the lock is not held.
  * What must abort runs in a forked child whose SIGABRT and stderr the
  * parent checks.
  */
@@ -261,6 +263,19 @@ static void relock(void)
 	ls_mutex_lock(&ma, &lc_test_a);
 }
 
+/* A writer-preferring rwlock read twice: a writer queued between hangs both. */
+static void reread_writer_preferring(void)
+{
+	pthread_rwlock_t l;
+	pthread_rwlockattr_t ra;
+
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&l, &ra);
+	ls_rwlock_rdlock(&l, &lc_test_rw_r);
+	ls_rwlock_rdlock(&l, &lc_test_rw_r);
+}
+
 START_TEST(taking_a_held_lock_aborts)
 {
 	char err[8192];
@@ -268,6 +283,8 @@ START_TEST(taking_a_held_lock_aborts)
 
 	t_aborted(status, err, "while this thread holds it (test_a, taken at ");
 	t_aborted(status, err, "self-deadlock");
+	status = t_child(reread_writer_preferring, err, sizeof(err));
+	t_aborted(status, err, "while this thread holds it (test_rw(r), taken at ");
 }
 END_TEST
 
