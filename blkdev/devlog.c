@@ -33,6 +33,8 @@ static bool log_broken;		/* devlog_lock; a record could not be written */
 /* Write all of @iov to the log. Context: devlog_lock held. */
 static int log_writev_locked(struct iovec *iov, int cnt)
 {
+	lock_assert_held(&devlog_lock);
+
 	while (cnt) {
 		ssize_t n = writev(log_fd, iov, cnt > IOV_MAX ? IOV_MAX : cnt);
 
@@ -101,7 +103,9 @@ int devlog_open(const char *path)
 	log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
 	if (log_fd < 0)
 		return -errno;
+	ls_mutex_lock(&devlog_lock, &lc_devlog_lock);	/* for the contract's check */
 	ret = log_writev_locked(&v, 1);
+	ls_mutex_unlock(&devlog_lock);
 	if (ret) {
 		close(log_fd);
 		log_fd = -1;

@@ -1025,6 +1025,8 @@ static int ctl_write_locked(struct wbfs *w, struct ctl_fh *f, const char *data, 
 	size_t old_len = f->in.len;
 	int ret;
 
+	lock_assert_held(&f->lock);
+
 	if (off < 0 || (size_t)off > f->in.len)
 		return -EINVAL;
 	if (len > 4096 || (size_t)off + len > 4096)
