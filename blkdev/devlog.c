@@ -19,11 +19,13 @@
 
 #include "wbcfs/blkdev/devlog.h"
 #include "wbcfs/blkdev/nbdev.h"
+#include "wbcfs/lib/lockstat.h"
 
 bool devlog_on;
 
 /* devlog_lock protects: log_fd's file offset (record order), log_seq, log_broken */
 static pthread_mutex_t devlog_lock = PTHREAD_MUTEX_INITIALIZER;
+LOCK_CLASS(lc_devlog_lock, "devlog_lock")
 static int log_fd = -1;
 static uint64_t log_seq;	/* devlog_lock; last seq handed out */
 static bool log_broken;		/* devlog_lock; a record could not be written */
@@ -31,6 +33,8 @@ static bool log_broken;		/* devlog_lock; a record could not be written */
 /* Write all of @iov to the log. Context: devlog_lock held. */
 static int log_writev_locked(struct iovec *iov, int cnt)
 {
+	lock_assert_held(&devlog_lock);
+
 	while (cnt) {
 		ssize_t n = writev(log_fd, iov, cnt > IOV_MAX ? IOV_MAX : cnt);
 
@@ -63,7 +67,7 @@ static uint64_t log_append(struct devlog_rec *r, const struct iovec *data, int c
 	uint64_t seq = 0;
 	int i = 0, n, ret;
 
-	pthread_mutex_lock(&devlog_lock);
+	ls_mutex_lock(&devlog_lock, &lc_devlog_lock);
 	if (log_broken)
 		goto out_unlock;
 	if (!r->seq)
@@ -84,7 +88,7 @@ static uint64_t log_append(struct devlog_rec *r, const struct iovec *data, int c
 			strerror(-ret));
 	}
 out_unlock:
-	pthread_mutex_unlock(&devlog_lock);
+	ls_mutex_unlock(&devlog_lock);
 	return seq;
 }
 
@@ -99,7 +103,9 @@ int devlog_open(const char *path)
 	log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
 	if (log_fd < 0)
 		return -errno;
+	ls_mutex_lock(&devlog_lock, &lc_devlog_lock);	/* for the contract's check */
 	ret = log_writev_locked(&v, 1);
+	ls_mutex_unlock(&devlog_lock);
 	if (ret) {
 		close(log_fd);
 		log_fd = -1;

@@ -15,6 +15,9 @@
 
 #include "blkdev_i.h"
 #include "wbcfs/blkdev/nbdev.h"
+#include "wbcfs/lib/lockstat.h"
+
+LOCK_CLASS(lc_nbd_done_lock, "nbd_done_lock")
 
 struct nbd_req {
 	struct io_req *req;
@@ -101,12 +104,12 @@ static void nbde_done(void *priv, int res)
 
 	r->res = res < 0 ? res : r->req->op == IO_FSYNC ? 0 : (int)r->len;
 	r->next = NULL;
-	pthread_mutex_lock(&n->lock);
+	ls_mutex_lock(&n->lock, &lc_nbd_done_lock);
 	*n->done_tail = r;
 	n->done_tail = &r->next;
 	n->nr_done++;
 	pthread_cond_signal(&n->cond);
-	pthread_mutex_unlock(&n->lock);
+	ls_mutex_unlock(&n->lock);
 }
 
 static int nbde_queue(struct io_engine *e, struct io_req *req)
@@ -171,14 +174,14 @@ static int nbde_reap(struct io_engine *e, unsigned min)
 
 	if (min > e->inflight)
 		min = e->inflight;
-	pthread_mutex_lock(&n->lock);
+	ls_mutex_lock(&n->lock, &lc_nbd_done_lock);
 	while (n->nr_done < min)
-		pthread_cond_wait(&n->cond, &n->lock);
+		lockstat_cond_wait(&n->cond, &n->lock);
 	list = n->done;
 	n->done = NULL;
 	n->done_tail = &n->done;
 	n->nr_done = 0;
-	pthread_mutex_unlock(&n->lock);
+	ls_mutex_unlock(&n->lock);
 	while (list) {
 		struct nbd_req *r = list;
 

@@ -28,6 +28,10 @@
 #include <unistd.h>
 
 #include "blkdev_i.h"
+#include "wbcfs/lib/lockstat.h"
+
+LOCK_CLASS(lc_nbdev_lock_r, "nbdev_lock(r)")
+LOCK_CLASS(lc_nbdev_lock_w, "nbdev_lock(w)")
 
 /* NBD servers may refuse requests over 32 MiB (the protocol's advice) */
 #define NBD_REQUEST_MAX		(32u << 20)
@@ -252,7 +256,7 @@ void nbdev_submit(struct nbdev *d, enum nbdev_op kind, void *buf, uint64_t len, 
 	atomic_init(&op->err, 0);
 	if (!d->info.can_fua)
 		flags &= ~NBDEV_FUA;
-	pthread_rwlock_rdlock(&d->lock);
+	ls_rwlock_rdlock(&d->lock, &lc_nbdev_lock_r);
 	if (!d->h) {
 		op_fail(op, EIO);	/* disconnected: fails as a dead disk does */
 	} else if (kind == NBDEV_FLUSH) {
@@ -280,7 +284,7 @@ void nbdev_submit(struct nbdev *d, enum nbdev_op kind, void *buf, uint64_t len, 
 	if (d->h && ((nbd_aio_get_direction(d->h) & LIBNBD_AIO_DIRECTION_WRITE) ||
 		     nbd_aio_is_dead(d->h) || nbd_aio_is_closed(d->h)))
 		kick(d->wake);
-	pthread_rwlock_unlock(&d->lock);
+	ls_rwlock_unlock(&d->lock);
 	op_put(op);
 }
 
@@ -432,10 +436,10 @@ static void conn_lost(struct nbdev *d, const char *why)
 
 	snprintf(d->last_error, sizeof(d->last_error), "%s", e && *e ? e : "connection closed");
 	d->last_error[strcspn(d->last_error, "\n")] = '\0';
-	pthread_rwlock_wrlock(&d->lock);
+	ls_rwlock_wrlock(&d->lock, &lc_nbdev_lock_w);
 	d->h = NULL;
 	atomic_store(&d->connected, false);
-	pthread_rwlock_unlock(&d->lock);
+	ls_rwlock_unlock(&d->lock);
 	nbd_close(h);	/* frees the commands in flight: they fail */
 	if (d->retry_s)
 		fprintf(stderr, "wbcfs: %s: NBD connection lost (%s); its writes are kept and"
@@ -485,13 +489,13 @@ static void reconnect(struct nbdev *d)
 			snprintf(said, sizeof(said), "%s", err);
 			continue;
 		}
-		pthread_rwlock_wrlock(&d->lock);
+		ls_rwlock_wrlock(&d->lock, &lc_nbdev_lock_w);
 		d->h = h;
 		d->info.can_flush = in.can_flush;
 		d->info.can_fua = in.can_fua;
 		d->info.can_trim = in.can_trim;
 		atomic_store(&d->connected, true);
-		pthread_rwlock_unlock(&d->lock);
+		ls_rwlock_unlock(&d->lock);
 		atomic_fetch_add(&d->reconnects, 1);
 		fprintf(stderr, "wbcfs: %s: NBD connection back; retrying the kept writes\n",
 			d->uri);

@@ -432,6 +432,8 @@ unsigned mapping_count_cached_before(struct mapping *m, uint64_t index, unsigned
  */
 static void mapping_unlink_locked(struct mapping *m, struct page *p)
 {
+	lock_assert_held(&m->lock);
+
 	radix_delete(m, p->index);
 	page_mapping_set(p, NULL);	/* before the LRU unlink: reclaim's putback re-checks it */
 	m->nrpages--;

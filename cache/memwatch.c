@@ -38,6 +38,9 @@
 #include "wbcfs/lib/clock.h"
 #include "wbcfs/cache/page.h"
 #include "wbcfs/cache/pressure.h"
+#include "wbcfs/lib/lockstat.h"
+
+LOCK_CLASS(lc_memwatch_lock, "memwatch_lock")
 
 #define NO_LIMIT (1ull << 60)		/* v1 says "no limit" as 2^63 - page */
 #define LIMIT_RESCAN_MS 5000		/* how often the limits up the tree are re-read */
@@ -695,7 +698,7 @@ static void memwatch_step(struct memwatch *w, unsigned events, uint64_t woken_ns
 	signals_sample(w, &s, events);
 	if (ops->bounds)
 		ops->bounds(w->cfg.arg, &floor, &ceiling);
-	pthread_mutex_lock(&w->lock);
+	ls_mutex_lock(&w->lock, &lc_memwatch_lock);
 	if (ops->bounds && (floor != w->ctl.cfg.floor_pages || ceiling != w->ctl.cfg.ceiling_pages))
 		memctl_set_bounds(&w->ctl, floor, ceiling);
 	target = memctl_step(&w->ctl, &s, resident, dirty);
@@ -703,7 +706,7 @@ static void memwatch_step(struct memwatch *w, unsigned events, uint64_t woken_ns
 	pressure = w->ctl.pressure;
 	threshold_arm(w);
 	timer_set(w, period_choose(w, &s));
-	pthread_mutex_unlock(&w->lock);
+	ls_mutex_unlock(&w->lock);
 	atomic_fetch_add(&w->stats.watch_steps, 1);
 	/* memwatch_set_bounds() may have changed it between steps too */
 	if (target != w->applied_pages) {
@@ -849,9 +852,9 @@ void memwatch_stop(struct memwatch *w)
 
 void memwatch_set_bounds(struct memwatch *w, size_t floor_pages, size_t ceiling_pages)
 {
-	pthread_mutex_lock(&w->lock);
+	ls_mutex_lock(&w->lock, &lc_memwatch_lock);
 	memctl_set_bounds(&w->ctl, floor_pages, ceiling_pages);
-	pthread_mutex_unlock(&w->lock);
+	ls_mutex_unlock(&w->lock);
 	memwatch_kick(w);
 }
 

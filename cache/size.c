@@ -66,6 +66,8 @@ static long zone_resize_locked(struct zone *z)
 {
 	long old = z->nr_free, held = zone_held(z), want, room;
 
+	lock_assert_held(&z->lock);
+
 	/* all of them: one splice, not a walk of a million descriptors
 	 * under the lock */
 	if (z->nr_returned && held + z->nr_returned <= z->managed_pages) {
@@ -198,6 +200,8 @@ static void target_apply_locked(struct cache *c, size_t pages, bool force, const
 	struct throttle_trace_cache rec;
 	bool over;
 	long grown, dirty;
+
+	lock_assert_held(&c->size_lock);
 
 	if (pages > c->nr_pages)
 		pages = c->nr_pages;

@@ -107,6 +107,8 @@ struct throttle_task *throttle_task_dirtied_locked(struct throttle_domain *d, pi
 {
 	struct throttle_task *t;
 
+	lock_assert_held(&d->lock);
+
 	tasks_reap(d, now);
 	t = throttle_task_get(d, pid, now);
 	if (t) {

@@ -609,6 +609,8 @@ void cache_lru_add(struct page *p)
 
 static void lru_del_locked(struct zone *z, struct page *p)
 {
+	lock_assert_held(&z->lock);
+
 	if (!page_test_clear(p, PG_lru))
 		return;
 	list_del_init(&p->lru);

@@ -271,6 +271,7 @@ int ctl_tunable_print(const struct ctl_tunables *t, unsigned which, struct ctl_b
 
 enum ctl_kind {
 	CTL_DIR, CTL_VMSTAT, CTL_ZONEINFO, CTL_BDI, CTL_TRACE, CTL_JOURNAL, CTL_LOCKSTAT,
+	CTL_LOCKDEP,
 	CTL_TRANSPORT, CTL_DOMAIN, CTL_FLUSHER, CTL_NBD,
 	CTL_TUNABLE
 };
@@ -284,6 +285,7 @@ enum {
 	CTL_NODE_TRACE,
 	CTL_NODE_JOURNAL,
 	CTL_NODE_LOCKSTAT,
+	CTL_NODE_LOCKDEP,
 	CTL_NODE_TRANSPORT,
 	CTL_NODE_DOMAIN,
 	CTL_NODE_FLUSHER,
@@ -302,6 +304,7 @@ static enum ctl_kind ctl_node_kind(unsigned node)
 	case CTL_NODE_TRACE: return CTL_TRACE;
 	case CTL_NODE_JOURNAL: return CTL_JOURNAL;
 	case CTL_NODE_LOCKSTAT: return CTL_LOCKSTAT;
+	case CTL_NODE_LOCKDEP: return CTL_LOCKDEP;
 	case CTL_NODE_TRANSPORT: return CTL_TRANSPORT;
 	case CTL_NODE_DOMAIN: return CTL_DOMAIN;
 	case CTL_NODE_FLUSHER: return CTL_FLUSHER;
@@ -320,6 +323,7 @@ static const char *ctl_node_name(struct wbfs *w, unsigned node)
 	case CTL_NODE_TRACE: return "trace";
 	case CTL_NODE_JOURNAL: return "journal";
 	case CTL_NODE_LOCKSTAT: return "lockstat";
+	case CTL_NODE_LOCKDEP: return "lockdep";
 	case CTL_NODE_TRANSPORT: return "transport";
 	case CTL_NODE_DOMAIN: return "domain";
 	case CTL_NODE_FLUSHER: return "flusher";
@@ -442,6 +446,9 @@ static int ctl_lockstat_write(const char *buf, size_t len)
 
 /* ---- open files ----------------------------------------------------------- */
 
+/* an open control file's: outermost, its writes change tunables */
+LOCK_CLASS(lc_ctl_fh_lock, "ctl_fh_lock")
+
 struct ctl_fh {
 	pthread_mutex_t lock;	/* protects: out, in */
 	unsigned node;		/* constant */
@@ -474,6 +481,13 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 	}
 	case CTL_LOCKSTAT:
 		return ctl_gen_lockstat(&f->out);
+	case CTL_LOCKDEP: {	/* the lock order seen, doc/locking.md's to check */
+		char *t = lockdep_report();
+		int ret = t ? ctl_buf_printf(&f->out, "%s", t) : -ENOMEM;
+
+		free(t);
+		return ret;
+	}
 	case CTL_TRANSPORT: {
 		char buf[128];
 
@@ -605,7 +619,7 @@ static void ctl_read_trace(fuse_req_t req, struct ctl_fh *f, size_t size,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	pthread_mutex_lock(&f->lock);
+	ls_mutex_lock(&f->lock, &lc_ctl_fh_lock);
 	for (;;) {
 		n = ctl_trace_fill(w, f, buf, size);
 		/* an exiting session delivers no INTERRUPT: its end ends the wait */
@@ -614,7 +628,7 @@ static void ctl_read_trace(fuse_req_t req, struct ctl_fh *f, size_t size,
 			break;
 		throttle_trace_wait(&w->cache->throttle, f->cursor, CTL_TRACE_WAIT_MS);
 	}
-	pthread_mutex_unlock(&f->lock);
+	ls_mutex_unlock(&f->lock);
 	if (n)
 		fuse_reply_buf(req, buf, n);
 	else
@@ -635,7 +649,7 @@ static void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 
-	pthread_mutex_lock(&f->lock);
+	ls_mutex_lock(&f->lock, &lc_ctl_fh_lock);
 	if (off >= 0 && (size_t)off < f->out.len) {
 		n = f->out.len - (size_t)off;
 		if (n > size)
@@ -644,7 +658,7 @@ static void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (copy)
 			memcpy(copy, f->out.data + off, n);
 	}
-	pthread_mutex_unlock(&f->lock);
+	ls_mutex_unlock(&f->lock);
 	if (n && !copy)
 		fuse_reply_err(req, ENOMEM);
 	else
@@ -663,6 +677,8 @@ static int ctl_write_locked(struct wbfs *w, struct ctl_fh *f, const char *data, 
 	struct ctl_tunables t = ctl_tunables_of(w);
 	size_t old_len = f->in.len;
 	int ret;
+
+	lock_assert_held(&f->lock);
 
 	if (off < 0 || (size_t)off > f->in.len)
 		return -EINVAL;
@@ -698,9 +714,9 @@ static void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		fuse_reply_err(req, EACCES);
 		return;
 	}
-	pthread_mutex_lock(&f->lock);
+	ls_mutex_lock(&f->lock, &lc_ctl_fh_lock);
 	ret = ctl_write_locked(ctl_wbfs(req), f, buf, size, off);
-	pthread_mutex_unlock(&f->lock);
+	ls_mutex_unlock(&f->lock);
 	if (ret)
 		fuse_reply_err(req, -ret);
 	else

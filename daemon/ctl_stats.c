@@ -250,12 +250,12 @@ int ctl_gen_bdi(struct wbfs *w, struct ctl_buf *b)
 	 * of recent writeback completions and min_ratio/max_ratio */
 	throttle_wb_thresholds(tw, &wb_thresh, &wb_bg, &thresh, &bg);
 	/* the controller updates these together under the domain lock (leaf) */
-	pthread_mutex_lock(&tw->dom->lock);
+	ls_mutex_lock(&tw->dom->lock, &lc_throttle_lock);
 	dr = tw->dirty_ratelimit;
 	bal = tw->balanced_dirty_ratelimit;
 	task_rl = tw->last_task_ratelimit;
 	rate = tw->last_dirty_rate;
-	pthread_mutex_unlock(&tw->dom->lock);
+	ls_mutex_unlock(&tw->dom->lock);
 	bdi_list_counts(w->bdi, &nd, &nio, &nmore);
 	return ctl_buf_printf(b,
 		"BdiWriteback:       %10lu kB\n"

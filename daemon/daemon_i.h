@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <sys/un.h>
 #include "wbcfs/lib/list.h"
+#include "wbcfs/lib/lockstat.h"
 #include "wbcfs/cache.h"
 #include "wbcfs/flusher/pdflush.h"
 #include "wbcfs/ext4/options.h"
@@ -81,6 +82,8 @@ struct dmount {
 	bool serving;			/* domain lock: thread started */
 	bool stopping;			/* domain lock: a signal asked it to end */
 };
+
+extern struct lock_class lc_domain_lock;	/* wbfs_domain->lock */
 
 struct wbfs_domain {
 	char name[OPTIONS_DOMAIN_MAX + 1];	/* constant: "" for a mount of its own */

@@ -39,6 +39,10 @@
 #include "wbcfs/cache/pressure.h"
 #include "daemon_i.h"
 
+LOCK_CLASS(lc_domain_lock, "domain_lock")
+LOCK_CLASS(lc_bdis_lock_r, "bdis_lock(r)")
+LOCK_CLASS(lc_bdis_lock_w, "bdis_lock(w)")
+
 /* ---- the cache and the devices' bdis ------------------------------------ */
 
 /* cache_ops.wakeup_flusher: reclaim and global background kicks reach every device. */
@@ -47,10 +51,10 @@ static void domain_wakeup_flusher(void *owner, long nr_pages, enum wb_reason why
 	struct wbfs_domain *d = owner;
 	unsigned i;
 
-	pthread_rwlock_rdlock(&d->bdis_lock);
+	ls_rwlock_rdlock(&d->bdis_lock, &lc_bdis_lock_r);
 	for (i = 0; i < d->nr_bdis; i++)
 		bdi_wakeup(d->bdis[i]->bdi, nr_pages, why);
-	pthread_rwlock_unlock(&d->bdis_lock);
+	ls_rwlock_unlock(&d->bdis_lock);
 }
 
 /* ---- memory pressure ------------------------------------------------------ */
@@ -208,7 +212,7 @@ static int domain_cache(void *host, const struct wbcfs_options *o, const char *d
 	char err[256];
 	int ret = 0;
 
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_domain_lock);
 	if (d->cache)
 		goto out;
 	/* the domain's first device: its options become the domain's */
@@ -256,7 +260,7 @@ static int domain_cache(void *host, const struct wbcfs_options *o, const char *d
 out:
 	*out = d->cache;
 	*pool = d->pool;
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	return ret;
 }
 
@@ -265,19 +269,19 @@ static void domain_attach(void *host, struct wbfs *w)
 	struct wbfs_domain *d = host;
 	struct wbfs **n;
 
-	pthread_rwlock_wrlock(&d->bdis_lock);
+	ls_rwlock_wrlock(&d->bdis_lock, &lc_bdis_lock_w);
 	if (d->nr_bdis == d->cap_bdis) {
 		n = realloc(d->bdis, (d->cap_bdis + 4) * sizeof(*n));
 		if (!n) {
 			/* its own kicks still reach it; only cache-wide ones miss it */
-			pthread_rwlock_unlock(&d->bdis_lock);
+			ls_rwlock_unlock(&d->bdis_lock);
 			return;
 		}
 		d->bdis = n;
 		d->cap_bdis += 4;
 	}
 	d->bdis[d->nr_bdis++] = w;
-	pthread_rwlock_unlock(&d->bdis_lock);
+	ls_rwlock_unlock(&d->bdis_lock);
 }
 
 static void domain_detach(void *host, struct wbfs *w)
@@ -285,14 +289,14 @@ static void domain_detach(void *host, struct wbfs *w)
 	struct wbfs_domain *d = host;
 	unsigned i;
 
-	pthread_rwlock_wrlock(&d->bdis_lock);
+	ls_rwlock_wrlock(&d->bdis_lock, &lc_bdis_lock_w);
 	for (i = 0; i < d->nr_bdis; i++) {
 		if (d->bdis[i] == w) {
 			d->bdis[i] = d->bdis[--d->nr_bdis];
 			break;
 		}
 	}
-	pthread_rwlock_unlock(&d->bdis_lock);
+	ls_rwlock_unlock(&d->bdis_lock);
 }
 
 /* ext4/ asks the domain for its cache and tells it of the bdi through these */
@@ -443,14 +447,14 @@ static void mount_put(struct dmount *m, int ret)
 {
 	struct wbfs_domain *d = m->d;
 
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_domain_lock);
 	if (!list_empty(&m->link))
 		list_del_init(&m->link);
 	if (ret)
 		d->status = 1;
 	if (--d->nr_mounts == 0)
 		pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	free(m->w);
 	free(m);
 }
@@ -466,10 +470,10 @@ static void *mount_thread(void *arg)
 	sigaddset(&set, SIGUSR2);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	ret = serve(m->w, m->se);
-	pthread_mutex_lock(&m->d->lock);
+	ls_mutex_lock(&m->d->lock, &lc_domain_lock);
 	if (m->stopping)
 		fprintf(stderr, "wbcfs: %s: writing back and unmounting\n", m->dev);
-	pthread_mutex_unlock(&m->d->lock);
+	ls_mutex_unlock(&m->d->lock);
 	(void)ret;
 	mount_put(m, mount_end(m, true));
 	return NULL;
@@ -485,7 +489,7 @@ static int mount_claim(struct wbfs_domain *d, struct dmount *m)
 	struct dmount *o_m;
 	int ret = 0;
 
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_domain_lock);
 	if (d->stopping || d->closing) {
 		ret = -ESHUTDOWN;
 		fprintf(msg_stream(), "wbcfs: %s: domain %s is shutting down\n", m->dev, d->name);
@@ -507,7 +511,7 @@ static int mount_claim(struct wbfs_domain *d, struct dmount *m)
 		list_add_tail(&m->link, &d->mounts);
 		d->nr_mounts++;
 	}
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	return ret;
 }
 
@@ -583,7 +587,7 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 		fprintf(msg_stream(), "wbcfs: %s: cannot start serving: %s\n", dev, strerror(-ret));
 		goto fail;
 	}
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_domain_lock);
 	m->serving = true;
 	/* once the first mount is up: a refused one prints its one line only */
 	if (!d->mem_started) {
@@ -591,7 +595,7 @@ int domain_mount(struct wbfs_domain *d, const char *dev, const char *mnt,
 		domain_oom_protect(&d->opts, dev);
 		domain_memwatch_start(d, &d->opts, dev);
 	}
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	return 0;
 fail:
 	mount_end(m, mounted);
@@ -651,11 +655,11 @@ void domain_run(struct wbfs_domain *d)
 	d->have_sig_thread = pthread_create(&d->sig_thread, NULL, domain_sig_thread, d) == 0;
 	if (d->listen_fd >= 0)
 		d->have_server = pthread_create(&d->server, NULL, domain_server_thread, d) == 0;
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_domain_lock);
 	while (d->nr_mounts)
-		pthread_cond_wait(&d->cond, &d->lock);
+		lockstat_cond_wait(&d->cond, &d->lock);
 	d->closing = true;
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	if (d->have_server) {
 		shutdown(d->listen_fd, SHUT_RDWR);
 		pthread_join(d->server, NULL);
@@ -704,7 +708,7 @@ int domain_show(struct wbfs_domain *d, char *buf, size_t size)
 	size_t n;
 	int r;
 
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_domain_lock);
 	r = snprintf(buf, size, "name %s\nmounts %u\n", d->name[0] ? d->name : "-",
 		     d->nr_mounts);
 	n = r > 0 ? (size_t)r : 0;
@@ -714,6 +718,6 @@ int domain_show(struct wbfs_domain *d, char *buf, size_t size)
 		r = snprintf(buf + n, size - n, "%s %s\n", m->dev, m->mnt);
 		n += r > 0 ? (size_t)r : 0;
 	}
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	return n < size ? (int)n : (int)size - 1;
 }

@@ -47,7 +47,7 @@ void *domain_sig_thread(void *arg)
 	sigaddset(&set, SIGHUP);
 	if (sigwait(&set, &sig))
 		return NULL;
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_domain_lock);
 	if (!d->closing)
 		fprintf(stderr, "wbcfs: signal %d: every mount of the daemon ends\n", sig);
 	d->stopping = true;
@@ -59,11 +59,11 @@ void *domain_sig_thread(void *arg)
 			fuse_session_exit(m->se);
 			pthread_kill(m->thread, SIGUSR2);
 		}
-		pthread_mutex_unlock(&d->lock);
+		ls_mutex_unlock(&d->lock);
 		usleep(STOP_KICK_MS * 1000);
-		pthread_mutex_lock(&d->lock);
+		ls_mutex_lock(&d->lock, &lc_domain_lock);
 	}
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	return NULL;
 }
 
@@ -158,9 +158,9 @@ static bool domain_ending(struct wbfs_domain *d)
 {
 	bool ending;
 
-	pthread_mutex_lock(&d->lock);
+	ls_mutex_lock(&d->lock, &lc_domain_lock);
 	ending = d->stopping || d->closing;
-	pthread_mutex_unlock(&d->lock);
+	ls_mutex_unlock(&d->lock);
 	return ending;
 }
 

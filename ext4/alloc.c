@@ -223,6 +223,8 @@ static pthread_mutex_t *group_lock(struct wbfs *w, dgrp_t g)
 /* Note claim [blk, blk+n). Context: claim_lock. */
 static int claim_add_locked(struct wbfs *w, blk64_t blk, blk64_t n)
 {
+	lock_assert_held(&w->claim_lock);
+
 	if (w->nr_claims == w->cap_claims) {
 		size_t cap = w->cap_claims ? w->cap_claims * 2 : 16;
 		struct bm_run *v = realloc(w->claims, cap * sizeof(*v));

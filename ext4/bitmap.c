@@ -250,6 +250,8 @@ void ext4_busy_unmark(struct wbfs *w, blk64_t blk, blk64_t n)
 /* Busy blocks become free for allocation. Context: fs_lock. */
 void ext4_release_busy_locked(struct wbfs *w)
 {
+	lock_assert_held(&w->fs_lock);
+
 	if (!w->fs)
 		return;
 	if (w->nr_busy)
@@ -258,7 +260,10 @@ void ext4_release_busy_locked(struct wbfs *w)
 	ext4_journal_release_busy(w);
 }
 
-/* Before the filesystem closes: the bitmap it writes shows busy blocks free. */
+/*
+ * Before the filesystem closes: the bitmap it writes shows busy blocks
+ * free. Context: fs_lock (alone, at mount's failure and at unmount).
+ */
 void ext4_busy_free(struct wbfs *w)
 {
 	ext4_release_busy_locked(w);
@@ -733,6 +738,8 @@ errcode_t ext4_flush_locked(struct wbfs *w)
 	ext2_filsys fs = w->fs;
 	bool do_block = fs->block_map && ext2fs_test_bb_dirty(fs);
 	bool do_inode = fs->inode_map && ext2fs_test_ib_dirty(fs);
+
+	lock_assert_held(&w->fs_lock);
 
 	if ((do_block || do_inode) && (fs->flags & EXT2_FLAG_RW) && fs->blocksize == PAGE_SIZE) {
 		errcode_t err = write_changed_bitmaps(w, do_block, do_inode);

@@ -55,6 +55,8 @@ static struct dcache *dir_dcache_locked(struct wbfs *w, ext2_ino_t dir, bool bui
 	struct winode *wi = winode_find(w, dir);
 	struct dcache *dc;
 
+	lock_assert_held(&w->fs_lock);
+
 	if (!wi || wi->dcache || !build)
 		return wi ? wi->dcache : NULL;
 	if (!LINUX_S_ISDIR(wi->mode))	/* its format bits never change */
@@ -88,6 +90,8 @@ static int lookup_disk_locked(struct wbfs *w, ext2_ino_t dir, const char *name, 
 {
 	errcode_t err = ext2fs_lookup(w->fs, dir, name, (int)strlen(name), NULL, ino);
 
+	lock_assert_held(&w->fs_lock);
+
 	if (err == EXT2_ET_FILE_NOT_FOUND)
 		return -ENOENT;
 	return -ext4_errno(err);
@@ -97,6 +101,8 @@ static int lookup_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2_
 {
 	struct dcache *dc = dir_dcache_locked(w, dir, true);
 
+	lock_assert_held(&w->fs_lock);
+
 	return dc ? dcache_lookup(dc, name, ino) : lookup_disk_locked(w, dir, name, ino);
 }
 
@@ -105,6 +111,8 @@ static int name_free_locked(struct wbfs *w, ext2_ino_t dir, const char *name)
 {
 	ext2_ino_t ino;
 	int ret = lookup_locked(w, dir, name, &ino);
+
+	lock_assert_held(&w->fs_lock);
 
 	if (ret == -ENOENT)
 		return 0;
@@ -149,6 +157,8 @@ static int dir_add_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ext2
 {
 	errcode_t err = ext2fs_link(w->fs, dir, name, ino, ftype);
 
+	lock_assert_held(&w->fs_lock);
+
 	if (err == EXT2_ET_DIR_NO_SPACE) {
 		if (ext4_claim_room(w, 2, room))
 			return -ENOSPC;
@@ -165,6 +175,8 @@ static int unlink_entry_locked(struct wbfs *w, ext2_ino_t dir, const char *name,
 {
 	errcode_t err = ext2fs_unlink(w->fs, dir, name, ino, 0);
 
+	lock_assert_held(&w->fs_lock);
+
 	if (!err)
 		dir_dcache_note(w, dir, name, 0);
 	return -ext4_errno(err);
@@ -176,6 +188,8 @@ static int dir_touch_locked(struct wbfs *w, ext2_ino_t dir, int links)
 	struct ext2_inode_large in;
 	struct timespec now;
 	int ret = ext4_read_inode(w, dir, &in);
+
+	lock_assert_held(&w->fs_lock);
 
 	if (ret)
 		return ret;
@@ -254,6 +268,8 @@ static int new_inode_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode, dev_
 	struct ext2_inode_large in, pin;
 	int ret = ext4_read_inode(w, parent, &pin);
 
+	lock_assert_held(&w->fs_lock);
+
 	if (ret)
 		return ret;
 	memset(&in, 0, sizeof(in));
@@ -301,6 +317,8 @@ static void undo_new_locked(struct wbfs *w, ext2_ino_t parent, const char *name,
 	ext2_ino_t cur;
 	int ret = 0, rd;
 
+	lock_assert_held(&w->fs_lock);
+
 	if (!lookup_disk_locked(w, parent, name, &cur) && cur == ino)
 		ret = unlink_entry_locked(w, parent, name, ino);
 	rd = ext4_read_inode(w, ino, &in);
@@ -331,6 +349,8 @@ static void undo_new_locked(struct wbfs *w, ext2_ino_t parent, const char *name,
 static errcode_t new_inode_number_locked(struct wbfs *w, ext2_ino_t parent, mode_t mode,
 					 ext2_ino_t claimed, ext2_ino_t *ino)
 {
+	lock_assert_held(&w->fs_lock);
+
 	if (claimed && !ext2fs_test_inode_bitmap2(w->fs->inode_map, claimed)) {
 		*ino = claimed;
 		return 0;
@@ -427,6 +447,8 @@ static int fix_new_inode_locked(struct wbfs *w, ext2_ino_t parent, ext2_ino_t in
 {
 	struct ext2_inode_large in, pin;
 	int ret = ext4_read_inode(w, parent, &pin);
+
+	lock_assert_held(&w->fs_lock);
 
 	if (!ret)
 		ret = ext4_read_inode(w, ino, &in);
@@ -637,6 +659,8 @@ static int dir_is_empty_locked(struct wbfs *w, ext2_ino_t dir)
 	bool empty = true;
 	errcode_t err = ext2fs_dir_iterate2(w->fs, dir, 0, NULL, empty_cb, &empty);
 
+	lock_assert_held(&w->fs_lock);
+
 	if (err)
 		return -ext4_errno(err);
 	return empty ? 0 : -ENOTEMPTY;
@@ -704,6 +728,8 @@ static int set_entry_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ex
 	struct set_entry_ctx c = { name, strlen(name), ino, ftype, false };
 	errcode_t err;
 
+	lock_assert_held(&w->fs_lock);
+
 	if (!ext2fs_has_feature_filetype(w->fs->super))
 		c.ftype = 0;
 	err = ext2fs_dir_iterate2(w->fs, dir, DIRENT_FLAG_INCLUDE_EMPTY, NULL, set_entry_cb, &c);
@@ -719,6 +745,8 @@ static int set_entry_locked(struct wbfs *w, ext2_ino_t dir, const char *name, ex
 static int reparent_locked(struct wbfs *w, ext2_ino_t dir, ext2_ino_t from, ext2_ino_t to)
 {
 	int ret;
+
+	lock_assert_held(&w->fs_lock);
 
 	if (from == to)
 		return 0;
@@ -736,6 +764,8 @@ static int rename_exchange_locked(struct wbfs *w, ext2_ino_t p1, const char *n1,
 {
 	bool sdir = LINUX_S_ISDIR(si->i_mode), ddir = LINUX_S_ISDIR(di->i_mode);
 	int ret;
+
+	lock_assert_held(&w->fs_lock);
 
 	ret = set_entry_locked(w, p1, n1, dst, ftype_of(di->i_mode));
 	if (ret)
@@ -786,6 +816,8 @@ static int whiteout_new_locked(struct wbfs *w, ext2_ino_t dir, const struct fuse
 {
 	int ret = ext4_meta_room(w, 1);
 
+	lock_assert_held(&w->fs_lock);
+
 	if (!ret)
 		ret = -ext4_errno(ext2fs_new_inode(w->fs, dir, S_IFCHR, NULL, ino));
 	if (ret)
@@ -805,6 +837,8 @@ static int rename_locked(struct wbfs *w, ext2_ino_t p1, const char *n1, ext2_ino
 	ext2_ino_t src, dst = 0, wo = 0;
 	bool sdir;
 	int ret;
+
+	lock_assert_held(&w->fs_lock);
 
 	ret = lookup_locked(w, p1, n1, &src);
 	if (!ret)

@@ -67,6 +67,8 @@ static int export_check_locked(struct wbfs *w, ext2_ino_t ino)
 {
 	struct ext2_inode_large in;
 
+	lock_assert_held(&w->fs_lock);
+
 	if (ino < EXT2_FIRST_INO(w->fs->super) || ino > w->fs->super->s_inodes_count)
 		return -ESTALE;
 	if (!ext2fs_test_inode_bitmap2(w->fs->inode_map, ino))
@@ -147,6 +149,8 @@ int export_set_dir_generation_locked(struct wbfs *w, ext2_ino_t ino)
 	struct regen r = { .ino = ino };
 	errcode_t err;
 	int ret;
+
+	lock_assert_held(&w->fs_lock);
 
 	ret = ext4_read_inode(w, ino, &in);
 	if (ret)

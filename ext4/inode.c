@@ -28,6 +28,8 @@ struct winode *winode_itable_find_locked(struct wbfs *w, ext2_ino_t ino)
 {
 	struct winode *wi = w->itable[itable_slot(w, ino)];
 
+	lock_assert_held(&w->itable_lock);
+
 	while (wi && wi->ino != ino)
 		wi = wi->hash_next;
 	return wi;
@@ -36,6 +38,8 @@ struct winode *winode_itable_find_locked(struct wbfs *w, ext2_ino_t ino)
 static void itable_remove_locked(struct wbfs *w, struct winode *wi)
 {
 	struct winode **pp = &w->itable[itable_slot(w, wi->ino)];
+
+	lock_assert_held(&w->itable_lock);
 
 	while (*pp != wi)
 		pp = &(*pp)->hash_next;
@@ -247,7 +251,10 @@ static void winode_evict(struct wbfs *w, struct winode *wi, bool final)
 	winode_free_mem(wi);
 }
 
-/* Context: itable_lock held. True when @wi just became unreferenced. */
+/*
+ * Context: itable_lock held (not asserted: @wi does not lead to its wbfs).
+ * True when @wi just became unreferenced.
+ */
 static bool winode_begin_evict_locked(struct winode *wi)
 {
 	if (wi->nlookup || wi->nopen || wi->evicting || wi->ino == EXT2_ROOT_INO)
@@ -630,6 +637,8 @@ static bool winode_atime_due_locked(struct wbfs *w, struct winode *wi, int oflag
 	enum atime_mode mode = options_atime_mode(&w->opts);
 	struct timespec a, m, c;
 
+	lock_assert_held(&wi->attr_lock);
+
 	if (w->ro || mode == ATIME_NOATIME || (oflags & O_NOATIME) || wi->disk_noatime ||
 	    (w->opts.nodiratime && LINUX_S_ISDIR(wi->mode)))
 		return false;
@@ -684,6 +693,8 @@ void winode_accessed(struct wbfs *w, struct winode *wi, int oflags)
 void winode_fold_attrs_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_large *in)
 {
 	struct winode *wi = winode_find(w, ino);
+
+	lock_assert_held(&w->fs_lock);
 
 	if (wi)
 		winode_fold(w, wi, in);
@@ -748,6 +759,8 @@ static int winode_stat_locked(struct wbfs *w, ext2_ino_t ino, struct stat *st,
 	struct ext2_inode_large in;
 	struct winode *wi;
 	int ret;
+
+	lock_assert_held(&w->fs_lock);
 
 	ret = ext4_read_inode(w, ino, &in);
 	if (ret)
@@ -864,6 +877,8 @@ int winode_touch_ctime_locked(struct wbfs *w, ext2_ino_t ino)
 	struct ext2_inode_large in;
 	struct timespec now;
 	int ret = ext4_read_inode(w, ino, &in);
+
+	lock_assert_held(&w->fs_lock);
 
 	if (ret)
 		return ret;

@@ -485,6 +485,8 @@ static int64_t trim_range_locked(struct wbfs *w, uint64_t first, uint64_t last, 
 	int64_t done = 0;
 	int ret;
 
+	lock_assert_held(&w->fs_lock);
+
 	while (s <= last) {
 		if (ext2fs_find_first_zero_block_bitmap2(map, s, last, &s))
 			break;
@@ -530,6 +532,8 @@ void ext4_trim_note_freed(struct wbfs *w, blk64_t blk, blk64_t num)
 /* Context: fs_lock held. */
 static int trim_track_locked(struct wbfs *w)
 {
+	lock_assert_held(&w->fs_lock);
+
 	if (w->trimmed_groups)
 		return 0;
 	w->trimmed_groups = calloc(w->fs->group_desc_count, 1);

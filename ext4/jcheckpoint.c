@@ -189,6 +189,9 @@ int ext4_journal_checkpoint_locked(struct wbfs *w, struct wjournal *j)
 	uint64_t *blks = NULL;
 	int ret = 0;
 
+	lock_assert_held(&j->commit_mutex);
+	lock_assert_held(&w->fs_lock);
+
 	if (n) {
 		blks = malloc(n * sizeof(*blks));
 		c = ext4_journal_ckpt_io_new(w);

@@ -264,6 +264,8 @@ static errcode_t flush_fs_locked(struct wbfs *w)
 	int saved = w->fs->flags & EXT2_FLAG_MASTER_SB_ONLY;
 	errcode_t err;
 
+	lock_assert_held(&w->fs_lock);
+
 	w->fs->flags |= EXT2_FLAG_MASTER_SB_ONLY;
 	err = ext4_flush_locked(w);
 	w->fs->flags = (w->fs->flags & ~EXT2_FLAG_MASTER_SB_ONLY) | saved;
@@ -308,6 +310,9 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 {
 	uint32_t need;
 	int ret;
+
+	lock_assert_held(&j->commit_mutex);
+	lock_assert_held(&w->fs_lock);
 
 	if (!w->fs || !j->on)
 		return 1;
@@ -491,6 +496,9 @@ static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
 static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx *t, int ret)
 {
 	size_t i;
+
+	lock_assert_held(&j->commit_mutex);
+	lock_assert_held(&w->fs_lock);
 
 	if (ret && ret != -EAGAIN) {
 		atomic_fetch_add(&j->failed, 1);

@@ -99,6 +99,9 @@ static int ec_load_locked(struct wbfs *w, struct winode *wi)
 	errcode_t err;
 	int ret;
 
+	lock_assert_held(&w->fs_lock);
+	lock_assert_held(&wi->ec_lock);
+
 	if (wi->ec_valid)
 		return 0;
 	wi->nr_runs = 0;
@@ -148,6 +151,8 @@ static int ec_lookup_locked(struct winode *wi, uint64_t lblk, struct ext_run *ou
 {
 	bool hit;
 	size_t i = ec_find(wi, lblk, &hit);
+
+	lock_assert_held(&wi->ec_lock);
 
 	if (hit) {
 		struct ext_run *r = &wi->runs[i];
@@ -200,6 +205,8 @@ static void ec_insert_locked(struct winode *wi, uint64_t lblk, uint64_t pblk, ui
 	bool hit;
 	size_t i = ec_find(wi, lblk, &hit);
 	struct ext_run *r;
+
+	lock_assert_held(&wi->ec_lock);
 
 	if (!hit && i > 0) {
 		r = &wi->runs[i - 1];
@@ -483,6 +490,8 @@ static blk64_t map_goal_locked(struct wbfs *w, struct winode *wi, uint64_t lblk)
 	size_t i = ec_find(wi, lblk, &hit);
 	dgrp_t g;
 
+	lock_assert_held(&wi->ec_lock);
+
 	if (i > 0 && !hit) {
 		const struct ext_run *r = &wi->runs[i - 1];
 
@@ -668,6 +677,8 @@ static int hide_block_locked(struct wbfs *w, struct winode *wi, uint64_t index)
 	bool hide, busy;
 	int ret;
 
+	lock_assert_held(&w->fs_lock);
+
 	if (!p)
 		return 0;
 	hide = page_test(p, PG_newblock) && !wi->freed;
@@ -705,6 +716,8 @@ int ext4_hide_failed_locked(struct wbfs *w)
 	size_t n, i;
 	bool over;
 	int ret = 0;
+
+	lock_assert_held(&w->fs_lock);
 
 	ls_mutex_lock(&w->hide_lock, &lc_hide_lock);
 	v = w->hide;

@@ -71,6 +71,8 @@ static int orphan_add_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_l
 	struct winode *wi;
 	int ret;
 
+	lock_assert_held(&w->fs_lock);
+
 	in->i_dtime = next;
 	ret = ext4_write_inode(w, ino, in);
 	if (ret)
@@ -159,6 +161,8 @@ static int orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_l
 	struct ext2_inode_large prev;
 	int ret;
 
+	lock_assert_held(&w->fs_lock);
+
 	if (!w->fs->super->s_last_orphan)
 		return 0;
 	ret = w->orphan_tracked ? orphan_prev_tracked(w, ino, &cur, &prev) : -EAGAIN;
@@ -190,6 +194,8 @@ int winode_orphan_add_ino_locked(struct wbfs *w, ext2_ino_t ino)
 	struct ext2_inode_large in;
 	int ret = ext4_read_inode(w, ino, &in);
 
+	lock_assert_held(&w->fs_lock);
+
 	return ret ? ret : orphan_add_locked(w, ino, &in);
 }
 
@@ -201,6 +207,8 @@ int winode_orphan_del_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_l
 {
 	struct winode *wi = winode_find(w, ino);
 	int ret = 0;
+
+	lock_assert_held(&w->fs_lock);
 
 	if (w->fs->super->s_last_orphan == ino || (wi && wi->orphan))
 		ret = orphan_del_locked(w, ino, in);
@@ -220,6 +228,8 @@ int winode_free_locked(struct wbfs *w, ext2_ino_t ino)
 	struct winode *wi;
 	errcode_t err = 0;
 	int ret;
+
+	lock_assert_held(&w->fs_lock);
 
 	ret = ext4_read_inode(w, ino, &in);
 	if (ret)
@@ -262,6 +272,8 @@ int winode_drop_link_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_inode_la
 	struct timespec now;
 	bool busy;
 	int ret;
+
+	lock_assert_held(&w->fs_lock);
 
 	if (LINUX_S_ISDIR(in->i_mode))
 		in->i_links_count = 0;

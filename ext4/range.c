@@ -58,6 +58,8 @@ static int punch_blocks_locked(struct wbfs *w, struct winode *wi, uint64_t first
 	errcode_t err = 0;
 	int ret;
 
+	lock_assert_held(&w->fs_lock);
+
 	ret = ext4_read_inode(w, wi->ino, &in);
 	if (ret)
 		return ret;

@@ -235,6 +235,8 @@ static int dir_block_read_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_ino
 	int ret = -ext4_errno(ext2fs_bmap2(w->fs, ino, (struct ext2_inode *)in, NULL, 0, lblk,
 					   NULL, &pblk));
 
+	lock_assert_held(&w->fs_lock);
+
 	if (ret || !pblk)
 		return ret;
 	ret = -ext4_errno(ext2fs_read_dir_block4(w->fs, pblk, buf, 0, ino));

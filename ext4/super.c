@@ -112,6 +112,8 @@ void ext4_unlock_shared(struct wbfs *w)
 
 void ext4_refresh_free_locked(struct wbfs *w)
 {
+	lock_assert_held(&w->fs_lock);
+
 	if (!w->fs)
 		return;
 	ls_mutex_lock(&w->resv_lock, &lc_resv_lock);
@@ -652,7 +654,9 @@ static void init_space(struct wbfs *w)
 	w->root_reserved = (int64_t)ext2fs_r_blocks_count(w->fs->super);
 	w->overhead = fs_overhead(w->fs);
 	w->reserved = 0;
+	ext4_lock(w);	/* nobody else yet: for the contract's check */
 	ext4_refresh_free_locked(w);
+	ext4_unlock(w);
 }
 
 /*
@@ -722,7 +726,9 @@ static int fs_load(struct wbfs *w, const char *dev)
 	return 0;
 out_fs:
 	/* anything libext2fs writes here lands in the cache and is dropped */
+	ext4_lock(w);	/* alone, but the contract is fs_lock (unmount holds it) */
 	ext4_busy_free(w);
+	ext4_unlock(w);
 	ext4_orphan_untrack(w);
 	ext2fs_close_free(&w->fs);
 	free(w->bad_groups);
@@ -854,7 +860,9 @@ out_inodes:
 	winode_release_all(w);
 out_fs:
 	ext4_journal_free(w);
+	ext4_lock(w);	/* alone, but the contract is fs_lock (unmount holds it) */
 	ext4_busy_free(w);
+	ext4_unlock(w);
 	ext4_orphan_untrack(w);
 	ext2fs_close_free(&w->fs);
 out_cache:

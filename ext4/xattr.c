@@ -59,6 +59,8 @@ static void caps_note_locked(struct wbfs *w, ext2_ino_t ino, const char *name,
 {
 	struct winode *wi;
 
+	lock_assert_held(&w->fs_lock);
+
 	if (strcmp(name, XATTR_NAME_CAPS))
 		return;
 	wi = winode_find(w, ino);
@@ -69,6 +71,8 @@ static void caps_note_locked(struct wbfs *w, ext2_ino_t ino, const char *name,
 static int xopen_locked(struct wbfs *w, ext2_ino_t ino, struct ext2_xattr_handle **h)
 {
 	errcode_t err = ext2fs_xattrs_open(w->fs, ino, h);
+
+	lock_assert_held(&w->fs_lock);
 
 	if (!err)
 		err = ext2fs_xattrs_read(*h);
@@ -93,6 +97,8 @@ static int acl_store_locked(struct wbfs *w, ext2_ino_t ino, const char *name, co
 	errcode_t err;
 	int ret = xopen_locked(w, ino, &h);
 
+	lock_assert_held(&w->fs_lock);
+
 	if (ret)
 		return ret;
 	if (v) {
@@ -115,6 +121,8 @@ static int acl_load_locked(struct wbfs *w, ext2_ino_t ino, const char *name, voi
 	struct ext2_xattr_handle *h = NULL;
 	errcode_t err;
 	int ret = xopen_locked(w, ino, &h);
+
+	lock_assert_held(&w->fs_lock);
 
 	if (ret)
 		return ret;
@@ -190,6 +198,8 @@ int xattr_acl_chmod_locked(struct wbfs *w, ext2_ino_t ino, mode_t mode)
 	size_t len;
 	int ret = acl_load_locked(w, ino, ACL_XATTR_ACCESS, &v, &len);
 
+	lock_assert_held(&w->fs_lock);
+
 	if (ret == -ENODATA)
 		return 0;
 	if (ret)
@@ -214,6 +224,8 @@ int xattr_acl_inherit_locked(struct wbfs *w, ext2_ino_t dir, mode_t *mode, mode_
 	size_t len;
 	void *v;
 	int ret;
+
+	lock_assert_held(&w->fs_lock);
 
 	memset(ai, 0, sizeof(*ai));
 	if (S_ISLNK(*mode))
@@ -260,6 +272,8 @@ int xattr_acl_inherit_store_locked(struct wbfs *w, ext2_ino_t ino, struct acl_in
 {
 	int ret = 0;
 
+	lock_assert_held(&w->fs_lock);
+
 	if (ai->def)
 		ret = acl_store_locked(w, ino, ACL_XATTR_DEFAULT, ai->def, ai->len);
 	if (!ret && ai->access)
@@ -280,6 +294,8 @@ static blk64_t xattr_block_locked(struct wbfs *w, ext2_ino_t ino)
 {
 	struct ext2_inode_large in;
 
+	lock_assert_held(&w->fs_lock);
+
 	if (ext4_read_inode(w, ino, &in))
 		return 0;
 	return ext2fs_file_acl_block(w->fs, (struct ext2_inode *)&in);
@@ -298,6 +314,8 @@ static int xattr_undo_block_locked(struct wbfs *w, ext2_ino_t ino, const char *n
 	struct ext2_xattr_handle *h = NULL;
 	errcode_t err;
 	int ret = xopen_locked(w, ino, &h);
+
+	lock_assert_held(&w->fs_lock);
 
 	if (ret)
 		return ret;

@@ -107,6 +107,8 @@ static void pdflush_join_dead_locked(struct flusher_pool *p)
 {
 	struct pdflush_thread *t, *n;
 
+	lock_assert_held(&p->lock);
+
 	list_for_each_entry_safe(t, n, &p->dead, list) {
 		list_del_init(&t->list);
 		pthread_join(t->tid, NULL);
@@ -119,6 +121,8 @@ static int pdflush_spawn_locked(struct flusher_pool *p)
 {
 	struct pdflush_thread *t;
 	int ret;
+
+	lock_assert_held(&p->lock);
 
 	pdflush_join_dead_locked(p);
 	if (p->nr_threads >= p->max_threads)
@@ -147,6 +151,8 @@ static int pdflush_spawn_locked(struct flusher_pool *p)
  */
 static void pdflush_maybe_spawn_locked(struct flusher_pool *p)
 {
+	lock_assert_held(&p->lock);
+
 	if (!p->nr_idle && !atomic_load(&p->stopping) &&
 	    clock_now_ms() - p->last_empty_ms > PDFLUSH_SPAWN_BUSY_MS)
 		pdflush_spawn_locked(p);
@@ -156,6 +162,8 @@ static void pdflush_maybe_spawn_locked(struct flusher_pool *p)
 static bool pdflush_should_exit_locked(struct flusher_pool *p, struct pdflush_thread *t)
 {
 	uint64_t now = clock_now_ms();
+
+	lock_assert_held(&p->lock);
 
 	if (atomic_load(&p->stopping))
 		return true;
@@ -263,6 +271,8 @@ static bool pdflush_over_bg_locked(struct flusher_pool *p)
 {
 	struct bdi *b;
 
+	lock_assert_held(&p->lock);
+
 	list_for_each_entry(b, &p->bdis, pool_list)
 		if (wb_over_bg(b))
 			return true;
@@ -336,6 +346,8 @@ static enum pdflush_op pdflush_take_op_locked(struct flusher_pool *p)
 	uint64_t interval = atomic_load(&p->cache->tun.dirty_writeback_centisecs) * 10ULL;
 	uint64_t now = clock_now_ms();
 
+	lock_assert_held(&p->lock);
+
 	if (interval && now >= p->next_kupdate_ms) {
 		p->next_kupdate_ms = now + interval;	/* pdflush_kupdate sets the real one */
 		return PDFLUSH_KUPDATE;
@@ -353,6 +365,8 @@ static enum pdflush_op pdflush_take_op_locked(struct flusher_pool *p)
 static void pdflush_run_locked(struct pdflush_thread *t, enum pdflush_op op)
 {
 	struct flusher_pool *p = t->p;
+
+	lock_assert_held(&p->lock);
 
 	if (--p->nr_idle == 0)
 		p->last_empty_ms = clock_now_ms();

@@ -109,6 +109,8 @@ static void wb_wait_isync_locked(struct wb_ctx *x, struct wb_inode *wi)
 {
 	struct bdi *b = x->b;
 
+	lock_assert_held(&b->lock);
+
 	while (wi->state & I_SYNC) {
 		if (x->eng->inflight) {
 			/* completions take b->lock: never reap while holding it */
@@ -325,6 +327,8 @@ static void wb_write_meta(struct wb_ctx *x, struct wb_work *w)
  */
 static bool wb_meta_ready_locked(const struct wb_inode *meta)
 {
+	lock_assert_held(&meta->bdi->lock);
+
 	return (meta->state & I_DIRTY_PAGES) && clock_now_ms() >= meta->retry_after_ms;
 }
 
@@ -521,12 +525,16 @@ static void wb_timed_wait(struct bdi *b, long ms)
 /* Nothing dirty on the bdi's lists nor in its metadata. Context: b->lock held. */
 static bool wb_all_clean_locked(struct bdi *b)
 {
+	lock_assert_held(&b->lock);
+
 	return list_empty(&b->b_dirty) && list_empty(&b->b_io) && list_empty(&b->b_more_io) &&
 	       !(b->meta && (b->meta->state & I_DIRTY_PAGES));
 }
 
 bool wb_has_dirty_io_locked(struct bdi *b)
 {
+	lock_assert_held(&b->lock);
+
 	return !wb_all_clean_locked(b);
 }
 

@@ -10,19 +10,7 @@
  * (struct ext4_host_ops, struct ext4_kcache_ops). Its internals are in
  * ext4/ext4_i.h.
  *
- * Lock ordering (outer to inner):
- *   winode->ilock            (truncate/fallocate/writes past EOF exclusive;
- *                             reads and writes below EOF shared)
- *     page lock (PG_locked)  (data pages of that file)
- *       wbfs->fs_lock        (libext2fs; map_pages, iomgr)
- *         meta page lock     (pages of the device mapping, in iomgr)
- *         winode->ec_lock    (extent map cache)
- *         wbfs->resv_lock    (free-block mirror and reservations)
- *   wbfs->itable_lock is a leaf: never held while taking another lock
- *   except in winode_get/put, where it nests nothing that sleeps.
- *   The inval.c queue lock is a leaf. Notifications to the kernel
- *   (inval.c) are sent holding none of these: the kernel may answer them
- *   only after READs and WRITEs that take ilock and page locks.
+ * Lock ordering: doc/locking.md (every module's classes, checked by lockdep).
  */
 #ifndef WBCFS_EXT4_H
 #define WBCFS_EXT4_H

@@ -48,7 +48,8 @@ MOUNT_TUNABLES = {
     "min_ratio": 5, "max_ratio": 90, "max_pause_ms": 150, "strictlimit": 0,
     "fair_zone_alloc": 0, "zone_dirty": 0,
 }
-READ_ONLY = ("vmstat", "zoneinfo", "bdi", "trace", "journal", "transport", "flusher", "domain")
+READ_ONLY = ("vmstat", "zoneinfo", "bdi", "trace", "journal", "transport", "flusher", "domain",
+             "lockdep")
 BAD_VALUES = {
     "dirty_ratio": (b"101\n", b"abc\n", b"\n", b"-1\n", b"5%\n", b"1 2\n"),
     "dirty_background_ratio": (b"1000\n", b"x\n"),

@@ -171,6 +171,9 @@ struct throttle_trace_rec {
 
 #define THROTTLE_TASK_HASH 256
 
+struct lock_class;
+extern struct lock_class lc_throttle_lock;	/* throttle_domain->lock */
+
 struct throttle_domain {
 	pthread_mutex_t lock;
 	void (*global)(void *arg, struct throttle_global *g);

@@ -14,6 +14,18 @@
  *
  * A pthread_cond_wait on a wrapped mutex must go through lockstat_cond_wait
  * (or clock_cond_wait_ms): the time asleep is not hold time.
+ *
+ * The same wrappers feed lockdep, an order checker in the manner of the
+ * kernel's, per lock class: while on, every blocking acquisition records
+ * the edges held class -> new class, and one whose reverse (directly or
+ * through other classes) was ever recorded aborts at once, naming both
+ * orders: a deadlock that needs two threads to meet at the wrong moment
+ * is reported the first time each order is merely taken. "x(r)" and
+ * "x(w)" are one class to it, "x"; two locks of one class may nest (two
+ * inodes' ilocks, in an order their code keeps). Trylocks record no edge.
+ * On when the environment holds WBCFS_LOCKDEP=1 at startup, or built with
+ * -Dlockdep=true (WBCFS_LOCKDEP=0 then turns it off). doc/locking.md is the
+ * order it checks against; /.wbcfs/lockdep lists what was seen.
  */
 #ifndef WBCFS_LOCKSTAT_H
 #define WBCFS_LOCKSTAT_H
@@ -34,6 +46,7 @@ struct lock_class {
 	_Atomic uint64_t wait_max_ns;	/* atomic: longest single wait */
 	_Atomic uint64_t hold_ns;	/* atomic: time from owning to unlock */
 	struct lock_class *next;	/* registry list; set once at registration */
+	unsigned short dep_id;		/* lockdep's class, 1-based; 0: none yet */
 };
 
 /*
@@ -53,7 +66,11 @@ struct lock_stat {
 	uint64_t acquired, contended, wait_ns, wait_max_ns, hold_ns;
 };
 
-extern atomic_bool lockstat_on;
+/* lock_hooks bits: who wants the wrappers' slow path */
+#define LOCK_HOOK_STAT	1u	/* lockstat counts */
+#define LOCK_HOOK_DEP	2u	/* lockdep checks */
+
+extern _Atomic unsigned lock_hooks;
 
 /** Add @c to the list lockstat_collect walks. Idempotent per class. */
 void lockstat_register(struct lock_class *c);
@@ -85,14 +102,51 @@ void __lockstat_hold_resume(const void *lock);
 uint64_t __lockstat_now_ns(void);
 void __lockstat_waited(struct lock_class *c, uint64_t t0_ns);
 
+/* lockdep (see the top of this file) */
+void lockdep_enable(bool on);
+/** The edges seen so far, one "outer -> inner" line each, malloc'ed; NULL if out of memory. */
+char *lockdep_report(void);
+void __lockdep_assert_held(const void *lock, bool write, const char *func, const char *what);
+void __lockdep_cond_wait(pthread_mutex_t *m);
+
+/* The wrappers' one relaxed load and branch when lockstat and lockdep are off. */
+static inline bool lock_hooks_on(void)
+{
+	return __builtin_expect(atomic_load_explicit(&lock_hooks, memory_order_relaxed) != 0, 0);
+}
+
 static inline bool lockstat_enabled(void)
 {
-	return __builtin_expect(atomic_load_explicit(&lockstat_on, memory_order_relaxed), 0);
+	return __builtin_expect(atomic_load_explicit(&lock_hooks, memory_order_relaxed) &
+				LOCK_HOOK_STAT, 0);
 }
+
+static inline bool lockdep_enabled(void)
+{
+	return __builtin_expect(atomic_load_explicit(&lock_hooks, memory_order_relaxed) &
+				LOCK_HOOK_DEP, 0);
+}
+
+/*
+ * The contract of a *_locked function: its caller holds @lock (a wrapped
+ * pthread mutex or rwlock; for an rwlock either way, or for writing with
+ * lock_assert_held_w). Aborts naming the function when lockdep is on and
+ * this thread does not; nothing when off.
+ */
+#define lock_assert_held(lock)							\
+	do {									\
+		if (lockdep_enabled())						\
+			__lockdep_assert_held((lock), false, __func__, #lock);	\
+	} while (0)
+#define lock_assert_held_w(lock)						\
+	do {									\
+		if (lockdep_enabled())						\
+			__lockdep_assert_held((lock), true, __func__, #lock);	\
+	} while (0)
 
 static inline int ls_mutex_lock(pthread_mutex_t *m, struct lock_class *c)
 {
-	if (lockstat_enabled())
+	if (lock_hooks_on())
 		return __lockstat_mutex_lock(m, c);
 	return pthread_mutex_lock(m);
 }
@@ -108,14 +162,14 @@ int ls_mutex_lock_stepping(pthread_mutex_t *m, struct lock_class *c, bool (*step
 
 static inline int ls_mutex_unlock(pthread_mutex_t *m)
 {
-	if (lockstat_enabled())
+	if (lock_hooks_on())
 		__lockstat_release(m);
 	return pthread_mutex_unlock(m);
 }
 
 static inline int ls_rwlock_rdlock(pthread_rwlock_t *l, struct lock_class *c)
 {
-	if (lockstat_enabled())
+	if (lock_hooks_on())
 		return __lockstat_rdlock(l, c);
 	return pthread_rwlock_rdlock(l);
 }
@@ -123,21 +177,21 @@ static inline int ls_rwlock_rdlock(pthread_rwlock_t *l, struct lock_class *c)
 /* Returns 0 with @l held shared, or EBUSY (not counted as a wait). */
 static inline int ls_rwlock_tryrdlock(pthread_rwlock_t *l, struct lock_class *c)
 {
-	if (lockstat_enabled())
+	if (lock_hooks_on())
 		return __lockstat_tryrdlock(l, c);
 	return pthread_rwlock_tryrdlock(l);
 }
 
 static inline int ls_rwlock_wrlock(pthread_rwlock_t *l, struct lock_class *c)
 {
-	if (lockstat_enabled())
+	if (lock_hooks_on())
 		return __lockstat_wrlock(l, c);
 	return pthread_rwlock_wrlock(l);
 }
 
 static inline int ls_rwlock_unlock(pthread_rwlock_t *l)
 {
-	if (lockstat_enabled())
+	if (lock_hooks_on())
 		__lockstat_release(l);
 	return pthread_rwlock_unlock(l);
 }
@@ -147,8 +201,10 @@ static inline int lockstat_cond_wait(pthread_cond_t *cv, pthread_mutex_t *m)
 {
 	int ret;
 
-	if (!lockstat_enabled())
+	if (!lock_hooks_on())
 		return pthread_cond_wait(cv, m);
+	if (lockdep_enabled())
+		__lockdep_cond_wait(m);
 	__lockstat_hold_pause(m);
 	ret = pthread_cond_wait(cv, m);
 	__lockstat_hold_resume(m);
@@ -160,8 +216,10 @@ static inline int lockstat_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *m
 {
 	int ret;
 
-	if (!lockstat_enabled())
+	if (!lock_hooks_on())
 		return pthread_cond_timedwait(cv, m, ts);
+	if (lockdep_enabled())
+		__lockdep_cond_wait(m);
 	__lockstat_hold_pause(m);
 	ret = pthread_cond_timedwait(cv, m, ts);
 	__lockstat_hold_resume(m);
