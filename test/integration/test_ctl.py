@@ -468,7 +468,13 @@ def check_live_writeback(m, ctl):
     t_step("expire 60 s / interval 7 s: 4 MiB stay dirty for 3 s; then "
            "dirty_expire_centisecs=100, dirty_writeback_centisecs=50: written within 5 s")
 
+    # Thresholds in bytes, not ratios: the ratios are of the cache's
+    # dirtyable pages, which the memory watcher shrinks when the machine
+    # is short of memory, and 20% of a shrunk cache is below 4 MiB: the
+    # background flusher would write the file at once.
     def periodic():
+        ctl.put("dirty_background_bytes", b"%d\n" % (32 * MIB))
+        ctl.put("dirty_bytes", b"%d\n" % (48 * MIB))
         ctl.put("dirty_expire_centisecs", b"6000\n")
         ctl.put("dirty_writeback_centisecs", b"700\n")
         write_file(os.path.join(m.mnt, "aging"), 4 * MIB)
@@ -493,7 +499,8 @@ def check_live_writeback(m, ctl):
     t_step("dirty_background_bytes=1M below 4 MiB dirty: background writeback runs")
 
     def background():
-        ctl.put("dirty_background_ratio", b"20\n")
+        ctl.put("dirty_background_bytes", b"%d\n" % (32 * MIB))
+        ctl.put("dirty_bytes", b"%d\n" % (48 * MIB))
         write_file(os.path.join(m.mnt, "bg"), 4 * MIB)
         if ctl.vmstat()["nr_dirty"] < 1024:
             return "bg not dirty"
@@ -508,6 +515,7 @@ def check_live_writeback(m, ctl):
 
     without_syncs(ctl, "background writeback", background)
     ctl.put("dirty_background_ratio", b"20\n")
+    ctl.put("dirty_ratio", b"40\n")
 
 
 def check_reclaim(env, dev):
