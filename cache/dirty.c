@@ -14,7 +14,7 @@
 
 _Static_assert(DIRTY_BYTES_MIN == 2 * PAGE_SIZE, "dirty_bytes: at least two pages");
 
-/* The names, units and help are the tunables table's (fs/tunables.c). */
+/* The names, units and help are the tunables table's (daemon/tunables.c). */
 void dirty_tunables_default(struct dirty_tunables *t)
 {
 	atomic_store(&t->dirty_ratio, DIRTY_RATIO_DEFAULT);

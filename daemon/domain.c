@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Cache domains (domain.h). The daemon of a domain owns the cache; each
+ * Cache domains (daemon_i.h). The daemon of a domain owns the cache; each
  * device in it is a struct wbfs with its own bdi, FUSE session and serving
  * thread. A mount ends on its own (umount of its mountpoint: its thread
  * writes it back and frees it) or with the daemon (a signal stops every

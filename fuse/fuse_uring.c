@@ -18,7 +18,7 @@
  * available last, the thread that just answered).
  *
  * Each entry is a header buffer and a payload buffer (see
- * fuse_uring.h); a request is handed to libfuse's
+ * fuse_i.h); a request is handed to libfuse's
  * fuse_session_process_buf as one flat message rebuilt in the headroom
  * in front of the payload, so WRITE data is not copied. libfuse writes
  * the reply through fuse_io.c's writev hook on the same thread, which

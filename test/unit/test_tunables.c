@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The tunables table (fs/tunables.c) walked entry by entry: every tunable
+ * The tunables table (daemon/tunables.c) walked entry by entry: every tunable
  * is complete (name, help, a place in struct wbcfs_options, a default in
  * its range), the mount options parse its default and refuse values out
  * of its range, a live one's control file takes what the mount option

@@ -8,7 +8,7 @@
  *
  * Options that are not one value in a range (zones, pdflush_threads,
  * ctl_name, domain, write_log, the flag words) keep their own parsers in
- * fs/options.c.
+ * daemon/options.c.
  */
 #ifndef WBCFS_TUNABLES_H
 #define WBCFS_TUNABLES_H

@@ -91,7 +91,7 @@ int lockstat_collect(struct lock_stat **out);
 /** Testing aid: read time (ns) from @fn instead of CLOCK_MONOTONIC; NULL restores. */
 void lockstat_set_clock(uint64_t (*fn)(void));
 
-/* The slow paths, for when lockstat_on is set. */
+/* The slow paths, for when lock_hooks has a bit set (lockstat or lockdep). */
 int __lockstat_mutex_lock(pthread_mutex_t *m, struct lock_class *c);
 int __lockstat_rdlock(pthread_rwlock_t *l, struct lock_class *c);
 int __lockstat_wrlock(pthread_rwlock_t *l, struct lock_class *c);
