@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Lock statistics: the class registry, the slow paths of the wrappers in
- * include/wbcfs/lockstat.h and the snapshot /.wbcfs/lockstat prints. Which
+ * include/wbcfs/lib/lockstat.h and the snapshot /.wbcfs/lockstat prints. Which
  * locks are wrapped, and the classes' names, are their owners' business;
  * the control file is daemon/ctl.c's.
  *
@@ -63,6 +63,8 @@ struct held_lock {
 static struct lock_class *dep_class[LOCKDEP_CLASSES + 1];	/* by dep_id; registry_lock */
 static unsigned nr_dep_classes;					/* registry_lock */
 static _Atomic uint64_t dep_edge[LOCKDEP_CLASSES + 1];		/* atomic; set under dep_lock */
+/* protects: dep_first, and the edge setting with its path search; a leaf, not
+ * itself checked (it would record edges about the checker) */
 static pthread_mutex_t dep_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct dep_first {
@@ -335,6 +337,36 @@ static unsigned dep_path(unsigned from, unsigned to, unsigned *path)
 }
 
 /*
+ * Context: dep_lock held. Taking @c at @ip while holding @h inverts the
+ * order @path[0..@n) (from @c's class to @h's) seen before: say both
+ * orders, where each edge of the old one was first taken, and abort.
+ */
+static __attribute__((noreturn)) void dep_inversion(const struct held_lock *h,
+						    const struct lock_class *c, const void *ip,
+						    const unsigned *path, unsigned n)
+{
+	unsigned k;
+
+	fprintf(stderr, "wbcfs lockdep: inversion: %s -> %s here, but ", h->class->name,
+		c->name);
+	for (k = 0; k < n; k++)
+		fprintf(stderr, "%s%.*s", k ? " -> " : "",
+			(int)class_base_len(dep_class[path[k]]->name), dep_class[path[k]]->name);
+	fprintf(stderr, " seen before\n  here: %s taken at ", c->name);
+	print_ip(stderr, ip);
+	fprintf(stderr, " holding %s taken at ", h->class->name);
+	print_ip(stderr, h->ip);
+	fprintf(stderr, "\n  before:\n");
+	for (k = 0; k + 1 < n; k++) {
+		fprintf(stderr, "    ");
+		print_first(stderr, path[k], path[k + 1]);
+		fputc('\n', stderr);
+	}
+	fflush(stderr);
+	dep_die();
+}
+
+/*
  * A blocking acquisition of @lock (class @c, at @ip) while this thread
  * holds what is on its stack: record each held class -> @c, and abort if
  * @c was ever seen outside one of them.
@@ -353,7 +385,7 @@ static void dep_check_from(unsigned first, const void *lock, struct lock_class *
 	}
 	for (i = first; i < nr_held; i++) {
 		struct held_lock *h = &held[i];
-		unsigned a = h->class->dep_id, path[LOCKDEP_CLASSES + 1], n, k;
+		unsigned a = h->class->dep_id, path[LOCKDEP_CLASSES + 1], n;
 
 		if (h->dep_epoch != depoch || !a)
 			continue;
@@ -373,26 +405,8 @@ static void dep_check_from(unsigned first, const void *lock, struct lock_class *
 			continue;
 		pthread_mutex_lock(&dep_lock);
 		n = a == b ? 0 : dep_path(a, b, path);
-		if (n) {
-			fprintf(stderr, "wbcfs lockdep: inversion: %s -> %s here, but ",
-				h->class->name, c->name);
-			for (k = 0; k < n; k++)
-				fprintf(stderr, "%s%.*s", k ? " -> " : "",
-					(int)class_base_len(dep_class[path[k]]->name),
-					dep_class[path[k]]->name);
-			fprintf(stderr, " seen before\n  here: %s taken at ", c->name);
-			print_ip(stderr, ip);
-			fprintf(stderr, " holding %s taken at ", h->class->name);
-			print_ip(stderr, h->ip);
-			fprintf(stderr, "\n  before:\n");
-			for (k = 0; k + 1 < n; k++) {
-				fprintf(stderr, "    ");
-				print_first(stderr, path[k], path[k + 1]);
-				fputc('\n', stderr);
-			}
-			fflush(stderr);
-			dep_die();
-		}
+		if (n)
+			dep_inversion(h, c, ip, path, n);
 		if (!(atomic_load_explicit(&dep_edge[a], memory_order_relaxed) &
 		      (1ull << (b - 1)))) {
 			dep_first[a][b] = (struct dep_first){ h->class, c, ip };
