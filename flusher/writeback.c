@@ -772,11 +772,12 @@ void bdi_sync_inode_start(struct bdi *b, struct wb_inode *wi, uint64_t start, ui
 
 bool bdi_sync_io_step(void *arg)
 {
-	struct bdi_sync_io *io = arg;
+	struct bdi_sync_io *io;
 
-	if (!io->x || !io->x->eng->inflight)
-		return false;
-	return io_engine_reap(io->x->eng, 1) >= 0;
+	for (io = arg; io; io = io->next)
+		if (io->x && io->x->eng->inflight)
+			return io_engine_reap(io->x->eng, 1) >= 0;
+	return false;
 }
 
 int bdi_sync_inode_finish(struct bdi *b, struct bdi_sync_io *io)

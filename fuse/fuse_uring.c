@@ -346,6 +346,32 @@ void *furing_hold(const struct iovec *iov, int count)
 	return e;
 }
 
+void *furing_park(uint64_t unique)
+{
+	struct furing_ent *e = furing_cur;
+
+	if (!e || e->replied || e->unique != unique)
+		return NULL;
+	e->held = true;
+	return e;
+}
+
+ssize_t furing_reply_parked(void *ent, const struct iovec *iov, int count)
+{
+	struct furing_ent *e = ent;
+	ssize_t ret = furing_reply_fill(e->hdr, e->payload, e->q->fr->payload_size, iov, count);
+
+	if (ret == -E2BIG)
+		fprintf(stderr, "wbcfs: reply of %zd bytes larger than the ring entry\n",
+			(ssize_t)((const struct fuse_out_header *)iov[0].iov_base)->len);
+	furing_commit_held(e);
+	if (ret < 0) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+}
+
 void furing_commit_held(void *ent)
 {
 	struct furing_ent *e = ent;

@@ -60,3 +60,18 @@ void *furing_hold(const struct iovec *iov, int count)
 void furing_commit_held(void *ent)
 {
 }
+
+void *furing_park(uint64_t unique)
+{
+	(void)unique;
+	return NULL;
+}
+
+ssize_t furing_reply_parked(void *ent, const struct iovec *iov, int count)
+{
+	(void)ent;
+	(void)iov;
+	(void)count;
+	errno = ENOTCONN;
+	return -1;
+}

@@ -648,6 +648,8 @@ static void wbcfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	int ret = 0;
 
 	CTL_ROUTE(ino, fsyncdir, req, ino, datasync, fi);
+	if (!w->ro && park_fsyncdir(w, req))
+		return;
 	if (!w->ro)
 		ret = ext4_sync_durable(w);
 	fuse_reply_err(req, -ret);

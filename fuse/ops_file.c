@@ -179,7 +179,7 @@ void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
  * is reported once per open file (errseq), by fsync, by close or by a
  * synchronous write.
  */
-static int file_check_error(struct wfile *f)
+int ops_file_check_error(struct wfile *f)
 {
 	int ret;
 
@@ -199,7 +199,7 @@ static int file_sync(struct wbfs *w, struct wfile *f, uint64_t first, uint64_t l
 		     bool datasync)
 {
 	int ret = winode_sync_range(w, f->wi, first, last, datasync);
-	int err = file_check_error(f);
+	int err = ops_file_check_error(f);
 
 	return err ? err : ret;
 }
@@ -216,13 +216,19 @@ static int file_sync(struct wbfs *w, struct wfile *f, uint64_t first, uint64_t l
  * whatever the kernel passed. Returns 0 or the sync's -errno, which
  * replaces the byte count: the bytes are in the cache, not durable.
  */
+static bool write_is_sync(struct wbfs *w, struct wfile *f, int flags)
+{
+	if (!(flags & O_DSYNC) && !w->opts.sync && !(atomic_load(&f->wi->iflags) & EXT2_SYNC_FL))
+		return false;
+	atomic_fetch_add(&w->stats.nr_sync_writes, 1);
+	return true;
+}
+
+/* write_is_sync's write, synced in place (no syncers). */
 static int write_sync(struct wbfs *w, struct wfile *f, int flags, uint64_t off, size_t len)
 {
 	bool datasync = (flags & O_SYNC) != O_SYNC;
 
-	if (!(flags & O_DSYNC) && !w->opts.sync && !(atomic_load(&f->wi->iflags) & EXT2_SYNC_FL))
-		return 0;
-	atomic_fetch_add(&w->stats.nr_sync_writes, 1);
 	return file_sync(w, f, off >> PAGE_SHIFT, (off + len - 1) >> PAGE_SHIFT, datasync);
 }
 
@@ -285,11 +291,17 @@ void ops_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		ops_req_cred(req, &cred);
 		file_kill_priv(w, fi_file(fi)->wi, &cred);
 	}
-	if (ret > 0 && !fi->writepage) {
-		int err = write_sync(w, fi_file(fi), fi->flags, (uint64_t)off, (size_t)ret);
-
-		if (err)
-			ret = err;
+	if (ret > 0 && !fi->writepage && write_is_sync(w, fi_file(fi), fi->flags)) {
+		/*
+		 * Answered when durable, by the syncers, with the next group
+		 * commit; no pause from the throttle: the writer's pages are
+		 * written before its reply, so they add no lasting dirt.
+		 */
+		if (park_sync_write(w, req, fi_file(fi), (uint64_t)off >> PAGE_SHIFT,
+				    ((uint64_t)off + (uint64_t)ret - 1) >> PAGE_SHIFT,
+				    (fi->flags & O_SYNC) != O_SYNC, (size_t)ret))
+			return;
+		ret = write_sync(w, fi_file(fi), fi->flags, (uint64_t)off, (size_t)ret) ?: ret;
 	}
 	if (ret > 0)
 		data_balance_dirty(w, fuse_req_ctx(req)->pid, page_thread_dirtied() - dirtied);
@@ -332,7 +344,7 @@ void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	CTL_ROUTE(ino, flush, req, ino, fi);
 	file_alloc_da_close(req_wbfs(req), fi_file(fi)->wi);
-	fuse_reply_err(req, -file_check_error(fi_file(fi)));
+	fuse_reply_err(req, -ops_file_check_error(fi_file(fi)));
 }
 
 /* Valid replies: fuse_reply_err */
@@ -421,7 +433,8 @@ void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_in
 
 	CTL_ROUTE(ino, fsync, req, ino, datasync, fi);
 	f = fi_file(fi);
-	fuse_reply_err(req, -file_sync(w, f, 0, UINT64_MAX, datasync != 0));
+	if (w->ro || !park_fsync(w, req, f, datasync != 0))
+		fuse_reply_err(req, -file_sync(w, f, 0, UINT64_MAX, datasync != 0));
 }
 
 /* Valid replies: fuse_reply_err */

@@ -53,6 +53,8 @@ void fuse_io_stop(struct wbfs *w);
 bool fuse_io_hold_reply(struct wbfs *w, struct throttle_wb *tw, pid_t pid, long pause_ms);
 /** Replies held now on @w's connection (vmstat). */
 long fuse_io_held(struct wbfs *w);
+/** Requests parked now (answered by the syncers when durable). */
+long fuse_io_parked(struct wbfs *w);
 /** The hooks themselves; their userdata is the mount's struct wbfs. */
 const struct fuse_custom_io *fuse_io_ops(void);
 /**

@@ -195,6 +195,8 @@ struct bdi_sync_io {
 	uint64_t start, end;
 	unsigned long errors;		/* wi->nr_write_errors at the start */
 	int ret;			/* write_inode's */
+	struct bdi_sync_io *next;	/* the caller's: bdi_sync_io_step steps a
+					 * chain (reset by bdi_sync_inode_start) */
 };
 void bdi_sync_inode_start(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
 			  bool datasync, struct bdi_sync_io *io);
