@@ -254,20 +254,24 @@ int ext4_sync_durable(struct wbfs *w)
  */
 static struct bdi_sync_io *sync_group_start(struct wbfs *w, struct ext4_sync_req *r, size_t n)
 {
-	struct bdi_sync_io *chain = NULL;
+	struct bdi_sync_io *chain = NULL, *owner = NULL;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		r[i].ret = 0;
-		r[i].started = false;
+		r[i].started = r[i].errio = r[i].unflushed = false;
 		if (!r[i].wi)
 			continue;
-		bdi_sync_inode_start(w->bdi, &r[i].wi->wb, r[i].first, r[i].last,
-				     r[i].datasync, &r[i].io);
+		bdi_sync_inode_start_with(w->bdi, &r[i].wi->wb, r[i].first, r[i].last,
+					  r[i].datasync, &r[i].io, owner);
+		if (!owner && r[i].io.x)
+			owner = &r[i].io;
 		r[i].ret = winode_settle_disksize(w, r[i].wi);
 		if (r[i].ret) {
-			bdi_sync_inode_finish(w->bdi, &r[i].io);
-			continue;
+			/* the writes stay in flight, on the owner's context,
+			 * finished with the others': the error is the reply */
+			r[i].unflushed = false;
+			r[i].errio = true;
 		}
 		r[i].started = true;
 		r[i].io.next = chain;
@@ -299,7 +303,7 @@ void ext4_sync_group(struct wbfs *w, struct ext4_sync_req *r, size_t n)
 	 * the flush to us.
 	 */
 	for (i = 0; i < n; i++) {
-		if (r[i].wi && !r[i].started)
+		if ((r[i].wi && !r[i].started) || r[i].errio)
 			continue;
 		flushed = false;
 		if (!cret)
@@ -310,13 +314,15 @@ void ext4_sync_group(struct wbfs *w, struct ext4_sync_req *r, size_t n)
 		r[i].unflushed = !cret && !flushed;
 		need_flush |= r[i].unflushed;
 	}
-	for (i = 0; i < n; i++) {
+	/* the owner of the shared context last: it gives the context back */
+	for (i = n; i-- > 0;) {
 		if (r[i].started) {
 			int ret = bdi_sync_inode_finish(w->bdi, &r[i].io);
 
 			r[i].started = false;
-			if (ret)
+			if (!r[i].errio && ret)
 				r[i].ret = ret;
+			r[i].errio = false;
 		}
 	}
 	if (need_flush)

@@ -420,6 +420,7 @@ struct ext4_sync_req {
 	struct bdi_sync_io io;		/* ext4_sync_group's */
 	bool started;			/* ext4_sync_group's: @io holds writes */
 	bool unflushed;			/* ext4_sync_group's: its commit did not flush */
+	bool errio;			/* ext4_sync_group's: failed before its commit */
 };
 /*
  * Make the @n syncs of @r durable together: every file's data writes go
