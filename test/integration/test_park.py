@@ -236,29 +236,33 @@ def wait_parked(mnt, seconds):
     return False
 
 
+APPEND = 1 * MIB
+
+
+def mount_appending(env, dev, prefix):
+    """A mount with 4 appenders running, each past its first fsync, and
+    (most likely: the machine decides) one of their fsyncs parked."""
+    m = env.mount(dev, OPTS)
+    apps = Appenders(m.mnt, 4, APPEND, prefix)
+    apps.wait_each_synced()
+    return m, apps, wait_parked(m.mnt, 20)
+
+
 def part_kill(env, dev):
     t_step("3. SIGKILL of the daemon with replies parked: the replay keeps every fsync")
-    m = env.mount(dev, OPTS)
-    size = 1 * MIB
-    apps = Appenders(m.mnt, 4, size, "k")
-    apps.wait_each_synced()
-    parked = wait_parked(m.mnt, 20)
+    m, apps, parked = mount_appending(env, dev, "k")
     env.kill(m)
     acks = apps.acked()
     t_log("parked at the kill: %s; fsyncs returned: %s" % (parked, acks))
     m = env.mount(dev, OPTS)
-    check_appended(m.mnt, acks, size, "k")
+    check_appended(m.mnt, acks, APPEND, "k")
     env.umount(m)
     env.fsck(dev)
 
 
 def part_unmount(env, dev):
     t_step("4. SIGTERM with requests parked: answered, clean exit")
-    m = env.mount(dev, OPTS)
-    size = 1 * MIB
-    apps = Appenders(m.mnt, 4, size, "t")
-    apps.wait_each_synced()
-    parked = wait_parked(m.mnt, 20)
+    m, apps, parked = mount_appending(env, dev, "t")
     m.proc.send_signal(signal.SIGTERM)
     try:
         rc = m.proc.wait(120)
@@ -272,7 +276,7 @@ def part_unmount(env, dev):
     env.mounts.remove(m)
     env.fsck(dev)
     m = env.mount(dev, OPTS)
-    check_appended(m.mnt, acks, size, "t")
+    check_appended(m.mnt, acks, APPEND, "t")
     env.umount(m)
     env.fsck(dev)
 
