@@ -343,22 +343,25 @@ static int fuse_args_build(struct fuse_args *args, const struct wbfs *w, const c
  */
 static int transport_check(const char *dev, const struct wbcfs_options *o)
 {
-	int on;
+	int on, err = -EPERM;
 
 	if (o->transport == TRANSPORT_DEV)
 		return 0;
 	on = furing_kernel_enabled();
-	if (on == 0 && geteuid() == 0 && !furing_kernel_enable()) {
-		fprintf(msg_stream(), "wbcfs: %s: FUSE over io_uring turned on in the kernel "
-			"(/sys/module/fuse/parameters/enable_uring was N)\n", dev);
-		on = 1;
+	if (on == 0 && geteuid() == 0) {
+		err = furing_kernel_enable();
+		if (!err) {
+			fprintf(msg_stream(), "wbcfs: %s: FUSE over io_uring turned on in the "
+				"kernel (/sys/module/fuse/parameters/enable_uring was N)\n", dev);
+			on = 1;
+		}
 	}
 	if (on > 0 || o->transport != TRANSPORT_URING)
 		return 0;
 	if (on == 0)
 		fprintf(msg_stream(), "wbcfs: %s: transport=uring: FUSE over io_uring is off in "
-			"this kernel and only root turns it on (echo Y > "
-			"/sys/module/fuse/parameters/enable_uring)\n", dev);
+			"this kernel and cannot be turned on here (%s; as root: echo Y > "
+			"/sys/module/fuse/parameters/enable_uring)\n", dev, strerror(-err));
 	else
 		fprintf(msg_stream(), "wbcfs: %s: transport=uring: this kernel has no FUSE over "
 			"io_uring (6.14+ with CONFIG_FUSE_IO_URING)\n", dev);

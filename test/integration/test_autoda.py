@@ -20,7 +20,10 @@ after wbcfs replays the device, e2fsck -fn is clean and:
    content, whole: the rename and the close wrote the data before the
    commit took the new name or the new size (/.wbcfs/vmstat counts them:
    one per rename over a file, none for a rename to a new name, one per
-   close after a truncation);
+   close after a truncation; and FLUSH requests only for the closes
+   after open(O_TRUNC) or truncate(2): the close after ftruncate(fd, 0)
+   writes at its RELEASE, which comes after close(2) returns, so the
+   test waits for those before the commit);
 2. with noauto_da_alloc the files may come back with the new size and no
    data (zeros) or empty, as before auto_da_alloc existed (kernel ext4
    with noauto_da_alloc, or ext3 in data=writeback): each file is
