@@ -139,6 +139,7 @@ int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_auto_da_alloc_rename",
 			  atomic_load(&w->stats.nr_auto_da_alloc_rename) },
 			{ "nr_auto_da_alloc_close", atomic_load(&w->stats.nr_auto_da_alloc_close) },
+			{ "nr_flush_requests", atomic_load(&w->stats.nr_flush_requests) },
 			{ "nr_sync_writes", atomic_load(&w->stats.nr_sync_writes) },
 			{ "nr_dirsync_ops", atomic_load(&w->stats.nr_dirsync_ops) },
 			{ "nr_sync_metadata", atomic_load(&w->stats.nr_sync_metadata) },

@@ -144,6 +144,11 @@ const struct tunable tunables[NR_TUNABLES] = {
 		.help = "write a file's new data at a rename over another file and at close "
 			"after truncation to 0",
 	},
+	[TUN_CLOSE_ERRORS] = {
+		"close_errors", TK_BOOL, 0, NULL, RANGE(0, 1), .def = 0, OPT(close_errors),
+		.help = "a writer's close(2) reports writeback errors (a FLUSH round trip per "
+			"close, as NFS); 0: at fsync only, as ext4",
+	},
 	[TUN_FLUSHERS] = {
 		"flushers", TK_UINT, 0, NULL, RANGE(1, 16), .def = 1, OPT(flushers),
 		.help = "flusher threads per device",

@@ -202,6 +202,28 @@ int furing_kernel_enabled(void)
 	return c == 'Y' || c == 'y' || c == '1';
 }
 
+/*
+ * Turn the switch on (root only): it lets the servers that ask for
+ * io_uring in INIT use it and changes nothing for the others, which keep
+ * /dev/fuse. It stays on after the daemon: it is the kernel's, for every
+ * mount. Returns 0 or -errno.
+ */
+int furing_kernel_enable(void)
+{
+	FILE *f = fopen("/sys/module/fuse/parameters/enable_uring", "w");
+	int ret = 0;
+
+	if (!f)
+		return -errno;
+	if (fputc('Y', f) == EOF)
+		ret = -errno;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	if (!ret && furing_kernel_enabled() <= 0)
+		ret = -EOPNOTSUPP;
+	return ret;
+}
+
 /* Possible CPUs: the kernel makes one queue for each. */
 static unsigned furing_possible_cpus(void)
 {

@@ -24,6 +24,11 @@ int furing_kernel_enabled(void)
 	return -ENOTSUP;
 }
 
+int furing_kernel_enable(void)
+{
+	return -ENOTSUP;
+}
+
 int furing_start(struct furing **out, struct fuse_session *se, int fd, size_t payload_size,
 		 unsigned rings_per_queue, unsigned nr_ents, unsigned poll_us,
 		 bool (*take)(void *arg, int fd, void *buf, size_t *len), void *take_arg)

@@ -280,6 +280,9 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 			ret = S_ISDIR(wi->mode) ? -EISDIR : -EINVAL;
 		else
 			ret = data_truncate(w, wi, (uint64_t)attr->st_size);
+		/* ftruncate(fd, 0): that descriptor's close writes the new data */
+		if (!ret && !attr->st_size && fi && fi->fh)
+			atomic_store(&fi_file(fi)->truncated, true);
 		to_set &= ~FUSE_SET_ATTR_SIZE;
 		sized = true;
 	}

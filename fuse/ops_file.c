@@ -96,9 +96,19 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, 
 	ls_mutex_unlock(&w->itable_lock);
 	fi->fh = (uintptr_t)f;
 	fi->direct_io = 1;
-	/* close reports writeback errors to files open for writing only
-	 * (as NFS and CIFS do): a read-only one gets no FLUSH round trip */
-	fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
+	/*
+	 * A FLUSH round trip at close(2) only where it has work. Under
+	 * close_errors every writer's reports writeback errors (as NFS and
+	 * CIFS do); by default they wait for fsync, as ext4's, and only a
+	 * writer opened with a truncation to 0 pending (O_TRUNC above, or
+	 * truncate(2) before) gets one: its new data written before close(2)
+	 * returns (file_alloc_da_close), as ext4's release does. The kernel
+	 * handles POSIX and flock locks itself (no getlk/setlk/flock here):
+	 * it needs no FLUSH to drop them.
+	 */
+	f->flush = (fi->flags & O_ACCMODE) != O_RDONLY &&
+		   (w->opts.close_errors || atomic_load(&wi->da_alloc_close));
+	fi->noflush = !f->flush;
 	return 0;
 }
 
@@ -326,6 +336,9 @@ void ops_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
  * from the close it is meant for. So the close of each descriptor counts,
  * not only the last of a file shared by dup or fork; and pages a
  * mapping of the file dirties after its close are not written here.
+ * Without close_errors only the descriptors opened with the truncation
+ * pending get a FLUSH (file_open); one truncated after its open
+ * (ftruncate) has none, and acts at its RELEASE instead (ops_release).
  */
 static void file_alloc_da_close(struct wbfs *w, struct winode *wi)
 {
@@ -334,17 +347,21 @@ static void file_alloc_da_close(struct wbfs *w, struct winode *wi)
 }
 
 /*
- * close(2): nothing is written here (but for auto_da_alloc, above), and a
- * writeback of the file that failed since it was opened (or since the
- * error was last reported to it, by fsync or an earlier close of a dup)
- * is reported, as EIO.
+ * close(2) of a descriptor file_open gave a FLUSH: nothing is written here
+ * (but for auto_da_alloc, above), and under close_errors a writeback of
+ * the file that failed since it was opened (or since the error was last
+ * reported to it, by fsync or an earlier close of a dup) is reported, as
+ * EIO. Without it the error waits for fsync, as ext4's.
  * Valid replies: fuse_reply_err
  */
 void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct wbfs *w = req_wbfs(req);
+
 	CTL_ROUTE(ino, flush, req, ino, fi);
-	file_alloc_da_close(req_wbfs(req), fi_file(fi)->wi);
-	fuse_reply_err(req, -ops_file_check_error(fi_file(fi)));
+	atomic_fetch_add(&w->stats.nr_flush_requests, 1);
+	file_alloc_da_close(w, fi_file(fi)->wi);
+	fuse_reply_err(req, w->opts.close_errors ? -ops_file_check_error(fi_file(fi)) : 0);
 }
 
 /* Valid replies: fuse_reply_err */
@@ -354,6 +371,11 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct wfile *f = fi_file(fi);
 
 	CTL_ROUTE(ino, release, req, ino, fi);
+	/* truncated through a descriptor without FLUSH (ftruncate after its
+	 * open): auto_da_alloc here, later than ext4's (after close(2) has
+	 * returned, not before), but before the data waits for writeback */
+	if (!f->flush && atomic_load(&f->truncated))
+		file_alloc_da_close(w, f->wi);
 	pthread_mutex_destroy(&f->ra_lock);
 	winode_put_open_ino(w, ext4_ino(ino));
 	free(f);

@@ -157,6 +157,9 @@ struct wfile {
 	errseq_t wb_err;		/* ra_lock: writeback errors reported to this
 					 * open file up to here (f_wb_err) */
 	int flags;			/* open(2) flags */
+	bool flush;			/* its close(2) sends FLUSH (no FOPEN_NOFLUSH) */
+	_Atomic bool truncated;		/* atomic: truncated to 0 through it (ftruncate):
+					 * auto_da_alloc at its RELEASE if no FLUSH */
 };
 
 /* Filesystem-wide counters, for /.wbcfs/vmstat and the unmount log. */
@@ -198,6 +201,9 @@ struct wbfs_stats {
 						 * wrote the moved file's pages first */
 	_Atomic long nr_auto_da_alloc_close;	/* atomic: closes after a truncation to
 						 * 0 that wrote the file's pages */
+	_Atomic long nr_flush_requests;		/* atomic: FLUSHes served (a writer's
+						 * close(2) under close_errors, or after
+						 * a truncation: auto_da_alloc) */
 	_Atomic long nr_sync_writes;		/* atomic: writes made durable before
 						 * their reply (O_SYNC, O_DSYNC, IS_SYNC) */
 	_Atomic long nr_dirsync_ops;		/* atomic: directory changes committed

@@ -106,5 +106,7 @@ void ops_set_ctl(const struct ops_ctl_hooks *h);
 
 /** Is FUSE over io_uring enabled in the kernel (1), off (0), or absent (-1)? */
 int furing_kernel_enabled(void);
+/** Turn it on (root): 0 or -errno. */
+int furing_kernel_enable(void);
 
 #endif

@@ -93,6 +93,9 @@ struct wbcfs_options {
 	bool auto_da_alloc;		/* write a file's delayed data at a rename
 					 * over another file and at the close after
 					 * a truncation to 0, as ext4's [1] */
+	bool close_errors;		/* a writer's close(2) sends FLUSH and reports
+					 * writeback errors, as NFS; else FOPEN_NOFLUSH,
+					 * errors at fsync only, as ext4 [0] */
 	bool sync;			/* sync: every write durable before its reply */
 	bool dirsync;			/* dirsync: directory changes committed before
 					 * their reply (sync implies it) */
