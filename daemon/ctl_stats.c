@@ -146,6 +146,7 @@ int ctl_gen_vmstat(struct wbfs *w, struct ctl_buf *b)
 			{ "nr_parked", fuse_io_parked(w) },
 			{ "nr_parked_total", atomic_load(&w->stats.nr_parked_total) },
 			{ "nr_park_groups", atomic_load(&w->stats.nr_park_groups) },
+			{ "nr_sync_leaders", atomic_load(&w->stats.nr_sync_leaders) },
 			{ "nr_park_grouped", atomic_load(&w->stats.nr_park_grouped) },
 			{ "nr_park_interrupts", atomic_load(&w->stats.nr_park_interrupts) },
 			{ "nr_blocks_claimed", atomic_load(&w->stats.nr_blocks_claimed) },

@@ -149,6 +149,11 @@ const struct tunable tunables[NR_TUNABLES] = {
 		.help = "a writer's close(2) reports writeback errors (a FLUSH round trip per "
 			"close, as NFS); 0: at fsync only, as ext4",
 	},
+	[TUN_PARK_ALL] = {
+		"park_all", TK_BOOL, 0, NULL, RANGE(0, 1), .def = 0, OPT(park_all),
+		.help = "every fsync and synchronous write is handed to the syncers; 0: one "
+			"that meets no other sync runs in its own thread",
+	},
 	[TUN_FLUSHERS] = {
 		"flushers", TK_UINT, 0, NULL, RANGE(1, 16), .def = 1, OPT(flushers),
 		.help = "flusher threads per device",

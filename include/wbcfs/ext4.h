@@ -210,7 +210,9 @@ struct wbfs_stats {
 						 * before their reply (IS_DIRSYNC) */
 	_Atomic long nr_parked_total;		/* atomic: requests answered by the
 						 * syncers, not their server thread */
-	_Atomic long nr_park_groups;		/* atomic: syncs of parked requests */
+	_Atomic long nr_park_groups;		/* atomic: syncs of sync requests */
+	_Atomic long nr_sync_leaders;		/* atomic: sync requests that met no
+						 * other, synced in their own thread */
 	_Atomic long nr_park_grouped;		/* atomic: requests synced with others */
 	_Atomic long nr_park_interrupts;	/* atomic: INTERRUPTs of parked requests */
 	_Atomic long nr_sync_metadata;		/* atomic: other changes committed before

@@ -4,11 +4,15 @@
 the mount's syncers when durable, not by a server thread that waits.
 Run over both transports (WBCFS_TRANSPORT=uring and dev).
 
-1. group: 8 writers x 12 fsyncs, O_DSYNC writes and directory fsyncs. Every
-   call succeeds, each one was parked (/.wbcfs/vmstat nr_parked_total
-   counts exactly the calls made), none is left parked, the groups are no
-   more than the requests; after a SIGKILL of the daemon the replay shows
-   every byte synced.
+0. leaders: one writer's fsyncs, one at a time, each meeting no other
+   sync, are synced in their server thread (nr_sync_leaders counts them
+   all) and none is parked.
+1. group (park_all=1: every sync request parked): 8 writers x 12 fsyncs,
+   O_DSYNC writes and directory fsyncs. Every call succeeds, each one was
+   parked (/.wbcfs/vmstat nr_parked_total counts exactly the calls made),
+   none is left parked, the groups are no more than the requests; after a
+   SIGKILL of the daemon the replay shows every byte synced. The same
+   writers on a default mount: every call is a leader or parked.
 2. interrupts: a writer syncing 16 MiB at a time is sent SIGUSR1 every
    millisecond. Its fsyncs all succeed (an INTERRUPT does not cut a sync
    short, as ext4's fsync waits for its commit), and the INTERRUPTs of
@@ -45,26 +49,36 @@ def chunk(tag, i, n):
     return t_pattern(("%s-%d" % (tag, i)).encode(), n)
 
 
-def part_group(env, dev):
-    t_step("1. a group of fsyncs, O_DSYNC writes and directory fsyncs")
+def part_leaders(env, dev):
+    t_step("0. a lone writer's fsyncs are leaders, synced in their own thread")
     m = env.mount(dev, OPTS)
     v0 = vmstat(m.mnt)
-    errors = []
-    writers, rounds, piece = 8, 12, 64 * 1024
+    fd = os.open(os.path.join(m.mnt, "lone"), os.O_CREAT | os.O_WRONLY, 0o644)
+    for i in range(20):
+        os.write(fd, chunk("lone", i, 4096))
+        os.fsync(fd)
+    os.close(fd)
+    v = vmstat(m.mnt)
+    t_eq(v["nr_sync_leaders"] - v0["nr_sync_leaders"], 20, "fsyncs synced as leaders")
+    t_eq(v["nr_parked_total"] - v0["nr_parked_total"], 0, "fsyncs parked")
+    env.umount(m)
 
+
+def sync_writers(mnt, writers, rounds, piece, errors):
     def writer(k):
         try:
-            path = os.path.join(m.mnt, "g%d" % k)
-            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+            path = os.path.join(mnt, "g%d" % k)
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
             for i in range(rounds):
                 os.write(fd, chunk("g%d" % k, i, piece))
                 os.fsync(fd)
             os.close(fd)
-            fd = os.open(path + ".dsync", os.O_CREAT | os.O_WRONLY | os.O_DSYNC, 0o644)
+            fd = os.open(path + ".dsync", os.O_CREAT | os.O_WRONLY | os.O_DSYNC | os.O_TRUNC,
+                         0o644)
             for i in range(rounds):
                 os.write(fd, chunk("d%d" % k, i, 4096))
             os.close(fd)
-            d = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
+            d = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
             os.fsync(d)
             os.close(d)
         except OSError as e:
@@ -75,6 +89,16 @@ def part_group(env, dev):
         t.start()
     for t in ts:
         t.join()
+
+
+def part_group(env, dev):
+    t_step("1. a group of fsyncs, O_DSYNC writes and directory fsyncs, every one parked")
+    m = env.mount(dev, OPTS + ["park_all"])
+    v0 = vmstat(m.mnt)
+    errors = []
+    writers, rounds, piece = 8, 12, 64 * 1024
+
+    sync_writers(m.mnt, writers, rounds, piece, errors)
     t_eq(errors, [], "errors of the syncing writers")
     v = vmstat(m.mnt)
     calls = writers * (rounds + rounds + 1)
@@ -97,6 +121,18 @@ def part_group(env, dev):
     env.umount(m)
     env.fsck(dev)
 
+    t_step("1b. the same writers on a default mount: every call a leader or parked")
+    m = env.mount(dev, OPTS)
+    v0 = vmstat(m.mnt)
+    sync_writers(m.mnt, writers, rounds, piece, errors)
+    t_eq(errors, [], "errors of the syncing writers")
+    v = vmstat(m.mnt)
+    leaders = v["nr_sync_leaders"] - v0["nr_sync_leaders"]
+    parked = v["nr_parked_total"] - v0["nr_parked_total"]
+    t_eq(leaders + parked, calls, "sync requests led or parked")
+    t_log("default mount: %d leaders, %d parked" % (leaders, parked))
+    env.umount(m)
+
 
 SYNCER = r"""
 import os, signal, sys
@@ -117,7 +153,7 @@ signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
 
 def part_interrupts(env, dev):
     t_step("2. INTERRUPTs of parked fsyncs: counted, the fsyncs still succeed")
-    m = env.mount(dev, OPTS)
+    m = env.mount(dev, OPTS + ["park_all"])
     v0 = vmstat(m.mnt)
     rounds = 6
     p = subprocess.Popen([sys.executable, "-c", SYNCER, os.path.join(m.mnt, "i"),
@@ -242,7 +278,7 @@ APPEND = 1 * MIB
 def mount_appending(env, dev, prefix):
     """A mount with 4 appenders running, each past its first fsync, and
     (most likely: the machine decides) one of their fsyncs parked."""
-    m = env.mount(dev, OPTS)
+    m = env.mount(dev, OPTS + ["park_all"])
     apps = Appenders(m.mnt, 4, APPEND, prefix)
     apps.wait_each_synced()
     return m, apps, wait_parked(m.mnt, 20)
@@ -283,6 +319,7 @@ def part_unmount(env, dev):
 
 def body(env):
     dev = env.new_fs(1 * GIB)
+    part_leaders(env, dev)
     part_group(env, dev)
     part_interrupts(env, dev)
     part_kill(env, dev)

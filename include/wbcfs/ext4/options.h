@@ -96,6 +96,8 @@ struct wbcfs_options {
 	bool close_errors;		/* a writer's close(2) sends FLUSH and reports
 					 * writeback errors, as NFS; else FOPEN_NOFLUSH,
 					 * errors at fsync only, as ext4 [0] */
+	bool park_all;			/* every sync request is parked; else one that
+					 * meets no other sync runs in its thread [0] */
 	bool sync;			/* sync: every write durable before its reply */
 	bool dirsync;			/* dirsync: directory changes committed before
 					 * their reply (sync implies it) */
