@@ -4,7 +4,8 @@
 through the mount, then after unmount through the kernel's ext4; e2fsck.
 Then readahead, on a fresh mount (cold cache): a sequential read of the
 1 MiB file has its windows read by the readahead threads (vmstat
-nr_ra_async) and reads back intact; the 4 KiB file is truncated to 40 MiB
+nr_ra_async) and reads back intact, with windows of 4 MiB
+(readahead_kb=4096, larger than one device read) as with the default; the 4 KiB file is truncated to 40 MiB
 while it is read sequentially past 32 MiB (with readahead in flight), the
 reader sees its data up to 40 MiB and then the end, and extended again it
 reads zeros from 40 MiB (no page read ahead survives the truncation);
@@ -85,6 +86,18 @@ def body(env):
 
 
 def readahead(env, dev, src):
+    # a window larger than one device read (1 MiB) is read in parts, and
+    # its marker page still starts the next one: asynchronous windows
+    t_step("cold sequential read with readahead_kb=4096: windows past 1 MiB read ahead")
+    m = env.mount(dev, opts=("readahead_kb=4096",))
+    before = wbtrace.vmstat(m.mnt).get("nr_ra_async", 0)
+    t_eq(t_sha256_file(os.path.join(m.mnt, "big-1M")), t_sha256_file(src),
+         "sha256 of big-1M read cold, readahead_kb=4096")
+    got = wbtrace.vmstat(m.mnt).get("nr_ra_async", 0) - before
+    t_log("readahead parts read asynchronously: %d" % got)
+    t_check(got >= 64, "at least 64 parts of 512 MiB read by the readahead threads: %d" % got)
+    env.umount(m)
+
     m = env.mount(dev)
     t_step("cold sequential read: windows read by the readahead threads")
     before = wbtrace.vmstat(m.mnt).get("nr_ra_async", 0)
