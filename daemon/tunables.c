@@ -86,8 +86,9 @@ const struct tunable tunables[NR_TUNABLES] = {
 	},
 	[TUN_READAHEAD_KB] = {
 		"readahead_kb", TK_UINT, TF_LIVE, "KiB", RANGE(0, 65536), .multiple = 4,
-		.def = 128, OPT(readahead_kb),
+		.def = 128, OPT(readahead_kb), GIVEN(readahead_kb_given),
 		.help = "largest readahead window",
+		.def_text = "the block device's read_ahead_kb; 128 for an image or NBD",
 	},
 	[TUN_MIN_RATIO] = {
 		"min_ratio", TK_UINT, TF_LIVE, "%", RANGE(0, 100), .def = 0, OPT(min_ratio),

@@ -67,7 +67,9 @@ struct wbcfs_options {
 	unsigned pdflush_max;		/* 1 <= MIN <= MAX <= 64; default 2-8 */
 	bool pdflush_threads_given;	/* pdflush_threads= was on the command line */
 	unsigned max_io_kb;		/* 4-4096, multiple of 4; default 1024 */
-	unsigned readahead_kb;		/* 0-65536, multiple of 4; default 128 */
+	unsigned readahead_kb;		/* 0-65536, multiple of 4; default: the block
+					 * device's read_ahead_kb, else 128 */
+	bool readahead_kb_given;	/* readahead_kb= was on the command line */
 	unsigned max_threads;		/* FUSE worker threads, 1-256; default 16 */
 	unsigned poll_us;		/* FUSE device busy-poll, 0-1000 us; default 50 */
 	enum transport_type transport;	/* default TRANSPORT_AUTO */
