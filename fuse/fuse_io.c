@@ -623,19 +623,27 @@ struct fpark *fuse_io_parker(struct wbfs *w)
 	return w->fio ? w->fio->park : NULL;
 }
 
+/* The link to parked request @unique (*link NULL: none). Context: park_lock. */
+static struct fio_parked **fio_park_find_locked(struct fio_conn *c, uint64_t unique)
+{
+	struct fio_parked **pp = &c->park_head;
+
+	lock_assert_held(&c->park_lock);
+	while (*pp && (*pp)->unique != unique)
+		pp = &(*pp)->next;
+	return pp;
+}
+
 /* The reply to @unique is written: true when it was parked (its entry in *@ent). */
 static bool fio_unpark(struct fio_conn *c, uint64_t unique, void **ent)
 {
-	struct fio_parked **pp, *p = NULL;
+	struct fio_parked **pp, *p;
 
 	ls_mutex_lock(&c->park_lock, &lc_fio_park_lock);
-	for (pp = &c->park_head; *pp; pp = &(*pp)->next) {
-		if ((*pp)->unique == unique) {
-			p = *pp;
-			*pp = p->next;
-			break;
-		}
-	}
+	pp = fio_park_find_locked(c, unique);
+	p = *pp;
+	if (p)
+		*pp = p->next;
 	if (p && atomic_fetch_sub(&c->nr_parked, 1) == 1)
 		pthread_cond_broadcast(&c->park_cond);
 	ls_mutex_unlock(&c->park_lock);
@@ -656,18 +664,16 @@ static bool fio_park_interrupt(struct fio_conn *c, const void *buf, size_t len)
 {
 	const struct fuse_in_header *in = buf;
 	const struct fuse_interrupt_in *arg = (const void *)(in + 1);
-	struct fio_parked *p;
+	bool found;
 
 	if (len < sizeof(*in) + sizeof(*arg) || !atomic_load(&c->nr_parked))
 		return false;
 	ls_mutex_lock(&c->park_lock, &lc_fio_park_lock);
-	for (p = c->park_head; p; p = p->next)
-		if (p->unique == arg->unique)
-			break;
+	found = *fio_park_find_locked(c, arg->unique) != NULL;
 	ls_mutex_unlock(&c->park_lock);
-	if (p)
+	if (found)
 		atomic_fetch_add(&c->w->stats.nr_park_interrupts, 1);
-	return p != NULL;
+	return found;
 }
 
 /* Wait until every parked request is answered; none is parked after. */

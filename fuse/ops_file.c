@@ -223,23 +223,25 @@ static int file_sync(struct wbfs *w, struct wfile *f, uint64_t first, uint64_t l
  * the range written is made durable before the reply, as fdatasync of it
  * (O_DSYNC) or fsync (O_SYNC), joining the commit of other syncs; so is
  * every write to a sync inode (ext4's IS_SYNC: a sync mount, chattr +S),
- * whatever the kernel passed. Returns 0 or the sync's -errno, which
- * replaces the byte count: the bytes are in the cache, not durable.
+ * whatever the kernel passed. Handed to the syncers when another sync
+ * runs (park_sync_write): they answer it when durable, with the next
+ * group commit, and with no pause from the throttle (the writer's pages
+ * are written before its reply: they add no lasting dirt). Returns 1
+ * when so parked, else 0 or the sync's -errno, which replaces the byte
+ * count: the bytes are in the cache, not durable.
  */
-static bool write_is_sync(struct wbfs *w, struct wfile *f, int flags)
+static int write_sync(struct wbfs *w, fuse_req_t req, struct wfile *f, int flags,
+		      uint64_t off, size_t len)
 {
-	if (!(flags & O_DSYNC) && !w->opts.sync && !(atomic_load(&f->wi->iflags) & EXT2_SYNC_FL))
-		return false;
-	atomic_fetch_add(&w->stats.nr_sync_writes, 1);
-	return true;
-}
-
-/* write_is_sync's write, synced in place (no syncers). */
-static int write_sync(struct wbfs *w, struct wfile *f, int flags, uint64_t off, size_t len)
-{
+	uint64_t first = off >> PAGE_SHIFT, last = (off + len - 1) >> PAGE_SHIFT;
 	bool datasync = (flags & O_SYNC) != O_SYNC;
 
-	return file_sync(w, f, off >> PAGE_SHIFT, (off + len - 1) >> PAGE_SHIFT, datasync);
+	if (!(flags & O_DSYNC) && !w->opts.sync && !(atomic_load(&f->wi->iflags) & EXT2_SYNC_FL))
+		return 0;
+	atomic_fetch_add(&w->stats.nr_sync_writes, 1);
+	if (park_sync_write(w, req, f, first, last, datasync, len))
+		return 1;
+	return file_sync(w, f, first, last, datasync);
 }
 
 /* Valid replies: fuse_reply_write, fuse_reply_err */
@@ -301,17 +303,13 @@ void ops_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		ops_req_cred(req, &cred);
 		file_kill_priv(w, fi_file(fi)->wi, &cred);
 	}
-	if (ret > 0 && !fi->writepage && write_is_sync(w, fi_file(fi), fi->flags)) {
-		/*
-		 * Answered when durable, by the syncers, with the next group
-		 * commit; no pause from the throttle: the writer's pages are
-		 * written before its reply, so they add no lasting dirt.
-		 */
-		if (park_sync_write(w, req, fi_file(fi), (uint64_t)off >> PAGE_SHIFT,
-				    ((uint64_t)off + (uint64_t)ret - 1) >> PAGE_SHIFT,
-				    (fi->flags & O_SYNC) != O_SYNC, (size_t)ret))
-			return;
-		ret = write_sync(w, fi_file(fi), fi->flags, (uint64_t)off, (size_t)ret) ?: ret;
+	if (ret > 0 && !fi->writepage) {
+		int err = write_sync(w, req, fi_file(fi), fi->flags, (uint64_t)off, (size_t)ret);
+
+		if (err > 0)
+			return;		/* parked: the syncers answer it */
+		if (err)
+			ret = err;
 	}
 	if (ret > 0)
 		data_balance_dirty(w, fuse_req_ctx(req)->pid, page_thread_dirtied() - dirtied);

@@ -77,7 +77,7 @@ struct fpark {
 LOCK_CLASS(lc_park_lock, "park_lock")
 
 /* Answer @p, synced with result @ret, and free it. */
-static void park_answer(struct wbfs *w, struct park_req *p, int ret)
+static void park_answer(struct park_req *p, int ret)
 {
 	if (p->kind != PARK_FSYNCDIR) {
 		int err = ops_file_check_error(p->f);
@@ -89,7 +89,6 @@ static void park_answer(struct wbfs *w, struct park_req *p, int ret)
 		fuse_reply_write(p->req, p->written);
 	else
 		fuse_reply_err(p->req, -ret);
-	(void)w;
 	free(p);
 }
 
@@ -114,7 +113,7 @@ static void park_sync_group(struct fpark *k, struct park_req **g, size_t n, bool
 	if (n > 1)
 		atomic_fetch_add(&k->w->stats.nr_park_grouped, (long)n);
 	for (i = 0; i < n; i++)
-		park_answer(k->w, g[i], r[i].ret);
+		park_answer(g[i], r[i].ret);
 }
 
 static void *park_main(void *arg)

@@ -47,6 +47,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (t_pattern, MIB, TFail, TSkip, t_check, t_eq, t_errno, t_is_kernel,  # noqa: E402
                     t_log, t_main, t_read_all, t_run, t_step, t_write_all)
+from wbtrace import vmstat  # noqa: E402
 
 FAULT = "trusted.wbcfs.fault"
 ENGINES = ("uring", "aio", "psync")
@@ -80,12 +81,10 @@ def check_b(mnt, round_):
 
 def flushes(mnt):
     """FLUSH requests the daemon has served: one per close(2) that sends it."""
-    with open(os.path.join(mnt, ".wbcfs", "vmstat")) as f:
-        for line in f:
-            k, _, v = line.partition(" ")
-            if k == "nr_flush_requests":
-                return int(v)
-    raise TFail("/.wbcfs/vmstat has no nr_flush_requests")
+    v = vmstat(mnt)
+    if "nr_flush_requests" not in v:
+        raise TFail("/.wbcfs/vmstat has no nr_flush_requests")
+    return v["nr_flush_requests"]
 
 
 def write_errors(env, mnt):

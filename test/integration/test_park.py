@@ -36,13 +36,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (MIB, GIB, t_check, t_eq, t_log, t_main,  # noqa: E402
                     t_pattern, t_step, t_is_mounted)
+from wbtrace import vmstat  # noqa: E402
 
 OPTS = ["commit=600", "dirty_expire_centisecs=60000", "cache_size=256M"]
-
-
-def vmstat(mnt):
-    with open(os.path.join(mnt, ".wbcfs", "vmstat")) as f:
-        return {k: int(v) for k, v in (line.split() for line in f if line.strip())}
 
 
 def chunk(tag, i, n):
