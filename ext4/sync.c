@@ -280,28 +280,20 @@ static struct bdi_sync_io *sync_group_start(struct wbfs *w, struct ext4_sync_req
 	return chain;
 }
 
-void ext4_sync_group(struct wbfs *w, struct ext4_sync_req *r, size_t n)
+/*
+ * The group's commit: the first commit takes the whole running
+ * transaction, so it covers every file's newest change made before it
+ * started; the later calls find their transactions committed and return
+ * at once. One that finds nothing to commit (the file's change committed
+ * before) leaves the flush to the caller: true when one is needed.
+ */
+static bool sync_group_commit(struct wbfs *w, struct ext4_sync_req *r, size_t n,
+			      struct bdi_sync_io *chain)
 {
-	struct bdi_sync_io *chain;
 	bool need_flush = false, flushed;
-	int cret = 0, fret = 0;
+	int cret = 0;
 	size_t i;
 
-	if (w->ro || !w->journal) {
-		for (i = 0; i < n; i++)
-			r[i].ret = w->ro ? 0 : r[i].wi ? winode_sync_range(w, r[i].wi, r[i].first,
-							     r[i].last, r[i].datasync)
-						: ext4_sync_durable(w);
-		return;
-	}
-	chain = sync_group_start(w, r, n);
-	/*
-	 * The first commit takes the whole running transaction, so it covers
-	 * every file's newest change made before it started: the later calls
-	 * find their transactions committed and return at once. One that
-	 * finds nothing to commit (the file's change committed before) leaves
-	 * the flush to us.
-	 */
 	for (i = 0; i < n; i++) {
 		if ((r[i].wi && !r[i].started) || r[i].errio)
 			continue;
@@ -314,6 +306,23 @@ void ext4_sync_group(struct wbfs *w, struct ext4_sync_req *r, size_t n)
 		r[i].unflushed = !cret && !flushed;
 		need_flush |= r[i].unflushed;
 	}
+	return need_flush;
+}
+
+void ext4_sync_group(struct wbfs *w, struct ext4_sync_req *r, size_t n)
+{
+	bool need_flush;
+	int fret = 0;
+	size_t i;
+
+	if (w->ro || !w->journal) {
+		for (i = 0; i < n; i++)
+			r[i].ret = w->ro ? 0 : r[i].wi ? winode_sync_range(w, r[i].wi, r[i].first,
+							     r[i].last, r[i].datasync)
+						: ext4_sync_durable(w);
+		return;
+	}
+	need_flush = sync_group_commit(w, r, n, sync_group_start(w, r, n));
 	/* the owner of the shared context last: it gives the context back */
 	for (i = n; i-- > 0;) {
 		if (r[i].started) {
