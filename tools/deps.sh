@@ -5,10 +5,11 @@
 
 # libnbd-dev: the NBD device layer (io_engine=nbd); libnbd-bin: nbdfuse,
 # which -o fsck runs e2fsck through on an NBD export, and nbdcopy; nbdkit:
-# the servers of test_nbd and bench/peers -d nbd.
+# the servers of test_nbd and bench/peers -d nbd. gdb: the tests print a
+# hung daemon's backtraces.
 WBCFS_PKGS=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
 	liburing-dev libaio-dev libext2fs-dev comerr-dev check e2fsprogs dbench
-	util-linux mount python3 attr acl gnuplot-nox libnbd-dev libnbd-bin nbdkit)
+	util-linux mount python3 attr acl gnuplot-nox gdb libnbd-dev libnbd-bin nbdkit)
 
 wbcfs_install_deps() {
 	local missing=() p

@@ -111,6 +111,56 @@ def t_errno(want, fn, *args, what=None, **kw):
         label, "/".join(errno.errorcode[w] for w in wants), ret))
 
 
+def t_dump_stacks(pid):
+    """Print where every thread of a hung daemon waits: each task's
+    kernel stack, and with gdb installed each thread's backtrace (a hang
+    in CI is then diagnosable from its log alone)."""
+    print("--- stacks of pid %d ---" % pid, flush=True)
+    try:
+        tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
+    except OSError as e:
+        print("no /proc/%d/task: %s" % (pid, e), flush=True)
+        return
+    for tid in tids:
+        base = "/proc/%d/task/%s/" % (pid, tid)
+        parts = []
+        for f in ("comm", "wchan", "stack"):
+            try:
+                with open(base + f) as fh:
+                    parts.append(fh.read().strip())
+            except OSError:
+                parts.append("?")
+        print("task %s %s wchan=%s\n%s" % (tid, parts[0], parts[1],
+                                           parts[2]), flush=True)
+    if shutil.which("gdb"):
+        try:
+            p = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
+                                "-ex", "set pagination off",
+                                "-ex", "thread apply all bt"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, text=True, timeout=120)
+            print(p.stdout, flush=True)
+        except (subprocess.TimeoutExpired, OSError) as e:
+            print("gdb: %s" % e, flush=True)
+    print("--- end of stacks ---", flush=True)
+
+
+def t_dump_umount_stacks():
+    """Print the kernel stack of every umount(8) still running: which
+    request the kernel waits on (SYNCFS, DESTROY, a flush)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/comm" % pid) as f:
+                if f.read().strip() != "umount":
+                    continue
+            with open("/proc/%s/stack" % pid) as f:
+                print("umount pid %s:\n%s" % (pid, f.read().strip()), flush=True)
+        except OSError:
+            pass
+
+
 def t_run(cmd, check=True, timeout=300, input=None, env=None, quiet=False):
     """Run a command, capture stdout+stderr as text; fail the test on a
     non-zero exit when check is set."""
@@ -357,8 +407,10 @@ class T_Env:
         self.watchdog_fired = True
         print("WATCHDOG: test overran its deadline; killing wbcfs daemons",
               flush=True)
+        t_dump_umount_stacks()
         for m in self.mounts:
             if m.proc and m.proc.poll() is None:
+                t_dump_stacks(m.pid)
                 try:
                     m.proc.kill()
                 except OSError:
@@ -554,6 +606,7 @@ class T_Env:
         try:
             rc = m.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            t_dump_stacks(m.pid)
             m.proc.kill()
             m.proc.wait()
             raise TFail("wbcfs (pid %d) still running %ds after umount; killed\n%s"
@@ -570,9 +623,25 @@ class T_Env:
         """umount(8), then wait for the daemon (plain fuse mounts return
         before it has finished writing)."""
         t0 = time.monotonic()
-        p = t_run(["umount", m.mnt], check=False, timeout=timeout)
+        t_log("$ umount " + m.mnt)
+        p = subprocess.Popen(["umount", m.mnt], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True,
+                             stdin=subprocess.DEVNULL)
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # umount waits in the kernel for the daemon's reply: show
+            # both sides, then kill the daemon, which ends the umount
+            t_dump_umount_stacks()
+            if m.proc and m.proc.poll() is None:
+                t_dump_stacks(m.pid)
+                m.proc.kill()
+            p.kill()
+            p.communicate()
+            raise TFail("umount %s: timed out after %ss; daemon killed\n%s"
+                        % (m.mnt, timeout, m.daemon_log()))
         if p.returncode != 0:
-            raise TFail("umount %s failed: %s\n%s" % (m.mnt, p.stdout,
+            raise TFail("umount %s failed: %s\n%s" % (m.mnt, out,
                                                      m.daemon_log()))
         m.mounted = False
         self.wait_daemon(m, timeout)
