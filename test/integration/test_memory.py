@@ -56,8 +56,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wbtest import (GIB, MIB, TFail, TSkip, t_check, t_log, t_main,  # noqa: E402
-                    t_manifest, t_run, t_step, t_sha256_file)
+from wbtest import (GIB, MIB, TFail, TSkip, t_check, t_dump_stacks, t_log,  # noqa: E402
+                    t_main, t_manifest, t_run, t_step, t_sha256_file)
 import wbmem  # noqa: E402
 import wbtrace  # noqa: E402
 
@@ -442,6 +442,8 @@ def case_resize(env, ctx):
                 v["cache_target_pages"] * PAGE <= 64 * MIB:
             break
         if time.monotonic() > end:
+            t_log("vmstat: " + ", ".join("%s %s" % kv for kv in v.items()))
+            t_dump_stacks(m.pid)
             raise TFail("120 s after the cut to 64M: resident %d, target %d "
                         "pages" % (v["cache_resident_pages"],
                                    v["cache_target_pages"]))

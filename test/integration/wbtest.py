@@ -783,6 +783,7 @@ class T_Env:
                 return -1
         if t_is_mounted(m.mnt) and run(["umount", m.mnt]) != 0:
             if m.proc and m.proc.poll() is None:
+                t_dump_stacks(m.pid)
                 m.proc.kill()
             if t_is_mounted(m.mnt) and run(["umount", m.mnt]) != 0:
                 print("cleanup: lazy unmount of %s" % m.mnt, flush=True)
@@ -792,6 +793,7 @@ class T_Env:
                 m.proc.wait(30)
             except subprocess.TimeoutExpired:
                 print("cleanup: killing wbcfs pid %d" % m.pid, flush=True)
+                t_dump_stacks(m.pid)
                 m.proc.kill()
                 m.proc.wait()
             # a daemon killed just as it mounted leaves a dead mount behind
