@@ -51,6 +51,7 @@
 
 LOCK_CLASS(lc_journal_tlock, "journal_tlock")
 LOCK_CLASS(lc_journal_commit, "journal_commit")
+LOCK_CLASS(lc_journal_homed, "journal_homed")
 
 /* ---- the journal ------------------------------------------------------ */
 
@@ -223,6 +224,7 @@ static void note_reused_one(struct wbfs *w, struct wjournal *j, uint64_t b)
 	bool had = jtab_del(&j->logged, b);
 
 	(void)w;
+	jtab_del(&j->pinned, b);	/* its home copy is file data now */
 	had |= jtab_del(&j->ctab, b);
 	had |= jtab_del(&j->runset, b);
 	if (had && !jtab_find(&j->revoke, b) && !jtab_put(&j->revoke, b, 1))
@@ -244,6 +246,153 @@ void ext4_journal_note_reused(struct wbfs *w, uint64_t blk, uint64_t n)
 	visit_tab(w, j, &j->runset, blk, n, note_reused_one);
 	visit_tab(w, j, &j->logged, blk, n, note_reused_one);
 	visit_tab(w, j, &j->ctab, blk, n, note_reused_one);
+}
+
+/* ---- the log's tail ---------------------------------------------------- */
+
+/*
+ * Page @p of the metadata mapping reached home. Clean and in no
+ * transaction, it held what its last commit logged (a change while the
+ * write was in flight would have dirtied it, and a commit of it would
+ * have it PG_jcommit until done): that block no longer pins the
+ * transactions up to the last one committed now. Noted under hlock, a
+ * leaf, and folded into pinned at the next commit or checkpoint; only a
+ * flush after that makes the tail it allows durable. Context: I/O
+ * completion (ext4_bdi_ops.meta_written).
+ */
+void ext4_journal_meta_written(struct bdi *b, struct page *p)
+{
+	struct wbfs *w = bdi_owner(b);
+	struct wjournal *j = w->journal;
+	uint32_t c;
+
+	if (!j || p->mapping != &w->meta_map ||
+	    !__atomic_load_n(&j->have_committed, __ATOMIC_ACQUIRE))
+		return;
+	if (page_test(p, PG_dirty) || page_test(p, PG_jdirty) || page_test(p, PG_jcommit))
+		return;
+	c = __atomic_load_n(&j->committed, __ATOMIC_ACQUIRE);
+	ls_mutex_lock(&j->hlock, &lc_journal_homed);
+	jtab_put(&j->homed, p->index, c);	/* no room: it stays pinned */
+	ls_mutex_unlock(&j->hlock);
+}
+
+/* Context: fs_lock (and commit_mutex: no commit changes pinned meanwhile). */
+void ext4_journal_fold_homed(struct wjournal *j)
+{
+	size_t i;
+
+	ls_mutex_lock(&j->hlock, &lc_journal_homed);
+	if (j->homed.n && j->pinned.n) {
+		for (i = 0; i < j->homed.cap; i++) {
+			uint32_t *t;
+
+			if (j->homed.key[i] == JTAB_EMPTY)
+				continue;
+			t = jtab_find(&j->pinned, j->homed.key[i]);
+			if (t && !jbd2_tid_gt(*t, j->homed.val[i])) {
+				jtab_del(&j->pinned, j->homed.key[i]);
+				atomic_fetch_add(&j->homed_blocks, 1);
+			}
+		}
+	}
+	jtab_clear(&j->homed);
+	ls_mutex_unlock(&j->hlock);
+}
+
+/* The oldest transaction a block pins, or @dflt. Context: fs_lock. */
+uint32_t ext4_journal_oldest_pinned(const struct wjournal *j, uint32_t dflt)
+{
+	bool any = false;
+	uint32_t m = dflt;
+	size_t i;
+
+	for (i = 0; i < j->pinned.cap && j->pinned.n; i++)
+		if (j->pinned.key[i] != JTAB_EMPTY &&
+		    (!any || jbd2_tid_gt(m, j->pinned.val[i]))) {
+			m = j->pinned.val[i];
+			any = true;
+		}
+	return m;
+}
+
+/* Is journal block @pos in the log, [tail, head)? Context: commit_mutex. */
+static bool in_log(const struct wjournal *j, uint32_t pos)
+{
+	if (j->empty)
+		return false;
+	if (j->tail <= j->head)
+		return pos >= j->tail && pos < j->head;
+	return pos >= j->tail || pos < j->head;
+}
+
+/*
+ * The log starts at transaction @tid now (the superblock says so,
+ * durably), or is empty (@empty): the transactions before it leave the
+ * list, and so do the blocks whose newest copy they held (a later free of
+ * such a block needs no revoke). Context: commit_mutex and fs_lock.
+ */
+void ext4_journal_tail_set(struct wbfs *w, struct wjournal *j, bool empty, uint32_t tid)
+{
+	size_t i, k = 0;
+	uint64_t *gone;
+
+	lock_assert_held(&j->commit_mutex);
+	lock_assert_held(&w->fs_lock);
+	if (empty) {
+		j->empty = true;
+		j->head = j->tail = j->log.first;
+		j->nr_txs = 0;
+		jtab_clear(&j->logged);
+		jtab_clear(&j->pinned);
+		j->tail_tid = j->safe_tid = tid;
+		return;
+	}
+	while (k < j->nr_txs && jbd2_tid_gt(tid, j->txs[k].tid))
+		k++;
+	if (k == j->nr_txs)
+		return;		/* not in the log: nothing to forget */
+	memmove(j->txs, j->txs + k, (j->nr_txs - k) * sizeof(*j->txs));
+	j->nr_txs -= k;
+	j->tail = j->txs[0].start;
+	j->tail_tid = tid;
+	if (jbd2_tid_gt(tid, j->safe_tid))
+		j->safe_tid = tid;
+	if (!k || !j->logged.n)
+		return;
+	gone = malloc(j->logged.n * sizeof(*gone));
+	if (!gone)
+		return;		/* they stay: a revoke too many later */
+	for (i = 0, k = 0; i < j->logged.cap; i++)
+		if (j->logged.key[i] != JTAB_EMPTY && !in_log(j, j->logged.val[i] & ~ESC_BIT))
+			gone[k++] = j->logged.key[i];
+	for (i = 0; i < k; i++)
+		jtab_del(&j->logged, gone[i]);
+	free(gone);
+}
+
+/* Where transaction @tid starts in the log (the head when it is not there). */
+uint32_t ext4_journal_tx_start(const struct wjournal *j, uint32_t tid)
+{
+	size_t i;
+
+	for (i = 0; i < j->nr_txs; i++)
+		if (j->txs[i].tid == tid)
+			return j->txs[i].start;
+	return j->head;
+}
+
+/* Free log blocks after the head. Context: commit_mutex. */
+uint32_t ext4_journal_room(const struct wjournal *j)
+{
+	uint32_t len = j->log.last - j->log.first, used;
+
+	if (j->empty)
+		return len - 1;
+	used = j->head >= j->tail ? j->head - j->tail : j->head + len - j->tail;
+	/* a block stays free: a log filling the whole ring would run into
+	 * its own start, which replay must then tell from a newer block */
+	return len - used - 1;
 }
 
 /* Freed by the transaction that committed, unless freed anew since (busy again). */
@@ -515,6 +664,9 @@ int ext4_journal_load(struct wbfs *w, const char *dev)
 		goto nomem;
 	pthread_mutex_init(&j->commit_mutex, NULL);
 	pthread_mutex_init(&j->tlock, NULL);
+	pthread_mutex_init(&j->hlock, NULL);
+	j->tail = j->log.first;
+	j->tail_tid = j->safe_tid = j->seq;
 	{
 		pthread_condattr_t ca;
 
@@ -580,9 +732,9 @@ int ext4_journal_shutdown(struct wbfs *w)
 	stop_thread(j);
 	ret = ext4_journal_commit(w, NULL);
 	ls_mutex_lock(&j->commit_mutex, &lc_journal_commit);
-	ext4_lock(w);
 	if (!ret && !j->err)
-		ret = ext4_journal_checkpoint_locked(w, j);
+		ret = ext4_journal_checkpoint(w, j, UINT32_MAX);
+	ext4_lock(w);
 	if (!ret)
 		ret = j->err;
 	if (!ret) {
@@ -615,6 +767,9 @@ void ext4_journal_free(struct wbfs *w)
 	jtab_free(&j->revoke);
 	jtab_free(&j->logged);
 	jtab_free(&j->ctab);
+	jtab_free(&j->pinned);
+	jtab_free(&j->homed);
+	free(j->txs);
 	if (j->busy_commit)
 		ext2fs_free_block_bitmap(j->busy_commit);
 	ext4_bm_runs_free(&j->busy_commit_runs);
@@ -623,6 +778,7 @@ void ext4_journal_free(struct wbfs *w)
 	free(j->zero);
 	pthread_mutex_destroy(&j->commit_mutex);
 	pthread_mutex_destroy(&j->tlock);
+	pthread_mutex_destroy(&j->hlock);
 	pthread_cond_destroy(&j->tcond);
 	free(j);
 	w->journal = NULL;
@@ -654,7 +810,9 @@ int ext4_journal_show(struct wbfs *w, char *buf, size_t len)
 			"checkpoints %ld\nunjournaled %ld\nfailed %ld\naborted %d\n"
 			"unwritten_after_error %ld\njoined %ld\n"
 			"commit_prepare_us %lu\ncommit_log_us %lu\ncommit_ordered_us %lu\n"
-			"commit_seal_us %lu\ncommit_finish_us %lu\n",
+			"commit_seal_us %lu\ncommit_finish_us %lu\n"
+			"tail %u\ntail_lazy %ld\ntail_forced %ld\ncheckpoint_blocks %ld\n"
+			"homed %ld\n",
 			j->commit_ms, j->log.last - j->log.first, j->head, j->max_tx, j->log.csum3,
 			j->log.is64,
 			atomic_load(&j->commits), atomic_load(&j->blocks),
@@ -665,5 +823,8 @@ int ext4_journal_show(struct wbfs *w, char *buf, size_t len)
 			(unsigned long)(atomic_load(&j->ns_log) / 1000 / n),
 			(unsigned long)(atomic_load(&j->ns_ordered) / 1000 / n),
 			(unsigned long)(atomic_load(&j->ns_seal) / 1000 / n),
-			(unsigned long)(atomic_load(&j->ns_finish) / 1000 / n));
+			(unsigned long)(atomic_load(&j->ns_finish) / 1000 / n),
+			j->empty ? 0 : j->tail, atomic_load(&j->tail_lazy),
+			atomic_load(&j->tail_forced), atomic_load(&j->ckpt_blocks),
+			atomic_load(&j->homed_blocks));
 }

@@ -144,6 +144,7 @@ const struct bdi_ops ext4_bdi_ops = {
 	.alloc_wait = ext4_alloc_wait,
 	.write_error = ext4_write_error,
 	.newblock_failed = ext4_newblock_failed,
+	.meta_written = ext4_journal_meta_written,
 };
 
 /*

@@ -223,8 +223,11 @@ static void wb_io_done(struct io_req *req, int res)
 		for (i = 0; i < io->n; i++)
 			wb_page_fail(io->b, wi, io->pages[i], err);
 	} else {
-		for (i = 0; i < io->n; i++)
+		for (i = 0; i < io->n; i++) {
+			if (wi->is_meta && io->b->ops->meta_written)
+				io->b->ops->meta_written(io->b, io->pages[i]);
 			wb_page_end(io->b, io->pages[i], 0);
+		}
 		throttle_wb_completed(&io->b->tw, io->n);
 	}
 	wb_inflight_sub(io->b, io->n);

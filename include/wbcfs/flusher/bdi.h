@@ -102,6 +102,13 @@ struct bdi_ops {
 	 * from I/O completion; must not sleep or wait on writeback.
 	 */
 	void (*newblock_failed)(struct bdi *b, struct wb_inode *wi, uint64_t index);
+	/*
+	 * Optional: page @p of a metadata inode (is_meta) reached the
+	 * device; called before its writeback ends (the owner's journal
+	 * learns which logged blocks are home). Context: I/O completion;
+	 * must not sleep; leaf locks only.
+	 */
+	void (*meta_written)(struct bdi *b, struct page *p);
 };
 
 struct bdi_config {
