@@ -91,6 +91,7 @@ struct wjournal {
 	_Atomic long tail_forced;	/* tail advances that had to write home */
 	_Atomic long ckpt_blocks;	/* blocks those wrote home */
 	_Atomic long homed_blocks;	/* home writes that released a block */
+	_Atomic long wraps;		/* commits that wrapped past the log's end */
 	/* time in each phase of the commits, ns (as jbd2's info file) */
 	_Atomic uint64_t ns_prepare, ns_log, ns_ordered, ns_seal, ns_finish;
 };

@@ -591,6 +591,8 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 		j->tail_tid = j->safe_tid = t->tid;
 	}
 	j->head = ext4_journal_wrap(j, t->start + t->nblk);
+	if (j->head <= t->start)
+		atomic_fetch_add(&j->wraps, 1);
 	j->empty = false;
 	if (t->tail_write) {
 		ext4_journal_tail_set(w, j, false, j->safe_tid);

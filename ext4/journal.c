@@ -812,7 +812,7 @@ int ext4_journal_show(struct wbfs *w, char *buf, size_t len)
 			"commit_prepare_us %lu\ncommit_log_us %lu\ncommit_ordered_us %lu\n"
 			"commit_seal_us %lu\ncommit_finish_us %lu\n"
 			"tail %u\ntail_lazy %ld\ntail_forced %ld\ncheckpoint_blocks %ld\n"
-			"homed %ld\n",
+			"homed %ld\nwraps %ld\n",
 			j->commit_ms, j->log.last - j->log.first, j->head, j->max_tx, j->log.csum3,
 			j->log.is64,
 			atomic_load(&j->commits), atomic_load(&j->blocks),
@@ -826,5 +826,5 @@ int ext4_journal_show(struct wbfs *w, char *buf, size_t len)
 			(unsigned long)(atomic_load(&j->ns_finish) / 1000 / n),
 			j->empty ? 0 : j->tail, atomic_load(&j->tail_lazy),
 			atomic_load(&j->tail_forced), atomic_load(&j->ckpt_blocks),
-			atomic_load(&j->homed_blocks));
+			atomic_load(&j->homed_blocks), atomic_load(&j->wraps));
 }

@@ -182,7 +182,8 @@ def run_workload(env, name, seed, size=1):
     else:
         m = env.mount(dev, opts=["write_log=" + log, "cache_size=64M"] +
                       (ORDERED_OPTS if name == "ordered" else []) +
-                      (["fault_inject"] if name == "faults" else []))
+                      (["fault_inject"] if name == "faults" else []) +
+                      (["dirty_writeback_centisecs=0"] if name == "checkpoint" else []))
     full = kdev is not None or journal_mode(m.mnt)
     rec = crashwork.Record(log, record)
     ran = True
@@ -216,7 +217,9 @@ def run_workload(env, name, seed, size=1):
             st = dict(line.split() for line in f if line.strip())
         t_log("%s: journal: %s" % (name, ", ".join(
             "%s %s" % (k, st.get(k)) for k in ("commits", "checkpoints", "failed",
-                                               "unwritten_after_error"))))
+                                               "unwritten_after_error", "wraps",
+                                               "tail_lazy", "tail_forced",
+                                               "checkpoint_blocks", "homed"))))
     env.umount(m)
     if kdev:
         kdev.close()
