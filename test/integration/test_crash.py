@@ -220,6 +220,13 @@ def run_workload(env, name, seed, size=1):
                                                "unwritten_after_error", "wraps",
                                                "tail_lazy", "tail_forced",
                                                "checkpoint_blocks", "homed"))))
+        # the checkpoint's crash states are among those checked: a log
+        # that wrapped, a forced checkpoint's home writes, flush and new
+        # start; dbench's tail advances ride on its commits' flushes
+        need = {"checkpoint": ("wraps", "tail_forced"), "dbench": ("wraps", "tail_lazy")}
+        for k in need.get(name, ()) if not kdev else ():
+            if int(st.get(k, 0)) < 1:
+                raise TFail("%s: the journal shows no %s" % (name, k))
     env.umount(m)
     if kdev:
         kdev.close()
