@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The journal's checkpoint: the newest committed copy of every block the
- * log holds written home (from the cache, or read back from the log),
- * flushed, and the log marked empty, so that the next transaction starts
- * at its beginning again. Apart from the commit (jcommit.c) because it is
- * the one part that reads the cache's pages to write them home; the batch
- * of home writes also serves a transaction larger than the log.
+ * The journal's checkpoint: when the next transaction finds no room in
+ * the ring, the pinned blocks of the oldest transactions written home
+ * (from the cache, or read back from the log when the running
+ * transaction has changed the page since), a flush, and the journal
+ * superblock with the new tail. Apart from the commit (jcommit.c) because
+ * it is the one part that reads the cache's pages to write them home; the
+ * batch of home writes also serves a transaction larger than the log.
  */
 #include <errno.h>
 #include <stdlib.h>

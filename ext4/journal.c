@@ -18,24 +18,48 @@
  * block, a device flush. Only then do the pages become writable home, and
  * blocks the transaction freed reusable (busy blocks, ext4.c).
  *
- * The log never wraps: when the next transaction does not fit before its
- * end, a checkpoint writes the newest committed copy of every block the log
- * holds home (from the cache when the page is not in the running
- * transaction, from the log otherwise), flushes, and marks the log empty
- * in the journal superblock. A freed block that the log holds gets a
- * revoke record, so that a replay never writes old metadata over what the
- * block holds later (file data). Until that revoke has committed, the
- * committed metadata still points at the block: a checkpoint in between
- * writes its logged copy home, and only the revoke's commit drops it from
- * the log's tables. The freed block's cached page is dropped at once: what
- * the running transaction changed in it must not reach home.
+ * The log is a ring [first, last), as jbd2's: transactions are laid out
+ * after the head and wrap at its end; the journal superblock's s_start
+ * and s_sequence are its tail, the oldest transaction that still holds
+ * the newest committed copy of a block whose home copy is older (pinned:
+ * block -> that transaction). After a commit its pages are ordinary dirty
+ * pages that writeback takes home on its own schedule; a block logged
+ * again pins only its newest transaction, so one home write covers all
+ * of them. The completion of a home write of a clean page in no
+ * transaction (meta_written, from writeback) releases its block up to the
+ * last transaction committed then; the releases are folded into pinned
+ * at the next commit, whose flush makes them durable: from then on the
+ * oldest transaction still pinned may be the tail (safe_tid), and a later
+ * commit writes it into the superblock before its own flush (lazily:
+ * once the log is a quarter full). The tail is never written before the
+ * home writes it relies on are flushed, and a block is never reused
+ * before the superblock that frees it is on the device.
+ *
+ * Only when the next transaction does not fit does a checkpoint
+ * (jcheckpoint.c) write home the pinned blocks of the oldest
+ * transactions, flush and write the new tail; it holds commit_mutex but
+ * takes fs_lock only to read and update the tables, so namespace
+ * operations go on during its I/O. A block that the running transaction
+ * has changed since its commit is written from its logged copy.
+ *
+ * A freed block the log holds gets a revoke record, so that a replay
+ * never writes old metadata over what the block holds later (file data).
+ * Until that revoke has committed, the committed metadata still points at
+ * the block: it stays pinned, a checkpoint in between writes its logged
+ * copy home, and only the revoke's commit drops it from the log's
+ * tables. The freed block's cached page is dropped at once: what the
+ * running transaction changed in it must not reach home. A revoke leaves
+ * the log only after every older transaction (the tail moves in order),
+ * and a block leaves `logged` (no revoke needed any more) once the tail
+ * has passed its newest copy.
  *
  * Commits: every commit=N seconds (journal thread), at fsync and syncfs,
  * when the running transaction grows past a quarter of the log, and at
  * unmount, which also checkpoints and clears needs_recovery.
  *
  * Locks: commit_mutex serialises commits and checkpoints (outside
- * fs_lock); the running transaction's tables are under fs_lock.
+ * fs_lock); the running transaction's tables are under fs_lock; hlock,
+ * a leaf, holds the home writes completed since the last fold.
  */
 #include <errno.h>
 #include <stdio.h>
