@@ -22,6 +22,12 @@ struct jtx_rec {
 	uint32_t tid, start, nblk;
 };
 
+/* A committed page held from writeback since @ms. */
+struct jheld {
+	struct page *p;
+	uint64_t ms;
+};
+
 struct wjournal {
 	struct wbfs *w;
 	struct jbd2_log log;		/* the log on the device (log.jsb:
@@ -71,6 +77,11 @@ struct wjournal {
 	uint32_t safe_tid;		/* commit_mutex: a later start whose home
 					 * writes a flush has made durable, for the
 					 * superblock (== tail_tid: none) */
+	struct jheld *held;		/* fs_lock: committed pages that writeback
+					 * leaves alone a while (PG_jcommit kept,
+					 * referenced), oldest first */
+	size_t nr_held, cap_held;	/* fs_lock */
+	struct jtab heldset;		/* fs_lock: their pages' addresses */
 	struct jtx_rec *txs;		/* commit_mutex: the committed transactions
 					 * from tail to head, oldest first */
 	size_t nr_txs, cap_txs;		/* commit_mutex */
@@ -135,6 +146,10 @@ static inline uint32_t ext4_journal_wrap(const struct wjournal *j, uint32_t x)
 {
 	return x >= j->log.last ? x - (j->log.last - j->log.first) : x;
 }
+/* Committed page @p (its reference given) joins the held pages. Context: fs_lock. */
+void ext4_journal_hold(struct wbfs *w, struct wjournal *j, struct page *p);
+/* Held pages older than @age_ms (0: all) go to writeback. Context: fs_lock, no commit. */
+void ext4_journal_release_held(struct wbfs *w, struct wjournal *j, uint64_t age_ms);
 /* Fold completed home writes into pinned. Context: fs_lock. */
 void ext4_journal_fold_homed(struct wjournal *j);
 /* The oldest transaction pinned (or @dflt when none is). Context: fs_lock. */

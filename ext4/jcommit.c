@@ -206,10 +206,8 @@ static void tx_done(struct wbfs *w, struct wjournal *j, struct jtx *t)
 		jtab_del(&j->logged, t->rev[i]);
 		jtab_del(&j->pinned, t->rev[i]);
 	}
-	for (i = 0; i < t->nr_pages; i++) {
-		page_clear(t->pages[i], PG_jcommit);
-		page_put(t->pages[i]);
-	}
+	for (i = 0; i < t->nr_pages; i++)
+		ext4_journal_hold(w, j, t->pages[i]);
 	t->nr_pages = 0;
 	ext4_journal_release_busy_commit(w, j);
 }
@@ -342,6 +340,8 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 		     "cannot make the blocks of failed writes unwritten", -ret);
 	if (flush_fs_locked(w))
 		return ext4_journal_abort(w, j, -EIO);
+	/* no transaction is being committed: held pages may go */
+	ext4_journal_release_held(w, j, atomic_load(&w->cache->tun.dirty_expire_centisecs) * 10ULL);
 	if (!j->nr_run && !j->revoke.n) {
 		/* nothing changed: what was freed is freed on disk already,
 		 * the running transaction's frees too (a free changes a

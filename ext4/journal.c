@@ -301,6 +301,53 @@ void ext4_journal_meta_written(struct bdi *b, struct page *p)
 	ls_mutex_unlock(&j->hlock);
 }
 
+/*
+ * Freshly committed metadata waits a while before writeback takes it
+ * home, as the kernel's: jbd2 dirties a buffer at the end of its commit,
+ * and the flusher writes it when it expires (dirty_expire_centisecs). A
+ * page written home after every commit (commit=5) would cost the device
+ * a scattered write per block every few seconds, where one write per
+ * expiry covers every commit in between: the log holds the newest copy
+ * meanwhile. The page keeps PG_jcommit, which writeback skips; a change
+ * by the running transaction and its commit keep the hold's start.
+ * Context: fs_lock.
+ */
+void ext4_journal_hold(struct wbfs *w, struct wjournal *j, struct page *p)
+{
+	uint64_t key = (uint64_t)(uintptr_t)p;
+
+	(void)w;
+	if (jtab_find(&j->heldset, key)) {
+		page_put(p);		/* held already: from its first commit on */
+		return;
+	}
+	if (j->nr_held == j->cap_held || jtab_put(&j->heldset, key, 1)) {
+		page_clear(p, PG_jcommit);
+		page_put(p);
+		return;
+	}
+	j->held[j->nr_held++] = (struct jheld){ p, clock_now_ms() };
+}
+
+void ext4_journal_release_held(struct wbfs *w, struct wjournal *j, uint64_t age_ms)
+{
+	uint64_t now = clock_now_ms();
+	size_t i = 0, k;
+
+	(void)w;
+	while (i < j->nr_held && (!age_ms || now - j->held[i].ms >= age_ms))
+		i++;
+	for (k = 0; k < i; k++) {
+		struct page *p = j->held[k].p;
+
+		jtab_del(&j->heldset, (uint64_t)(uintptr_t)p);
+		page_clear(p, PG_jcommit);
+		page_put(p);
+	}
+	memmove(j->held, j->held + i, (j->nr_held - i) * sizeof(*j->held));
+	j->nr_held -= i;
+}
+
 /* Context: fs_lock (and commit_mutex: no commit changes pinned meanwhile). */
 void ext4_journal_fold_homed(struct wjournal *j)
 {
@@ -686,6 +733,11 @@ int ext4_journal_load(struct wbfs *w, const char *dev)
 	}
 	if (ext2fs_allocate_block_bitmap(fs, "committing busy blocks", &j->busy_commit))
 		goto nomem;
+	/* no more held pages than blocks the log holds */
+	j->cap_held = j->log.last - j->log.first;
+	j->held = calloc(j->cap_held, sizeof(*j->held));
+	if (!j->held)
+		goto nomem;
 	pthread_mutex_init(&j->commit_mutex, NULL);
 	pthread_mutex_init(&j->tlock, NULL);
 	pthread_mutex_init(&j->hlock, NULL);
@@ -759,6 +811,8 @@ int ext4_journal_shutdown(struct wbfs *w)
 	if (!ret && !j->err)
 		ret = ext4_journal_checkpoint(w, j, UINT32_MAX);
 	ext4_lock(w);
+	/* what is left dirty goes home with the unmount's writeback */
+	ext4_journal_release_held(w, j, 0);
 	if (!ret)
 		ret = j->err;
 	if (!ret) {
@@ -793,6 +847,9 @@ void ext4_journal_free(struct wbfs *w)
 	jtab_free(&j->ctab);
 	jtab_free(&j->pinned);
 	jtab_free(&j->homed);
+	ext4_journal_release_held(w, j, 0);	/* nothing else runs now */
+	free(j->held);
+	jtab_free(&j->heldset);
 	free(j->txs);
 	if (j->busy_commit)
 		ext2fs_free_block_bitmap(j->busy_commit);
