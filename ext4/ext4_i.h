@@ -144,7 +144,7 @@ uint32_t ext4_journal_room(const struct wjournal *j);
 /* Journal block @x of the ring, wrapped. */
 static inline uint32_t ext4_journal_wrap(const struct wjournal *j, uint32_t x)
 {
-	return x >= j->log.last ? x - (j->log.last - j->log.first) : x;
+	return jbd2_ring_wrap(j->log.first, j->log.last, x);
 }
 /* Committed page @p (its reference given) joins the held pages. Context: fs_lock. */
 void ext4_journal_hold(struct wbfs *w, struct wjournal *j, struct page *p);

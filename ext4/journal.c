@@ -374,27 +374,7 @@ void ext4_journal_fold_homed(struct wjournal *j)
 /* The oldest transaction a block pins, or @dflt. Context: fs_lock. */
 uint32_t ext4_journal_oldest_pinned(const struct wjournal *j, uint32_t dflt)
 {
-	bool any = false;
-	uint32_t m = dflt;
-	size_t i;
-
-	for (i = 0; i < j->pinned.cap && j->pinned.n; i++)
-		if (j->pinned.key[i] != JTAB_EMPTY &&
-		    (!any || jbd2_tid_gt(m, j->pinned.val[i]))) {
-			m = j->pinned.val[i];
-			any = true;
-		}
-	return m;
-}
-
-/* Is journal block @pos in the log, [tail, head)? Context: commit_mutex. */
-static bool in_log(const struct wjournal *j, uint32_t pos)
-{
-	if (j->empty)
-		return false;
-	if (j->tail <= j->head)
-		return pos >= j->tail && pos < j->head;
-	return pos >= j->tail || pos < j->head;
+	return jtab_min_tid(&j->pinned, dflt);
 }
 
 /*
@@ -435,7 +415,7 @@ void ext4_journal_tail_set(struct wbfs *w, struct wjournal *j, bool empty, uint3
 	if (!gone)
 		return;		/* they stay: a revoke too many later */
 	for (i = 0, k = 0; i < j->logged.cap; i++)
-		if (j->logged.key[i] != JTAB_EMPTY && !in_log(j, j->logged.val[i] & ~ESC_BIT))
+		if (j->logged.key[i] != JTAB_EMPTY && !jbd2_ring_holds(j->tail, j->head, j->empty, j->logged.val[i] & ~ESC_BIT))
 			gone[k++] = j->logged.key[i];
 	for (i = 0; i < k; i++)
 		jtab_del(&j->logged, gone[i]);
@@ -456,14 +436,7 @@ uint32_t ext4_journal_tx_start(const struct wjournal *j, uint32_t tid)
 /* Free log blocks after the head. Context: commit_mutex. */
 uint32_t ext4_journal_room(const struct wjournal *j)
 {
-	uint32_t len = j->log.last - j->log.first, used;
-
-	if (j->empty)
-		return len - 1;
-	used = j->head >= j->tail ? j->head - j->tail : j->head + len - j->tail;
-	/* a block stays free: a log filling the whole ring would run into
-	 * its own start, which replay must then tell from a newer block */
-	return len - used - 1;
+	return jbd2_ring_room(j->log.first, j->log.last, j->tail, j->head, j->empty);
 }
 
 /* Freed by the transaction that committed, unless freed anew since (busy again). */
