@@ -150,6 +150,8 @@ static inline uint32_t ext4_journal_wrap(const struct wjournal *j, uint32_t x)
 void ext4_journal_hold(struct wbfs *w, struct wjournal *j, struct page *p);
 /* Held pages older than @age_ms (0: all) go to writeback. Context: fs_lock, no commit. */
 void ext4_journal_release_held(struct wbfs *w, struct wjournal *j, uint64_t age_ms);
+/* syncfs: every held page to writeback. Context: no lock held. */
+void ext4_journal_release_all(struct wbfs *w);
 /* Fold completed home writes into pinned. Context: fs_lock. */
 void ext4_journal_fold_homed(struct wjournal *j);
 /* The oldest transaction pinned (or @dflt when none is). Context: fs_lock. */

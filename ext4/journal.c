@@ -310,18 +310,20 @@ void ext4_journal_meta_written(struct bdi *b, struct page *p)
  * expiry covers every commit in between: the log holds the newest copy
  * meanwhile. The page keeps PG_jcommit, which writeback skips; a change
  * by the running transaction and its commit keep the hold's start.
- * Context: fs_lock.
+ * At most a sixteenth of the cache is held (reclaim cannot free dirty
+ * pages); past that, committed pages go home at once. Context: fs_lock.
  */
 void ext4_journal_hold(struct wbfs *w, struct wjournal *j, struct page *p)
 {
 	uint64_t key = (uint64_t)(uintptr_t)p;
+	/* dirty pages reclaim cannot free: a sixteenth of the cache at most */
+	size_t cap = atomic_load(&w->cache->nr_pages) / 16;
 
-	(void)w;
 	if (jtab_find(&j->heldset, key)) {
 		page_put(p);		/* held already: from its first commit on */
 		return;
 	}
-	if (j->nr_held == j->cap_held || jtab_put(&j->heldset, key, 1)) {
+	if (j->nr_held >= cap || j->nr_held == j->cap_held || jtab_put(&j->heldset, key, 1)) {
 		page_clear(p, PG_jcommit);
 		page_put(p);
 		return;
@@ -346,6 +348,24 @@ void ext4_journal_release_held(struct wbfs *w, struct wjournal *j, uint64_t age_
 	}
 	memmove(j->held, j->held + i, (j->nr_held - i) * sizeof(*j->held));
 	j->nr_held -= i;
+}
+
+/*
+ * syncfs: the held pages go to its metadata pass, as sync(2) writes the
+ * kernel's block device pages home too. Context: no lock held.
+ */
+void ext4_journal_release_all(struct wbfs *w)
+{
+	struct wjournal *j = w->journal;
+
+	if (!j)
+		return;
+	/* no commit in flight: its pages' PG_jcommit must stay */
+	ls_mutex_lock(&j->commit_mutex, &lc_journal_commit);
+	ext4_lock(w);
+	ext4_journal_release_held(w, j, 0);
+	ext4_unlock(w);
+	ls_mutex_unlock(&j->commit_mutex);
 }
 
 /* Context: fs_lock (and commit_mutex: no commit changes pinned meanwhile). */
