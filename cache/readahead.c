@@ -120,3 +120,16 @@ void ra_async(struct ra_state *ra, uint64_t index, unsigned req, unsigned io_pag
 	size = ra_next_size((unsigned)(hole - index) + req, max);
 	ra_set(ra, w, hole, size, size);
 }
+
+unsigned ra_window_part(const struct ra_window *w, unsigned off, unsigned max,
+			struct ra_window *part)
+{
+	uint64_t marker = w->start + w->size - w->async_size;
+
+	part->start = w->start + off;
+	part->size = off < w->size ? (w->size - off < max ? w->size - off : max) : 0;
+	part->async_size = 0;
+	if (w->async_size && marker >= part->start && marker < part->start + part->size)
+		part->async_size = (unsigned)(part->start + part->size - marker);
+	return part->size;
+}

@@ -86,8 +86,9 @@ const struct tunable tunables[NR_TUNABLES] = {
 	},
 	[TUN_READAHEAD_KB] = {
 		"readahead_kb", TK_UINT, TF_LIVE, "KiB", RANGE(0, 65536), .multiple = 4,
-		.def = 128, OPT(readahead_kb),
+		.def = 128, OPT(readahead_kb), GIVEN(readahead_kb_given),
 		.help = "largest readahead window",
+		.def_text = "the block device's read_ahead_kb; 128 for an image or NBD",
 	},
 	[TUN_MIN_RATIO] = {
 		"min_ratio", TK_UINT, TF_LIVE, "%", RANGE(0, 100), .def = 0, OPT(min_ratio),
@@ -143,6 +144,16 @@ const struct tunable tunables[NR_TUNABLES] = {
 		.syntax = "auto_da_alloc[=0|1], noauto_da_alloc",
 		.help = "write a file's new data at a rename over another file and at close "
 			"after truncation to 0",
+	},
+	[TUN_CLOSE_ERRORS] = {
+		"close_errors", TK_BOOL, 0, NULL, RANGE(0, 1), .def = 0, OPT(close_errors),
+		.help = "a writer's close(2) reports writeback errors (a FLUSH round trip per "
+			"close, as NFS); 0: at fsync only, as ext4",
+	},
+	[TUN_PARK_ALL] = {
+		"park_all", TK_BOOL, 0, NULL, RANGE(0, 1), .def = 0, OPT(park_all),
+		.help = "every fsync and synchronous write is handed to the syncers; 0: one "
+			"that meets no other sync runs in its own thread",
 	},
 	[TUN_FLUSHERS] = {
 		"flushers", TK_UINT, 0, NULL, RANGE(1, 16), .def = 1, OPT(flushers),

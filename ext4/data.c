@@ -137,23 +137,40 @@ static unsigned clip_to_eof(uint64_t start, unsigned size, uint64_t isize)
 	return eof_pages - start < size ? (unsigned)(eof_pages - start) : size;
 }
 
+/*
+ * Read @win, in parts of at most RA_BATCH pages (read_pages' batch, one
+ * device read at most): a window of readahead_kb above 1 MiB is read
+ * whole, and its marker page is marked in whichever part holds it.
+ */
 static int read_window(struct wbfs *w, struct winode *wi, const struct ra_window *win,
 		       uint64_t need, uint64_t isize)
 {
-	unsigned size = clip_to_eof(win->start, win->size, isize);
-	uint64_t marker = win->async_size ? win->start + win->size - win->async_size : UINT64_MAX;
+	struct ra_window part;
+	unsigned off, n;
+	int ret = 0;
 
-	return size ? read_pages(w, wi, win->start, size, marker, need, isize) : 0;
+	for (off = 0; !ret && (n = ra_window_part(win, off, RA_BATCH, &part)); off += n) {
+		unsigned size = clip_to_eof(part.start, part.size, isize);
+		uint64_t marker = part.async_size ? part.start + part.size - part.async_size
+						  : UINT64_MAX;
+
+		if (!size)
+			break;
+		ret = read_pages(w, wi, part.start, size, marker, need, isize);
+	}
+	return ret;
 }
+
+static bool ra_queue(struct wbfs *w, struct winode *wi, const struct ra_window *win);
 
 /* Cache miss at @index: sync readahead, then the page itself. */
 static int read_miss(struct wbfs *w, struct wfile *f, uint64_t index, unsigned req,
 		     uint64_t isize)
 {
 	struct winode *wi = f->wi;
-	struct ra_window win;
-	unsigned io_pages = w->opts.max_io_kb / 4;
-	int ret;
+	struct ra_window win, part;
+	unsigned io_pages = w->opts.max_io_kb / 4, off, n;
+	int ret = 0;
 
 	ls_mutex_lock(&f->ra_lock, &lc_ra_lock);
 	ra_sync(&f->ra, index, req, io_pages, ra_count_cached, &wi->map, &win);
@@ -163,7 +180,19 @@ static int read_miss(struct wbfs *w, struct wfile *f, uint64_t index, unsigned r
 		win.size = req;
 		win.async_size = 0;
 	}
-	ret = read_window(w, wi, &win, index, isize);
+	/*
+	 * The reader reads the parts its request needs; the parts after it are
+	 * readahead proper, for the threads (one device read each: two threads
+	 * keep two in flight), as the kernel waits only for the pages asked for.
+	 */
+	for (off = 0; (n = ra_window_part(&win, off, RA_BATCH, &part)); off += n) {
+		if (part.start >= index + req && clip_to_eof(part.start, part.size, isize) &&
+		    ra_queue(w, wi, &part))
+			continue;
+		ret = read_window(w, wi, &part, index, isize);
+		if (ret)
+			break;
+	}
 	/* a bad block elsewhere in the window must not fail this read */
 	if (ret == -EIO && (win.start != index || win.size != 1)) {
 		win = (struct ra_window){ .start = index, .size = 1 };
@@ -314,9 +343,9 @@ void data_ra_stop(struct wbfs *w)
 static void read_async(struct wbfs *w, struct wfile *f, uint64_t index, unsigned req,
 		       uint64_t isize)
 {
-	struct ra_window win;
+	struct ra_window win, part;
 	uint64_t hole = index + 1;
-	unsigned io_pages = w->opts.max_io_kb / 4;
+	unsigned io_pages = w->opts.max_io_kb / 4, off, n;
 
 	while (hole < index + f->ra.ra_pages + req) {
 		struct page *p = mapping_get_page(&f->wi->map, hole);
@@ -329,10 +358,15 @@ static void read_async(struct wbfs *w, struct wfile *f, uint64_t index, unsigned
 	ls_mutex_lock(&f->ra_lock, &lc_ra_lock);
 	ra_async(&f->ra, index, req, io_pages, hole, &win);
 	ls_mutex_unlock(&f->ra_lock);
-	if (ra_queue(w, f->wi, &win))
-		return;
-	read_window(w, f->wi, &win, UINT64_MAX, isize);
-	atomic_fetch_add(&w->stats.nr_ra_inline, 1);
+	/* a job per part: the threads read two of them at once */
+	for (off = 0; (n = ra_window_part(&win, off, RA_BATCH, &part)); off += n) {
+		if (!clip_to_eof(part.start, part.size, isize))
+			break;
+		if (ra_queue(w, f->wi, &part))
+			continue;
+		read_window(w, f->wi, &part, UINT64_MAX, isize);
+		atomic_fetch_add(&w->stats.nr_ra_inline, 1);
+	}
 }
 
 /* A referenced, uptodate page at @index, reading it (with readahead) if needed. */

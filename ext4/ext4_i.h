@@ -176,6 +176,8 @@ int ext4_journal_start(struct wbfs *w);
  * -errno. Context: no lock held.
  */
 int ext4_journal_commit(struct wbfs *w, bool *flushed);
+/* As ext4_journal_commit, with writes of the caller in flight on @io (a chain). */
+int ext4_journal_commit_io(struct wbfs *w, bool *flushed, struct bdi_sync_io *io);
 int ext4_journal_commit_tid(struct wbfs *w, uint32_t tid, bool *flushed,
 			    struct bdi_sync_io *io);
 /* The running transaction's id (0 without a journal). Context: any. */

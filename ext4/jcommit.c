@@ -767,6 +767,11 @@ int ext4_journal_commit(struct wbfs *w, bool *flushed)
 	return journal_commit(w, false, 0, flushed, NULL);
 }
 
+int ext4_journal_commit_io(struct wbfs *w, bool *flushed, struct bdi_sync_io *io)
+{
+	return journal_commit(w, false, 0, flushed, io);
+}
+
 int ext4_journal_commit_tid(struct wbfs *w, uint32_t tid, bool *flushed,
 			    struct bdi_sync_io *io)
 {

@@ -244,6 +244,24 @@ void ext4_ts_set(struct ext2_inode_large *in, int which, const struct timespec *
 /* ---- opening ---------------------------------------------------------- */
 
 /*
+ * readahead_kb not given: the block device's read_ahead_kb (BLKRAGET, in
+ * 512-byte sectors), the window the kernel's ext4 reads ahead with on the
+ * same device (a loop device has 2560 KiB here, a disk often 128). With
+ * 1 MiB FUSE reads a window of 128 KiB is the request alone: the next
+ * 1 MiB is read, with its first-touch page faults, while the reader waits.
+ */
+static void dev_readahead(struct wbfs *w, int fd)
+{
+	long sectors = 0;
+	unsigned long kb;
+
+	if (w->opts.readahead_kb_given || ioctl(fd, BLKRAGET, &sectors) < 0 || sectors < 0)
+		return;
+	kb = (unsigned long)sectors / 2 / 4 * 4;
+	w->opts.readahead_kb = kb > 65536 ? 65536 : (unsigned)kb;
+}
+
+/*
  * The opened device, checked for what only an open fd tells: a read-only
  * block device (it opens O_RDWR and fails the first write), its size, and
  * for an image another wbcfs holding it. Closes @fd on refusal.
@@ -269,6 +287,7 @@ static int dev_check_open(struct wbfs *w, const char *dev, int fd, const struct 
 	}
 	if (ioctl(fd, BLKGETSIZE64, &w->dev_bytes) < 0)
 		w->dev_bytes = 0;
+	dev_readahead(w, fd);
 	return 0;
 }
 

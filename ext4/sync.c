@@ -251,3 +251,97 @@ int ext4_sync_durable(struct wbfs *w)
 	r = bdi_flush_device(w->bdi);
 	return ret ? ret : r;
 }
+
+/*
+ * A group of syncs (ext4_sync_group) with a journal: start every file's
+ * writes, chained so that the commit's ordered wait completes them while
+ * it waits. A file whose size cannot be logged is done at once.
+ */
+static struct bdi_sync_io *sync_group_start(struct wbfs *w, struct ext4_sync_req *r, size_t n)
+{
+	struct bdi_sync_io *chain = NULL, *owner = NULL;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		r[i].ret = 0;
+		r[i].started = r[i].errio = r[i].unflushed = false;
+		if (!r[i].wi)
+			continue;
+		bdi_sync_inode_start_with(w->bdi, &r[i].wi->wb, r[i].first, r[i].last,
+					  r[i].datasync, &r[i].io, owner);
+		if (!owner && r[i].io.x)
+			owner = &r[i].io;
+		r[i].ret = winode_settle_disksize(w, r[i].wi);
+		if (r[i].ret) {
+			/* the writes stay in flight, on the owner's context,
+			 * finished with the others': the error is the reply */
+			r[i].unflushed = false;
+			r[i].errio = true;
+		}
+		r[i].started = true;
+		r[i].io.next = chain;
+		chain = &r[i].io;
+	}
+	return chain;
+}
+
+/*
+ * The group's commit: the first commit takes the whole running
+ * transaction, so it covers every file's newest change made before it
+ * started; the later calls find their transactions committed and return
+ * at once. One that finds nothing to commit (the file's change committed
+ * before) leaves the flush to the caller: true when one is needed.
+ */
+static bool sync_group_commit(struct wbfs *w, struct ext4_sync_req *r, size_t n,
+			      struct bdi_sync_io *chain)
+{
+	bool need_flush = false, flushed;
+	int cret = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if ((r[i].wi && !r[i].started) || r[i].errio)
+			continue;
+		flushed = false;
+		if (!cret)
+			cret = r[i].wi ? ext4_journal_commit_tid(w, r[i].wi->sync_tid, &flushed,
+								 chain)
+				       : ext4_journal_commit_io(w, &flushed, chain);
+		r[i].ret = cret;
+		r[i].unflushed = !cret && !flushed;
+		need_flush |= r[i].unflushed;
+	}
+	return need_flush;
+}
+
+void ext4_sync_group(struct wbfs *w, struct ext4_sync_req *r, size_t n)
+{
+	bool need_flush;
+	int fret = 0;
+	size_t i;
+
+	if (w->ro || !w->journal) {
+		for (i = 0; i < n; i++)
+			r[i].ret = w->ro ? 0 : r[i].wi ? winode_sync_range(w, r[i].wi, r[i].first,
+							     r[i].last, r[i].datasync)
+						: ext4_sync_durable(w);
+		return;
+	}
+	need_flush = sync_group_commit(w, r, n, sync_group_start(w, r, n));
+	/* the owner of the shared context last: it gives the context back */
+	for (i = n; i-- > 0;) {
+		if (r[i].started) {
+			int ret = bdi_sync_inode_finish(w->bdi, &r[i].io);
+
+			r[i].started = false;
+			if (!r[i].errio && ret)
+				r[i].ret = ret;
+			r[i].errio = false;
+		}
+	}
+	if (need_flush)
+		fret = bdi_flush_device(w->bdi);
+	for (i = 0; fret && i < n; i++)
+		if (!r[i].ret && r[i].unflushed)
+			r[i].ret = fret;
+}

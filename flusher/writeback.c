@@ -732,7 +732,8 @@ static void wb_sync_ctx_put(struct bdi *b, struct wb_ctx *x)
  * on return and only the error report is left for bdi_sync_inode_finish.
  */
 static void sync_inode_begin(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
-			     bool datasync, bool nowait, struct bdi_sync_io *io)
+			     bool datasync, bool nowait, struct bdi_sync_io *io,
+			     struct bdi_sync_io *owner)
 {
 	struct wb_work w = {
 		.kind = WORK_INODE, .sync_mode = WB_SYNC_ALL, .reason = WB_REASON_FSYNC,
@@ -741,7 +742,12 @@ static void sync_inode_begin(struct bdi *b, struct wb_inode *wi, uint64_t start,
 
 	*io = (struct bdi_sync_io){ .wi = wi, .start = start, .end = end,
 				    .errors = atomic_load(&wi->nr_write_errors) };
-	io->x = wb_sync_ctx_get(b);
+	if (owner && owner->x) {
+		io->x = owner->x;
+		io->borrowed = true;
+	} else {
+		io->x = wb_sync_ctx_get(b);
+	}
 	if (!io->x) {
 		w.nowait = false;
 		io->ret = bdi_queue_work_wait(b, &w);
@@ -760,30 +766,39 @@ int bdi_sync_inode(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t 
 {
 	struct bdi_sync_io io;
 
-	sync_inode_begin(b, wi, start, end, datasync, false, &io);
+	sync_inode_begin(b, wi, start, end, datasync, false, &io, NULL);
 	return bdi_sync_inode_finish(b, &io);
 }
 
 void bdi_sync_inode_start(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
 			  bool datasync, struct bdi_sync_io *io)
 {
-	sync_inode_begin(b, wi, start, end, datasync, true, io);
+	sync_inode_begin(b, wi, start, end, datasync, true, io, NULL);
+}
+
+void bdi_sync_inode_start_with(struct bdi *b, struct wb_inode *wi, uint64_t start,
+			       uint64_t end, bool datasync, struct bdi_sync_io *io,
+			       struct bdi_sync_io *owner)
+{
+	sync_inode_begin(b, wi, start, end, datasync, true, io, owner);
 }
 
 bool bdi_sync_io_step(void *arg)
 {
-	struct bdi_sync_io *io = arg;
+	struct bdi_sync_io *io;
 
-	if (!io->x || !io->x->eng->inflight)
-		return false;
-	return io_engine_reap(io->x->eng, 1) >= 0;
+	for (io = arg; io; io = io->next)
+		if (io->x && io->x->eng->inflight)
+			return io_engine_reap(io->x->eng, 1) >= 0;
+	return false;
 }
 
 int bdi_sync_inode_finish(struct bdi *b, struct bdi_sync_io *io)
 {
 	if (io->x) {
 		io_engine_drain(io->x->eng);
-		wb_sync_ctx_put(b, io->x);
+		if (!io->borrowed)
+			wb_sync_ctx_put(b, io->x);
 		io->x = NULL;
 		mapping_wait_writeback(io->wi->mapping, io->start, io->end);
 	}

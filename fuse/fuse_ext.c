@@ -295,6 +295,8 @@ void fext_tmpfile(struct wbfs *w, int fd, const void *buf, size_t len, bool dont
 		oo.open_flags |= FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES;
 	if (fi.keep_cache)
 		oo.open_flags |= FOPEN_KEEP_CACHE;
+	if (fi.noflush)
+		oo.open_flags |= FOPEN_NOFLUSH;
 	oh = (struct fuse_out_header){
 		.len = sizeof(oh) + sizeof(eo) + sizeof(oo),
 		.unique = in->unique,

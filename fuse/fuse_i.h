@@ -129,6 +129,15 @@ bool furing_reply(const struct iovec *iov, int count, ssize_t *ret);
 void *furing_hold(const struct iovec *iov, int count);
 /** Commit a held entry's reply now (from any thread), on the entry's own connection. */
 void furing_commit_held(void *ent);
+/**
+ * The ring entry of request @unique, which this thread serves, is set
+ * aside: the handler returns without a reply, and the entry waits for
+ * furing_reply_parked. Returns the entry, or NULL when the request did not
+ * come through a ring (/dev/fuse: its reply is written there).
+ */
+void *furing_park(uint64_t unique);
+/** The reply of a parked entry, from any thread: into the entry, then committed. */
+ssize_t furing_reply_parked(void *ent, const struct iovec *iov, int count);
 
 /*
  * The busy-poll gate of both transports (poll_us). Spinning after a reply
@@ -156,6 +165,37 @@ static inline bool spin_gate_open(_Atomic int *gate)
 {
 	return atomic_load_explicit(gate, memory_order_relaxed) <= 0;
 }
+
+/* ---- parked requests (fuse_io.c, park.c) ------------------------------ */
+
+/*
+ * The request this thread serves will be answered later, by another
+ * thread (the ordinary fuse_reply_* on its fuse_req_t): its reply is then
+ * routed to its ring entry or /dev/fuse by its unique. True when parked;
+ * false: answer it here, as always (no hooks, or the connection is
+ * stopping).
+ */
+bool fuse_io_park(struct wbfs *w);
+/** The connection's syncers (NULL: none; handlers then sync in place). */
+struct fpark *fuse_io_parker(struct wbfs *w);
+
+struct fpark;
+/** Start @w's syncer threads; NULL when they cannot start. */
+struct fpark *park_start(struct wbfs *w);
+/** Answer every request given to @k, then stop its threads and free it. NULL: nothing. */
+void park_stop(struct fpark *k);
+/*
+ * Hand a request to the syncers, which answer it when it is durable:
+ * fsync (fdatasync: @datasync) of @f; fsyncdir (@f NULL); a synchronous
+ * write of @written bytes at pages [@first, @last] of @f. False: not
+ * parked, the caller syncs and replies as before.
+ */
+bool park_fsync(struct wbfs *w, fuse_req_t req, struct wfile *f, bool datasync);
+bool park_fsyncdir(struct wbfs *w, fuse_req_t req);
+bool park_sync_write(struct wbfs *w, fuse_req_t req, struct wfile *f, uint64_t first,
+		     uint64_t last, bool datasync, size_t written);
+/* A writeback error of @f's file not yet reported to @f (errseq), once (ops_file.c). */
+int ops_file_check_error(struct wfile *f);
 
 /* ---- protocol extensions libfuse 3.14 does not parse (fuse_ext.c) ---- */
 

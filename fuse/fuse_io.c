@@ -85,12 +85,14 @@
 #define FIO_SERVING_SLOTS 32
 
 struct fio_held;
+struct fio_parked;
 
 /*
  * One FUSE connection's channel state. Locks (never nested, never held
  * across a reply or a libfuse call):
  *   held_lock	protects held_head, held_stop, held_running
  *   uring_lock	protects uring_starting
+ *   park_lock	protects park_head, park_running
  */
 struct fio_conn {
 	struct wbfs *w;				/* constant */
@@ -112,6 +114,18 @@ struct fio_conn {
 	_Atomic long held_count;		/* atomic: replies held now */
 
 	/*
+	 * Parked requests (fuse_io_park): answered later, from another
+	 * thread, which finds each by its unique.
+	 */
+	pthread_mutex_t park_lock;
+	pthread_cond_t park_cond;		/* park_lock: the last one was answered */
+	struct fio_parked *park_head;		/* park_lock */
+	bool park_running;			/* park_lock: requests may be parked */
+	_Atomic long nr_parked;			/* atomic: parked, not yet answered */
+	struct fpark *park;			/* the syncers (park.c); constant while
+						 * park_running */
+
+	/*
 	 * Other workers serve requests while the rings are set up: one that
 	 * asks which transport serves (/.wbcfs/transport) waits for the
 	 * outcome.
@@ -130,12 +144,26 @@ static __thread struct {
 	struct fext_btime btime;	/* FEXT_STATX */
 } fio_pending;
 
+/*
+ * The request this thread is serving (0: none): fuse_io_park parks it,
+ * and a reply to any other unique written on this thread may be a
+ * parked one.
+ */
+static __thread uint64_t fio_cur_unique;
+
 /* The hooks' userdata is the session's: the mount's struct wbfs. */
 static struct fio_conn *fio_conn_of(void *userdata)
 {
 	struct wbfs *w = userdata;
 
 	return w ? w->fio : NULL;
+}
+
+/* One request's service ended (its reply is written): never below zero. */
+static void fio_busy_done(struct fio_conn *c)
+{
+	if (atomic_fetch_sub(&c->busy, 1) <= 0)
+		atomic_fetch_add(&c->busy, 1);
 }
 
 static int fio_serving_claim(struct fio_conn *c, uint64_t unique)
@@ -542,6 +570,130 @@ static bool fio_interrupt(struct fio_conn *c, const void *buf, size_t len)
 	return h != NULL;
 }
 
+/* ---- parked requests ---------------------------------------------------- */
+
+struct fio_parked {
+	struct fio_parked *next;	/* conn->park_lock */
+	uint64_t unique;
+	void *ent;			/* its ring entry; NULL: /dev/fuse */
+};
+
+LOCK_CLASS(lc_fio_park_lock, "fio_park_lock")
+
+bool fuse_io_park(struct wbfs *w)
+{
+	struct fio_conn *c = w->fio;
+	struct fio_parked *p;
+	bool running;
+
+	if (!c || !fio_cur_unique)
+		return false;
+	p = malloc(sizeof(*p));
+	if (!p)
+		return false;
+	p->unique = fio_cur_unique;
+	ls_mutex_lock(&c->park_lock, &lc_fio_park_lock);
+	running = c->park_running;
+	if (running) {
+		/* the entry is set aside before another thread can answer it */
+		p->ent = furing_park(p->unique);
+		p->next = c->park_head;
+		c->park_head = p;
+		atomic_fetch_add(&c->nr_parked, 1);
+	}
+	ls_mutex_unlock(&c->park_lock);
+	if (!running) {
+		free(p);
+		return false;
+	}
+	atomic_fetch_add(&w->stats.nr_parked_total, 1);
+	fio_cur_unique = 0;
+	/* no worker serves it any more: the busy-poll gate may open */
+	fio_busy_done(c);
+	return true;
+}
+
+long fuse_io_parked(struct wbfs *w)
+{
+	return w->fio ? atomic_load(&w->fio->nr_parked) : 0;
+}
+
+struct fpark *fuse_io_parker(struct wbfs *w)
+{
+	return w->fio ? w->fio->park : NULL;
+}
+
+/* The link to parked request @unique (*link NULL: none). Context: park_lock. */
+static struct fio_parked **fio_park_find_locked(struct fio_conn *c, uint64_t unique)
+{
+	struct fio_parked **pp = &c->park_head;
+
+	lock_assert_held(&c->park_lock);
+	while (*pp && (*pp)->unique != unique)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* The reply to @unique is written: true when it was parked (its entry in *@ent). */
+static bool fio_unpark(struct fio_conn *c, uint64_t unique, void **ent)
+{
+	struct fio_parked **pp, *p;
+
+	ls_mutex_lock(&c->park_lock, &lc_fio_park_lock);
+	pp = fio_park_find_locked(c, unique);
+	p = *pp;
+	if (p)
+		*pp = p->next;
+	if (p && atomic_fetch_sub(&c->nr_parked, 1) == 1)
+		pthread_cond_broadcast(&c->park_cond);
+	ls_mutex_unlock(&c->park_lock);
+	if (!p)
+		return false;
+	*ent = p->ent;
+	free(p);
+	return true;
+}
+
+/*
+ * FUSE_INTERRUPT of a parked request: consumed here (libfuse would keep
+ * it and answer EAGAIN, for the kernel to send it again). The request
+ * goes on to its reply when its I/O completes, as ext4's fsync waits for
+ * its commit whatever signal comes. True when it was one.
+ */
+static bool fio_park_interrupt(struct fio_conn *c, const void *buf, size_t len)
+{
+	const struct fuse_in_header *in = buf;
+	const struct fuse_interrupt_in *arg = (const void *)(in + 1);
+	bool found;
+
+	if (len < sizeof(*in) + sizeof(*arg) || !atomic_load(&c->nr_parked))
+		return false;
+	ls_mutex_lock(&c->park_lock, &lc_fio_park_lock);
+	found = *fio_park_find_locked(c, arg->unique) != NULL;
+	ls_mutex_unlock(&c->park_lock);
+	if (found)
+		atomic_fetch_add(&c->w->stats.nr_park_interrupts, 1);
+	return found;
+}
+
+/* Wait until every parked request is answered; none is parked after. */
+static void fio_park_stop(struct fio_conn *c)
+{
+	struct fpark *k;
+
+	ls_mutex_lock(&c->park_lock, &lc_fio_park_lock);
+	c->park_running = false;
+	k = c->park;
+	c->park = NULL;
+	ls_mutex_unlock(&c->park_lock);
+	/* the syncers answer what they were given, then end */
+	park_stop(k);
+	ls_mutex_lock(&c->park_lock, &lc_fio_park_lock);
+	while (c->park_head)
+		lockstat_cond_wait(&c->park_cond, &c->park_lock);
+	ls_mutex_unlock(&c->park_lock);
+}
+
 int fuse_io_start(struct wbfs *w)
 {
 	struct fio_conn *c = w->fio;
@@ -556,6 +708,12 @@ int fuse_io_start(struct wbfs *w)
 	ls_mutex_lock(&c->held_lock, &lc_fio_held_lock);
 	c->held_running = true;
 	ls_mutex_unlock(&c->held_lock);
+	c->park = park_start(w);
+	if (c->park) {
+		ls_mutex_lock(&c->park_lock, &lc_fio_park_lock);
+		c->park_running = true;
+		ls_mutex_unlock(&c->park_lock);
+	}
 	return 0;
 }
 
@@ -570,6 +728,9 @@ void fuse_io_stop(struct wbfs *w)
 
 	if (!c)
 		return;
+	/* parked replies first: a held one may be among them, and the
+	 * syncers' requests still have their connection */
+	fio_park_stop(c);
 	ls_mutex_lock(&c->held_lock, &lc_fio_held_lock);
 	if (!c->held_running) {
 		ls_mutex_unlock(&c->held_lock);
@@ -609,6 +770,7 @@ static bool fio_take(void *arg, int fd, void *buf, size_t *len)
 	if (!served) {
 		const struct fuse_in_header *in = buf;
 
+		fio_cur_unique = *len >= sizeof(*in) ? in->unique : 0;
 		/* answered through fio_writev, except these */
 		if (*len >= sizeof(*in) && in->opcode != FUSE_FORGET &&
 		    in->opcode != FUSE_BATCH_FORGET && in->opcode != FUSE_INTERRUPT)
@@ -632,7 +794,8 @@ static ssize_t fio_read(int fd, void *buf, size_t buf_len, void *userdata)
 		if ((size_t)n >= sizeof(struct fuse_in_header) &&
 		    ((const struct fuse_in_header *)buf)->opcode == FUSE_INTERRUPT &&
 		    (fio_interrupt(c, buf, (size_t)n) ||
-		     fio_serving_interrupt(c, buf, (size_t)n)))
+		     fio_serving_interrupt(c, buf, (size_t)n) ||
+		     fio_park_interrupt(c, buf, (size_t)n)))
 			continue;
 		len = (size_t)n;
 		if (!fio_take(c, fd, buf, &len))
@@ -795,13 +958,6 @@ static void fio_uring_start(struct fio_conn *c, int fd)
 	fio_uring_set_starting(c, false);
 }
 
-/* One request's service ended (its reply is written): never below zero. */
-static void fio_busy_done(struct fio_conn *c)
-{
-	if (atomic_fetch_sub(&c->busy, 1) <= 0)
-		atomic_fetch_add(&c->busy, 1);
-}
-
 static ssize_t fio_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fio_conn *c = fio_conn_of(userdata);
@@ -816,6 +972,13 @@ static ssize_t fio_writev(int fd, struct iovec *iov, int count, void *userdata)
 		fio_pending.unique = 0;
 		fio_busy_done(c);
 		return fext_statx_reply(fd, iov, count, &fio_pending.btime);
+	}
+	if (reply && out->unique != fio_cur_unique && atomic_load(&c->nr_parked)) {
+		void *ent;
+
+		if (fio_unpark(c, out->unique, &ent))
+			return ent ? furing_reply_parked(ent, iov, count) :
+				     fuse_io_send(fd, iov, count);
 	}
 	if (fio_pending.unique)
 		fio_patch_reply(c, iov, count);
@@ -858,6 +1021,8 @@ static void fio_conn_free(struct fio_conn *c)
 	pthread_mutex_destroy(&c->uring_lock);
 	pthread_cond_destroy(&c->held_cond);
 	pthread_mutex_destroy(&c->held_lock);
+	pthread_cond_destroy(&c->park_cond);
+	pthread_mutex_destroy(&c->park_lock);
 	free(c);
 }
 
@@ -878,6 +1043,8 @@ static struct fio_conn *fio_conn_alloc(struct wbfs *w, struct fuse_session *se)
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&c->uring_lock, NULL);
 	pthread_cond_init(&c->uring_cond, NULL);
+	pthread_mutex_init(&c->park_lock, NULL);
+	pthread_cond_init(&c->park_cond, NULL);
 	return c;
 }
 

@@ -202,6 +202,28 @@ int furing_kernel_enabled(void)
 	return c == 'Y' || c == 'y' || c == '1';
 }
 
+/*
+ * Turn the switch on (root only): it lets the servers that ask for
+ * io_uring in INIT use it and changes nothing for the others, which keep
+ * /dev/fuse. It stays on after the daemon: it is the kernel's, for every
+ * mount. Returns 0 or -errno.
+ */
+int furing_kernel_enable(void)
+{
+	FILE *f = fopen("/sys/module/fuse/parameters/enable_uring", "w");
+	int ret = 0;
+
+	if (!f)
+		return -errno;
+	if (fputc('Y', f) == EOF)
+		ret = -errno;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	if (!ret && furing_kernel_enabled() <= 0)
+		ret = -EOPNOTSUPP;
+	return ret;
+}
+
 /* Possible CPUs: the kernel makes one queue for each. */
 static unsigned furing_possible_cpus(void)
 {
@@ -344,6 +366,32 @@ void *furing_hold(const struct iovec *iov, int count)
 		return NULL;
 	e->held = true;
 	return e;
+}
+
+void *furing_park(uint64_t unique)
+{
+	struct furing_ent *e = furing_cur;
+
+	if (!e || e->replied || e->unique != unique)
+		return NULL;
+	e->held = true;
+	return e;
+}
+
+ssize_t furing_reply_parked(void *ent, const struct iovec *iov, int count)
+{
+	struct furing_ent *e = ent;
+	ssize_t ret = furing_reply_fill(e->hdr, e->payload, e->q->fr->payload_size, iov, count);
+
+	if (ret == -E2BIG)
+		fprintf(stderr, "wbcfs: reply of %zd bytes larger than the ring entry\n",
+			(ssize_t)((const struct fuse_out_header *)iov[0].iov_base)->len);
+	furing_commit_held(e);
+	if (ret < 0) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
 }
 
 void furing_commit_held(void *ent)

@@ -24,6 +24,11 @@ int furing_kernel_enabled(void)
 	return -ENOTSUP;
 }
 
+int furing_kernel_enable(void)
+{
+	return -ENOTSUP;
+}
+
 int furing_start(struct furing **out, struct fuse_session *se, int fd, size_t payload_size,
 		 unsigned rings_per_queue, unsigned nr_ents, unsigned poll_us,
 		 bool (*take)(void *arg, int fd, void *buf, size_t *len), void *take_arg)
@@ -59,4 +64,19 @@ void *furing_hold(const struct iovec *iov, int count)
 
 void furing_commit_held(void *ent)
 {
+}
+
+void *furing_park(uint64_t unique)
+{
+	(void)unique;
+	return NULL;
+}
+
+ssize_t furing_reply_parked(void *ent, const struct iovec *iov, int count)
+{
+	(void)ent;
+	(void)iov;
+	(void)count;
+	errno = ENOTCONN;
+	return -1;
 }

@@ -280,6 +280,9 @@ static void wbcfs_setattr(fuse_req_t req, fuse_ino_t fino, struct stat *attr, in
 			ret = S_ISDIR(wi->mode) ? -EISDIR : -EINVAL;
 		else
 			ret = data_truncate(w, wi, (uint64_t)attr->st_size);
+		/* ftruncate(fd, 0): that descriptor's close writes the new data */
+		if (!ret && !attr->st_size && fi && fi->fh)
+			atomic_store(&fi_file(fi)->truncated, true);
 		to_set &= ~FUSE_SET_ATTR_SIZE;
 		sized = true;
 	}
@@ -648,6 +651,8 @@ static void wbcfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	int ret = 0;
 
 	CTL_ROUTE(ino, fsyncdir, req, ino, datasync, fi);
+	if (!w->ro && park_fsyncdir(w, req))
+		return;
 	if (!w->ro)
 		ret = ext4_sync_durable(w);
 	fuse_reply_err(req, -ret);

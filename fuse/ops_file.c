@@ -96,9 +96,19 @@ static int file_open(struct wbfs *w, ext2_ino_t ino, struct fuse_file_info *fi, 
 	ls_mutex_unlock(&w->itable_lock);
 	fi->fh = (uintptr_t)f;
 	fi->direct_io = 1;
-	/* close reports writeback errors to files open for writing only
-	 * (as NFS and CIFS do): a read-only one gets no FLUSH round trip */
-	fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
+	/*
+	 * A FLUSH round trip at close(2) only where it has work. Under
+	 * close_errors every writer's reports writeback errors (as NFS and
+	 * CIFS do); by default they wait for fsync, as ext4's, and only a
+	 * writer opened with a truncation to 0 pending (O_TRUNC above, or
+	 * truncate(2) before) gets one: its new data written before close(2)
+	 * returns (file_alloc_da_close), as ext4's release does. The kernel
+	 * handles POSIX and flock locks itself (no getlk/setlk/flock here):
+	 * it needs no FLUSH to drop them.
+	 */
+	f->flush = (fi->flags & O_ACCMODE) != O_RDONLY &&
+		   (w->opts.close_errors || atomic_load(&wi->da_alloc_close));
+	fi->noflush = !f->flush;
 	return 0;
 }
 
@@ -179,7 +189,7 @@ void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
  * is reported once per open file (errseq), by fsync, by close or by a
  * synchronous write.
  */
-static int file_check_error(struct wfile *f)
+int ops_file_check_error(struct wfile *f)
 {
 	int ret;
 
@@ -199,7 +209,7 @@ static int file_sync(struct wbfs *w, struct wfile *f, uint64_t first, uint64_t l
 		     bool datasync)
 {
 	int ret = winode_sync_range(w, f->wi, first, last, datasync);
-	int err = file_check_error(f);
+	int err = ops_file_check_error(f);
 
 	return err ? err : ret;
 }
@@ -213,17 +223,25 @@ static int file_sync(struct wbfs *w, struct wfile *f, uint64_t first, uint64_t l
  * the range written is made durable before the reply, as fdatasync of it
  * (O_DSYNC) or fsync (O_SYNC), joining the commit of other syncs; so is
  * every write to a sync inode (ext4's IS_SYNC: a sync mount, chattr +S),
- * whatever the kernel passed. Returns 0 or the sync's -errno, which
- * replaces the byte count: the bytes are in the cache, not durable.
+ * whatever the kernel passed. Handed to the syncers when another sync
+ * runs (park_sync_write): they answer it when durable, with the next
+ * group commit, and with no pause from the throttle (the writer's pages
+ * are written before its reply: they add no lasting dirt). Returns 1
+ * when so parked, else 0 or the sync's -errno, which replaces the byte
+ * count: the bytes are in the cache, not durable.
  */
-static int write_sync(struct wbfs *w, struct wfile *f, int flags, uint64_t off, size_t len)
+static int write_sync(struct wbfs *w, fuse_req_t req, struct wfile *f, int flags,
+		      uint64_t off, size_t len)
 {
+	uint64_t first = off >> PAGE_SHIFT, last = (off + len - 1) >> PAGE_SHIFT;
 	bool datasync = (flags & O_SYNC) != O_SYNC;
 
 	if (!(flags & O_DSYNC) && !w->opts.sync && !(atomic_load(&f->wi->iflags) & EXT2_SYNC_FL))
 		return 0;
 	atomic_fetch_add(&w->stats.nr_sync_writes, 1);
-	return file_sync(w, f, off >> PAGE_SHIFT, (off + len - 1) >> PAGE_SHIFT, datasync);
+	if (park_sync_write(w, req, f, first, last, datasync, len))
+		return 1;
+	return file_sync(w, f, first, last, datasync);
 }
 
 /* Valid replies: fuse_reply_write, fuse_reply_err */
@@ -286,8 +304,10 @@ void ops_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		file_kill_priv(w, fi_file(fi)->wi, &cred);
 	}
 	if (ret > 0 && !fi->writepage) {
-		int err = write_sync(w, fi_file(fi), fi->flags, (uint64_t)off, (size_t)ret);
+		int err = write_sync(w, req, fi_file(fi), fi->flags, (uint64_t)off, (size_t)ret);
 
+		if (err > 0)
+			return;		/* parked: the syncers answer it */
 		if (err)
 			ret = err;
 	}
@@ -314,6 +334,9 @@ void ops_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
  * from the close it is meant for. So the close of each descriptor counts,
  * not only the last of a file shared by dup or fork; and pages a
  * mapping of the file dirties after its close are not written here.
+ * Without close_errors only the descriptors opened with the truncation
+ * pending get a FLUSH (file_open); one truncated after its open
+ * (ftruncate) has none, and acts at its RELEASE instead (ops_release).
  */
 static void file_alloc_da_close(struct wbfs *w, struct winode *wi)
 {
@@ -322,17 +345,21 @@ static void file_alloc_da_close(struct wbfs *w, struct winode *wi)
 }
 
 /*
- * close(2): nothing is written here (but for auto_da_alloc, above), and a
- * writeback of the file that failed since it was opened (or since the
- * error was last reported to it, by fsync or an earlier close of a dup)
- * is reported, as EIO.
+ * close(2) of a descriptor file_open gave a FLUSH: nothing is written here
+ * (but for auto_da_alloc, above), and under close_errors a writeback of
+ * the file that failed since it was opened (or since the error was last
+ * reported to it, by fsync or an earlier close of a dup) is reported, as
+ * EIO. Without it the error waits for fsync, as ext4's.
  * Valid replies: fuse_reply_err
  */
 void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct wbfs *w = req_wbfs(req);
+
 	CTL_ROUTE(ino, flush, req, ino, fi);
-	file_alloc_da_close(req_wbfs(req), fi_file(fi)->wi);
-	fuse_reply_err(req, -file_check_error(fi_file(fi)));
+	atomic_fetch_add(&w->stats.nr_flush_requests, 1);
+	file_alloc_da_close(w, fi_file(fi)->wi);
+	fuse_reply_err(req, w->opts.close_errors ? -ops_file_check_error(fi_file(fi)) : 0);
 }
 
 /* Valid replies: fuse_reply_err */
@@ -342,6 +369,11 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct wfile *f = fi_file(fi);
 
 	CTL_ROUTE(ino, release, req, ino, fi);
+	/* truncated through a descriptor without FLUSH (ftruncate after its
+	 * open): auto_da_alloc here, later than ext4's (after close(2) has
+	 * returned, not before), but before the data waits for writeback */
+	if (!f->flush && atomic_load(&f->truncated))
+		file_alloc_da_close(w, f->wi);
 	pthread_mutex_destroy(&f->ra_lock);
 	winode_put_open_ino(w, ext4_ino(ino));
 	free(f);
@@ -421,7 +453,8 @@ void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_in
 
 	CTL_ROUTE(ino, fsync, req, ino, datasync, fi);
 	f = fi_file(fi);
-	fuse_reply_err(req, -file_sync(w, f, 0, UINT64_MAX, datasync != 0));
+	if (w->ro || !park_fsync(w, req, f, datasync != 0))
+		fuse_reply_err(req, -file_sync(w, f, 0, UINT64_MAX, datasync != 0));
 }
 
 /* Valid replies: fuse_reply_err */

@@ -157,6 +157,9 @@ struct wfile {
 	errseq_t wb_err;		/* ra_lock: writeback errors reported to this
 					 * open file up to here (f_wb_err) */
 	int flags;			/* open(2) flags */
+	bool flush;			/* its close(2) sends FLUSH (no FOPEN_NOFLUSH) */
+	_Atomic bool truncated;		/* atomic: truncated to 0 through it (ftruncate):
+					 * auto_da_alloc at its RELEASE if no FLUSH */
 };
 
 /* Filesystem-wide counters, for /.wbcfs/vmstat and the unmount log. */
@@ -198,10 +201,20 @@ struct wbfs_stats {
 						 * wrote the moved file's pages first */
 	_Atomic long nr_auto_da_alloc_close;	/* atomic: closes after a truncation to
 						 * 0 that wrote the file's pages */
+	_Atomic long nr_flush_requests;		/* atomic: FLUSHes served (a writer's
+						 * close(2) under close_errors, or after
+						 * a truncation: auto_da_alloc) */
 	_Atomic long nr_sync_writes;		/* atomic: writes made durable before
 						 * their reply (O_SYNC, O_DSYNC, IS_SYNC) */
 	_Atomic long nr_dirsync_ops;		/* atomic: directory changes committed
 						 * before their reply (IS_DIRSYNC) */
+	_Atomic long nr_parked_total;		/* atomic: requests answered by the
+						 * syncers, not their server thread */
+	_Atomic long nr_park_groups;		/* atomic: syncs of sync requests */
+	_Atomic long nr_sync_leaders;		/* atomic: sync requests that met no
+						 * other, synced in their own thread */
+	_Atomic long nr_park_grouped;		/* atomic: requests synced with others */
+	_Atomic long nr_park_interrupts;	/* atomic: INTERRUPTs of parked requests */
 	_Atomic long nr_sync_metadata;		/* atomic: other changes committed before
 						 * their reply (IS_SYNC, O_SYNC fallocate) */
 };
@@ -400,6 +413,30 @@ long winode_alloc_da_blocks(struct wbfs *w, struct winode *wi);
  */
 int winode_sync_range(struct wbfs *w, struct winode *wi, uint64_t first, uint64_t last,
 		      bool datasync);
+/*
+ * One sync of a group made durable by one commit, as jbd2 wakes every
+ * fsync waiting for a transaction at its commit: @wi's pages [@first,
+ * @last] (fsync, fdatasync: @datasync; a synchronous write's range), or,
+ * @wi NULL, everything (fsyncdir). @ret: what winode_sync_range (or
+ * ext4_sync_durable) would have returned.
+ */
+struct ext4_sync_req {
+	struct winode *wi;
+	uint64_t first, last;
+	bool datasync;
+	int ret;			/* out */
+	struct bdi_sync_io io;		/* ext4_sync_group's */
+	bool started;			/* ext4_sync_group's: @io holds writes */
+	bool unflushed;			/* ext4_sync_group's: its commit did not flush */
+	bool errio;			/* ext4_sync_group's: failed before its commit */
+};
+/*
+ * Make the @n syncs of @r durable together: every file's data writes go
+ * out, then one commit covers all of them (a later one only when the
+ * first failed to cover a file), then one device flush if the commit did
+ * not end with one. Context: no lock held; waits for the device.
+ */
+void ext4_sync_group(struct wbfs *w, struct ext4_sync_req *r, size_t n);
 int winode_free_locked(struct wbfs *w, ext2_ino_t ino);
 int winode_orphan_add_ino_locked(struct wbfs *w, ext2_ino_t ino);
 

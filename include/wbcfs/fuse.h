@@ -53,6 +53,8 @@ void fuse_io_stop(struct wbfs *w);
 bool fuse_io_hold_reply(struct wbfs *w, struct throttle_wb *tw, pid_t pid, long pause_ms);
 /** Replies held now on @w's connection (vmstat). */
 long fuse_io_held(struct wbfs *w);
+/** Requests parked now (answered by the syncers when durable). */
+long fuse_io_parked(struct wbfs *w);
 /** The hooks themselves; their userdata is the mount's struct wbfs. */
 const struct fuse_custom_io *fuse_io_ops(void);
 /**
@@ -104,5 +106,7 @@ void ops_set_ctl(const struct ops_ctl_hooks *h);
 
 /** Is FUSE over io_uring enabled in the kernel (1), off (0), or absent (-1)? */
 int furing_kernel_enabled(void);
+/** Turn it on (root): 0 or -errno. */
+int furing_kernel_enable(void);
 
 #endif

@@ -20,7 +20,10 @@ after wbcfs replays the device, e2fsck -fn is clean and:
    content, whole: the rename and the close wrote the data before the
    commit took the new name or the new size (/.wbcfs/vmstat counts them:
    one per rename over a file, none for a rename to a new name, one per
-   close after a truncation);
+   close after a truncation; and FLUSH requests only for the closes
+   after open(O_TRUNC) or truncate(2): the close after ftruncate(fd, 0)
+   writes at its RELEASE, which comes after close(2) returns, so the
+   test waits for those before the commit);
 2. with noauto_da_alloc the files may come back with the new size and no
    data (zeros) or empty, as before auto_da_alloc existed (kernel ext4
    with noauto_da_alloc, or ext3 in data=writeback): each file is
@@ -220,9 +223,22 @@ def replays(env, dev, files, auto, tag):
 
 def counters(m):
     if t_is_kernel():
-        return (0, 0)
+        return (0, 0, 0)
     vm = vmstat(m.mnt)
-    return (vm.get("nr_auto_da_alloc_rename", 0), vm.get("nr_auto_da_alloc_close", 0))
+    return (vm.get("nr_auto_da_alloc_rename", 0), vm.get("nr_auto_da_alloc_close", 0),
+            vm.get("nr_flush_requests", 0))
+
+
+def wait_releases(m, before, files):
+    """The close after ftruncate(fd, 0) writes the data at the RELEASE,
+    which FUSE sends after close(2) has returned: wait for those before
+    the commit (the closes after open(O_TRUNC) or truncate(2) wrote it at
+    their FLUSH, before close(2) returned)."""
+    end = time.monotonic() + 60
+    while counters(m)[1] - before[1] < files.closes:
+        t_check(time.monotonic() < end, "closes after a truncation not all counted in 60 s")
+        time.sleep(0.05)
+    return counters(m)
 
 
 def part_fsync_commit(env, auto):
@@ -233,7 +249,7 @@ def part_fsync_commit(env, auto):
     files = Files(m.mnt, tag)
     before = counters(m)
     files.replace_all(SIZES)
-    after = counters(m)
+    after = wait_releases(m, before, files) if auto else counters(m)
     # the commit: of the running transaction, with every change above
     write_file(files.path("marker"), b"commit\n", sync=True)
     kill_daemon(env, m)
@@ -242,6 +258,10 @@ def part_fsync_commit(env, auto):
         t_eq((after[0] - before[0], after[1] - before[1]),
              (files.renames, files.closes) if auto else (0, 0),
              "%s: renames and closes that wrote the file (vmstat)" % tag)
+        # a FLUSH round trip only for the closes after open(O_TRUNC) or
+        # truncate(2) (not ftruncate): no other close sends one
+        t_eq(after[2] - before[2], 2 * len(SIZES) if auto else 0,
+             "%s: FLUSH requests (vmstat nr_flush_requests)" % tag)
     env.detach(dev)
 
 

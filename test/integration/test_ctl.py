@@ -407,7 +407,7 @@ def read_trace_nonblock(ctl):
     return out.decode()
 
 
-def check_throttle(m, ctl):
+def check_throttle(env, dev, m, ctl):
     t_step("throttle mode by name, live; the trace records each decision")
     t_eq(open(ctl.path("throttle")).read(), "ioless\n", "throttle file")
     ctl.put("throttle", b"simple\n")
@@ -418,8 +418,23 @@ def check_throttle(m, ctl):
     # a tiny limit so a 32 MiB write is throttled well past freerun
     ctl.put("dirty_bytes", b"2097152\n")
     ctl.put("dirty_background_bytes", b"1048576\n")
+    # the daemon's writes held to 8 MB/s: writeback cannot keep the dirty
+    # pages under the freerun ceiling, however fast the machine is (a
+    # fast one kept them there, and nothing was evaluated)
+    try:
+        cg = env.blkio_cgroup()
+    except TSkip as e:
+        cg = None
+        t_log("no blkio cgroup (%s): device not slowed" % e)
+    if cg:
+        cg.write_bps(dev, 8 * MIB)
+        cg.add(m.pid)
     before = ctl.vmstat()
-    write_file(os.path.join(m.mnt, "throttled"), 32 * MIB)
+    try:
+        write_file(os.path.join(m.mnt, "throttled"), 32 * MIB)
+    finally:
+        if cg:
+            cg.write_bps(dev, 0)
     after = ctl.vmstat()
     t_check(after["nr_throttle_evaluations"] > before["nr_throttle_evaluations"],
             "no throttle evaluations for a 32 MiB write over a 2 MiB limit")
@@ -635,36 +650,71 @@ def read_transport(m, ctl_name=".wbcfs"):
         return f.read().split("\n")
 
 
+def uring_switch(v=None):
+    """The kernel's FUSE io_uring switch ("Y" or "N"); set it to v first."""
+    if v is not None:
+        with open(URING_SWITCH, "w") as f:
+            f.write(v)
+    with open(URING_SWITCH) as f:
+        return f.read().strip()
+
+
+TURNED_ON = "FUSE over io_uring turned on"
+
+
+def as_nobody():
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+
+
 def check_transport(env, dev):
-    t_step("transport: /dev/fuse when asked; io_uring when the kernel offers it; "
-           "transport=uring refused in one line when the kernel's switch is off")
-    m = env.mount(dev, ["cache_size=64M", "transport=dev"])
-    t_eq(read_transport(m)[0], "dev", "transport with transport=dev")
-    env.umount(m)
+    t_step("transport: /dev/fuse when asked; a root daemon turns the kernel's "
+           "io_uring switch on for auto and uring, in one line; transport=uring "
+           "refused in one line when it cannot")
     if not os.path.exists(URING_SWITCH):
+        m = env.mount(dev, ["cache_size=64M", "transport=dev"])
+        t_eq(read_transport(m)[0], "dev", "transport with transport=dev")
+        env.umount(m)
         t_log("no FUSE over io_uring in this kernel: the rest is skipped")
         return
-    # the switch only matters to daemons that ask for io_uring in INIT;
-    # it is left on, as the io_uring runs of the suites need it
+    # the switch only matters to daemons that ask for io_uring in INIT (and
+    # a connection that has io_uring keeps it): put it back as it was
+    was = uring_switch()
     try:
-        with open(URING_SWITCH, "w") as f:
-            f.write("N")
-        rc, out = env.mount(dev, ["cache_size=64M", "transport=uring"], expect_fail=True)
+        uring_switch("N")
+        m = env.mount(dev, ["cache_size=64M", "transport=dev"])
+        t_eq(read_transport(m)[0], "dev", "transport with transport=dev")
+        t_eq(uring_switch(), "N", "the switch after a transport=dev mount")
+        env.umount(m)
+        t_check(TURNED_ON not in m.daemon_log(), "transport=dev: %r" % m.daemon_log())
+
+        # not root: nothing to turn on with; refused before the device is opened
+        rc, out = env.mount(dev, ["cache_size=64M", "transport=uring"], expect_fail=True,
+                            preexec=as_nobody)
         lines = [l for l in out.splitlines() if l.strip()]
-        t_check(rc != 0, "transport=uring with the switch off exited %d" % rc)
+        t_check(rc != 0, "transport=uring, not root, with the switch off exited %d" % rc)
         t_eq(len(lines), 1, "lines of the refusal %r" % out)
         t_check("enable_uring" in lines[0], "the refusal says how to enable it: %r" % out)
+        t_eq(uring_switch(), "N", "the switch after a refused mount")
+
+        for tra in ("auto", "uring"):
+            uring_switch("N")
+            m = env.mount(dev, ["cache_size=64M", "transport=" + tra])
+            got = read_transport(m)
+            t_eq(got[0], "uring", "transport=%s as root with the switch off" % tra)
+            t_check(any(l.startswith("queues ") for l in got), "queues in %r" % got)
+            t_eq(uring_switch(), "Y", "the switch after a transport=%s mount" % tra)
+            env.umount(m)
+            said = [l for l in m.daemon_log().splitlines() if TURNED_ON in l]
+            t_eq(len(said), 1, "transport=%s: lines saying the switch was turned on" % tra)
+        # already on: nothing to say
         m = env.mount(dev, ["cache_size=64M", "transport=auto"])
-        t_eq(read_transport(m)[0], "dev", "transport=auto with the switch off")
+        t_eq(read_transport(m)[0], "uring", "transport=auto with the switch on")
         env.umount(m)
+        t_check(TURNED_ON not in m.daemon_log(), "switch already on: %r" % m.daemon_log())
     finally:
-        with open(URING_SWITCH, "w") as f:
-            f.write("Y")
-    m = env.mount(dev, ["cache_size=64M", "transport=uring"])
-    got = read_transport(m)
-    t_eq(got[0], "uring", "transport with transport=uring")
-    t_check(any(l.startswith("queues ") for l in got), "queues in %r" % got)
-    env.umount(m)
+        uring_switch(was)
     env.fsck(dev)
 
 
@@ -685,7 +735,7 @@ def body(env):
     check_vmstat_bdi(ctl)
     check_lockstat(m, ctl)
     check_tunables(ctl)
-    check_throttle(m, ctl)
+    check_throttle(env, dev, m, ctl)
     check_dirty_counts(m, ctl)
     check_live_writeback(m, ctl)
     check_stat_tool(env, m, ".wbcfs")

@@ -4,10 +4,13 @@
 through the mount, then after unmount through the kernel's ext4; e2fsck.
 Then readahead, on a fresh mount (cold cache): a sequential read of the
 1 MiB file has its windows read by the readahead threads (vmstat
-nr_ra_async) and reads back intact; the 4 KiB file is truncated to 40 MiB
-while it is read sequentially past 32 MiB (with readahead in flight), the
-reader sees its data up to 40 MiB and then the end, and extended again it
-reads zeros from 40 MiB (no page read ahead survives the truncation);
+nr_ra_async) and reads back intact, with windows of 4 MiB
+(readahead_kb=4096, larger than one device read) as with the default
+(the device's read_ahead_kb, when readahead_kb is not given); the 4 KiB
+file is truncated to 40 MiB while it is read sequentially past 32 MiB
+(with readahead in flight), the reader sees its data up to 40 MiB and
+then the end, and extended again it reads zeros from 40 MiB (no page
+read ahead survives the truncation);
 the 1 MiB file, unlinked while open and closed 8 MiB into a read, has its
 512 MiB freed (its last reference may be a readahead job's); e2fsck clean
 and the kernel's ext4 sees the same.
@@ -85,7 +88,28 @@ def body(env):
 
 
 def readahead(env, dev, src):
+    # a window larger than one device read (1 MiB) is read in parts, and
+    # its marker page still starts the next one: asynchronous windows
+    t_step("cold sequential read with readahead_kb=4096: windows past 1 MiB read ahead")
+    m = env.mount(dev, opts=("readahead_kb=4096",))
+    before = wbtrace.vmstat(m.mnt).get("nr_ra_async", 0)
+    t_eq(t_sha256_file(os.path.join(m.mnt, "big-1M")), t_sha256_file(src),
+         "sha256 of big-1M read cold, readahead_kb=4096")
+    got = wbtrace.vmstat(m.mnt).get("nr_ra_async", 0) - before
+    with open(os.path.join(m.mnt, ".wbcfs", "readahead_kb")) as f:
+        t_eq(int(f.read()), 4096, "/.wbcfs/readahead_kb as given")
+    t_log("readahead parts read asynchronously: %d" % got)
+    t_check(got >= 64, "at least 64 parts of 512 MiB read by the readahead threads: %d" % got)
+    env.umount(m)
+
     m = env.mount(dev)
+    t_step("readahead_kb not given: the device's read_ahead_kb")
+    want_kb = 128
+    if os.path.basename(dev).startswith("loop"):
+        with open("/sys/block/%s/queue/read_ahead_kb" % os.path.basename(dev)) as f:
+            want_kb = min(65536, int(f.read()) // 4 * 4)
+    with open(os.path.join(m.mnt, ".wbcfs", "readahead_kb")) as f:
+        t_eq(int(f.read()), want_kb, "/.wbcfs/readahead_kb of a default mount")
     t_step("cold sequential read: windows read by the readahead threads")
     before = wbtrace.vmstat(m.mnt).get("nr_ra_async", 0)
     t_eq(t_sha256_file(os.path.join(m.mnt, "big-1M")), t_sha256_file(src),

@@ -7,13 +7,18 @@ For each io engine (WBCFS_IO_ENGINE, or uring, aio and psync in turn):
   write errors   file A (safe content already fsync'ed) gets
                  trusted.wbcfs.fault=write; a write then fsync gives EIO,
                  a second fsync EIO again (the pages are kept dirty and
-                 retried), close of a second writable fd open since before
-                 gives EIO, close of a read-only one does not (it gets no
-                 FLUSH) but its fsync reports the failure once, after the
-                 fault is cleared too;
+                 retried); as the kernel's ext4, close reports nothing: the
+                 close of a second writable fd open since before gives no
+                 EIO and sends no FLUSH (/.wbcfs/vmstat nr_flush_requests),
+                 and the fsync of a third reports the failure exactly once,
+                 as does a read-only one's, after the fault is cleared too;
                  meanwhile file B is written, fsync'ed and read back fine.
                  Fault cleared: fsync of A succeeds, close too, A reads back
                  what was written.
+  close_errors   the same mount option as NFS's behaviour: every writer's
+                 close sends FLUSH and the close of a writer open since
+                 before the failure gives EIO, once; a read-only one's close
+                 still sends nothing.
   read errors    after a fresh mount (cold cache) file R with fault=read
                  gives EIO on read while B still reads; cleared, R reads its
                  data.  fault_meta=read: listing a directory not yet read
@@ -42,6 +47,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wbtest import (t_pattern, MIB, TFail, TSkip, t_check, t_eq, t_errno, t_is_kernel,  # noqa: E402
                     t_log, t_main, t_read_all, t_run, t_step, t_write_all)
+from wbtrace import vmstat  # noqa: E402
 
 FAULT = "trusted.wbcfs.fault"
 ENGINES = ("uring", "aio", "psync")
@@ -73,6 +79,14 @@ def check_b(mnt, round_):
     return content
 
 
+def flushes(mnt):
+    """FLUSH requests the daemon has served: one per close(2) that sends it."""
+    v = vmstat(mnt)
+    if "nr_flush_requests" not in v:
+        raise TFail("/.wbcfs/vmstat has no nr_flush_requests")
+    return v["nr_flush_requests"]
+
+
 def write_errors(env, mnt):
     a = os.path.join(mnt, "a")
     safe = t_pattern(b"a-safe", 1 * MIB)
@@ -82,6 +96,7 @@ def write_errors(env, mnt):
     set_fault(a, "write")
     fd1 = os.open(a, os.O_RDWR)
     fd2 = os.open(a, os.O_WRONLY)
+    fdw = os.open(a, os.O_WRONLY)
     fdr = os.open(a, os.O_RDONLY)
     fdr2 = os.open(a, os.O_RDONLY)
     over = t_pattern(b"a-over", 256 * 1024)
@@ -99,10 +114,12 @@ def write_errors(env, mnt):
     t_step("meanwhile B is written, fsync'ed and read back")
     b = check_b(mnt, 0)
 
-    t_step("close of a second writable fd open on A since before gives EIO")
-    t_errno(errno.EIO, os.close, fd2, what="close of fd2 of A")
+    t_step("close of a second writable fd open on A since before: no EIO, no FLUSH")
+    f0 = flushes(mnt)
+    os.close(fd2)                                # raises on EIO
     fd3 = os.open(a, os.O_WRONLY)                # opened after: nothing to report
     os.close(fd3)
+    t_eq(flushes(mnt) - f0, 0, "FLUSH requests for two writers' close")
     t_step("close of a read-only fd open since before: no EIO (no FLUSH)")
     try:
         os.close(fdr2)
@@ -118,10 +135,40 @@ def write_errors(env, mnt):
             what="first fsync of a read-only fd open since before the failure")
     os.fsync(fdr)                                # reported once
     os.close(fdr)                                # no FLUSH: nothing to report
+    t_errno(errno.EIO, os.fsync, fdw,
+            what="first fsync of a writable fd open since before the failure")
+    os.fsync(fdw)                                # reported once
+    os.close(fdw)
     t_check(t_read_all(fd1, len(want), 0) == bytes(want), "A after recovery")
     os.close(fd1)
     t_check(read_file(a) == bytes(want), "A reopened")
     return bytes(want), b
+
+
+def close_errors(env, dev, opts):
+    t_step("close_errors: a writer's close sends FLUSH and reports the failure, once")
+    m = env.mount(dev, opts + ["close_errors"])
+    c = os.path.join(m.mnt, "c")
+    write_file(c, t_pattern(b"c-safe", 64 * 1024))
+    set_fault(c, "write")
+    fd1 = os.open(c, os.O_RDWR)
+    fd2 = os.open(c, os.O_WRONLY)
+    fdr = os.open(c, os.O_RDONLY)
+    new = t_pattern(b"c-new", 128 * 1024 + 7)
+    t_write_all(fd1, new, 0)
+    t_errno(errno.EIO, os.fsync, fd1, what="fsync of C under a write fault")
+    f0 = flushes(m.mnt)
+    t_errno(errno.EIO, os.close, fd2, what="close of a writer of C open since before")
+    fd3 = os.open(c, os.O_WRONLY)                # opened after: nothing to report
+    os.close(fd3)
+    os.close(fdr)                                # read-only: no FLUSH, no report
+    t_eq(flushes(m.mnt) - f0, 2, "FLUSH requests for two writers' and a reader's close")
+    set_fault(c, "none")
+    os.fsync(fd1)
+    os.close(fd1)
+    t_check(read_file(c) == new, "C after recovery")
+    env.umount(m)
+    return new
 
 
 def read_errors(env, dev, opts, r_content, b_content):
@@ -266,7 +313,8 @@ def one_engine(env, engine):
     write_file(os.path.join(m.mnt, "sub", "s"), b"s" * 3000)
     a, b = write_errors(env, m.mnt)
     env.umount(m)
-    check_on_disk(env, dev, {"a": a, "b": b, "r": r_content})
+    c = close_errors(env, dev, opts)
+    check_on_disk(env, dev, {"a": a, "b": b, "r": r_content, "c": c})
 
     m = read_errors(env, dev, opts, r_content, b)
     b2 = check_b(m.mnt, 1)

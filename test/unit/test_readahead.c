@@ -3,8 +3,8 @@
  * Readahead windows (doc/algorithms.md §5): initial and next sizes, the
  * 16/32/64/128 KiB ramp of a sequential 4 KiB reader with ra_pages = 32,
  * the async marker position, random reads without readahead, requests
- * larger than the window, context readahead on cached history, and
- * readahead switched off.
+ * larger than the window, context readahead on cached history,
+ * readahead switched off, and a window cut in parts of one device read.
  */
 #include <check.h>
 #include "helpers.h"
@@ -132,6 +132,41 @@ START_TEST(readahead_off)
 }
 END_TEST
 
+/* A 4 MiB window read in 1 MiB parts: the marker goes with its part. */
+START_TEST(window_parts)
+{
+	struct ra_window w = { .start = 1000, .size = 1024, .async_size = 1024 }, p;
+	unsigned off, n, marked = 0;
+
+	for (off = 0; (n = ra_window_part(&w, off, 256, &p)); off += n) {
+		ck_assert_uint_eq(p.start, 1000 + off);
+		ck_assert_uint_le(n, 256);
+		if (p.async_size) {
+			marked++;
+			/* the same page as the whole window's marker */
+			ck_assert_uint_eq(p.start + p.size - p.async_size, 1000);
+		}
+	}
+	ck_assert_uint_eq(off, 1024);
+	ck_assert_uint_eq(marked, 1);
+
+	/* a marker in the second part, a short last part */
+	w = (struct ra_window){ .start = 0, .size = 600, .async_size = 300 };
+	ck_assert_uint_eq(ra_window_part(&w, 0, 256, &p), 256);
+	ck_assert_uint_eq(p.async_size, 0);
+	ck_assert_uint_eq(ra_window_part(&w, 256, 256, &p), 256);
+	ck_assert_uint_eq(p.start + p.size - p.async_size, 300);
+	ck_assert_uint_eq(ra_window_part(&w, 512, 256, &p), 88);
+	ck_assert_uint_eq(p.async_size, 0);
+	ck_assert_uint_eq(ra_window_part(&w, 600, 256, &p), 0);
+
+	/* no marker: no part has one */
+	w = (struct ra_window){ .start = 7, .size = 300, .async_size = 0 };
+	ck_assert_uint_eq(ra_window_part(&w, 256, 256, &p), 44);
+	ck_assert_uint_eq(p.async_size, 0);
+}
+END_TEST
+
 static Suite *readahead_suite(void)
 {
 	Suite *s = suite_create("readahead");
@@ -141,6 +176,7 @@ static Suite *readahead_suite(void)
 		large_request_uses_io_size);
 	t_tcase(s, "random", random_reads_no_readahead, context_readahead);
 	t_tcase(s, "off", readahead_off);
+	t_tcase(s, "parts", window_parts);
 	return s;
 }
 

@@ -50,4 +50,13 @@ void ra_sync(struct ra_state *ra, uint64_t index, unsigned req, unsigned io_page
 void ra_async(struct ra_state *ra, uint64_t index, unsigned req, unsigned io_pages,
 	      uint64_t hole, struct ra_window *w);
 
+/**
+ * The part of @w from page @w->start + @off, at most @max pages, into @part:
+ * its marker when @w's marker page lies in it (async_size then counts from
+ * the part's end), none otherwise. A window larger than one device read is
+ * read in such parts, each on its own. Returns the part's size (0 past the end).
+ */
+unsigned ra_window_part(const struct ra_window *w, unsigned off, unsigned max,
+			struct ra_window *part);
+
 #endif

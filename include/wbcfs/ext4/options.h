@@ -67,7 +67,9 @@ struct wbcfs_options {
 	unsigned pdflush_max;		/* 1 <= MIN <= MAX <= 64; default 2-8 */
 	bool pdflush_threads_given;	/* pdflush_threads= was on the command line */
 	unsigned max_io_kb;		/* 4-4096, multiple of 4; default 1024 */
-	unsigned readahead_kb;		/* 0-65536, multiple of 4; default 128 */
+	unsigned readahead_kb;		/* 0-65536, multiple of 4; default: the block
+					 * device's read_ahead_kb, else 128 */
+	bool readahead_kb_given;	/* readahead_kb= was on the command line */
 	unsigned max_threads;		/* FUSE worker threads, 1-256; default 16 */
 	unsigned poll_us;		/* FUSE device busy-poll, 0-1000 us; default 50 */
 	enum transport_type transport;	/* default TRANSPORT_AUTO */
@@ -93,6 +95,11 @@ struct wbcfs_options {
 	bool auto_da_alloc;		/* write a file's delayed data at a rename
 					 * over another file and at the close after
 					 * a truncation to 0, as ext4's [1] */
+	bool close_errors;		/* a writer's close(2) sends FLUSH and reports
+					 * writeback errors, as NFS; else FOPEN_NOFLUSH,
+					 * errors at fsync only, as ext4 [0] */
+	bool park_all;			/* every sync request is parked; else one that
+					 * meets no other sync runs in its thread [0] */
 	bool sync;			/* sync: every write durable before its reply */
 	bool dirsync;			/* dirsync: directory changes committed before
 					 * their reply (sync implies it) */

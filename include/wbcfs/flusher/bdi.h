@@ -202,9 +202,24 @@ struct bdi_sync_io {
 	uint64_t start, end;
 	unsigned long errors;		/* wi->nr_write_errors at the start */
 	int ret;			/* write_inode's */
+	struct bdi_sync_io *next;	/* the caller's: bdi_sync_io_step steps a
+					 * chain (reset by bdi_sync_inode_start) */
+	bool borrowed;			/* @x is another io's (bdi_sync_inode_start_with) */
 };
 void bdi_sync_inode_start(struct bdi *b, struct wb_inode *wi, uint64_t start, uint64_t end,
 			  bool datasync, struct bdi_sync_io *io);
+/*
+ * bdi_sync_inode_start for one more inode of a caller syncing several
+ * (a group of fsyncs): its writes go on the context of @owner, an io
+ * started before and finished after this one, so that the caller never
+ * sleeps (waiting for a context of its own) with writes in flight that
+ * only it completes: a commit's ordered wait elsewhere would wait for
+ * them forever. @owner without a context (none was free): as
+ * bdi_sync_inode_start.
+ */
+void bdi_sync_inode_start_with(struct bdi *b, struct wb_inode *wi, uint64_t start,
+			       uint64_t end, bool datasync, struct bdi_sync_io *io,
+			       struct bdi_sync_io *owner);
 bool bdi_sync_io_step(void *io);
 int bdi_sync_inode_finish(struct bdi *b, struct bdi_sync_io *io);
 /** Write every dirty metadata page and wait (data must be written first). */
