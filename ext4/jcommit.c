@@ -267,18 +267,28 @@ int ext4_journal_abort(struct wbfs *w, struct wjournal *j, int err)
 /*
  * Put libext2fs's in-memory metadata into the cache, as a commit needs
  * it: the primary superblock and descriptors only (the kernel leaves the
- * backups to resize and e2fsck). Context: fs_lock.
+ * backups to resize and e2fsck). The superblock's write time stays what
+ * it is: the kernel's ext4 sets it only where it writes the superblock
+ * itself (mount, unmount, freeze), never in a commit, while libext2fs
+ * stamps the time at every flush (unless fs->now is set): the superblock
+ * would change at every commit, and an idle mount would commit it every
+ * commit interval, for ever. Context: fs_lock.
  */
 static errcode_t flush_fs_locked(struct wbfs *w)
 {
 	int saved = w->fs->flags & EXT2_FLAG_MASTER_SB_ONLY;
+	struct ext2_super_block *sb = w->fs->super;
+	time_t now = w->fs->now;
 	errcode_t err;
 
 	lock_assert_held(&w->fs_lock);
 
+	/* 0 (never written): libext2fs's own time, once */
+	w->fs->now = (time_t)((uint64_t)sb->s_wtime | (uint64_t)sb->s_wtime_hi << 32);
 	w->fs->flags |= EXT2_FLAG_MASTER_SB_ONLY;
 	err = ext4_flush_locked(w);
 	w->fs->flags = (w->fs->flags & ~EXT2_FLAG_MASTER_SB_ONLY) | saved;
+	w->fs->now = now;
 	return err;
 }
 
