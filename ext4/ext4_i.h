@@ -78,9 +78,11 @@ struct wjournal {
 					 * writes a flush has made durable, for the
 					 * superblock (== tail_tid: none) */
 	struct jheld *held;		/* fs_lock: committed pages that writeback
-					 * leaves alone a while (PG_jcommit kept,
+					 * leaves alone a while (PG_jheld,
 					 * referenced), oldest first */
 	size_t nr_held, cap_held;	/* fs_lock */
+	_Atomic uint64_t held_since;	/* written under fs_lock: held[0].ms, or 0
+					 * when none is held (read without it) */
 	struct jtab heldset;		/* fs_lock: their pages' addresses */
 	struct jtx_rec *txs;		/* commit_mutex: the committed transactions
 					 * from tail to head, oldest first */
@@ -103,6 +105,8 @@ struct wjournal {
 	_Atomic long ckpt_blocks;	/* blocks those wrote home */
 	_Atomic long homed_blocks;	/* home writes that released a block */
 	_Atomic long wraps;		/* commits that wrapped past the log's end */
+	_Atomic long held_pages;	/* nr_held, for the journal file */
+	_Atomic long held_expired;	/* held pages released by their expiry */
 	/* time in each phase of the commits, ns (as jbd2's info file) */
 	_Atomic uint64_t ns_prepare, ns_log, ns_ordered, ns_seal, ns_finish;
 };
@@ -148,10 +152,16 @@ static inline uint32_t ext4_journal_wrap(const struct wjournal *j, uint32_t x)
 }
 /* Committed page @p (its reference given) joins the held pages. Context: fs_lock. */
 void ext4_journal_hold(struct wbfs *w, struct wjournal *j, struct page *p);
-/* Held pages older than @age_ms (0: all) go to writeback. Context: fs_lock, no commit. */
-void ext4_journal_release_held(struct wbfs *w, struct wjournal *j, uint64_t age_ms);
+/*
+ * Held pages to writeback: all (@all), or those held @age_ms or longer
+ * and in no transaction. Returns how many. Context: fs_lock.
+ */
+unsigned long ext4_journal_release_held(struct wbfs *w, struct wjournal *j, uint64_t age_ms,
+					bool all);
 /* syncfs: every held page to writeback. Context: no lock held. */
 void ext4_journal_release_all(struct wbfs *w);
+/* Held pages expired by @expire_ms to writeback (bdi op). Context: flusher, no lock. */
+unsigned long ext4_journal_meta_expire(struct bdi *b, uint64_t expire_ms);
 /* Fold completed home writes into pinned. Context: fs_lock. */
 void ext4_journal_fold_homed(struct wjournal *j);
 /* The oldest transaction pinned (or @dflt when none is). Context: fs_lock. */

@@ -350,8 +350,6 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 		     "cannot make the blocks of failed writes unwritten", -ret);
 	if (flush_fs_locked(w))
 		return ext4_journal_abort(w, j, -EIO);
-	/* no transaction is being committed: held pages may go */
-	ext4_journal_release_held(w, j, atomic_load(&w->cache->tun.dirty_expire_centisecs) * 10ULL);
 	if (!j->nr_run && !j->revoke.n) {
 		/* nothing changed: what was freed is freed on disk already,
 		 * the running transaction's frees too (a free changes a

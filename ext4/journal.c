@@ -308,10 +308,12 @@ void ext4_journal_meta_written(struct bdi *b, struct page *p)
  * page written home after every commit (commit=5) would cost the device
  * a scattered write per block every few seconds, where one write per
  * expiry covers every commit in between: the log holds the newest copy
- * meanwhile. The page keeps PG_jcommit, which writeback skips; a change
- * by the running transaction and its commit keep the hold's start.
- * At most a sixteenth of the cache is held (reclaim cannot free dirty
- * pages); past that, committed pages go home at once. Context: fs_lock.
+ * meanwhile. The page is PG_jheld, which writeback skips, until the
+ * flusher's periodic pass finds it expired (ext4_journal_meta_expire);
+ * a change by the running transaction and its commit keep the hold's
+ * start. At most a sixteenth of the cache is held (reclaim cannot free
+ * dirty pages); past that, committed pages go home at once. @p leaves
+ * its transaction here (PG_jcommit). Context: fs_lock.
  */
 void ext4_journal_hold(struct wbfs *w, struct wjournal *j, struct page *p)
 {
@@ -319,35 +321,88 @@ void ext4_journal_hold(struct wbfs *w, struct wjournal *j, struct page *p)
 	/* dirty pages reclaim cannot free: a sixteenth of the cache at most */
 	size_t cap = atomic_load(&w->cache->nr_pages) / 16;
 
+	page_clear(p, PG_jcommit);
 	if (jtab_find(&j->heldset, key)) {
 		page_put(p);		/* held already: from its first commit on */
 		return;
 	}
 	if (j->nr_held >= cap || j->nr_held == j->cap_held || jtab_put(&j->heldset, key, 1)) {
-		page_clear(p, PG_jcommit);
 		page_put(p);
 		return;
 	}
+	page_set(p, PG_jheld);
 	j->held[j->nr_held++] = (struct jheld){ p, clock_now_ms() };
+	atomic_store(&j->held_pages, (long)j->nr_held);
+	if (j->nr_held == 1)
+		atomic_store(&j->held_since, j->held[0].ms);
 }
 
-void ext4_journal_release_held(struct wbfs *w, struct wjournal *j, uint64_t age_ms)
+/*
+ * Held pages go to writeback: with @all every one, else those held
+ * @age_ms or longer that no transaction has again (a page changed since
+ * is not writable before its next commit; it keeps its place, and the
+ * first pass after that commit releases it, its expiry past). A
+ * released page that is still dirty is marked so on the metadata inode
+ * again, which its writeback then finds whatever happened to the
+ * inode's state meanwhile. Returns how many were released.
+ * Context: fs_lock.
+ */
+unsigned long ext4_journal_release_held(struct wbfs *w, struct wjournal *j, uint64_t age_ms,
+					bool all)
 {
 	uint64_t now = clock_now_ms();
-	size_t i = 0, k;
+	unsigned long n = 0;
+	bool dirty = false;
+	size_t i, k = 0;
 
-	(void)w;
-	while (i < j->nr_held && (!age_ms || now - j->held[i].ms >= age_ms))
-		i++;
-	for (k = 0; k < i; k++) {
-		struct page *p = j->held[k].p;
+	lock_assert_held(&w->fs_lock);
+	for (i = 0; i < j->nr_held; i++) {
+		struct page *p = j->held[i].p;
 
+		if (!all && (now - j->held[i].ms < age_ms ||
+			     page_test(p, PG_jdirty) || page_test(p, PG_jcommit))) {
+			j->held[k++] = j->held[i];	/* in order: oldest first */
+			continue;
+		}
 		jtab_del(&j->heldset, (uint64_t)(uintptr_t)p);
-		page_clear(p, PG_jcommit);
+		page_clear(p, PG_jheld);
+		/* not dropped from the cache meanwhile (a freed block) */
+		if (p->mapping == &w->meta_map && page_test(p, PG_dirty))
+			dirty = true;
 		page_put(p);
+		n++;
 	}
-	memmove(j->held, j->held + i, (j->nr_held - i) * sizeof(*j->held));
-	j->nr_held -= i;
+	j->nr_held = k;
+	atomic_store(&j->held_pages, (long)k);
+	atomic_store(&j->held_since, k ? j->held[0].ms : 0);
+	if (dirty)
+		bdi_mark_inode_dirty(w->bdi, &w->meta_wb, I_DIRTY_PAGES);
+	return n;
+}
+
+/*
+ * bdi_ops.meta_expire: the flusher's periodic pass sends expired held
+ * pages home, with or without commits (an idle journal commits nothing).
+ * Context: flusher, no lock held.
+ */
+unsigned long ext4_journal_meta_expire(struct bdi *b, uint64_t expire_ms)
+{
+	struct wbfs *w = bdi_owner(b);
+	struct wjournal *j = w->journal;
+	uint64_t since;
+	unsigned long n;
+
+	if (!j)
+		return 0;
+	/* none held, or none expired: not worth fs_lock */
+	since = atomic_load(&j->held_since);
+	if (!since || clock_now_ms() - since < expire_ms)
+		return 0;
+	ext4_lock(w);
+	n = ext4_journal_release_held(w, j, expire_ms, false);
+	ext4_unlock(w);
+	atomic_fetch_add(&j->held_expired, (long)n);
+	return n;
 }
 
 /*
@@ -360,12 +415,9 @@ void ext4_journal_release_all(struct wbfs *w)
 
 	if (!j)
 		return;
-	/* no commit in flight: its pages' PG_jcommit must stay */
-	ls_mutex_lock(&j->commit_mutex, &lc_journal_commit);
 	ext4_lock(w);
-	ext4_journal_release_held(w, j, 0);
+	ext4_journal_release_held(w, j, 0, true);
 	ext4_unlock(w);
-	ls_mutex_unlock(&j->commit_mutex);
 }
 
 /* Context: fs_lock (and commit_mutex: no commit changes pinned meanwhile). */
@@ -805,7 +857,7 @@ int ext4_journal_shutdown(struct wbfs *w)
 		ret = ext4_journal_checkpoint(w, j, UINT32_MAX);
 	ext4_lock(w);
 	/* what is left dirty goes home with the unmount's writeback */
-	ext4_journal_release_held(w, j, 0);
+	ext4_journal_release_held(w, j, 0, true);
 	if (!ret)
 		ret = j->err;
 	if (!ret) {
@@ -840,7 +892,10 @@ void ext4_journal_free(struct wbfs *w)
 	jtab_free(&j->ctab);
 	jtab_free(&j->pinned);
 	jtab_free(&j->homed);
-	ext4_journal_release_held(w, j, 0);	/* nothing else runs now */
+	for (i = 0; i < j->nr_held; i++) {
+		page_clear(j->held[i].p, PG_jheld);
+		page_put(j->held[i].p);
+	}
 	free(j->held);
 	jtab_free(&j->heldset);
 	free(j->txs);
@@ -886,7 +941,7 @@ int ext4_journal_show(struct wbfs *w, char *buf, size_t len)
 			"commit_prepare_us %lu\ncommit_log_us %lu\ncommit_ordered_us %lu\n"
 			"commit_seal_us %lu\ncommit_finish_us %lu\n"
 			"tail %u\ntail_lazy %ld\ntail_forced %ld\ncheckpoint_blocks %ld\n"
-			"homed %ld\nwraps %ld\n",
+			"homed %ld\nwraps %ld\nheld %ld\nheld_expired %ld\n",
 			j->commit_ms, j->log.last - j->log.first, j->head, j->max_tx, j->log.csum3,
 			j->log.is64,
 			atomic_load(&j->commits), atomic_load(&j->blocks),
@@ -900,5 +955,6 @@ int ext4_journal_show(struct wbfs *w, char *buf, size_t len)
 			(unsigned long)(atomic_load(&j->ns_finish) / 1000 / n),
 			j->empty ? 0 : j->tail, atomic_load(&j->tail_lazy),
 			atomic_load(&j->tail_forced), atomic_load(&j->ckpt_blocks),
-			atomic_load(&j->homed_blocks), atomic_load(&j->wraps));
+			atomic_load(&j->homed_blocks), atomic_load(&j->wraps),
+			atomic_load(&j->held_pages), atomic_load(&j->held_expired));
 }

@@ -149,6 +149,7 @@ const struct bdi_ops ext4_bdi_ops = {
 	.write_error = ext4_write_error,
 	.newblock_failed = ext4_newblock_failed,
 	.meta_written = ext4_journal_meta_written,
+	.meta_expire = ext4_journal_meta_expire,
 };
 
 /*

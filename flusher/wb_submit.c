@@ -341,9 +341,11 @@ static unsigned wb_prepare_batch(struct wb_ctx *x, struct mapping *m, unsigned n
 		struct page *p = pages[i];
 
 		wb_lock_page(x, p);
-		/* a journaled metadata page waits for its transaction's commit */
+		/* a journaled metadata page waits for its transaction's
+		 * commit, and a held one for its expiry */
 		if (p->mapping == m && page_test(p, PG_dirty) &&
 		    !page_test(p, PG_jdirty) && !page_test(p, PG_jcommit) &&
+		    !page_test(p, PG_jheld) &&
 		    (!page_test(p, PG_writeback) || sync)) {
 			if (page_test(p, PG_writeback)) {
 				wb_drain_before_sleep(x);
