@@ -342,11 +342,12 @@ static bool wb_meta_ready_locked(const struct wb_inode *meta)
 static bool wb_meta_expire(struct wb_ctx *x)
 {
 	struct bdi *b = x->b;
+	uint64_t expire = atomic_load(&b->cache->tun.dirty_expire_centisecs) * 10ULL;
 
 	if (!b->meta || !b->ops->meta_expire)
 		return false;
 	wb_drain_before_sleep(x);	/* the owner's locks */
-	return b->ops->meta_expire(b, atomic_load(&b->cache->tun.dirty_expire_centisecs) * 10ULL) > 0;
+	return b->ops->meta_expire(b, expire) > 0;
 }
 
 /* Metadata due for writing in a background or periodic round? */
