@@ -17,6 +17,17 @@
 
 extern struct lock_class lc_journal_commit;
 
+/* A committed transaction still in the log. */
+struct jtx_rec {
+	uint32_t tid, start, nblk;
+};
+
+/* A committed page held from writeback since @ms. */
+struct jheld {
+	struct page *p;
+	uint64_t ms;
+};
+
 struct wjournal {
 	struct wbfs *w;
 	struct jbd2_log log;		/* the log on the device (log.jsb:
@@ -51,6 +62,31 @@ struct wjournal {
 					 * last checkpoint */
 	struct jtab ctab;		/* fs_lock: the same for the transaction
 					 * being committed */
+	struct jtab pinned;		/* fs_lock: block -> the transaction of its
+					 * newest committed copy, while its home
+					 * copy may be older: that transaction and
+					 * every later one stay in the log */
+	pthread_mutex_t hlock;		/* protects: homed */
+	struct jtab homed;		/* hlock: block -> the last transaction
+					 * committed when a write home of its page
+					 * (clean, not in a transaction) completed;
+					 * folded into pinned under fs_lock */
+	uint32_t tail, tail_tid;	/* commit_mutex: the log's start and its
+					 * transaction, as the journal superblock
+					 * says (unless empty) */
+	uint32_t safe_tid;		/* commit_mutex: a later start whose home
+					 * writes a flush has made durable, for the
+					 * superblock (== tail_tid: none) */
+	struct jheld *held;		/* fs_lock: committed pages that writeback
+					 * leaves alone a while (PG_jheld,
+					 * referenced), oldest first */
+	size_t nr_held, cap_held;	/* fs_lock */
+	_Atomic uint64_t held_since;	/* written under fs_lock: held[0].ms, or 0
+					 * when none is held (read without it) */
+	struct jtab heldset;		/* fs_lock: their pages' addresses */
+	struct jtx_rec *txs;		/* commit_mutex: the committed transactions
+					 * from tail to head, oldest first */
+	size_t nr_txs, cap_txs;		/* commit_mutex */
 	ext2fs_block_bitmap busy_commit;	/* fs_lock: blocks freed by the
 						 * committing transaction */
 	blk64_t nr_busy_commit;		/* fs_lock: blocks in it (0: nothing to scan) */
@@ -64,6 +100,13 @@ struct wjournal {
 
 	_Atomic long commits, blocks, revokes, checkpoints, unjournaled, failed;
 	_Atomic long joined;		/* commit calls another's commit served */
+	_Atomic long tail_lazy;		/* tail advances in a commit's flush */
+	_Atomic long tail_forced;	/* tail advances that had to write home */
+	_Atomic long ckpt_blocks;	/* blocks those wrote home */
+	_Atomic long homed_blocks;	/* home writes that released a block */
+	_Atomic long wraps;		/* commits that wrapped past the log's end */
+	_Atomic long held_pages;	/* nr_held, for the journal file */
+	_Atomic long held_expired;	/* held pages released by their expiry */
 	/* time in each phase of the commits, ns (as jbd2's info file) */
 	_Atomic uint64_t ns_prepare, ns_log, ns_ordered, ns_seal, ns_finish;
 };
@@ -95,10 +138,38 @@ int ext4_journal_ckpt_add(struct wjournal *j, struct ckpt_io *c, uint64_t blk, c
 /* Write the batch's slots home. */
 int ext4_journal_ckpt_flush_batch(struct wjournal *j, struct ckpt_io *c);
 /*
- * Write home the newest committed copy of every block the log holds,
- * flush, and mark the log empty. Context: commit_mutex and fs_lock.
+ * Make room for @need log blocks after the head (UINT32_MAX: empty the
+ * log): advance the tail, writing home the pinned blocks of the oldest
+ * transactions first if need be. Context: commit_mutex, not fs_lock.
  */
-int ext4_journal_checkpoint_locked(struct wbfs *w, struct wjournal *j);
+int ext4_journal_checkpoint(struct wbfs *w, struct wjournal *j, uint32_t need);
+/* Log blocks after the head that the next transaction may use. Context: commit_mutex. */
+uint32_t ext4_journal_room(const struct wjournal *j);
+/* Journal block @x of the ring, wrapped. */
+static inline uint32_t ext4_journal_wrap(const struct wjournal *j, uint32_t x)
+{
+	return jbd2_ring_wrap(j->log.first, j->log.last, x);
+}
+/* Committed page @p (its reference given) joins the held pages. Context: fs_lock. */
+void ext4_journal_hold(struct wbfs *w, struct wjournal *j, struct page *p);
+/*
+ * Held pages to writeback: all (@all), or those held @age_ms or longer
+ * and in no transaction. Returns how many. Context: fs_lock.
+ */
+unsigned long ext4_journal_release_held(struct wbfs *w, struct wjournal *j, uint64_t age_ms,
+					bool all);
+/* syncfs: every held page to writeback. Context: no lock held. */
+void ext4_journal_release_all(struct wbfs *w);
+/* Held pages expired by @expire_ms to writeback (bdi op). Context: flusher, no lock. */
+unsigned long ext4_journal_meta_expire(struct bdi *b, uint64_t expire_ms);
+/* Fold completed home writes into pinned. Context: fs_lock. */
+void ext4_journal_fold_homed(struct wjournal *j);
+/* The oldest transaction pinned (or @dflt when none is). Context: fs_lock. */
+uint32_t ext4_journal_oldest_pinned(const struct wjournal *j, uint32_t dflt);
+/* The log starts at transaction @tid, or is empty, on disk now: forget what is before. */
+void ext4_journal_tail_set(struct wbfs *w, struct wjournal *j, bool empty, uint32_t tid);
+/* Where transaction @tid starts in the log. Context: commit_mutex. */
+uint32_t ext4_journal_tx_start(const struct wjournal *j, uint32_t tid);
 /* jcommit.c */
 /* A failed journal write: nothing more is committed. Returns the error kept. */
 int ext4_journal_abort(struct wbfs *w, struct wjournal *j, int err);
@@ -311,6 +382,8 @@ void winode_fold(struct wbfs *w, struct winode *wi, struct ext2_inode_large *in)
 int ext4_map_pages(struct bdi *b, struct wb_inode *wb, const uint64_t *index,
 		   unsigned n, uint64_t *pblk);
 void ext4_newblock_failed(struct bdi *b, struct wb_inode *wb, uint64_t index);
+/* A metadata page's write home completed (bdi op). Context: I/O completion. */
+void ext4_journal_meta_written(struct bdi *b, struct page *p);
 void ext4_write_error(struct bdi *b, struct wb_inode *wb, uint64_t index, int err);
 
 /* data.c, range.c */

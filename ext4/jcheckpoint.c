@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * The journal's checkpoint: the newest committed copy of every block the
- * log holds written home (from the cache, or read back from the log),
- * flushed, and the log marked empty, so that the next transaction starts
- * at its beginning again. Apart from the commit (jcommit.c) because it is
- * the one part that reads the cache's pages to write them home; the batch
- * of home writes also serves a transaction larger than the log.
+ * The journal's checkpoint: when the next transaction finds no room in
+ * the ring, the pinned blocks of the oldest transactions written home
+ * (from the cache, or read back from the log when the running
+ * transaction has changed the page since), a flush, and the journal
+ * superblock with the new tail. Apart from the commit (jcommit.c) because
+ * it is the one part that reads the cache's pages to write them home; the
+ * batch of home writes also serves a transaction larger than the log.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -29,13 +30,6 @@ void ext4_journal_page_home(struct page *p)
 	if (!page_test(p, PG_jdirty) && !page_test(p, PG_jcommit))
 		cancel_dirty_page(p);
 	unlock_page(p);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 /*
@@ -177,94 +171,225 @@ struct ckpt_io *ext4_journal_ckpt_io_new(struct wbfs *w)
 	return c;
 }
 
-/*
- * Write home the newest committed copy of every block the log holds,
- * flush, and mark the log empty. Context: commit_mutex and fs_lock; no
- * transaction is being committed.
- */
-int ext4_journal_checkpoint_locked(struct wbfs *w, struct wjournal *j)
+/* A block to write home: its pin, where the log has it, its page. */
+struct ckpt_blk {
+	uint64_t blk;
+	uint32_t tid;		/* the transaction it pins */
+	uint32_t pos;		/* its newest copy in the log (| ESC_BIT) */
+	struct page *p;		/* PG_jcommit while written, referenced; or NULL */
+};
+
+static int cmp_blk(const void *a, const void *b)
 {
-	size_t n = j->logged.n, i, k = 0;
-	struct ckpt_io *c = NULL;
-	uint64_t *blks = NULL;
-	int ret = 0;
+	const struct ckpt_blk *x = a, *y = b;
 
-	lock_assert_held(&j->commit_mutex);
-	lock_assert_held(&w->fs_lock);
+	return x->blk < y->blk ? -1 : x->blk > y->blk;
+}
 
-	if (n) {
-		blks = malloc(n * sizeof(*blks));
-		c = ext4_journal_ckpt_io_new(w);
-		if (!blks || !c) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		for (i = 0; i < j->logged.cap; i++)
-			if (j->logged.key[i] != JTAB_EMPTY)
-				blks[k++] = j->logged.key[i];
-		qsort(blks, n, sizeof(*blks), cmp_u64);
+/*
+ * Write the superblock with the log starting at transaction @tid (or
+ * empty), then flush; the home writes it relies on are durable already.
+ * Context: commit_mutex, not fs_lock.
+ */
+static int tail_write(struct wbfs *w, struct wjournal *j, bool empty, uint32_t tid)
+{
+	uint32_t start = j->log.jsb->s_start, seq = j->log.jsb->s_sequence;
+	int ret;
+
+	j->log.jsb->s_start = empty ? 0 : htobe32(ext4_journal_tx_start(j, tid));
+	j->log.jsb->s_sequence = htobe32(empty ? j->seq : tid);
+	ret = jbd2_log_sb_write(&j->log);
+	if (!ret)
+		ret = jbd2_log_flush(&j->log);
+	if (ret) {
+		/*
+		 * The log stays as it was, but the device may hold either
+		 * superblock. Both are true while nothing is appended (the
+		 * home writes are flushed), but the new start would hide an
+		 * older commit from replay once the space is reused: keep
+		 * the in-memory copy true to the log, and let the next
+		 * commit write it again first.
+		 */
+		j->log.jsb->s_start = start;
+		j->log.jsb->s_sequence = seq;
+		j->jsb_unsure = true;
+		return ret;
 	}
-	for (i = 0; i < n && !ret; i++) {
-		struct page *p = mapping_get_page(&w->meta_map, blks[i]);
+	j->jsb_unsure = false;
+	ext4_lock(w);
+	ext4_journal_tail_set(w, j, empty, empty ? j->seq : tid);
+	ext4_unlock(w);
+	return 0;
+}
 
-		if (p && page_test(p, PG_uptodate) && !page_test(p, PG_jdirty)) {
-			/* not changed since its commit: the cache has it, and
-			 * once written back (this flush makes that durable) it
-			 * is home already */
-			if (page_test(p, PG_writeback))
+/*
+ * The pinned blocks of the transactions before @upto (all with @all), to
+ * write home. Each cached page is marked PG_jcommit under its lock, once
+ * its writeback in flight is done: writeback leaves it alone until the
+ * checkpoint's writes are, so that no write of a copy torn by a change
+ * lands after them. Returns how many, in *@out (sorted). Context:
+ * commit_mutex, fs_lock.
+ */
+static size_t ckpt_collect(struct wbfs *w, struct wjournal *j, bool all, uint32_t upto,
+			   struct ckpt_blk **out)
+{
+	struct ckpt_blk *v;
+	size_t i, n = 0;
+
+	*out = NULL;
+	if (!j->pinned.n)
+		return 0;
+	v = malloc(j->pinned.n * sizeof(*v));
+	if (!v)
+		return 0;
+	for (i = 0; i < j->pinned.cap; i++) {
+		uint64_t b = j->pinned.key[i];
+		uint32_t *pos;
+
+		if (b == JTAB_EMPTY || (!all && !jbd2_tid_gt(upto, j->pinned.val[i])))
+			continue;
+		pos = jtab_find(&j->logged, b);
+		if (!pos)
+			continue;	/* cannot be: pinned blocks are logged */
+		v[n++] = (struct ckpt_blk){ b, j->pinned.val[i], *pos,
+					    mapping_get_page(&w->meta_map, b) };
+	}
+	qsort(v, n, sizeof(*v), cmp_blk);
+	*out = v;
+	return n;
+}
+
+/*
+ * Write home the blocks of @v, each from its page when that holds the
+ * committed copy (in no running transaction), else from the log.
+ * Context: commit_mutex, not fs_lock (namespace operations go on).
+ */
+static int ckpt_write(struct wbfs *w, struct wjournal *j, struct ckpt_blk *v, size_t n)
+{
+	struct ckpt_io *c = ext4_journal_ckpt_io_new(w);
+	size_t i;
+	int ret = c ? 0 : -ENOMEM;
+
+	for (i = 0; i < n && !ret; i++) {
+		struct page *p = v[i].p;
+		bool own = false;
+
+		if (p) {
+			lock_page(p);
+			if (p->mapping == &w->meta_map && page_test(p, PG_uptodate)) {
+				/* no new writeback starts (it locks the page) */
 				wait_on_page_writeback(p);
-			if (page_test(p, PG_dirty))
-				ret = ext4_journal_ckpt_add(j, c, blks[i], page_address(p));
-		} else {
-			ret = ckpt_add_logged(j, c, blks[i], *jtab_find(&j->logged, blks[i]));
+				page_set(p, PG_jcommit);
+				own = !page_test(p, PG_jdirty);
+			} else {
+				unlock_page(p);
+				page_put(p);
+				v[i].p = p = NULL;
+			}
 		}
-		if (p)
-			page_put(p);
+		if (own) {
+			ret = ext4_journal_ckpt_add(j, c, v[i].blk, page_address(p));
+			unlock_page(p);
+		} else {
+			if (p)
+				unlock_page(p);
+			ret = ckpt_add_logged(j, c, v[i].blk, v[i].pos);
+		}
 	}
 	if (!ret && c)
 		ret = ext4_journal_ckpt_flush_batch(j, c);
+	ext4_journal_ckpt_io_free(c);
 	if (!ret)
 		ret = jbd2_log_flush(&j->log);
-	for (i = 0; i < n && !ret; i++) {
-		struct page *p = mapping_get_page(&w->meta_map, blks[i]);
+	return ret;
+}
 
-		if (p) {
-			ext4_journal_page_home(p);
-			page_put(p);
+/*
+ * Make room for @need log blocks after the head, as jbd2's
+ * log_do_checkpoint: a start the commits' flushes have made safe may be
+ * enough; else the oldest transactions' pinned blocks go home (about a
+ * quarter of the log more than asked for, so that this is not done at
+ * every commit), a flush, and the superblock with the oldest transaction
+ * still pinned as the start. @need UINT32_MAX: every pinned block, and
+ * the log is empty after (unmount; a transaction larger than the log).
+ * fs_lock is taken only to read and update the tables: namespace
+ * operations go on during the I/O; a page that the running transaction
+ * changes meanwhile keeps its committed copy home (written from the log).
+ * Context: commit_mutex, not fs_lock; no transaction is being committed.
+ */
+int ext4_journal_checkpoint(struct wbfs *w, struct wjournal *j, uint32_t need)
+{
+	uint32_t len = j->log.last - j->log.first, room = ext4_journal_room(j), upto = 0;
+	bool all = need == UINT32_MAX;
+	struct ckpt_blk *v = NULL;
+	size_t i, n = 0;
+	int ret;
+
+	lock_assert_held(&j->commit_mutex);
+
+	if (j->empty && !j->jsb_unsure)
+		return 0;
+	if (!all && room >= need)
+		return 0;
+	if (!all && j->safe_tid != j->tail_tid) {
+		uint32_t s = ext4_journal_tx_start(j, j->safe_tid);
+		uint32_t freed = s >= j->tail ? s - j->tail : s + len - j->tail;
+
+		if (room + freed >= need) {
+			ret = tail_write(w, j, false, j->safe_tid);
+			if (!ret)
+				atomic_fetch_add(&j->tail_lazy, 1);
+			return ret;
 		}
 	}
-	if (!ret && !j->empty) {
-		uint32_t start = j->log.jsb->s_start, seq = j->log.jsb->s_sequence;
+	if (!all) {
+		/* free the oldest transactions until there is room and some */
+		uint32_t goal = need + len / 4 < len - 1 ? need + len / 4 : len - 1, freed = 0;
 
-		j->log.jsb->s_start = 0;
-		j->log.jsb->s_sequence = htobe32(j->seq);
-		ret = jbd2_log_sb_write(&j->log);
-		if (!ret)
-			ret = jbd2_log_flush(&j->log);
-		if (ret) {
-			/*
-			 * The log stays as it was, but the device may hold
-			 * either superblock. "Empty" is harmless while no
-			 * commit is appended (the home writes are flushed,
-			 * and commit_prepare_locked retries the checkpoint
-			 * before any commit), but it would hide one from
-			 * replay: keep the in-memory copy true to the log,
-			 * and let the next commit write it again first.
-			 */
-			j->log.jsb->s_start = start;
-			j->log.jsb->s_sequence = seq;
-			j->jsb_unsure = true;
+		for (i = 0; i < j->nr_txs; i++) {
+			freed += j->txs[i].nblk;
+			if (room + freed >= goal)
+				break;
+		}
+		if (i + 1 < j->nr_txs)
+			upto = j->txs[i + 1].tid;
+		else
+			all = true;
+	}
+	ext4_lock(w);
+	/* home writes done so far: this checkpoint's flush covers them */
+	ext4_journal_fold_homed(j);
+	n = ckpt_collect(w, j, all, upto, &v);
+	ext4_unlock(w);
+	ret = ckpt_write(w, j, v, n);
+	ext4_lock(w);
+	for (i = 0; i < n; i++) {
+		uint32_t *t = jtab_find(&j->pinned, v[i].blk);
+
+		/* the copy written is the newest committed: a commit would
+		 * need commit_mutex */
+		if (!ret && t && *t == v[i].tid)
+			jtab_del(&j->pinned, v[i].blk);
+		if (v[i].p) {
+			page_clear(v[i].p, PG_jcommit);
+			if (!ret && v[i].p->mapping == &w->meta_map)
+				ext4_journal_page_home(v[i].p);
+			page_put(v[i].p);
 		}
 	}
 	if (!ret) {
-		j->head = j->log.first;
-		j->empty = true;
-		j->jsb_unsure = false;
-		jtab_clear(&j->logged);
+		atomic_fetch_add(&j->ckpt_blocks, (long)n);
+		upto = ext4_journal_oldest_pinned(j, j->seq);
+		all = !j->pinned.n;
+	}
+	ext4_unlock(w);
+	free(v);
+	if (ret)
+		return ret;
+	ret = tail_write(w, j, all, upto);
+	if (!ret) {
+		atomic_fetch_add(&j->tail_forced, 1);
 		atomic_fetch_add(&j->checkpoints, 1);
 	}
-out:
-	free(blks);
-	ext4_journal_ckpt_io_free(c);
 	return ret;
 }

@@ -51,6 +51,10 @@ struct jtx {
 	bool home;			/* larger than the log: mem holds the
 					 * pages' copies, written home */
 	int ord;			/* the ordered-data epoch it closed */
+	uint32_t tail_cand;		/* the oldest transaction pinned when it
+					 * was built: its flush makes that start
+					 * safe for the superblock */
+	bool tail_write;		/* its seal wrote j->safe_tid as the start */
 };
 
 static void tx_free(struct jtx *t)
@@ -120,7 +124,8 @@ static int tx_build(struct wbfs *w, struct wjournal *j, struct jtx *t)
 		for (; i < t->nr_pages && m < per; i++, m++) {
 			struct page *p = t->pages[i];
 			char *blk = t->mem + (size_t)(k++) * JBS;
-			uint32_t flags = 0, pos = t->start + (uint32_t)(k - 1), magic, bcsum = 0;
+			uint32_t flags = 0, magic, bcsum = 0;
+			uint32_t pos = ext4_journal_wrap(j, t->start + (uint32_t)(k - 1));
 
 			t->bufs[k - 1] = blk;
 			memcpy(blk, page_address(p), JBS);
@@ -187,17 +192,22 @@ static void tx_done(struct wbfs *w, struct wjournal *j, struct jtx *t)
 	size_t i;
 
 	for (i = 0; i < j->ctab.cap; i++)
-		if (j->ctab.key[i] != JTAB_EMPTY)
+		if (j->ctab.key[i] != JTAB_EMPTY) {
 			jtab_put(&j->logged, j->ctab.key[i], j->ctab.val[i]);
+			/* without room it would not pin: a replay could then
+			 * miss it; the journal stops instead */
+			if (jtab_put(&j->pinned, j->ctab.key[i], t->tid))
+				ext4_journal_abort(w, j, -ENOMEM);
+		}
 	jtab_clear(&j->ctab);
 	/* its revokes have committed: replay skips those copies, so must a
 	 * checkpoint (the blocks may belong to file data by now) */
-	for (i = 0; i < t->nrev; i++)
+	for (i = 0; i < t->nrev; i++) {
 		jtab_del(&j->logged, t->rev[i]);
-	for (i = 0; i < t->nr_pages; i++) {
-		page_clear(t->pages[i], PG_jcommit);
-		page_put(t->pages[i]);
+		jtab_del(&j->pinned, t->rev[i]);
 	}
+	for (i = 0; i < t->nr_pages; i++)
+		ext4_journal_hold(w, j, t->pages[i]);
 	t->nr_pages = 0;
 	ext4_journal_release_busy_commit(w, j);
 }
@@ -257,18 +267,28 @@ int ext4_journal_abort(struct wbfs *w, struct wjournal *j, int err)
 /*
  * Put libext2fs's in-memory metadata into the cache, as a commit needs
  * it: the primary superblock and descriptors only (the kernel leaves the
- * backups to resize and e2fsck). Context: fs_lock.
+ * backups to resize and e2fsck). The superblock's write time stays what
+ * it is: the kernel's ext4 sets it only where it writes the superblock
+ * itself (mount, unmount, freeze), never in a commit, while libext2fs
+ * stamps the time at every flush (unless fs->now is set): the superblock
+ * would change at every commit, and an idle mount would commit it every
+ * commit interval, for ever. Context: fs_lock.
  */
 static errcode_t flush_fs_locked(struct wbfs *w)
 {
 	int saved = w->fs->flags & EXT2_FLAG_MASTER_SB_ONLY;
+	struct ext2_super_block *sb = w->fs->super;
+	time_t now = w->fs->now;
 	errcode_t err;
 
 	lock_assert_held(&w->fs_lock);
 
+	/* 0 (never written): libext2fs's own time, once */
+	w->fs->now = (time_t)((uint64_t)sb->s_wtime | (uint64_t)sb->s_wtime_hi << 32);
 	w->fs->flags |= EXT2_FLAG_MASTER_SB_ONLY;
 	err = ext4_flush_locked(w);
 	w->fs->flags = (w->fs->flags & ~EXT2_FLAG_MASTER_SB_ONLY) | saved;
+	w->fs->now = now;
 	return err;
 }
 
@@ -304,11 +324,13 @@ static int tx_build_home(struct wbfs *w, struct wjournal *j, struct jtx *t)
 
 /*
  * The running transaction becomes @t, for commit_write. Returns 0 (@t
- * built), 1 (nothing to commit) or -errno. Context: commit_mutex, fs_lock.
+ * built), 1 (nothing to commit), 2 (the log needs *@room blocks free
+ * first) or -errno. Context: commit_mutex, fs_lock.
  */
-static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx *t)
+static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx *t,
+				 uint32_t *room)
 {
-	uint32_t need;
+	uint32_t need, len = j->log.last - j->log.first;
 	int ret;
 
 	lock_assert_held(&j->commit_mutex);
@@ -339,18 +361,15 @@ static int commit_prepare_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 		return 1;
 	}
 	need = jbd2_log_tx_blocks(&j->log, j->nr_run, j->revoke.n);
-	/* a block stays free: a log filling the whole ring would run into
-	 * its own start, which replay must then tell from a newer block */
-	if (j->head + need >= j->log.last) {
-		/* a failure leaves the log as it was: tried again next time */
-		ret = ext4_journal_checkpoint_locked(w, j);
-		if (ret) {
-			atomic_fetch_add(&j->failed, 1);
-			jlog(w, "%s: %s; retried at the next commit", "checkpoint failed", -ret);
-			return ret;
-		}
+	/* the caller makes room, without fs_lock, and comes back; one
+	 * larger than the whole log waits for it to be empty */
+	if (need >= len ? !j->empty : ext4_journal_room(j) < need) {
+		*room = need >= len ? UINT32_MAX : need;
+		return 2;
 	}
-	ret = j->log.first + need >= j->log.last ? tx_build_home(w, j, t) : tx_build(w, j, t);
+	ext4_journal_fold_homed(j);
+	ret = need >= len ? tx_build_home(w, j, t) : tx_build(w, j, t);
+	t->tail_cand = ext4_journal_oldest_pinned(j, t->tid);
 	if (ret)
 		return ext4_journal_abort(w, j, ret);
 	if (!t->home)
@@ -418,10 +437,24 @@ static int commit_stale_clear(struct wjournal *j)
  */
 static int commit_seal(struct wjournal *j, struct jtx *t)
 {
-	uint32_t cb = t->start + t->nblk - 1;
+	uint32_t cb = ext4_journal_wrap(j, t->start + t->nblk - 1);
+	uint32_t len = j->log.last - j->log.first;
 	int ret = 0;
 
-	if (j->empty || j->jsb_unsure) {
+	/*
+	 * A lazy tail advance rides on this flush: the home writes of the
+	 * start it writes were made durable by an earlier commit's flush,
+	 * and this transaction's blocks lie after the old start's room.
+	 * Only when the log is a quarter full: an extra write per commit
+	 * otherwise.
+	 */
+	t->tail_write = !j->empty && j->safe_tid != j->tail_tid &&
+			len - 1 - ext4_journal_room(j) + t->nblk > len / 4;
+	if (t->tail_write) {
+		j->log.jsb->s_start = htobe32(ext4_journal_tx_start(j, j->safe_tid));
+		j->log.jsb->s_sequence = htobe32(j->safe_tid);
+	}
+	if (j->empty || j->jsb_unsure || t->tail_write) {
 		/* the log starts here (or where it started: a superblock
 		 * write that failed may have left "empty"): replay must find it */
 		if (j->empty) {
@@ -470,8 +503,16 @@ static int commit_write(struct wbfs *w, struct wjournal *j, struct jtx *t,
 			return -EAGAIN;
 		return tx_write_home(j, t);
 	}
-	if (!ret)
-		ret = jbd2_log_write(&j->log, t->start, t->bufs, t->nblk - 1);
+	if (!ret) {
+		/* the ring wraps at its end: in two parts then */
+		uint32_t n1 = j->log.last - t->start;
+
+		n1 = n1 < t->nblk - 1 ? n1 : t->nblk - 1;
+		ret = jbd2_log_write(&j->log, t->start, t->bufs, n1);
+		if (!ret && n1 < t->nblk - 1)
+			ret = jbd2_log_write(&j->log, j->log.first, t->bufs + n1,
+					     t->nblk - 1 - n1);
+	}
 	phase_add(&j->ns_log, &t0);
 	/* always: a failed @t is retried inside the next transaction, whose
 	 * commit waits on the next epoch only */
@@ -526,6 +567,12 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 		return;
 	}
 	if (ret) {
+		if (t->tail_write) {
+			/* the superblock may or may not say the new start */
+			j->log.jsb->s_start = htobe32(j->tail);
+			j->log.jsb->s_sequence = htobe32(j->tail_tid);
+			j->jsb_unsure = true;
+		}
 		tx_undo(w, j, t);
 		/* the retry is this transaction again, and takes its id: a
 		 * replay stops at the first gap in the ids, so a skipped one
@@ -533,8 +580,35 @@ static void commit_finish_locked(struct wbfs *w, struct wjournal *j, struct jtx 
 		__atomic_store_n(&j->seq, t->tid, __ATOMIC_RELEASE);
 		return;
 	}
-	j->head = t->start + t->nblk;
+	if (j->nr_txs == j->cap_txs) {
+		size_t cap = j->cap_txs ? j->cap_txs * 2 : 64;
+		struct jtx_rec *n = realloc(j->txs, cap * sizeof(*n));
+
+		if (!n) {
+			/* committed all the same; no later start can be found */
+			ext4_journal_abort(w, j, -ENOMEM);
+		} else {
+			j->txs = n;
+			j->cap_txs = cap;
+		}
+	}
+	if (j->nr_txs < j->cap_txs)
+		j->txs[j->nr_txs++] = (struct jtx_rec){ t->tid, t->start, t->nblk };
+	if (j->empty) {
+		j->tail = t->start;
+		j->tail_tid = j->safe_tid = t->tid;
+	}
+	j->head = ext4_journal_wrap(j, t->start + t->nblk);
+	if (j->head <= t->start)
+		atomic_fetch_add(&j->wraps, 1);
 	j->empty = false;
+	if (t->tail_write) {
+		ext4_journal_tail_set(w, j, false, j->safe_tid);
+		atomic_fetch_add(&j->tail_lazy, 1);
+	}
+	/* this commit's flush made the home writes noted before it durable */
+	if (jbd2_tid_gt(t->tail_cand, j->safe_tid))
+		j->safe_tid = t->tail_cand;
 	__atomic_store_n(&j->committed, t->tid, __ATOMIC_RELEASE);
 	__atomic_store_n(&j->have_committed, true, __ATOMIC_RELEASE);
 	atomic_fetch_add(&j->commits, 1);
@@ -604,10 +678,25 @@ static int commit_running(struct wbfs *w, struct wjournal *j, struct bdi_sync_io
 	for (tries = 0;; tries++) {
 		struct jtx t = { 0 };
 		uint64_t t0 = clock_real_ns();
+		uint32_t room = 0;
+		unsigned k;
 
-		ext4_lock(w);
-		ret = commit_prepare_locked(w, j, &t);
-		ext4_unlock(w);
+		for (k = 0;; k++) {
+			ext4_lock(w);
+			ret = commit_prepare_locked(w, j, &t, &room);
+			ext4_unlock(w);
+			if (ret != 2)
+				break;
+			/* the running transaction grew meanwhile: after a few
+			 * rounds, empty the log */
+			ret = ext4_journal_checkpoint(w, j, k < 3 ? room : UINT32_MAX);
+			if (ret) {
+				atomic_fetch_add(&j->failed, 1);
+				jlog(w, "%s: %s; retried at the next commit", "checkpoint failed",
+				     -ret);
+				break;
+			}
+		}
 		if (ret) {
 			tx_free(&t);
 			return ret;

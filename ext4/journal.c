@@ -18,24 +18,48 @@
  * block, a device flush. Only then do the pages become writable home, and
  * blocks the transaction freed reusable (busy blocks, ext4.c).
  *
- * The log never wraps: when the next transaction does not fit before its
- * end, a checkpoint writes the newest committed copy of every block the log
- * holds home (from the cache when the page is not in the running
- * transaction, from the log otherwise), flushes, and marks the log empty
- * in the journal superblock. A freed block that the log holds gets a
- * revoke record, so that a replay never writes old metadata over what the
- * block holds later (file data). Until that revoke has committed, the
- * committed metadata still points at the block: a checkpoint in between
- * writes its logged copy home, and only the revoke's commit drops it from
- * the log's tables. The freed block's cached page is dropped at once: what
- * the running transaction changed in it must not reach home.
+ * The log is a ring [first, last), as jbd2's: transactions are laid out
+ * after the head and wrap at its end; the journal superblock's s_start
+ * and s_sequence are its tail, the oldest transaction that still holds
+ * the newest committed copy of a block whose home copy is older (pinned:
+ * block -> that transaction). After a commit its pages are ordinary dirty
+ * pages that writeback takes home on its own schedule; a block logged
+ * again pins only its newest transaction, so one home write covers all
+ * of them. The completion of a home write of a clean page in no
+ * transaction (meta_written, from writeback) releases its block up to the
+ * last transaction committed then; the releases are folded into pinned
+ * at the next commit, whose flush makes them durable: from then on the
+ * oldest transaction still pinned may be the tail (safe_tid), and a later
+ * commit writes it into the superblock before its own flush (lazily:
+ * once the log is a quarter full). The tail is never written before the
+ * home writes it relies on are flushed, and a block is never reused
+ * before the superblock that frees it is on the device.
+ *
+ * Only when the next transaction does not fit does a checkpoint
+ * (jcheckpoint.c) write home the pinned blocks of the oldest
+ * transactions, flush and write the new tail; it holds commit_mutex but
+ * takes fs_lock only to read and update the tables, so namespace
+ * operations go on during its I/O. A block that the running transaction
+ * has changed since its commit is written from its logged copy.
+ *
+ * A freed block the log holds gets a revoke record, so that a replay
+ * never writes old metadata over what the block holds later (file data).
+ * Until that revoke has committed, the committed metadata still points at
+ * the block: it stays pinned, a checkpoint in between writes its logged
+ * copy home, and only the revoke's commit drops it from the log's
+ * tables. The freed block's cached page is dropped at once: what the
+ * running transaction changed in it must not reach home. A revoke leaves
+ * the log only after every older transaction (the tail moves in order),
+ * and a block leaves `logged` (no revoke needed any more) once the tail
+ * has passed its newest copy.
  *
  * Commits: every commit=N seconds (journal thread), at fsync and syncfs,
  * when the running transaction grows past a quarter of the log, and at
  * unmount, which also checkpoints and clears needs_recovery.
  *
  * Locks: commit_mutex serialises commits and checkpoints (outside
- * fs_lock); the running transaction's tables are under fs_lock.
+ * fs_lock); the running transaction's tables are under fs_lock; hlock,
+ * a leaf, holds the home writes completed since the last fold.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -51,6 +75,7 @@
 
 LOCK_CLASS(lc_journal_tlock, "journal_tlock")
 LOCK_CLASS(lc_journal_commit, "journal_commit")
+LOCK_CLASS(lc_journal_homed, "journal_homed")
 
 /* ---- the journal ------------------------------------------------------ */
 
@@ -223,6 +248,7 @@ static void note_reused_one(struct wbfs *w, struct wjournal *j, uint64_t b)
 	bool had = jtab_del(&j->logged, b);
 
 	(void)w;
+	jtab_del(&j->pinned, b);	/* its home copy is file data now */
 	had |= jtab_del(&j->ctab, b);
 	had |= jtab_del(&j->runset, b);
 	if (had && !jtab_find(&j->revoke, b) && !jtab_put(&j->revoke, b, 1))
@@ -244,6 +270,245 @@ void ext4_journal_note_reused(struct wbfs *w, uint64_t blk, uint64_t n)
 	visit_tab(w, j, &j->runset, blk, n, note_reused_one);
 	visit_tab(w, j, &j->logged, blk, n, note_reused_one);
 	visit_tab(w, j, &j->ctab, blk, n, note_reused_one);
+}
+
+/* ---- the log's tail ---------------------------------------------------- */
+
+/*
+ * Page @p of the metadata mapping reached home. Clean and in no
+ * transaction, it held what its last commit logged (a change while the
+ * write was in flight would have dirtied it, and a commit of it would
+ * have it PG_jcommit until done): that block no longer pins the
+ * transactions up to the last one committed now. Noted under hlock, a
+ * leaf, and folded into pinned at the next commit or checkpoint; only a
+ * flush after that makes the tail it allows durable. Context: I/O
+ * completion (ext4_bdi_ops.meta_written).
+ */
+void ext4_journal_meta_written(struct bdi *b, struct page *p)
+{
+	struct wbfs *w = bdi_owner(b);
+	struct wjournal *j = w->journal;
+	uint32_t c;
+
+	if (!j || p->mapping != &w->meta_map ||
+	    !__atomic_load_n(&j->have_committed, __ATOMIC_ACQUIRE))
+		return;
+	if (page_test(p, PG_dirty) || page_test(p, PG_jdirty) || page_test(p, PG_jcommit))
+		return;
+	c = __atomic_load_n(&j->committed, __ATOMIC_ACQUIRE);
+	ls_mutex_lock(&j->hlock, &lc_journal_homed);
+	jtab_put(&j->homed, p->index, c);	/* no room: it stays pinned */
+	ls_mutex_unlock(&j->hlock);
+}
+
+/*
+ * Freshly committed metadata waits a while before writeback takes it
+ * home, as the kernel's: jbd2 dirties a buffer at the end of its commit,
+ * and the flusher writes it when it expires (dirty_expire_centisecs). A
+ * page written home after every commit (commit=5) would cost the device
+ * a scattered write per block every few seconds, where one write per
+ * expiry covers every commit in between: the log holds the newest copy
+ * meanwhile. The page is PG_jheld, which writeback skips, until the
+ * flusher's periodic pass finds it expired (ext4_journal_meta_expire);
+ * a change by the running transaction and its commit keep the hold's
+ * start. At most a sixteenth of the cache is held (reclaim cannot free
+ * dirty pages); past that, committed pages go home at once. @p leaves
+ * its transaction here (PG_jcommit). Context: fs_lock.
+ */
+void ext4_journal_hold(struct wbfs *w, struct wjournal *j, struct page *p)
+{
+	uint64_t key = (uint64_t)(uintptr_t)p;
+	/* dirty pages reclaim cannot free: a sixteenth of the cache at most */
+	size_t cap = atomic_load(&w->cache->nr_pages) / 16;
+
+	page_clear(p, PG_jcommit);
+	if (jtab_find(&j->heldset, key)) {
+		page_put(p);		/* held already: from its first commit on */
+		return;
+	}
+	if (j->nr_held >= cap || j->nr_held == j->cap_held || jtab_put(&j->heldset, key, 1)) {
+		page_put(p);
+		return;
+	}
+	page_set(p, PG_jheld);
+	j->held[j->nr_held++] = (struct jheld){ p, clock_now_ms() };
+	atomic_store(&j->held_pages, (long)j->nr_held);
+	if (j->nr_held == 1)
+		atomic_store(&j->held_since, j->held[0].ms);
+}
+
+/*
+ * Held pages go to writeback: with @all every one, else those held
+ * @age_ms or longer that no transaction has again (a page changed since
+ * is not writable before its next commit; it keeps its place, and the
+ * first pass after that commit releases it, its expiry past). A
+ * released page that is still dirty is marked so on the metadata inode
+ * again, which its writeback then finds whatever happened to the
+ * inode's state meanwhile. Returns how many were released.
+ * Context: fs_lock.
+ */
+unsigned long ext4_journal_release_held(struct wbfs *w, struct wjournal *j, uint64_t age_ms,
+					bool all)
+{
+	uint64_t now = clock_now_ms();
+	unsigned long n = 0;
+	bool dirty = false;
+	size_t i, k = 0;
+
+	lock_assert_held(&w->fs_lock);
+	for (i = 0; i < j->nr_held; i++) {
+		struct page *p = j->held[i].p;
+
+		if (!all && (now - j->held[i].ms < age_ms ||
+			     page_test(p, PG_jdirty) || page_test(p, PG_jcommit))) {
+			j->held[k++] = j->held[i];	/* in order: oldest first */
+			continue;
+		}
+		jtab_del(&j->heldset, (uint64_t)(uintptr_t)p);
+		page_clear(p, PG_jheld);
+		/* not dropped from the cache meanwhile (a freed block) */
+		if (p->mapping == &w->meta_map && page_test(p, PG_dirty))
+			dirty = true;
+		page_put(p);
+		n++;
+	}
+	j->nr_held = k;
+	atomic_store(&j->held_pages, (long)k);
+	atomic_store(&j->held_since, k ? j->held[0].ms : 0);
+	if (dirty)
+		bdi_mark_inode_dirty(w->bdi, &w->meta_wb, I_DIRTY_PAGES);
+	return n;
+}
+
+/*
+ * bdi_ops.meta_expire: the flusher's periodic pass sends expired held
+ * pages home, with or without commits (an idle journal commits nothing).
+ * Context: flusher, no lock held.
+ */
+unsigned long ext4_journal_meta_expire(struct bdi *b, uint64_t expire_ms)
+{
+	struct wbfs *w = bdi_owner(b);
+	struct wjournal *j = w->journal;
+	uint64_t since;
+	unsigned long n;
+
+	if (!j)
+		return 0;
+	/* none held, or none expired: not worth fs_lock */
+	since = atomic_load(&j->held_since);
+	if (!since || clock_now_ms() - since < expire_ms)
+		return 0;
+	ext4_lock(w);
+	n = ext4_journal_release_held(w, j, expire_ms, false);
+	ext4_unlock(w);
+	atomic_fetch_add(&j->held_expired, (long)n);
+	return n;
+}
+
+/*
+ * syncfs: the held pages go to its metadata pass, as sync(2) writes the
+ * kernel's block device pages home too. Context: no lock held.
+ */
+void ext4_journal_release_all(struct wbfs *w)
+{
+	struct wjournal *j = w->journal;
+
+	if (!j)
+		return;
+	ext4_lock(w);
+	ext4_journal_release_held(w, j, 0, true);
+	ext4_unlock(w);
+}
+
+/* Context: fs_lock (and commit_mutex: no commit changes pinned meanwhile). */
+void ext4_journal_fold_homed(struct wjournal *j)
+{
+	size_t i;
+
+	ls_mutex_lock(&j->hlock, &lc_journal_homed);
+	if (j->homed.n && j->pinned.n) {
+		for (i = 0; i < j->homed.cap; i++) {
+			uint32_t *t;
+
+			if (j->homed.key[i] == JTAB_EMPTY)
+				continue;
+			t = jtab_find(&j->pinned, j->homed.key[i]);
+			if (t && !jbd2_tid_gt(*t, j->homed.val[i])) {
+				jtab_del(&j->pinned, j->homed.key[i]);
+				atomic_fetch_add(&j->homed_blocks, 1);
+			}
+		}
+	}
+	jtab_clear(&j->homed);
+	ls_mutex_unlock(&j->hlock);
+}
+
+/* The oldest transaction a block pins, or @dflt. Context: fs_lock. */
+uint32_t ext4_journal_oldest_pinned(const struct wjournal *j, uint32_t dflt)
+{
+	return jtab_min_tid(&j->pinned, dflt);
+}
+
+/*
+ * The log starts at transaction @tid now (the superblock says so,
+ * durably), or is empty (@empty): the transactions before it leave the
+ * list, and so do the blocks whose newest copy they held (a later free of
+ * such a block needs no revoke). Context: commit_mutex and fs_lock.
+ */
+void ext4_journal_tail_set(struct wbfs *w, struct wjournal *j, bool empty, uint32_t tid)
+{
+	size_t i, k = 0;
+	uint64_t *gone;
+
+	lock_assert_held(&j->commit_mutex);
+	lock_assert_held(&w->fs_lock);
+	if (empty) {
+		j->empty = true;
+		j->head = j->tail = j->log.first;
+		j->nr_txs = 0;
+		jtab_clear(&j->logged);
+		jtab_clear(&j->pinned);
+		j->tail_tid = j->safe_tid = tid;
+		return;
+	}
+	while (k < j->nr_txs && jbd2_tid_gt(tid, j->txs[k].tid))
+		k++;
+	if (k == j->nr_txs)
+		return;		/* not in the log: nothing to forget */
+	memmove(j->txs, j->txs + k, (j->nr_txs - k) * sizeof(*j->txs));
+	j->nr_txs -= k;
+	j->tail = j->txs[0].start;
+	j->tail_tid = tid;
+	if (jbd2_tid_gt(tid, j->safe_tid))
+		j->safe_tid = tid;
+	if (!k || !j->logged.n)
+		return;
+	gone = malloc(j->logged.n * sizeof(*gone));
+	if (!gone)
+		return;		/* they stay: a revoke too many later */
+	for (i = 0, k = 0; i < j->logged.cap; i++)
+		if (j->logged.key[i] != JTAB_EMPTY && !jbd2_ring_holds(j->tail, j->head, j->empty, j->logged.val[i] & ~ESC_BIT))
+			gone[k++] = j->logged.key[i];
+	for (i = 0; i < k; i++)
+		jtab_del(&j->logged, gone[i]);
+	free(gone);
+}
+
+/* Where transaction @tid starts in the log (the head when it is not there). */
+uint32_t ext4_journal_tx_start(const struct wjournal *j, uint32_t tid)
+{
+	size_t i;
+
+	for (i = 0; i < j->nr_txs; i++)
+		if (j->txs[i].tid == tid)
+			return j->txs[i].start;
+	return j->head;
+}
+
+/* Free log blocks after the head. Context: commit_mutex. */
+uint32_t ext4_journal_room(const struct wjournal *j)
+{
+	return jbd2_ring_room(j->log.first, j->log.last, j->tail, j->head, j->empty);
 }
 
 /* Freed by the transaction that committed, unless freed anew since (busy again). */
@@ -513,8 +778,16 @@ int ext4_journal_load(struct wbfs *w, const char *dev)
 	}
 	if (ext2fs_allocate_block_bitmap(fs, "committing busy blocks", &j->busy_commit))
 		goto nomem;
+	/* no more held pages than blocks the log holds */
+	j->cap_held = j->log.last - j->log.first;
+	j->held = calloc(j->cap_held, sizeof(*j->held));
+	if (!j->held)
+		goto nomem;
 	pthread_mutex_init(&j->commit_mutex, NULL);
 	pthread_mutex_init(&j->tlock, NULL);
+	pthread_mutex_init(&j->hlock, NULL);
+	j->tail = j->log.first;
+	j->tail_tid = j->safe_tid = j->seq;
 	{
 		pthread_condattr_t ca;
 
@@ -580,9 +853,11 @@ int ext4_journal_shutdown(struct wbfs *w)
 	stop_thread(j);
 	ret = ext4_journal_commit(w, NULL);
 	ls_mutex_lock(&j->commit_mutex, &lc_journal_commit);
-	ext4_lock(w);
 	if (!ret && !j->err)
-		ret = ext4_journal_checkpoint_locked(w, j);
+		ret = ext4_journal_checkpoint(w, j, UINT32_MAX);
+	ext4_lock(w);
+	/* what is left dirty goes home with the unmount's writeback */
+	ext4_journal_release_held(w, j, 0, true);
 	if (!ret)
 		ret = j->err;
 	if (!ret) {
@@ -615,6 +890,15 @@ void ext4_journal_free(struct wbfs *w)
 	jtab_free(&j->revoke);
 	jtab_free(&j->logged);
 	jtab_free(&j->ctab);
+	jtab_free(&j->pinned);
+	jtab_free(&j->homed);
+	for (i = 0; i < j->nr_held; i++) {
+		page_clear(j->held[i].p, PG_jheld);
+		page_put(j->held[i].p);
+	}
+	free(j->held);
+	jtab_free(&j->heldset);
+	free(j->txs);
 	if (j->busy_commit)
 		ext2fs_free_block_bitmap(j->busy_commit);
 	ext4_bm_runs_free(&j->busy_commit_runs);
@@ -623,6 +907,7 @@ void ext4_journal_free(struct wbfs *w)
 	free(j->zero);
 	pthread_mutex_destroy(&j->commit_mutex);
 	pthread_mutex_destroy(&j->tlock);
+	pthread_mutex_destroy(&j->hlock);
 	pthread_cond_destroy(&j->tcond);
 	free(j);
 	w->journal = NULL;
@@ -654,7 +939,9 @@ int ext4_journal_show(struct wbfs *w, char *buf, size_t len)
 			"checkpoints %ld\nunjournaled %ld\nfailed %ld\naborted %d\n"
 			"unwritten_after_error %ld\njoined %ld\n"
 			"commit_prepare_us %lu\ncommit_log_us %lu\ncommit_ordered_us %lu\n"
-			"commit_seal_us %lu\ncommit_finish_us %lu\n",
+			"commit_seal_us %lu\ncommit_finish_us %lu\n"
+			"tail %u\ntail_lazy %ld\ntail_forced %ld\ncheckpoint_blocks %ld\n"
+			"homed %ld\nwraps %ld\nheld %ld\nheld_expired %ld\n",
 			j->commit_ms, j->log.last - j->log.first, j->head, j->max_tx, j->log.csum3,
 			j->log.is64,
 			atomic_load(&j->commits), atomic_load(&j->blocks),
@@ -665,5 +952,9 @@ int ext4_journal_show(struct wbfs *w, char *buf, size_t len)
 			(unsigned long)(atomic_load(&j->ns_log) / 1000 / n),
 			(unsigned long)(atomic_load(&j->ns_ordered) / 1000 / n),
 			(unsigned long)(atomic_load(&j->ns_seal) / 1000 / n),
-			(unsigned long)(atomic_load(&j->ns_finish) / 1000 / n));
+			(unsigned long)(atomic_load(&j->ns_finish) / 1000 / n),
+			j->empty ? 0 : j->tail, atomic_load(&j->tail_lazy),
+			atomic_load(&j->tail_forced), atomic_load(&j->ckpt_blocks),
+			atomic_load(&j->homed_blocks), atomic_load(&j->wraps),
+			atomic_load(&j->held_pages), atomic_load(&j->held_expired));
 }

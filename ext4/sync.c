@@ -99,8 +99,12 @@ static int ext4_sync_fs(struct bdi *b)
 	while (winode_should_retry_alloc(w, &waits))
 		;
 	ext4_bitmaps_check_next(w);	/* every changed bitmap was noted? */
-	if (w->journal)
-		return ext4_journal_commit(w, NULL);	/* with the busy blocks */
+	if (w->journal) {
+		int ret = ext4_journal_commit(w, NULL);	/* with the busy blocks */
+
+		ext4_journal_release_all(w);
+		return ret;
+	}
 	ext4_lock(w);
 	if (w->fs && !w->ro) {
 		err = ext4_flush_locked(w);
@@ -144,6 +148,8 @@ const struct bdi_ops ext4_bdi_ops = {
 	.alloc_wait = ext4_alloc_wait,
 	.write_error = ext4_write_error,
 	.newblock_failed = ext4_newblock_failed,
+	.meta_written = ext4_journal_meta_written,
+	.meta_expire = ext4_journal_meta_expire,
 };
 
 /*

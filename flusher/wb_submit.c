@@ -223,8 +223,11 @@ static void wb_io_done(struct io_req *req, int res)
 		for (i = 0; i < io->n; i++)
 			wb_page_fail(io->b, wi, io->pages[i], err);
 	} else {
-		for (i = 0; i < io->n; i++)
+		for (i = 0; i < io->n; i++) {
+			if (wi->is_meta && io->b->ops->meta_written)
+				io->b->ops->meta_written(io->b, io->pages[i]);
 			wb_page_end(io->b, io->pages[i], 0);
+		}
 		throttle_wb_completed(&io->b->tw, io->n);
 	}
 	wb_inflight_sub(io->b, io->n);
@@ -338,9 +341,11 @@ static unsigned wb_prepare_batch(struct wb_ctx *x, struct mapping *m, unsigned n
 		struct page *p = pages[i];
 
 		wb_lock_page(x, p);
-		/* a journaled metadata page waits for its transaction's commit */
+		/* a journaled metadata page waits for its transaction's
+		 * commit, and a held one for its expiry */
 		if (p->mapping == m && page_test(p, PG_dirty) &&
 		    !page_test(p, PG_jdirty) && !page_test(p, PG_jcommit) &&
+		    !page_test(p, PG_jheld) &&
 		    (!page_test(p, PG_writeback) || sync)) {
 			if (page_test(p, PG_writeback)) {
 				wb_drain_before_sleep(x);

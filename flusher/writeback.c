@@ -332,19 +332,39 @@ static bool wb_meta_ready_locked(const struct wb_inode *meta)
 	return (meta->state & I_DIRTY_PAGES) && clock_now_ms() >= meta->retry_after_ms;
 }
 
-/* Metadata due for writing in a background or periodic round? */
-static bool wb_meta_due(struct bdi *b, struct wb_work *w)
+/*
+ * The owner's held metadata pages that have expired become writable
+ * (bdi_ops.meta_expire), in a periodic pass: expiry is its business.
+ * Their age is their own, not the metadata inode's, which other pages
+ * keep young: true when some were released, and the pass writes them
+ * now. Context: no lock held.
+ */
+static bool wb_meta_expire(struct wb_ctx *x)
 {
+	struct bdi *b = x->b;
+	uint64_t expire = atomic_load(&b->cache->tun.dirty_expire_centisecs) * 10ULL;
+
+	if (!b->meta || !b->ops->meta_expire)
+		return false;
+	wb_drain_before_sleep(x);	/* the owner's locks */
+	return b->ops->meta_expire(b, expire) > 0;
+}
+
+/* Metadata due for writing in a background or periodic round? */
+static bool wb_meta_due(struct wb_ctx *x, struct wb_work *w)
+{
+	struct bdi *b = x->b;
 	struct wb_inode *meta = b->meta;
 	uint64_t expire = atomic_load(&b->cache->tun.dirty_expire_centisecs) * 10ULL;
-	bool due;
+	bool due, released;
 
 	if (!meta)
 		return false;
+	released = w->reason == WB_REASON_PERIODIC && wb_meta_expire(x);
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	due = wb_meta_ready_locked(meta) &&
-	      (w->reason != WB_REASON_PERIODIC || clock_now_ms() - meta->dirtied_when >= expire ||
-	       wb_over_bg(b));
+	      (w->reason != WB_REASON_PERIODIC || released ||
+	       clock_now_ms() - meta->dirtied_when >= expire || wb_over_bg(b));
 	ls_mutex_unlock(&b->lock);
 	return due;
 }
@@ -496,7 +516,7 @@ static void wb_run_work(struct wb_ctx *x, struct wb_work *w)
 		break;
 	case WORK_PAGES:
 		wb_writeback(x, w);
-		if (wb_meta_due(x->b, w))
+		if (wb_meta_due(x, w))
 			wb_write_meta(x, w);
 		break;
 	}
@@ -552,7 +572,7 @@ static long wb_do_background(struct wb_ctx *x)
 		b->bg_pending = false;	/* with a pool, the pool's to clear */
 	ls_mutex_unlock(&b->lock);
 	got = wb_writeback(x, &w);
-	if (wb_meta_due(b, &w))
+	if (wb_meta_due(x, &w))
 		wb_write_meta(x, &w);
 	io_engine_drain(x->eng);
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
@@ -567,7 +587,7 @@ static void wb_do_kupdate(struct wb_ctx *x)
 
 	ls_mutex_unlock(&b->lock);
 	wb_writeback(x, &w);
-	if (wb_meta_due(b, &w))
+	if (wb_meta_due(x, &w))
 		wb_write_meta(x, &w);
 	io_engine_drain(x->eng);
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
@@ -873,7 +893,7 @@ long wb_pool_visit(struct wb_ctx *x, struct bdi *b, enum wb_reason why, long bud
 		ls_mutex_unlock(&b->lock);
 	}
 	got = wb_writeback(x, &w);
-	if (!w.encountered_congestion && wb_meta_due(b, &w))
+	if (!w.encountered_congestion && wb_meta_due(x, &w))
 		wb_write_meta(x, &w);
 	/*
 	 * Completions are the submitting thread's to reap, and @b may go

@@ -119,3 +119,17 @@ void jtab_free(struct jtab *t)
 	memset(t, 0, sizeof(*t));
 }
 
+
+uint32_t jtab_min_tid(const struct jtab *t, uint32_t dflt)
+{
+	bool any = false;
+	uint32_t m = dflt;
+	size_t i;
+
+	for (i = 0; i < t->cap && t->n; i++)
+		if (t->key[i] != JTAB_EMPTY && (!any || (int32_t)(m - t->val[i]) > 0)) {
+			m = t->val[i];
+			any = true;
+		}
+	return m;
+}

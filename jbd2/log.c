@@ -102,6 +102,28 @@ int jbd2_log_sb_write(struct jbd2_log *l)
 	return jbd2_log_write(l, 0, &b, 1);
 }
 
+/* ---- the ring ---------------------------------------------------------- */
+
+uint32_t jbd2_ring_room(uint32_t first, uint32_t last, uint32_t tail, uint32_t head,
+			bool empty)
+{
+	uint32_t len = last - first, used;
+
+	if (empty)
+		return len - 1;
+	used = head >= tail ? head - tail : head + len - tail;
+	return len - used - 1;
+}
+
+bool jbd2_ring_holds(uint32_t tail, uint32_t head, bool empty, uint32_t pos)
+{
+	if (empty)
+		return false;
+	if (tail <= head)
+		return pos >= tail && pos < head;
+	return pos >= tail || pos < head;
+}
+
 /* ---- layout of one transaction in the log ----------------------------- */
 
 uint32_t jbd2_log_tags_per_desc(const struct jbd2_log *l)

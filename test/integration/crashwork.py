@@ -878,16 +878,18 @@ LOADFILES = ("/usr/share/dbench/client.txt", "/usr/share/dbench4/client.txt",
              "/usr/local/share/client.txt")
 
 
-def checkpoint(mnt, rec, nfiles=3072, rounds=5):
+def checkpoint(mnt, rec, nfiles=400, rounds=3):
     """Checkpoints while the running transaction has freed a block the log
     holds. On a 4 MiB journal, each round logs a new directory's block
     (mkdir, fsync of its parent), then removes it in a big transaction
-    (nfiles unlinks and creates: some nfiles/16 inode table blocks) that
-    fills the log about every fourth round, so that its commit must
-    checkpoint first. Until that commit, the committed metadata still
-    points at the directory's block: the checkpoint must write its logged
-    copy home. Only commits here (fsync), no syncfs: the cached page waits
-    for an expire that never comes in this run."""
+    (nfiles new directories: as many new directory blocks, nfiles/16 inode
+    table blocks) that the log, wrapped, has no room for from the second
+    round on, so that its commit must checkpoint first: the blocks logged
+    before are all distinct, no later copy releases them, and writeback
+    (periodic writeback off) does not take them home. Until that commit,
+    the committed metadata still points at the directory's block: the
+    checkpoint must write its logged copy home. Only commits here (fsync),
+    no syncfs."""
     def fsync_dir(path):
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -912,10 +914,7 @@ def checkpoint(mnt, rec, nfiles=3072, rounds=5):
         fsync_dir(mnt)
         os.rmdir(gone)
         for i in range(nfiles):
-            if r:
-                os.unlink(os.path.join(many, "r%d-%d" % (r - 1, i)))
-            os.close(os.open(os.path.join(many, "r%d-%d" % (r, i)),
-                             os.O_CREAT | os.O_WRONLY, 0o644))
+            os.mkdir(os.path.join(many, "r%d-%d" % (r, i)))
         fsync_dir(many)
 
 

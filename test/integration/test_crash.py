@@ -182,7 +182,8 @@ def run_workload(env, name, seed, size=1):
     else:
         m = env.mount(dev, opts=["write_log=" + log, "cache_size=64M"] +
                       (ORDERED_OPTS if name == "ordered" else []) +
-                      (["fault_inject"] if name == "faults" else []))
+                      (["fault_inject"] if name == "faults" else []) +
+                      (["dirty_writeback_centisecs=0"] if name == "checkpoint" else []))
     full = kdev is not None or journal_mode(m.mnt)
     rec = crashwork.Record(log, record)
     ran = True
@@ -216,7 +217,16 @@ def run_workload(env, name, seed, size=1):
             st = dict(line.split() for line in f if line.strip())
         t_log("%s: journal: %s" % (name, ", ".join(
             "%s %s" % (k, st.get(k)) for k in ("commits", "checkpoints", "failed",
-                                               "unwritten_after_error"))))
+                                               "unwritten_after_error", "wraps",
+                                               "tail_lazy", "tail_forced",
+                                               "checkpoint_blocks", "homed"))))
+        # the checkpoint's crash states are among those checked: a log
+        # that wrapped, a forced checkpoint's home writes, flush and new
+        # start; dbench's tail advances ride on its commits' flushes
+        need = {"checkpoint": ("wraps", "tail_forced"), "dbench": ("wraps", "tail_lazy")}
+        for k in need.get(name, ()) if not kdev else ():
+            if int(st.get(k, 0)) < 1:
+                raise TFail("%s: the journal shows no %s" % (name, k))
     env.umount(m)
     if kdev:
         kdev.close()

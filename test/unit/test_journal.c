@@ -122,11 +122,57 @@ START_TEST(checksums)
 }
 END_TEST
 
+/* The log as a ring: room, wrap and what it holds, across its end. */
+START_TEST(ring)
+{
+	/* blocks [1, 11): ten, one always free */
+	ck_assert_uint_eq(jbd2_ring_room(1, 11, 1, 1, true), 9);
+	ck_assert_uint_eq(jbd2_ring_room(1, 11, 1, 4, false), 6);
+	/* wrapped: the head before the tail */
+	ck_assert_uint_eq(jbd2_ring_room(1, 11, 8, 3, false), 4);
+	ck_assert_uint_eq(jbd2_ring_room(1, 11, 8, 7, false), 0);
+	ck_assert_uint_eq(jbd2_ring_wrap(1, 11, 10), 10);
+	ck_assert_uint_eq(jbd2_ring_wrap(1, 11, 11), 1);
+	ck_assert_uint_eq(jbd2_ring_wrap(1, 11, 13), 3);
+	ck_assert(jbd2_ring_holds(8, 3, false, 10));
+	ck_assert(jbd2_ring_holds(8, 3, false, 1));
+	ck_assert(!jbd2_ring_holds(8, 3, false, 3));
+	ck_assert(!jbd2_ring_holds(8, 3, false, 5));
+	ck_assert(jbd2_ring_holds(2, 5, false, 4));
+	ck_assert(!jbd2_ring_holds(2, 5, false, 7));
+	ck_assert(!jbd2_ring_holds(2, 5, true, 3));
+}
+END_TEST
+
+/* The oldest pinning transaction: in id order, across the ids' wrap. */
+START_TEST(min_tid)
+{
+	struct jtab t = { 0 };
+
+	ck_assert_uint_eq(jtab_min_tid(&t, 42), 42);
+	ck_assert_int_eq(jtab_put(&t, 100, 7), 0);
+	ck_assert_int_eq(jtab_put(&t, 200, 5), 0);
+	ck_assert_int_eq(jtab_put(&t, 300, 9), 0);
+	ck_assert_uint_eq(jtab_min_tid(&t, 42), 5);
+	/* a block logged again pins only its newest transaction */
+	ck_assert_int_eq(jtab_put(&t, 200, 10), 0);
+	ck_assert_uint_eq(jtab_min_tid(&t, 42), 7);
+	/* ids wrap: 0xFFFFFFFE is older than 1 */
+	jtab_clear(&t);
+	ck_assert_int_eq(jtab_put(&t, 1, 1), 0);
+	ck_assert_int_eq(jtab_put(&t, 2, 0xFFFFFFFEU), 0);
+	ck_assert_uint_eq(jtab_min_tid(&t, 42), 0xFFFFFFFEU);
+	ck_assert(jtab_del(&t, 2));
+	ck_assert_uint_eq(jtab_min_tid(&t, 42), 1);
+	jtab_free(&t);
+}
+END_TEST
+
 static Suite *journal_suite(void)
 {
 	Suite *s = suite_create("journal");
 
-	t_tcase(s, "journal", jtab_basic, jtab_model, tag_sizes, checksums);
+	t_tcase(s, "journal", jtab_basic, jtab_model, tag_sizes, checksums, ring, min_tid);
 	return s;
 }
 

@@ -8,10 +8,11 @@
  * and stops under it, periodic writeback writes expired inodes, write and
  * mapping errors reach fsync, metadata goes out after data (and after
  * write_inode and sync_fs), pages dirtied during fsync are left for later
- * (TOWRITE), concurrent fsyncs with two flushers, pages the owner leaves
- * for after alloc_wait (BDI_PBLK_AGAIN) are mapped again after it with no
- * page locked or under writeback during the wait, and the bandwidth
- * estimator follows its formula.
+ * (TOWRITE), concurrent fsyncs with two flushers, metadata pages the
+ * owner holds go home once a periodic pass has it release them, pages
+ * the owner leaves for after alloc_wait (BDI_PBLK_AGAIN) are mapped again
+ * after it with no page locked or under writeback during the wait, and
+ * the bandwidth estimator follows its formula.
  */
 #include <check.h>
 #include <errno.h>
@@ -136,9 +137,38 @@ static int t_sync_fs(struct bdi *b)
 	return 0;
 }
 
+/*
+ * The owner's held metadata pages (PG_jheld): pages [0, held_n) of
+ * held_meta, held since held_at (fake clock), released once expired.
+ */
+static struct t_inode *held_meta;
+static unsigned held_n;
+static _Atomic uint64_t held_at;
+static _Atomic int expire_calls;
+
+static unsigned long t_meta_expire(struct bdi *b, uint64_t expire_ms)
+{
+	unsigned long n = 0;
+	unsigned i;
+
+	(void)b;
+	atomic_fetch_add(&expire_calls, 1);
+	if (!held_meta || clock_now_ms() - atomic_load(&held_at) < expire_ms)
+		return 0;
+	for (i = 0; i < held_n; i++) {
+		struct page *p = mapping_get_page(&held_meta->m, i);
+
+		if (p && page_test_clear(p, PG_jheld))
+			n++;
+		if (p)
+			page_put(p);
+	}
+	return n;
+}
+
 static const struct bdi_ops t_ops = { .map_pages = t_map, .write_inode = t_write_inode,
 				      .sync_fs = t_sync_fs, .newblock_failed = t_newblock_failed,
-				      .alloc_wait = t_alloc_wait };
+				      .alloc_wait = t_alloc_wait, .meta_expire = t_meta_expire };
 static enum io_engine_type t_engine = IO_ENGINE_URING;
 static unsigned t_flushers = 1;
 static bool t_fault_inject;
@@ -638,6 +668,62 @@ START_TEST(periodic_only_expired)
 	ck_assert_int_eq(b.m.nrdirty, 0);
 	t_inode_done(&e, &a);
 	t_inode_done(&e, &b);
+	t_env_done(&e);
+	t_clock_real();
+}
+END_TEST
+
+/*
+ * Held metadata pages (a journal's committed blocks) are skipped by
+ * writeback, even when the metadata inode is due, until the owner
+ * releases them; a periodic pass asks the owner (meta_expire) and
+ * writes what expired, with no sync, commit or new dirtying to requeue
+ * anything.
+ */
+START_TEST(held_meta_expires)
+{
+	struct t_env e;
+	struct t_inode meta;
+	unsigned i;
+	int calls, k;
+
+	t_clock_fake(100000);
+	t_env_init(&e, 1024, false);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_EXPIRE_CENTISECS, 60);
+	dirty_tunable_set(&e.c->tun, DT_DIRTY_WRITEBACK_CENTISECS, 5);
+	t_meta_init(&e, &meta);
+	ck_assert_int_eq(bdi_sync(e.b, WB_REASON_SYNC), 0);	/* the worker runs */
+	t_dirty(&meta, 0, 4, 'H');
+	for (i = 0; i < 4; i++) {
+		struct page *p = mapping_get_page(&meta.m, i);
+
+		ck_assert_ptr_nonnull(p);
+		page_set(p, PG_jheld);
+		page_put(p);
+	}
+	/* committed 0.4 s after they were dirtied */
+	atomic_store(&held_at, clock_now_ms() + 400);
+	held_n = 4;
+	held_meta = &meta;
+	/* the inode is 0.7 s old, past its expiry; the pages are held 0.3 s */
+	calls = atomic_load(&expire_calls);
+	t_clock_advance(700);
+	for (k = 0; k < 1000 && atomic_load(&expire_calls) == calls; k++)
+		usleep(10000);
+	ck_assert_int_gt(atomic_load(&expire_calls), calls);
+	usleep(100000);
+	ck_assert_int_eq(meta.m.nrdirty, 4);
+	ck_assert(!t_block_is(&e, 3, 'H', 3));
+	/* held 0.7 s now: the next periodic pass releases and writes them */
+	t_clock_advance(400);
+	for (k = 0; k < 1000 && (meta.m.nrdirty || meta.m.nrwriteback); k++)
+		usleep(10000);
+	ck_assert_int_eq(meta.m.nrdirty, 0);
+	for (i = 0; i < 4; i++)
+		ck_assert(t_block_is(&e, i, 'H', (char)i));
+	held_meta = NULL;
+	bdi_set_meta(e.b, NULL);
+	t_inode_done(&e, &meta);
 	t_env_done(&e);
 	t_clock_real();
 }
@@ -1301,7 +1387,7 @@ static Suite *writeback_suite(void)
 	tcase_add_test(tc, sync_start_steps);
 	suite_add_tcase(s, tc);
 	tc = t_tcase(s, "background", background_over_threshold, periodic_writes_expired,
-		     background_stops_under_threshold, periodic_only_expired);
+		     background_stops_under_threshold, periodic_only_expired, held_meta_expires);
 	tcase_set_timeout(tc, 30);
 	tc = tcase_create("errors");
 	tcase_add_loop_test(tc, write_error_reaches_fsync, IO_ENGINE_URING, IO_ENGINE_PSYNC + 1);

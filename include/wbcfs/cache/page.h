@@ -34,6 +34,8 @@ enum page_flag {
 			 * writeback leaves it alone (its home copy must stay the
 			 * committed one until the transaction commits) */
 	PG_jcommit,	/* metadata page in a transaction being committed: likewise */
+	PG_jheld,	/* committed metadata page its owner holds back from writeback
+			 * until it expires (bdi_ops.meta_expire): likewise */
 	PG_returned,	/* free page whose memory was given back to the kernel: the
 			 * allocator counts it in pgregrown when it hands it out */
 };

@@ -102,6 +102,25 @@ struct bdi_ops {
 	 * from I/O completion; must not sleep or wait on writeback.
 	 */
 	void (*newblock_failed)(struct bdi *b, struct wb_inode *wi, uint64_t index);
+	/*
+	 * Optional: page @p of a metadata inode (is_meta) reached the
+	 * device; called before its writeback ends (the owner's journal
+	 * learns which logged blocks are home). Context: I/O completion;
+	 * must not sleep; leaf locks only.
+	 */
+	void (*meta_written)(struct bdi *b, struct page *p);
+	/*
+	 * Optional: metadata pages the owner holds back from writeback
+	 * (PG_jheld: a journal's committed blocks, left dirty for the
+	 * flusher to take home once they expire, as jbd2 leaves them) that
+	 * were held @expire_ms ago or earlier become writable, dirty on the
+	 * metadata inode as before. Returns how many. Called by each
+	 * periodic pass before it decides on the metadata: whatever else
+	 * goes on (no commit, no sync), a held page's expiry sends it
+	 * home. Context: flusher thread, its own writes completed, no page
+	 * locked; may take the owner's locks.
+	 */
+	unsigned long (*meta_expire)(struct bdi *b, uint64_t expire_ms);
 };
 
 struct bdi_config {

@@ -27,4 +27,7 @@ bool jtab_del(struct jtab *t, uint64_t k);
 void jtab_clear(struct jtab *t);
 void jtab_free(struct jtab *t);
 
+/** The oldest value in transaction id order (ids wrap), or @dflt when empty. */
+uint32_t jtab_min_tid(const struct jtab *t, uint32_t dflt);
+
 #endif

@@ -80,4 +80,25 @@ void jbd2_log_set_tail(const struct jbd2_log *l, void *blk);
 /* The commit block of transaction @tid in @cb: header, time stamp, checksum. */
 void jbd2_log_commit_fill(const struct jbd2_log *l, char *cb, uint32_t tid);
 
+/*
+ * The log as a ring [first, last): transactions from the tail (the
+ * journal superblock's s_start) to the head, wrapping at last. Pure
+ * arithmetic, apart for its unit tests.
+ */
+static inline uint32_t jbd2_ring_wrap(uint32_t first, uint32_t last, uint32_t x)
+{
+	return x >= last ? x - (last - first) : x;
+}
+
+/*
+ * Blocks free after @head with the log starting at @tail (@empty: it
+ * holds nothing). One always stays free: a log filling the whole ring
+ * would run into its own start, which replay must then tell from a
+ * newer block.
+ */
+uint32_t jbd2_ring_room(uint32_t first, uint32_t last, uint32_t tail, uint32_t head,
+			bool empty);
+/* Is journal block @pos in the log, [tail, head) modulo the ring? */
+bool jbd2_ring_holds(uint32_t tail, uint32_t head, bool empty, uint32_t pos);
+
 #endif
