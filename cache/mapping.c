@@ -478,13 +478,13 @@ void mapping_truncate(struct mapping *m, uint64_t start, uint64_t end)
 
 #define PAGE_BUSY_MASK ((1UL << PG_locked) | (1UL << PG_dirty) | (1UL << PG_writeback))
 
-bool mapping_try_remove_page(struct mapping *m, struct page *p)
+static bool mapping_remove_page_if(struct mapping *m, struct page *p, unsigned long busy)
 {
 	bool removed = false;
 
 	ls_mutex_lock(&m->lock, &lc_mapping_lock);
 	if (p->mapping == m && atomic_load(&p->refcount) == 2 &&
-	    !(atomic_load(&p->flags) & PAGE_BUSY_MASK)) {
+	    !(atomic_load(&p->flags) & busy)) {
 		mapping_unlink_locked(m, p);
 		removed = true;
 	}
@@ -492,6 +492,16 @@ bool mapping_try_remove_page(struct mapping *m, struct page *p)
 	if (removed)
 		page_put(p);	/* the cache's reference; the caller drops its own */
 	return removed;
+}
+
+bool mapping_try_remove_page(struct mapping *m, struct page *p)
+{
+	return mapping_remove_page_if(m, p, PAGE_BUSY_MASK);
+}
+
+bool mapping_remove_locked_page(struct mapping *m, struct page *p)
+{
+	return mapping_remove_page_if(m, p, PAGE_BUSY_MASK & ~(1UL << PG_locked));
 }
 
 void mapping_wait_writeback(struct mapping *m, uint64_t start, uint64_t end)

@@ -104,9 +104,10 @@ enum scan_result { SCAN_FREED, SCAN_GONE, SCAN_KEEP, SCAN_DIRTY };
  */
 static enum scan_result scan_page(struct zone *z, struct page *p)
 {
-	struct mapping *m = page_mapping_peek(p);
+	struct mapping *m;
+	bool removed;
 
-	if (!m)
+	if (!page_mapping_peek(p))
 		return SCAN_GONE;
 	if (page_test_clear(p, PG_referenced))
 		return SCAN_KEEP;
@@ -119,7 +120,21 @@ static enum scan_result scan_page(struct zone *z, struct page *p)
 		}
 		return SCAN_DIRTY;
 	}
-	return mapping_try_remove_page(m, p) ? SCAN_FREED : SCAN_KEEP;
+	/*
+	 * Our reference holds the page, not its inode: a file deleted
+	 * meanwhile frees its mapping once truncation has unlinked every
+	 * page, and truncation locks each page first. So the mapping is
+	 * read, and used, only under the page lock (shrink_folio_list's
+	 * trylock); a locked page is kept, as reclaim never sleeps on one.
+	 */
+	if (!trylock_page(p))
+		return SCAN_KEEP;
+	m = page_mapping_peek(p);
+	removed = m && mapping_remove_locked_page(m, p);
+	unlock_page(p);
+	if (!m)
+		return SCAN_GONE;
+	return removed ? SCAN_FREED : SCAN_KEEP;
 }
 
 /* One batch from @z's inactive tail. Returns pages freed; counts dirty met. */

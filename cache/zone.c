@@ -648,17 +648,24 @@ void cache_lru_activate(struct page *p)
 /*
  * Writeback of a PG_reclaim page ended (end_page_writeback): free it now if
  * it is clean, unreferenced since reclaim met it and used by nobody else
- * (mapping_try_remove_page's refcount test: the cache's and the caller's);
+ * (mapping_remove_locked_page's refcount test: the cache's and the caller's);
  * otherwise move it to the inactive tail so the next scan meets it first.
  * Context: caller holds a reference and no locks; never sleeps.
  */
 void cache_reclaim_now(struct page *p)
 {
 	struct zone *z = p->zone;
-	struct mapping *m = page_mapping_peek(p);
+	bool removed = false;
 
-	if (m && !page_test(p, PG_dirty) && !page_test(p, PG_referenced) &&
-	    !page_test(p, PG_active) && mapping_try_remove_page(m, p)) {
+	/* the mapping only under the page lock: see reclaim.c's scan_page */
+	if (page_mapping_peek(p) && !page_test(p, PG_dirty) && !page_test(p, PG_referenced) &&
+	    !page_test(p, PG_active) && trylock_page(p)) {
+		struct mapping *m = page_mapping_peek(p);
+
+		removed = m && mapping_remove_locked_page(m, p);
+		unlock_page(p);
+	}
+	if (removed) {
 		atomic_fetch_add(&z->pgsteal, 1);
 		atomic_fetch_add(&z->cache->stats.pgsteal, 1);
 		return;

@@ -118,6 +118,14 @@ void mapping_truncate(struct mapping *m, uint64_t start, uint64_t end);
  * (the caller still holds its own reference and drops it).
  */
 bool mapping_try_remove_page(struct mapping *m, struct page *p);
+/*
+ * As mapping_try_remove_page, for a page the caller has locked: the page
+ * lock is what keeps p->mapping, hence @m, alive (truncation locks each
+ * page before it unlinks it, and an evicted inode's mapping is freed only
+ * once every page is unlinked), so reclaim, which reaches pages from the
+ * LRU and not through their inode, takes it before it looks at @m.
+ */
+bool mapping_remove_locked_page(struct mapping *m, struct page *p);
 
 /** Wait until no page in [start, end] is under writeback. */
 void mapping_wait_writeback(struct mapping *m, uint64_t start, uint64_t end);
