@@ -83,7 +83,6 @@ struct wjournal {
 	size_t nr_held, cap_held;	/* fs_lock */
 	_Atomic uint64_t held_since;	/* written under fs_lock: held[0].ms, or 0
 					 * when none is held (read without it) */
-	struct jtab heldset;		/* fs_lock: their pages' addresses */
 	struct jtx_rec *txs;		/* commit_mutex: the committed transactions
 					 * from tail to head, oldest first */
 	size_t nr_txs, cap_txs;		/* commit_mutex */

@@ -317,16 +317,12 @@ void ext4_journal_meta_written(struct bdi *b, struct page *p)
  */
 void ext4_journal_hold(struct wbfs *w, struct wjournal *j, struct page *p)
 {
-	uint64_t key = (uint64_t)(uintptr_t)p;
 	/* dirty pages reclaim cannot free: a sixteenth of the cache at most */
 	size_t cap = atomic_load(&w->cache->nr_pages) / 16;
 
 	page_clear(p, PG_jcommit);
-	if (jtab_find(&j->heldset, key)) {
-		page_put(p);		/* held already: from its first commit on */
-		return;
-	}
-	if (j->nr_held >= cap || j->nr_held == j->cap_held || jtab_put(&j->heldset, key, 1)) {
+	/* PG_jheld: held already, from its first commit on (one reference) */
+	if (page_test(p, PG_jheld) || j->nr_held >= cap || j->nr_held == j->cap_held) {
 		page_put(p);
 		return;
 	}
@@ -364,7 +360,6 @@ unsigned long ext4_journal_release_held(struct wbfs *w, struct wjournal *j, uint
 			j->held[k++] = j->held[i];	/* in order: oldest first */
 			continue;
 		}
-		jtab_del(&j->heldset, (uint64_t)(uintptr_t)p);
 		page_clear(p, PG_jheld);
 		/* not dropped from the cache meanwhile (a freed block) */
 		if (p->mapping == &w->meta_map && page_test(p, PG_dirty))
@@ -897,7 +892,6 @@ void ext4_journal_free(struct wbfs *w)
 		page_put(j->held[i].p);
 	}
 	free(j->held);
-	jtab_free(&j->heldset);
 	free(j->txs);
 	if (j->busy_commit)
 		ext2fs_free_block_bitmap(j->busy_commit);
