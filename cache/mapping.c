@@ -499,9 +499,26 @@ bool mapping_try_remove_page(struct mapping *m, struct page *p)
 	return mapping_remove_page_if(m, p, PAGE_BUSY_MASK);
 }
 
-bool mapping_remove_locked_page(struct mapping *m, struct page *p)
+/*
+ * Our reference holds the page, not its inode: a file deleted meanwhile
+ * frees its mapping once truncation has unlinked every page, and
+ * truncation locks each page first. So the mapping is read, and used,
+ * only under the page lock (shrink_folio_list's trylock); a page locked
+ * by someone else is kept, as reclaim never sleeps on one.
+ */
+bool mapping_reclaim_page(struct page *p, bool *gone)
 {
-	return mapping_remove_page_if(m, p, PAGE_BUSY_MASK & ~(1UL << PG_locked));
+	struct mapping *m;
+	bool removed;
+
+	*gone = false;
+	if (!trylock_page(p))
+		return false;
+	m = page_mapping_peek(p);
+	removed = m && mapping_remove_page_if(m, p, PAGE_BUSY_MASK & ~(1UL << PG_locked));
+	unlock_page(p);
+	*gone = !m;
+	return removed;
 }
 
 void mapping_wait_writeback(struct mapping *m, uint64_t start, uint64_t end)

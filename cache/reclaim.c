@@ -104,8 +104,7 @@ enum scan_result { SCAN_FREED, SCAN_GONE, SCAN_KEEP, SCAN_DIRTY };
  */
 static enum scan_result scan_page(struct zone *z, struct page *p)
 {
-	struct mapping *m;
-	bool removed;
+	bool gone;
 
 	if (!page_mapping_peek(p))
 		return SCAN_GONE;
@@ -120,21 +119,9 @@ static enum scan_result scan_page(struct zone *z, struct page *p)
 		}
 		return SCAN_DIRTY;
 	}
-	/*
-	 * Our reference holds the page, not its inode: a file deleted
-	 * meanwhile frees its mapping once truncation has unlinked every
-	 * page, and truncation locks each page first. So the mapping is
-	 * read, and used, only under the page lock (shrink_folio_list's
-	 * trylock); a locked page is kept, as reclaim never sleeps on one.
-	 */
-	if (!trylock_page(p))
-		return SCAN_KEEP;
-	m = page_mapping_peek(p);
-	removed = m && mapping_remove_locked_page(m, p);
-	unlock_page(p);
-	if (!m)
-		return SCAN_GONE;
-	return removed ? SCAN_FREED : SCAN_KEEP;
+	if (mapping_reclaim_page(p, &gone))
+		return SCAN_FREED;
+	return gone ? SCAN_GONE : SCAN_KEEP;
 }
 
 /* One batch from @z's inactive tail. Returns pages freed; counts dirty met. */

@@ -648,24 +648,17 @@ void cache_lru_activate(struct page *p)
 /*
  * Writeback of a PG_reclaim page ended (end_page_writeback): free it now if
  * it is clean, unreferenced since reclaim met it and used by nobody else
- * (mapping_remove_locked_page's refcount test: the cache's and the caller's);
+ * (mapping_reclaim_page's refcount test: the cache's and the caller's);
  * otherwise move it to the inactive tail so the next scan meets it first.
  * Context: caller holds a reference and no locks; never sleeps.
  */
 void cache_reclaim_now(struct page *p)
 {
 	struct zone *z = p->zone;
-	bool removed = false;
+	bool gone;
 
-	/* the mapping only under the page lock: see reclaim.c's scan_page */
 	if (page_mapping_peek(p) && !page_test(p, PG_dirty) && !page_test(p, PG_referenced) &&
-	    !page_test(p, PG_active) && trylock_page(p)) {
-		struct mapping *m = page_mapping_peek(p);
-
-		removed = m && mapping_remove_locked_page(m, p);
-		unlock_page(p);
-	}
-	if (removed) {
+	    !page_test(p, PG_active) && mapping_reclaim_page(p, &gone)) {
 		atomic_fetch_add(&z->pgsteal, 1);
 		atomic_fetch_add(&z->cache->stats.pgsteal, 1);
 		return;

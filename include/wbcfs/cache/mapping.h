@@ -119,13 +119,13 @@ void mapping_truncate(struct mapping *m, uint64_t start, uint64_t end);
  */
 bool mapping_try_remove_page(struct mapping *m, struct page *p);
 /*
- * As mapping_try_remove_page, for a page the caller has locked: the page
- * lock is what keeps p->mapping, hence @m, alive (truncation locks each
- * page before it unlinks it, and an evicted inode's mapping is freed only
- * once every page is unlinked), so reclaim, which reaches pages from the
- * LRU and not through their inode, takes it before it looks at @m.
+ * Reclaim's mapping_try_remove_page, for a page met on the LRU (with a
+ * reference, not through its inode): the mapping is read and used under
+ * the page lock, which truncation takes before it unlinks a page and
+ * frees a deleted file's mapping. False when the page stays (*@gone: it
+ * had left its mapping already). Never sleeps.
  */
-bool mapping_remove_locked_page(struct mapping *m, struct page *p);
+bool mapping_reclaim_page(struct page *p, bool *gone);
 
 /** Wait until no page in [start, end] is under writeback. */
 void mapping_wait_writeback(struct mapping *m, uint64_t start, uint64_t end);
