@@ -305,6 +305,52 @@ static int ckpt_write(struct wbfs *w, struct wjournal *j, struct ckpt_blk *v, si
 }
 
 /*
+ * The oldest transactions to free for @need blocks after the head with
+ * @room free now, and about a quarter of the log more, so that this is
+ * not done at every commit: *@upto gets the first one kept. True when
+ * that is all of them. Context: commit_mutex.
+ */
+static bool ckpt_upto(const struct wjournal *j, uint32_t need, uint32_t room, uint32_t *upto)
+{
+	uint32_t len = j->log.last - j->log.first, freed = 0;
+	uint32_t goal = need + len / 4 < len - 1 ? need + len / 4 : len - 1;
+	size_t i;
+
+	for (i = 0; i < j->nr_txs; i++) {
+		freed += j->txs[i].nblk;
+		if (room + freed >= goal)
+			break;
+	}
+	if (i + 1 >= j->nr_txs)
+		return true;
+	*upto = j->txs[i + 1].tid;
+	return false;
+}
+
+/*
+ * The checkpoint's writes of @v are done (@ret): written blocks no longer
+ * pin (the copy written is the newest committed, as a commit would need
+ * commit_mutex), and their pages are home. Context: commit_mutex, fs_lock.
+ */
+static void ckpt_written(struct wbfs *w, struct wjournal *j, struct ckpt_blk *v, size_t n, int ret)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint32_t *t = jtab_find(&j->pinned, v[i].blk);
+
+		if (!ret && t && *t == v[i].tid)
+			jtab_del(&j->pinned, v[i].blk);
+		if (v[i].p) {
+			page_clear(v[i].p, PG_jcommit);
+			if (!ret && v[i].p->mapping == &w->meta_map)
+				ext4_journal_page_home(v[i].p);
+			page_put(v[i].p);
+		}
+	}
+}
+
+/*
  * Make room for @need log blocks after the head, as jbd2's
  * log_do_checkpoint: a start the commits' flushes have made safe may be
  * enough; else the oldest transactions' pinned blocks go home (about a
@@ -322,7 +368,7 @@ int ext4_journal_checkpoint(struct wbfs *w, struct wjournal *j, uint32_t need)
 	uint32_t len = j->log.last - j->log.first, room = ext4_journal_room(j), upto = 0;
 	bool all = need == UINT32_MAX;
 	struct ckpt_blk *v = NULL;
-	size_t i, n = 0;
+	size_t n = 0;
 	int ret;
 
 	lock_assert_held(&j->commit_mutex);
@@ -342,20 +388,8 @@ int ext4_journal_checkpoint(struct wbfs *w, struct wjournal *j, uint32_t need)
 			return ret;
 		}
 	}
-	if (!all) {
-		/* free the oldest transactions until there is room and some */
-		uint32_t goal = need + len / 4 < len - 1 ? need + len / 4 : len - 1, freed = 0;
-
-		for (i = 0; i < j->nr_txs; i++) {
-			freed += j->txs[i].nblk;
-			if (room + freed >= goal)
-				break;
-		}
-		if (i + 1 < j->nr_txs)
-			upto = j->txs[i + 1].tid;
-		else
-			all = true;
-	}
+	if (!all)
+		all = ckpt_upto(j, need, room, &upto);
 	ext4_lock(w);
 	/* home writes done so far: this checkpoint's flush covers them */
 	ext4_journal_fold_homed(j);
@@ -363,20 +397,7 @@ int ext4_journal_checkpoint(struct wbfs *w, struct wjournal *j, uint32_t need)
 	ext4_unlock(w);
 	ret = ckpt_write(w, j, v, n);
 	ext4_lock(w);
-	for (i = 0; i < n; i++) {
-		uint32_t *t = jtab_find(&j->pinned, v[i].blk);
-
-		/* the copy written is the newest committed: a commit would
-		 * need commit_mutex */
-		if (!ret && t && *t == v[i].tid)
-			jtab_del(&j->pinned, v[i].blk);
-		if (v[i].p) {
-			page_clear(v[i].p, PG_jcommit);
-			if (!ret && v[i].p->mapping == &w->meta_map)
-				ext4_journal_page_home(v[i].p);
-			page_put(v[i].p);
-		}
-	}
+	ckpt_written(w, j, v, n, ret);
 	if (!ret) {
 		atomic_fetch_add(&j->ckpt_blocks, (long)n);
 		upto = ext4_journal_oldest_pinned(j, j->seq);

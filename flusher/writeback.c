@@ -339,15 +339,14 @@ static bool wb_meta_ready_locked(const struct wb_inode *meta)
  * keep young: true when some were released, and the pass writes them
  * now. Context: no lock held.
  */
-static bool wb_meta_expire(struct wb_ctx *x)
+static bool wb_meta_expire(struct wb_ctx *x, uint64_t expire_ms)
 {
 	struct bdi *b = x->b;
-	uint64_t expire = atomic_load(&b->cache->tun.dirty_expire_centisecs) * 10ULL;
 
 	if (!b->meta || !b->ops->meta_expire)
 		return false;
 	wb_drain_before_sleep(x);	/* the owner's locks */
-	return b->ops->meta_expire(b, expire) > 0;
+	return b->ops->meta_expire(b, expire_ms) > 0;
 }
 
 /* Metadata due for writing in a background or periodic round? */
@@ -360,7 +359,7 @@ static bool wb_meta_due(struct wb_ctx *x, struct wb_work *w)
 
 	if (!meta)
 		return false;
-	released = w->reason == WB_REASON_PERIODIC && wb_meta_expire(x);
+	released = w->reason == WB_REASON_PERIODIC && wb_meta_expire(x, expire);
 	ls_mutex_lock(&b->lock, &lc_bdi_lock);
 	due = wb_meta_ready_locked(meta) &&
 	      (w->reason != WB_REASON_PERIODIC || released ||
