@@ -219,6 +219,11 @@ const struct tunable tunables[NR_TUNABLES] = {
 		.help = "watch memory pressure (PSI, the cgroup's limit, MemAvailable) and size "
 			"the cache by it",
 	},
+	[TUN_TAKE_DELAY_US] = {
+		"take_delay_us", TK_UINT, 0, "us", RANGE(0, 100000), .def = 0,
+		OPT(take_delay_us),
+		.help = "testing: pause between a request's copy from the kernel and its serving",
+	},
 };
 
 const struct tunable *tunable_find(const char *name)

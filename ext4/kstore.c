@@ -29,7 +29,8 @@ LOCK_CLASS(lc_kstore_lock, "kstore_lock")
  * while it runs (kstore_begin) and, once its store into the kernel's
  * pages is done, the mount-wide sequence number it ended at
  * (kstore_end). A worker notes the sequence number when it takes a
- * request (kstore_taken, from fuse_io.c, after the copy). A
+ * request (kstore_taken: the number it noted before the kernel copied
+ * the request to it, see kstore_before_copy). A
  * writeback taken before a write ended (its number is older than the
  * write's, or the write is still running) was copied out before that
  * write's store into the kernel's page was done, or while it ran: it
@@ -39,12 +40,11 @@ LOCK_CLASS(lc_kstore_lock, "kstore_lock")
  * the write the kernel wrote back every page of its range dirty then and
  * waited for it, so those stores were made while the write(2) ran. A
  * writeback taken later holds the write's bytes or newer stores, and is
- * written whole. (Left open: a writeback copied out in the instant
- * between a write's store returning and its number being taken, of a
- * page a mapping stored into in that same instant, in the write's range.
- * Storing our bytes back from the writeback's worker would close it, but
- * deadlocks: fuse_page_mkwrite holds the page lock while it waits for
- * that writeback, and NOTIFY_STORE takes the page lock.)
+ * written whole. When a writeback counts as taken matters: see
+ * kstore_before_copy. (Storing our bytes back into the kernel's page from
+ * the writeback's worker, instead, would deadlock: fuse_page_mkwrite holds
+ * the page lock while it waits for that writeback, and NOTIFY_STORE takes
+ * the page lock.)
  *
  * The kernel sends no write, truncate or fallocate touching a page while
  * its writeback runs (it waits for it first), so only writes sent before
@@ -66,11 +66,47 @@ struct kstore_log {
 };
 
 static _Thread_local uint64_t kstore_taken_seq;
+static _Thread_local uint64_t kstore_copy_seq;	/* kstore_before_copy's */
+static _Thread_local bool kstore_copy_noted;
+
+/*
+ * When was a writeback's page copied out? Any sequence number read
+ * between the start of its writeback and the copy will do: a write that
+ * ended before the writeback started may have been overwritten since by
+ * the mapping, whose bytes the writeback carries and must keep (so it
+ * must count as older), while a write that ended after the writeback
+ * started is either in the copy or newer than it, and keeping its range
+ * as we have it is right both ways (no mapping stores into a page while
+ * its writeback runs: page_mkwrite waits for it). A number read after
+ * the copy is not enough: a write whose store into the kernel's page
+ * came after the copy may have ended before the number was read, and the
+ * writeback would put the page's old bytes over it. So the transport
+ * notes the number just before it lets the kernel copy requests to this
+ * thread, once it knows one is waiting for it (kstore_before_copy): a
+ * /dev/fuse read that does not block, or the io_uring_enter that runs the
+ * completion work which copies into an entry (fuse_uring.c). A worker
+ * that copies in a read that blocks notes nothing and reads the number
+ * at kstore_taken, after the copy: the window left open is that worker's
+ * way back from the read.
+ */
+
+/** A worker of @w may have the kernel copy requests to it now. */
+void kstore_before_copy(struct wbfs *w)
+{
+	kstore_copy_seq = atomic_load(&w->kstore_seq);
+	kstore_copy_noted = true;
+}
+
+/** A worker of @w will copy requests in a read that may block. */
+void kstore_copy_unnoted(void)
+{
+	kstore_copy_noted = false;
+}
 
 /** A worker takes a request of @w: its bytes are ours now. */
 void kstore_taken(struct wbfs *w)
 {
-	kstore_taken_seq = atomic_load(&w->kstore_seq);
+	kstore_taken_seq = kstore_copy_noted ? kstore_copy_seq : atomic_load(&w->kstore_seq);
 }
 
 static struct kstore_log *kstore_log_get(struct winode *wi)

@@ -93,7 +93,10 @@ ssize_t furing_reply_fill(struct furing_req_header *h, char *payload, size_t pay
  * connection's device @fd (after the INIT reply went out), busy-polling up
  * to @poll_us after a reply. Requests are served through
  * fuse_session_process_buf on @se, after @take(@take_arg, ...) (fuse_io.c's
- * pre-processing: true when it served the request itself). On success the
+ * pre-processing: true when it served the request itself);
+ * @before_copy(@take_arg) (may be NULL), on the ring thread, just before
+ * it lets the kernel copy requests into its entries, where the kernel
+ * copies them only then (see furing_ring_setup). On success the
  * transport is stored in *@out, which must be NULL before.
  * Returns 0 when every ring registered, or -errno (EALREADY: *@out is
  * set; EINVAL, ENOMEM, or the kernel's refusal; the kernel keeps using
@@ -101,7 +104,8 @@ ssize_t furing_reply_fill(struct furing_req_header *h, char *payload, size_t pay
  */
 int furing_start(struct furing **out, struct fuse_session *se, int fd, size_t payload_size,
 		 unsigned rings_per_queue, unsigned nr_ents, unsigned poll_us,
-		 bool (*take)(void *arg, int fd, void *buf, size_t *len), void *take_arg);
+		 bool (*take)(void *arg, int fd, void *buf, size_t *len),
+		 void (*before_copy)(void *arg), void *take_arg);
 /**
  * Stop @fr's ring threads and free it (its session has ended); other
  * connections' transports go on. NULL: nothing to do.

@@ -318,6 +318,25 @@ static size_t fio_note_request(struct fio_conn *c, void *buf, size_t len)
  */
 static __thread int fio_nonblock_fd = -1;
 
+/*
+ * A read of the device that does not block (O_NONBLOCK): the kernel
+ * copies a request already waiting, or none. When it copies a writeback
+ * of a mapping's pages, the number noted just before tells which writes
+ * it may predate (ext4/kstore.c).
+ */
+static ssize_t fio_read_now(struct fio_conn *c, int fd, void *buf, size_t buf_len)
+{
+	kstore_before_copy(c->w);
+	return read(fd, buf, buf_len);
+}
+
+/* A read that may sleep until a request comes: nothing to note before it. */
+static ssize_t fio_read_blocking(int fd, void *buf, size_t buf_len)
+{
+	kstore_copy_unnoted();
+	return read(fd, buf, buf_len);
+}
+
 static ssize_t fio_spin_read(struct fio_conn *c, int fd, void *buf, size_t buf_len,
 			     unsigned poll_us)
 {
@@ -330,7 +349,7 @@ static ssize_t fio_spin_read(struct fio_conn *c, int fd, void *buf, size_t buf_l
 		return -1;	/* errno EAGAIN from the caller's first read */
 	end = clock_real_ns() + (uint64_t)poll_us * 1000;
 	do {
-		n = read(fd, buf, buf_len);
+		n = fio_read_now(c, fd, buf, buf_len);
 		if (n >= 0 || errno != EAGAIN)
 			break;
 		sched_yield();
@@ -347,22 +366,23 @@ static ssize_t fio_read_dev(struct fio_conn *c, int fd, void *buf, size_t buf_le
 	ssize_t n;
 
 	if (!poll_us)
-		return read(fd, buf, buf_len);
+		return fio_read_blocking(fd, buf, buf_len);
 	if (fio_nonblock_fd != fd) {
 		int fl = fcntl(fd, F_GETFL);
 
 		if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-			return read(fd, buf, buf_len);
+			return fio_read_blocking(fd, buf, buf_len);
 		fio_nonblock_fd = fd;
 	}
-	n = read(fd, buf, buf_len);
+	n = fio_read_now(c, fd, buf, buf_len);
 	if (n >= 0 || errno != EAGAIN)
 		return n;
 	n = fio_spin_read(c, fd, buf, buf_len, poll_us);
 	while (n < 0 && errno == EAGAIN) {
 		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
 			return -1;
-		n = read(fd, buf, buf_len);	/* EAGAIN: another worker took it */
+		/* EAGAIN: another worker took it */
+		n = fio_read_now(c, fd, buf, buf_len);
 	}
 	return n;
 }
@@ -754,13 +774,24 @@ void fuse_io_stop(struct wbfs *w)
  * end): what is served inside this hook takes locks, so it runs with
  * cancellation off.
  */
+/* A ring thread lets the kernel copy requests to it now (ext4/kstore.c). */
+static void fio_before_copy(void *arg)
+{
+	struct fio_conn *c = arg;
+
+	kstore_before_copy(c->w);
+}
+
 static bool fio_take(void *arg, int fd, void *buf, size_t *len)
 {
 	struct fio_conn *c = arg;
 	bool served;
 	int cs;
 
-	/* the request's bytes are copied out of the kernel by now */
+	/* testing: a worker preempted between the copy and this */
+	if (c->w->opts.take_delay_us)
+		usleep(c->w->opts.take_delay_us);
+	/* the request's bytes are copied out of the kernel by now: when? */
 	kstore_taken(c->w);
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	served = fio_intercept(c, fd, buf, *len);
@@ -949,7 +980,7 @@ static void fio_uring_start(struct fio_conn *c, int fd)
 
 	fio_uring_payload_bytes = 0;
 	ret = furing_start(&fr, c->se, fd, payload, FIO_URING_RINGS, FIO_URING_ENTRIES,
-			   c->w->opts.poll_us, fio_take, c);
+			   c->w->opts.poll_us, fio_take, fio_before_copy, c);
 	if (ret)
 		fprintf(stderr, "wbcfs: %s: FUSE over io_uring not started (%s): serving "
 			"on /dev/fuse\n", c->w->dev_path, strerror(-ret));

@@ -91,6 +91,10 @@ struct furing_ring {
 	struct io_uring ring;		/* ring thread only */
 	int efd;			/* eventfd: held replies to commit, or stop */
 	uint64_t efd_val;
+	bool deferred;			/* ring thread: completion work runs in our
+					 * io_uring_enter only (DEFER_TASKRUN) */
+	int wake_fd;			/* deferred: eventfd the kernel signals when
+					 * it queues completion work for us */
 	pthread_t thread;
 	unsigned nr_live;		/* ring thread: entries the kernel holds or we serve */
 	_Atomic unsigned long nr_requests;	/* atomic: requests served (written by the thread) */
@@ -117,6 +121,7 @@ struct furing {
 	unsigned nr_rings;
 	struct furing_ring *rings;
 	bool (*take)(void *arg, int fd, void *buf, size_t *len);
+	void (*before_copy)(void *arg);
 	void *take_arg;
 	unsigned poll_us;
 	_Atomic bool active;		/* atomic */
@@ -247,12 +252,28 @@ static unsigned furing_possible_cpus(void)
 
 /* ---- submission (ring thread only) ------------------------------------ */
 
+/*
+ * Enter the kernel: submit what is queued and run the completion work it
+ * queued for this thread (deferred), which is where it copies a request
+ * into an entry of ours; so the take hook is told first, unless requests
+ * it copied before wait in the completion queue still (their note is the
+ * older one, made before they were copied).
+ */
+static int furing_enter(struct furing_ring *q)
+{
+	struct furing *fr = q->fr;
+
+	if (q->deferred && fr->before_copy && !io_uring_cq_ready(&q->ring))
+		fr->before_copy(fr->take_arg);
+	return io_uring_submit_and_get_events(&q->ring);
+}
+
 static struct io_uring_sqe *furing_get_sqe(struct furing_ring *q)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
 
 	if (!sqe) {
-		io_uring_submit(&q->ring);
+		furing_enter(q);
 		sqe = io_uring_get_sqe(&q->ring);
 	}
 	return sqe;
@@ -475,7 +496,7 @@ static int furing_register(struct furing_ring *q)
 	}
 	furing_prep_efd_read(q);
 	q->nr_live = q->fr->nr_ents;
-	ret = io_uring_submit(&q->ring);
+	ret = furing_enter(q);
 	if (ret < 0)
 		return ret;
 	io_uring_for_each_cqe(&q->ring, head, cqe) {
@@ -486,13 +507,27 @@ static int furing_register(struct furing_ring *q)
 }
 
 /*
+ * Is there something for this thread: a completion, or completion work
+ * the kernel queued that our next io_uring_enter runs (deferred, which
+ * the kernel flags in the SQ ring: TASKRUN_FLAG)?
+ */
+static bool furing_work_ready(struct furing_ring *q)
+{
+	return io_uring_cq_ready(&q->ring) ||
+	       (q->deferred && (IO_URING_READ_ONCE(*q->ring.sq.kflags) & IORING_SQ_TASKRUN));
+}
+
+/*
  * Busy-poll the ring before sleeping, for the reason fuse_io.c polls the
  * device (poll_us): a synchronous client's next request comes a few
  * microseconds after our reply, and waking a sleeping thread costs an IPI
  * to a halted vCPU. The kernel gives the next request of the queue to the
  * entry committed last, this thread's.
- * (The kernel's completion work reaches a thread polling in user space:
- * the ring is set up without COOP_TASKRUN, so it is signalled.)
+ * (The kernel's completion work waits for our next io_uring_enter
+ * (DEFER_TASKRUN, furing_ring_setup); the poll looks for the flag the
+ * kernel raises when it queues some. On a kernel without DEFER_TASKRUN
+ * the work reaches a thread polling in user space: the ring is set up
+ * without COOP_TASKRUN, so it is signalled.)
  *
  * The poll yields the CPU instead of spinning on it. The thread is pinned
  * to its queue's CPU, and the kernel queues a request on the queue of the
@@ -517,11 +552,82 @@ static void furing_spin(struct furing_ring *q)
 	struct furing *fr = q->fr;
 	uint64_t end;
 
-	if (!fr->poll_us || io_uring_cq_ready(&q->ring))
+	if (!fr->poll_us || furing_work_ready(q))
 		return;
 	end = clock_real_ns() + (uint64_t)fr->poll_us * 1000;
-	while (!io_uring_cq_ready(&q->ring) && clock_real_ns() < end)
+	while (!furing_work_ready(q) && clock_real_ns() < end)
 		sched_yield();
+}
+
+/*
+ * Deferred: sleep until the kernel queues completion work for this
+ * thread (a request copied into an entry of ours waits for it) or posts
+ * a completion, without running that work: it is run by the
+ * io_uring_enter after, once the take hook has been told (furing_enter).
+ * The kernel signals wake_fd when work arrives on an empty list, and only
+ * while the eventfd is enabled, which it is while this thread sleeps.
+ */
+static void furing_sleep(struct furing_ring *q)
+{
+	uint64_t v;
+
+	io_uring_cq_eventfd_toggle(&q->ring, true);
+	while (!furing_work_ready(q) && read(q->wake_fd, &v, sizeof(v)) < 0 && errno == EINTR)
+		;
+	io_uring_cq_eventfd_toggle(&q->ring, false);
+}
+
+/* Submit, then wait for at least one completion, each way's own. */
+static int furing_wait(struct furing_ring *q)
+{
+	int ret;
+
+	if (!q->deferred) {
+		if (q->fr->poll_us) {
+			io_uring_submit(&q->ring);
+			furing_spin(q);
+		}
+		return io_uring_submit_and_wait(&q->ring, 1);
+	}
+	ret = furing_enter(q);
+	if (ret < 0 || io_uring_cq_ready(&q->ring))
+		return ret;
+	furing_spin(q);
+	if (!furing_work_ready(q))
+		furing_sleep(q);
+	return furing_enter(q);
+}
+
+/*
+ * The ring: completion work deferred to our io_uring_enter calls
+ * (DEFER_TASKRUN) where the kernel has it, so that a request is copied
+ * into an entry only inside one (furing_enter); SINGLE_ISSUER, which it
+ * needs, holds: only this thread submits. The kernel ties the ring to the
+ * task that makes it, so this thread makes it.
+ */
+static int furing_ring_setup(struct furing_ring *q)
+{
+	unsigned entries = q->fr->nr_ents * 2 + 4;
+	int ret;
+
+	ret = io_uring_queue_init(entries, &q->ring, IORING_SETUP_SQE128 |
+				  IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+				  IORING_SETUP_TASKRUN_FLAG);
+	if (!ret) {
+		q->wake_fd = eventfd(0, EFD_CLOEXEC);
+		if (q->wake_fd < 0)
+			return -errno;
+		ret = io_uring_register_eventfd(&q->ring, q->wake_fd);
+		if (ret)
+			return ret;
+		io_uring_cq_eventfd_toggle(&q->ring, false);
+		q->deferred = true;
+		return 0;
+	}
+	if (ret != -EINVAL)
+		return ret;
+	/* an older kernel: its completion work interrupts us anywhere */
+	return io_uring_queue_init(entries, &q->ring, IORING_SETUP_SQE128);
 }
 
 static void *furing_main(void *arg)
@@ -534,7 +640,9 @@ static void *furing_main(void *arg)
 	CPU_ZERO(&set);
 	CPU_SET(q->qid, &set);
 	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);	/* best effort */
-	ret = furing_register(q);
+	ret = furing_ring_setup(q);
+	if (!ret)
+		ret = furing_register(q);
 	furing_report(q, ret);
 	if (ret)
 		more = false;
@@ -542,11 +650,7 @@ static void *furing_main(void *arg)
 		struct io_uring_cqe *cqe;
 		unsigned head, seen = 0;
 
-		if (q->fr->poll_us) {
-			io_uring_submit(&q->ring);
-			furing_spin(q);
-		}
-		ret = io_uring_submit_and_wait(&q->ring, 1);
+		ret = furing_wait(q);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
 			break;
 		io_uring_for_each_cqe(&q->ring, head, cqe) {
@@ -566,7 +670,6 @@ static int furing_ring_init(struct furing *fr, struct furing_ring *q, unsigned q
 {
 	size_t area = FURING_HEADROOM + fr->payload_size;
 	unsigned i;
-	int ret;
 
 	q->fr = fr;
 	q->qid = qid;
@@ -575,9 +678,6 @@ static int furing_ring_init(struct furing *fr, struct furing_ring *q, unsigned q
 	q->efd = eventfd(0, EFD_CLOEXEC);
 	if (q->efd < 0)
 		return -errno;
-	ret = io_uring_queue_init(fr->nr_ents * 2 + 4, &q->ring, IORING_SETUP_SQE128);
-	if (ret)
-		return ret;
 	q->ents = calloc(fr->nr_ents, sizeof(*q->ents));
 	if (!q->ents)
 		return -ENOMEM;
@@ -617,6 +717,8 @@ static void furing_ring_free(struct furing_ring *q)
 	free(q->ents);
 	if (q->efd > 0)
 		close(q->efd);
+	if (q->wake_fd > 0)
+		close(q->wake_fd);
 	pthread_mutex_destroy(&q->lock);
 }
 
@@ -658,7 +760,8 @@ static struct furing *furing_alloc(unsigned nr_queues, unsigned rings_per_queue)
 
 int furing_start(struct furing **out, struct fuse_session *se, int fd, size_t payload_size,
 		 unsigned rings_per_queue, unsigned nr_ents, unsigned poll_us,
-		 bool (*take)(void *arg, int fd, void *buf, size_t *len), void *take_arg)
+		 bool (*take)(void *arg, int fd, void *buf, size_t *len),
+		 void (*before_copy)(void *arg), void *take_arg)
 {
 	unsigned i, started = 0, n = furing_possible_cpus();
 	struct furing *fr;
@@ -676,6 +779,7 @@ int furing_start(struct furing **out, struct fuse_session *se, int fd, size_t pa
 	fr->payload_size = (payload_size + PAGE_SIZE - 1) & ~(size_t)(PAGE_SIZE - 1);
 	fr->nr_ents = nr_ents;
 	fr->take = take;
+	fr->before_copy = before_copy;
 	fr->take_arg = take_arg;
 	fr->poll_us = poll_us;
 	for (i = 0; i < fr->nr_rings && !ret; i++) {

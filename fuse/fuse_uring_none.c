@@ -31,7 +31,8 @@ int furing_kernel_enable(void)
 
 int furing_start(struct furing **out, struct fuse_session *se, int fd, size_t payload_size,
 		 unsigned rings_per_queue, unsigned nr_ents, unsigned poll_us,
-		 bool (*take)(void *arg, int fd, void *buf, size_t *len), void *take_arg)
+		 bool (*take)(void *arg, int fd, void *buf, size_t *len),
+		 void (*before_copy)(void *arg), void *take_arg)
 {
 	return -ENOTSUP;
 }

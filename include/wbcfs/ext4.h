@@ -535,6 +535,8 @@ void ext4_bmap(fuse_req_t req, fuse_ino_t ino, size_t blocksize, uint64_t idx);
 struct kstore_range {
 	uint64_t start, end;
 };
+void kstore_before_copy(struct wbfs *w);
+void kstore_copy_unnoted(void);
 void kstore_taken(struct wbfs *w);
 int kstore_begin(struct winode *wi, uint64_t start, uint64_t end);
 void kstore_end(struct wbfs *w, struct winode *wi, int slot, uint64_t start, uint64_t end);

@@ -181,7 +181,7 @@ START_TEST(no_transport)
 	ck_assert(!furing_reply(&iov, 1, &ret));
 	ck_assert_ptr_null(furing_hold(&iov, 1));
 	/* bad shapes are refused before anything is made */
-	ck_assert_int_eq(furing_start(&fr, NULL, -1, PAYLOAD, 0, 1, 0, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(furing_start(&fr, NULL, -1, PAYLOAD, 0, 1, 0, NULL, NULL, NULL), -EINVAL);
 	ck_assert_ptr_null(fr);
 }
 END_TEST

@@ -72,6 +72,8 @@ struct wbcfs_options {
 	bool readahead_kb_given;	/* readahead_kb= was on the command line */
 	unsigned max_threads;		/* FUSE worker threads, 1-256; default 16 */
 	unsigned poll_us;		/* FUSE device busy-poll, 0-1000 us; default 50 */
+	unsigned take_delay_us;		/* testing: pause between a request's copy
+					 * from the kernel and its serving; 0 */
 	enum transport_type transport;	/* default TRANSPORT_AUTO */
 	uint64_t prefault_bytes;	/* cache faulted in at mount; UINT64_MAX = all; 0 (default) */
 	int oom_score_adj;		/* the daemon's, -1000..1000 [OPTIONS_OOM_SCORE_ADJ] */
