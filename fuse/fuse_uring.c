@@ -94,7 +94,9 @@ struct furing_ring {
 	bool deferred;			/* ring thread: completion work runs in our
 					 * io_uring_enter only (DEFER_TASKRUN) */
 	int wake_fd;			/* deferred: eventfd the kernel signals when
-					 * it queues completion work for us */
+					 * it queues completion work for us, and
+					 * furing_kick too */
+	_Atomic bool kicked;		/* deferred: held replies to commit, or stop */
 	pthread_t thread;
 	unsigned nr_live;		/* ring thread: entries the kernel holds or we serve */
 	_Atomic unsigned long nr_requests;	/* atomic: requests served (written by the thread) */
@@ -415,6 +417,24 @@ ssize_t furing_reply_parked(void *ent, const struct iovec *iov, int count)
 	return ret;
 }
 
+/*
+ * Wake @q's ring thread to look at commit_head and stop. Deferred: straight
+ * through wake_fd, not a read of efd on the ring. The kernel signals the
+ * eventfd registered with a ring from inside the wakeup of the eventfd
+ * that read waits on, and an eventfd signalled within another's wakeup
+ * is signalled later, from RCU: a parked fsync's reply waited a grace
+ * period for its thread (dbench -F 8: 0.4x).
+ */
+static void furing_kick(struct furing_ring *q)
+{
+	if (q->deferred) {
+		atomic_store(&q->kicked, true);
+		eventfd_write(q->wake_fd, 1);
+	} else {
+		eventfd_write(q->efd, 1);
+	}
+}
+
 void furing_commit_held(void *ent)
 {
 	struct furing_ent *e = ent;
@@ -429,7 +449,7 @@ void furing_commit_held(void *ent)
 	}
 	pthread_mutex_unlock(&q->lock);
 	if (!exited)
-		eventfd_write(q->efd, 1);
+		furing_kick(q);
 }
 
 /* The eventfd fired: commit the held replies handed over. False: stop. */
@@ -448,7 +468,7 @@ static bool furing_take_commits(struct furing_ring *q)
 		if (!e->dead)
 			furing_commit(q, e);
 	}
-	if (!stop)
+	if (!stop && !q->deferred)
 		furing_prep_efd_read(q);
 	return !stop;
 }
@@ -494,7 +514,8 @@ static int furing_register(struct furing_ring *q)
 		if (ret)
 			return ret;
 	}
-	furing_prep_efd_read(q);
+	if (!q->deferred)
+		furing_prep_efd_read(q);
 	q->nr_live = q->fr->nr_ents;
 	ret = furing_enter(q);
 	if (ret < 0)
@@ -509,12 +530,13 @@ static int furing_register(struct furing_ring *q)
 /*
  * Is there something for this thread: a completion, or completion work
  * the kernel queued that our next io_uring_enter runs (deferred, which
- * the kernel flags in the SQ ring: TASKRUN_FLAG)?
+ * the kernel flags in the SQ ring: TASKRUN_FLAG), or a kick?
  */
 static bool furing_work_ready(struct furing_ring *q)
 {
 	return io_uring_cq_ready(&q->ring) ||
-	       (q->deferred && (IO_URING_READ_ONCE(*q->ring.sq.kflags) & IORING_SQ_TASKRUN));
+	       (q->deferred && ((IO_URING_READ_ONCE(*q->ring.sq.kflags) & IORING_SQ_TASKRUN) ||
+				atomic_load(&q->kicked)));
 }
 
 /*
@@ -653,6 +675,8 @@ static void *furing_main(void *arg)
 		ret = furing_wait(q);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
 			break;
+		if (q->deferred && atomic_exchange(&q->kicked, false) && !furing_take_commits(q))
+			more = false;
 		io_uring_for_each_cqe(&q->ring, head, cqe) {
 			seen++;
 			if (!furing_complete(q, cqe))
@@ -819,7 +843,7 @@ void furing_stop(struct furing *fr)
 		q->stop = true;
 		pthread_mutex_unlock(&q->lock);
 		if (q->efd > 0)
-			eventfd_write(q->efd, 1);
+			furing_kick(q);
 	}
 	for (i = 0; i < fr->nr_rings; i++) {
 		struct furing_ring *q = &fr->rings[i];
