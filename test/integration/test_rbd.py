@@ -6,8 +6,8 @@ bluestore OSD), started once for the file and stopped in cleanup.
 
   a. an ext4 image (mkfs.ext4 on a file, `rbd import`ed) mounted through
      $CEPH_CONF: files written with known checksums, some fsync'ed;
-     /proc/mounts names the image; unmount exit 0; the image's lock is
-     released; `rbd export`: e2fsck -fn clean, the kernel's ext4 (loop,
+     a deleted file's space given back by fstrim (rbd du); unmount exit
+     0; the image's lock is released; `rbd export`: e2fsck -fn clean, the kernel's ext4 (loop,
      read-only) reads every file with its checksum.
   b. refusals, each one line naming the cause, exit non-zero, well within
      30 s (never librados' 300 s): a missing image, a missing pool, a
@@ -30,6 +30,7 @@ missing (tools/deps.sh installs them).
 
 import errno
 import hashlib
+import json
 import os
 import socket
 import shutil
@@ -110,6 +111,12 @@ def write_file(path, n_mib, seed, fsync=True):
     return hashlib.sha256(data).hexdigest()
 
 
+def rbd_used(cl, name):
+    """Bytes the image takes in the cluster (rbd du)."""
+    d = json.loads(cl.rbd("du", "--format", "json", "rbd/" + name).stdout)
+    return sum(i["used_size"] for i in d["images"])
+
+
 def lock_list(cl, name):
     return cl.rbd("lock", "ls", "rbd/" + name).stdout
 
@@ -123,10 +130,23 @@ def case_a(env, cl):
     for i in range(4):
         files["f%d" % i] = write_file(os.path.join(m.mnt, "f%d" % i), 4 + i, i, fsync=i % 2 == 0)
     os.mkdir(os.path.join(m.mnt, "dir"))
-    files["dir/big"] = write_file(os.path.join(m.mnt, "dir", "big"), 24, 9, fsync=False)
+    files["dir/big"] = write_file(os.path.join(m.mnt, "dir", "big"), 24, 9, fsync=True)
     for rel, want in files.items():
         t_eq(t_sha256_file(os.path.join(m.mnt, rel)), want, "mount's %s" % rel)
     t_check("client." in lock_list(cl, "a"), "a read-write mount holds the image's lock")
+    # a deleted file's blocks, once its delete is committed, go back by fstrim
+    used = rbd_used(cl, "a")
+    os.unlink(os.path.join(m.mnt, "dir", "big"))
+    del files["dir/big"]
+    write_file(os.path.join(m.mnt, "commit"), 1, 0, fsync=True)   # commits the delete
+    del_commit = t_run(["fstrim", "-v", m.mnt])
+    t_log(del_commit.stdout.strip())
+    after = rbd_used(cl, "a")
+    t_log("rbd du: %d MiB used before the delete and fstrim, %d MiB after"
+          % (used // MIB, after // MIB))
+    # rbd du counts whole 4 MiB objects: only those the file had alone go
+    t_check(after <= used - 4 * MIB, "fstrim gave the deleted file's space back")
+    files["commit"] = write_file(os.path.join(m.mnt, "commit"), 1, 0, fsync=True)
     env.umount(m)
     t_check("client." not in lock_list(cl, "a"), "the lock is released at unmount:\n"
             + lock_list(cl, "a"))
