@@ -107,6 +107,17 @@ bool rbdev_lost(const struct rbdev *d)
 	return atomic_load(&d->lost);
 }
 
+int rbdev_show(const struct rbdev *d, char *buf, size_t size)
+{
+	int n = snprintf(buf, size, "name %s\nimage %s\nsize %llu\nread_only %d\nlock %s\n"
+			 "requests %lu\nfailed %lu\n", d->name, d->spec,
+			 (unsigned long long)d->size, d->ro,
+			 atomic_load(&d->lost) ? "lost" : d->locked ? "held" : "none",
+			 atomic_load(&d->requests), atomic_load(&d->failed));
+
+	return n < 0 ? 0 : (size_t)n >= size ? (int)size - 1 : n;
+}
+
 /* ---- requests ------------------------------------------------------------ */
 
 /* The first sign of a lost lock is said once; nothing is written after. */
@@ -631,6 +642,12 @@ bool rbdev_lost(const struct rbdev *d)
 {
 	(void)d;
 	return false;
+}
+
+int rbdev_show(const struct rbdev *d, char *buf, size_t size)
+{
+	(void)d;
+	return snprintf(buf, size, "%s", "");
 }
 
 void rbdev_submit(struct rbdev *d, enum rbdev_op op, const struct iovec *iov, int iovcnt,

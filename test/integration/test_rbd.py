@@ -6,21 +6,23 @@ bluestore OSD), started once for the file and stopped in cleanup.
 
   a. an ext4 image (mkfs.ext4 on a file, `rbd import`ed) mounted through
      $CEPH_CONF: files written with known checksums, some fsync'ed;
-     a deleted file's space given back by fstrim (rbd du); unmount exit
-     0; the image's lock is released; `rbd export`: e2fsck -fn clean, the kernel's ext4 (loop,
-     read-only) reads every file with its checksum.
+     /.wbcfs/rbd names the image, its size, the lock held; a deleted
+     file's space given back by fstrim (rbd du); unmount exit 0; the
+     image's lock is released; `rbd export`: e2fsck -fn clean, the
+     kernel's ext4 (loop, read-only) reads every file with its checksum.
   b. refusals, each one line naming the cause, exit non-zero, well within
      30 s (never librados' 300 s): a missing image, a missing pool, a
      wrong key (ceph_keyring=), no monitor listening (ceph_conf= naming
      a dead port), a snapshot without ro. The snapshot mounts with ro
-     and reads what was written before it was taken.
+     and reads what was written before it was taken (no lock taken).
   c. one writer: a second read-write mount is refused naming the lock's
      holder (client.N at its address); break_lock while the holder lives
      takes the lock and blocklists it: the old daemon's fsync fails with
-     EIO and it reports the loss. The holder killed (SIGKILL) after an
-     fsync: a mount without break_lock is still refused at once (not
-     after librbd's 30 s watch timeout); with break_lock it replays the
-     journal, the fsync'ed file is intact; unmounted: e2fsck clean.
+     EIO, it reports the loss, /.wbcfs/rbd says lock lost. The holder
+     killed (SIGKILL) after an fsync: a mount without break_lock is
+     still refused at once (not after librbd's 30 s watch timeout); with
+     break_lock it replays the journal, the fsync'ed file is intact;
+     unmounted: e2fsck clean.
 
 Skips (77) when the ceph daemons, the rbd tool or librbd support are
 missing (tools/deps.sh installs them).
@@ -111,6 +113,12 @@ def write_file(path, n_mib, seed, fsync=True):
     return hashlib.sha256(data).hexdigest()
 
 
+def ctl_rbd(m):
+    """/.wbcfs/rbd as a dict."""
+    with open(os.path.join(m.mnt, ".wbcfs", "rbd")) as f:
+        return dict(l.split(" ", 1) for l in f.read().splitlines())
+
+
 def rbd_used(cl, name):
     """Bytes the image takes in the cluster (rbd du)."""
     d = json.loads(cl.rbd("du", "--format", "json", "rbd/" + name).stdout)
@@ -134,6 +142,9 @@ def case_a(env, cl):
     for rel, want in files.items():
         t_eq(t_sha256_file(os.path.join(m.mnt, rel)), want, "mount's %s" % rel)
     t_check("client." in lock_list(cl, "a"), "a read-write mount holds the image's lock")
+    c = ctl_rbd(m)
+    t_eq((c["image"], c["size"], c["lock"], c["read_only"]),
+         (dev, str(IMG_SIZE), "held", "0"), "/.wbcfs/rbd")
     # a deleted file's blocks, once its delete is committed, go back by fstrim
     used = rbd_used(cl, "a")
     os.unlink(os.path.join(m.mnt, "dir", "big"))
@@ -195,6 +206,7 @@ def case_b(env, cl, files_a):
     for rel, want in files_a.items():
         t_eq(t_sha256_file(os.path.join(m.mnt, rel)), want, "snapshot's %s" % rel)
     t_check("client." not in lock_list(cl, "a"), "a snapshot takes no lock")
+    t_eq((ctl_rbd(m)["lock"], ctl_rbd(m)["read_only"]), ("none", "1"), "snapshot's /.wbcfs/rbd")
     env.umount(m)
 
 
@@ -222,6 +234,8 @@ def case_c(env, cl):
         time.sleep(0.2)
     t_check("exclusive lock lost" in m1.daemon_log(), "the fenced daemon reports the loss:\n"
             + m1.daemon_log())
+    t_eq(ctl_rbd(m1)["lock"], "lost", "fenced /.wbcfs/rbd lock")
+    t_check(int(ctl_rbd(m1)["failed"]) > 0, "fenced requests counted as failed")
     env.kill(m1)
 
     t_step("c. holder killed after an fsync: refused, then break_lock replays")

@@ -70,6 +70,12 @@ bool rbdev_read_only(const struct rbdev *d);
 const char *rbdev_name(const struct rbdev *d);
 /** The exclusive lock was lost: nothing more is written. */
 bool rbdev_lost(const struct rbdev *d);
+/**
+ * The control file text (/.wbcfs/rbd): "key value" lines: name, image,
+ * size, read_only, lock (held, lost, none), requests, failed. Returns
+ * the length.
+ */
+int rbdev_show(const struct rbdev *d, char *buf, size_t size);
 
 /**
  * Issue one read, write, flush or discard. @done runs once with 0 or
