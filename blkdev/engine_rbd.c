@@ -23,7 +23,6 @@ LOCK_CLASS(lc_rbd_done_lock, "rbd_done_lock")
 struct rbd_req {
 	struct io_req *req;
 	struct rbd_eng *eng;
-	size_t len;
 	int res;
 	struct rbd_req *next;
 };
@@ -75,7 +74,7 @@ static void rbde_done(void *priv, int res)
 	uint64_t one = 1;
 	ssize_t n;
 
-	q->res = res < 0 ? res : q->req->op == IO_FSYNC ? 0 : (int)q->len;
+	q->res = res;	/* the bytes (a read at the image's end: fewer), 0, or -errno */
 	q->next = NULL;
 	ls_mutex_lock(&r->lock, &lc_rbd_done_lock);
 	*r->done_tail = q;
@@ -90,6 +89,7 @@ static int rbde_queue(struct io_engine *e, struct io_req *req)
 	struct rbdev *d = rbd_engine_lookup(req->fd);
 	struct rbd_req *q = calloc(1, sizeof(*q));
 	enum rbdev_op op;
+	size_t len = 0;
 
 	if (!q)
 		return -ENOMEM;
@@ -103,9 +103,9 @@ static int rbde_queue(struct io_engine *e, struct io_req *req)
 		op = RBDEV_FLUSH;
 	} else {
 		op = req->op == IO_WRITE ? RBDEV_WRITE : RBDEV_READ;
-		q->len = iov_bytes(req->iov, req->iovcnt);
+		len = iov_bytes(req->iov, req->iovcnt);
 	}
-	rbd_engine_submit(d, op, req->iov, req->iovcnt, req->off, q->len, rbde_done, q);
+	rbd_engine_submit(d, op, req->iov, req->iovcnt, req->off, len, rbde_done, q);
 	return 0;
 }
 

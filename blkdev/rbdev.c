@@ -61,6 +61,7 @@ struct rbd_aio {
 	enum rbdev_op op;
 	void (*done)(void *priv, int res);
 	void *priv;
+	size_t len;			/* bytes to transfer (a read: cut at the end) */
 	struct iovec *clip;		/* a read cut at the image's end: its iovec */
 };
 
@@ -147,8 +148,10 @@ static void aio_done(rbd_completion_t c, void *arg)
 		if ((r == -EBLOCKLISTED || r == -EROFS) && a->op != RBDEV_READ && !a->d->ro)
 			lock_lost(a->d, (int)-r);
 		r = r == -ENOSPC ? -ENOSPC : -EIO;
+	} else {
+		r = a->op == RBDEV_READ || a->op == RBDEV_WRITE ? (ssize_t)a->len : 0;
 	}
-	a->done(a->priv, r < 0 ? (int)r : 0);
+	a->done(a->priv, (int)r);
 	free(a->clip);
 	free(a);
 }
@@ -207,6 +210,7 @@ void rbdev_submit(struct rbdev *d, enum rbdev_op op, const struct iovec *iov, in
 	a->op = op;
 	a->done = done;
 	a->priv = priv;
+	a->len = len;
 	ret = rbd_aio_create_completion(a, aio_done, &c);
 	if (ret < 0) {
 		free(a->clip);

@@ -18,21 +18,14 @@
 
 /* ---- by descriptor, not recorded ------------------------------------------ */
 
-/* An RBD image's transfer: librbd takes the buffers as they are. */
+/*
+ * An RBD image's transfer: librbd takes the buffers as they are; a read
+ * at the image's end is short, as at a device's end.
+ */
 static ssize_t rbd_xfer(struct rbdev *r, enum rbdev_op op, const struct iovec *iov, int iovcnt,
 			off_t off)
 {
-	size_t len = iov_bytes(iov, iovcnt);
-	int ret;
-
-	if (op == RBDEV_READ) {
-		if ((uint64_t)off >= rbdev_size(r))
-			return 0;
-		if (len > rbdev_size(r) - (uint64_t)off)
-			len = rbdev_size(r) - (uint64_t)off;	/* as a read at a device's end */
-	}
-	ret = rbdev_sync(r, op, iov, iovcnt, (uint64_t)off, len);
-	return ret < 0 ? ret : (ssize_t)len;
+	return rbdev_sync(r, op, iov, iovcnt, (uint64_t)off, iov_bytes(iov, iovcnt));
 }
 
 ssize_t blkdev_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off)

@@ -32,6 +32,7 @@ struct fake_op {
 	const struct iovec *iov;
 	int iovcnt;
 	uint64_t off;
+	uint64_t len;
 	void (*done)(void *priv, int res);
 	void *priv;
 	struct fake_op *next;
@@ -55,10 +56,9 @@ static void fake_submit(struct rbdev *d, enum rbdev_op op, const struct iovec *i
 {
 	struct fake_op *o = calloc(1, sizeof(*o));
 
-	(void)len;
 	ck_assert_ptr_eq(d, fake_dev);
 	ck_assert_ptr_nonnull(o);
-	*o = (struct fake_op){ op, iov, iovcnt, off, done, priv, NULL };
+	*o = (struct fake_op){ op, iov, iovcnt, off, len, done, priv, NULL };
 	pthread_mutex_lock(&fake_lock);
 	/* pushed at the head: completions come back out of order */
 	o->next = fake_queue;
@@ -94,7 +94,8 @@ static void *fake_finisher(void *arg)
 				memcpy(o->iov[i].iov_base, image + off, o->iov[i].iov_len);
 			off += o->iov[i].iov_len;
 		}
-		o->done(o->priv, fake_fail);
+		/* as rbdev_submit's contract: bytes, 0 for a flush, or -errno */
+		o->done(o->priv, fake_fail ? fake_fail : (int)o->len);
 		free(o);
 		pthread_mutex_lock(&fake_lock);
 	}

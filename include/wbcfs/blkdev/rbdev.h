@@ -78,15 +78,16 @@ bool rbdev_lost(const struct rbdev *d);
 int rbdev_show(const struct rbdev *d, char *buf, size_t size);
 
 /**
- * Issue one read, write, flush or discard. @done runs once with 0 or
+ * Issue one read or write of @len bytes (@iov's), flush or discard. @done
+ * runs once with the bytes transferred (0 for a flush or discard) or
  * -errno, from a librbd thread or (on failure to issue) before this
  * returns; it must not call rbdev functions. @iov and its buffers stay
- * valid until then. A read past the image's end reads what is there
- * (as a device's end does) and completes with 0.
+ * valid until then. A read past the image's end reads what is there, as
+ * at a device's end: fewer bytes, or 0.
  */
 void rbdev_submit(struct rbdev *d, enum rbdev_op op, const struct iovec *iov, int iovcnt,
 		  uint64_t off, uint64_t len, void (*done)(void *priv, int res), void *priv);
-/** The same, waited for. Returns 0 or -errno. */
+/** The same, waited for. Returns what @done would have been given. */
 int rbdev_sync(struct rbdev *d, enum rbdev_op op, const struct iovec *iov, int iovcnt,
 	       uint64_t off, uint64_t len);
 
