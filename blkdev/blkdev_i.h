@@ -13,6 +13,16 @@ extern const struct io_engine_ops io_engine_uring_ops;
 extern const struct io_engine_ops io_engine_aio_ops;
 extern const struct io_engine_ops io_engine_psync_ops;
 extern const struct io_engine_ops io_engine_nbd_ops;
+extern const struct io_engine_ops io_engine_rbd_ops;
+
+/*
+ * engine_rbd.c's way to the device: rbdev_of_fd and rbdev_submit, which the
+ * unit test replaces with a fake completing on threads of its own.
+ */
+extern struct rbdev *(*rbd_engine_lookup)(int fd);
+extern void (*rbd_engine_submit)(struct rbdev *d, enum rbdev_op op, const struct iovec *iov,
+				 int iovcnt, uint64_t off, uint64_t len,
+				 void (*done)(void *priv, int res), void *priv);
 
 /* nbdev.c: a request of the NBD client, waited for (sync.c) */
 int nbdev_sync(struct nbdev *d, enum nbdev_op kind, void *buf, uint64_t len,

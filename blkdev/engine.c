@@ -36,6 +36,8 @@ static const struct io_engine_ops *engine_ops(enum io_engine_type t)
 		return &io_engine_psync_ops;
 	case IO_ENGINE_NBD:
 		return &io_engine_nbd_ops;
+	case IO_ENGINE_RBD:
+		return &io_engine_rbd_ops;
 	default:
 		return NULL;
 	}
@@ -174,6 +176,7 @@ static const char *const engine_names[NR_IO_ENGINES] = {
 	[IO_ENGINE_AIO] = "aio",
 	[IO_ENGINE_PSYNC] = "psync",
 	[IO_ENGINE_NBD] = "nbd",
+	[IO_ENGINE_RBD] = "rbd",
 };
 
 int io_engine_parse(const char *s, enum io_engine_type *out)

@@ -4,7 +4,8 @@
  * recovery and the metadata path do outside the flushers' engines. A
  * descriptor is a plain file or block device, or an NBD export's (its
  * requests go through the NBD client, which has no vectored transfers:
- * several buffers go through one). blkdev_pwritev and blkdev_flush are
+ * several buffers go through one), or an RBD image's (through librbd,
+ * vectored). blkdev_pwritev and blkdev_flush are
  * recorded in the write log while one is open (devlog.c): that is the
  * only way such writes reach a device, so the log sees them all.
  */
@@ -17,6 +18,16 @@
 
 /* ---- by descriptor, not recorded ------------------------------------------ */
 
+/*
+ * An RBD image's transfer: librbd takes the buffers as they are; a read
+ * at the image's end is short, as at a device's end.
+ */
+static ssize_t rbd_xfer(struct rbdev *r, enum rbdev_op op, const struct iovec *iov, int iovcnt,
+			off_t off)
+{
+	return rbdev_sync(r, op, iov, iovcnt, (uint64_t)off, iov_bytes(iov, iovcnt));
+}
+
 ssize_t blkdev_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off)
 {
 	struct nbdev *d = nbdev_of_fd(fd);
@@ -24,6 +35,8 @@ ssize_t blkdev_preadv(int fd, const struct iovec *iov, int iovcnt, off_t off)
 	char *bounce;
 	int ret;
 
+	if (rbdev_of_fd(fd))
+		return rbd_xfer(rbdev_of_fd(fd), RBDEV_READ, iov, iovcnt, off);
 	if (!d) {
 		for (;;) {
 			ssize_t n = preadv(fd, iov, iovcnt, off);
@@ -57,6 +70,14 @@ ssize_t blkdev_pwritev_unlogged(int fd, const struct iovec *iov, int iovcnt, off
 	char *bounce;
 	int ret;
 
+	if (rbdev_of_fd(fd)) {
+		/* no FUA in RBD: a flush after */
+		ssize_t n = rbd_xfer(rbdev_of_fd(fd), RBDEV_WRITE, iov, iovcnt, off);
+
+		if (n >= 0 && fua && blkdev_flush_unlogged(fd))
+			return -EIO;
+		return n;
+	}
 	if (!d) {
 		ssize_t n;
 
@@ -89,6 +110,8 @@ int blkdev_flush_unlogged(int fd)
 {
 	struct nbdev *d = nbdev_of_fd(fd);
 
+	if (rbdev_of_fd(fd))
+		return rbdev_sync(rbdev_of_fd(fd), RBDEV_FLUSH, NULL, 0, 0, 0);
 	if (!d)
 		return fdatasync(fd) < 0 ? -errno : 0;
 	return nbdev_sync(d, NBDEV_FLUSH, NULL, 0, 0, 0);
@@ -105,6 +128,8 @@ int blkdev_discard(int fd, uint64_t off, uint64_t len)
 {
 	struct nbdev *d = nbdev_of_fd(fd);
 
+	if (rbdev_of_fd(fd))
+		return rbdev_sync(rbdev_of_fd(fd), RBDEV_DISCARD, NULL, 0, off, len);
 	if (!d)
 		return -ENOTTY;
 	return nbdev_sync(d, NBDEV_TRIM, NULL, len, off, 0);
@@ -125,7 +150,7 @@ int blkdev_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off)
 	for (i = 0; i < n; i++)
 		v[i] = iov[i];
 	i = 0;
-	if (nbdev_of_fd(fd)) {
+	if (nbdev_of_fd(fd) || rbdev_of_fd(fd)) {
 		total = blkdev_pwritev_unlogged(fd, v, n, off, false);
 		i = n;
 	}

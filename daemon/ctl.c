@@ -289,7 +289,7 @@ enum {
 	CTL_NODE_TRANSPORT,
 	CTL_NODE_DOMAIN,
 	CTL_NODE_FLUSHER,
-	CTL_NODE_NBD,		/* NBD mounts only */
+	CTL_NODE_NBD,		/* NBD mounts only; "rbd" on RBD mounts */
 	CTL_NODE_TUN0,
 	CTL_NR_NODES = CTL_NODE_TUN0 + CTL_NR_TUNABLES
 };
@@ -327,15 +327,18 @@ static const char *ctl_node_name(struct wbfs *w, unsigned node)
 	case CTL_NODE_TRANSPORT: return "transport";
 	case CTL_NODE_DOMAIN: return "domain";
 	case CTL_NODE_FLUSHER: return "flusher";
-	case CTL_NODE_NBD: return "nbd";
+	case CTL_NODE_NBD: return w->rbd ? "rbd" : "nbd";
 	default: return ctl_tunable_name(node - CTL_NODE_TUN0);
 	}
 }
 
-/* Whether @node is in this mount's directory (nbd: NBD mounts only). */
+/*
+ * Whether @node is in this mount's directory (nbd: NBD mounts only; the
+ * same node is rbd on RBD mounts: a device is one or the other).
+ */
 static bool ctl_node_present(const struct wbfs *w, unsigned node)
 {
-	return node != CTL_NODE_NBD || w->nbd;
+	return node != CTL_NODE_NBD || w->nbd || w->rbd;
 }
 
 /* Files that take writes: the tunables, and lockstat's switch. */
@@ -505,9 +508,12 @@ static int ctl_generate(struct wbfs *w, struct ctl_fh *f)
 	case CTL_NBD: {
 		char buf[2048];
 
-		if (!w->nbd)
+		if (w->rbd)
+			rbdev_show(w->rbd, buf, sizeof(buf));
+		else if (w->nbd)
+			nbdev_show(w->nbd, buf, sizeof(buf));
+		else
 			return -ENOENT;
-		nbdev_show(w->nbd, buf, sizeof(buf));
 		return ctl_buf_printf(&f->out, "%s", buf);
 	}
 	case CTL_TUNABLE:

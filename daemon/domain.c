@@ -373,8 +373,8 @@ static int dev_identity(const char *dev, dev_t *id_dev, ino_t *id_ino)
 {
 	struct stat st;
 
-	if (nbdev_is_uri(dev)) {
-		/* an export is its URI (FNV-1a); no file has st_dev 0 */
+	if (nbdev_is_uri(dev) || rbdev_is_spec(dev)) {
+		/* an export (an image) is its URI (FNV-1a); no file has st_dev 0 */
 		uint64_t h = 0xcbf29ce484222325ull;
 
 		for (; *dev; dev++)

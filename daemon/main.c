@@ -176,7 +176,13 @@ static int absolute_paths(struct cmdline *c)
 {
 	static char dev[PATH_MAX], mnt[PATH_MAX];
 
-	if (nbdev_is_uri(c->dev)) {
+	if (rbdev_is_spec(c->dev)) {
+		/* an RBD image's name: no path */
+		if (snprintf(dev, sizeof(dev), "%s", c->dev) >= (int)sizeof(dev)) {
+			fprintf(stderr, "wbcfs: %s: name too long\n", c->dev);
+			return -1;
+		}
+	} else if (nbdev_is_uri(c->dev)) {
 		/* an NBD URI; a relative socket= path is made absolute */
 		const char *q = strstr(c->dev, "socket=");
 		char cwd[PATH_MAX];

@@ -254,6 +254,22 @@ static int set_write_log(struct wbcfs_options *o, const char *val, char *err, si
 	return 0;
 }
 
+/* ceph_conf=, ceph_id=, ceph_keyring=: strings for librados, as given. */
+static int set_string(char *dst, size_t size, const char *key, const char *val, char *err,
+		      size_t errlen)
+{
+	if (!val || !*val) {
+		snprintf(err, errlen, "%s: needs a value", key);
+		return -EINVAL;
+	}
+	if (strlen(val) >= size) {
+		snprintf(err, errlen, "%s: longer than %zu bytes", key, size - 1);
+		return -EINVAL;
+	}
+	strcpy(dst, val);
+	return 0;
+}
+
 /*
  * zones=N: N equal zones (1-64). zones=SIZE:SIZE:...: one zone per size,
  * lowest first, each at least 1 MiB and a multiple of 4 KiB; the sizes must
@@ -415,6 +431,13 @@ static int parse_one(struct wbcfs_options *o, char *opt, char *err, size_t errle
 		return set_write_log(o, val, err, errlen);
 	if (!strcmp(opt, "domain"))
 		return set_domain(o, val, err, errlen);
+	if (!strcmp(opt, "ceph_conf"))
+		return set_string(o->ceph_conf, sizeof(o->ceph_conf), opt, val, err, errlen);
+	if (!strcmp(opt, "ceph_id"))
+		return set_string(o->ceph_id, sizeof(o->ceph_id), opt, val, err, errlen);
+	if (!strcmp(opt, "ceph_keyring"))
+		return set_string(o->ceph_keyring, sizeof(o->ceph_keyring), opt, val, err,
+				  errlen);
 	if (!strcmp(opt, "zones"))
 		return set_zones(o, val, err, errlen);
 	/* ext4's spellings: auto_da_alloc[=0|1] (a tunable) and noauto_da_alloc */
@@ -507,6 +530,10 @@ static const struct {
 	{ "allow_other", "let other users access the mount" },
 	{ "fault_inject", "testing: per-file I/O errors (trusted.wbcfs.fault)" },
 	{ "write_log=FILE", "testing: record every device write and flush in FILE" },
+	{ "ceph_conf=FILE", "RBD: the cluster's ceph.conf [$CEPH_CONF, then librados' "
+	  "default]" },
+	{ "ceph_id=ID", "RBD: connect as client.ID [admin]" },
+	{ "ceph_keyring=FILE", "RBD: the client's keyring [the ceph.conf's]" },
 	{ "lockstat", "collect lock statistics (.wbcfs/lockstat) from mount" },
 	{ "default_permissions", "(always on) kernel permission checks" },
 	{ "fsname=NAME, subtype=NAME", "FUSE names (fsname is the device for fuseblk)" },

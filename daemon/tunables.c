@@ -170,7 +170,7 @@ const struct tunable tunables[NR_TUNABLES] = {
 		"io_engine", TK_CHOICE, 0, NULL, RANGE(0, NR_IO_ENGINES - 1),
 		.def = IO_ENGINE_URING, OPT(io_engine), GIVEN(io_engine_given),
 		.choice = engine_choice, .nr_choices = NR_IO_ENGINES,
-		.help = "device I/O engine", .def_text = "uring; nbd for NBD exports",
+		.help = "device I/O engine", .def_text = "uring; nbd for NBD exports, rbd for RBD images",
 	},
 	[TUN_NBD_RETRY] = {
 		"nbd_retry", TK_UINT, 0, "s", RANGE(0, 3600), .def = 5, OPT(nbd_retry_s),
@@ -180,6 +180,21 @@ const struct tunable tunables[NR_TUNABLES] = {
 		"nbd_timeout", TK_UINT, 0, "s", RANGE(0, 3600), .def = 30, OPT(nbd_timeout_s),
 		.help = "NBD: no reply for N s with requests in flight: the connection is "
 			"dead, 0 = never",
+	},
+	[TUN_RBD_TIMEOUT] = {
+		"rbd_timeout", TK_UINT, 0, "s", RANGE(0, 3600), .def = 30, OPT(rbd_timeout_s),
+		.help = "RBD: an OSD request with no reply for N s fails (EIO), 0 = never",
+	},
+	[TUN_RBD_CONNECT_TIMEOUT] = {
+		"rbd_connect_timeout", TK_UINT, 0, "s", RANGE(1, 3600), .def = 10,
+		OPT(rbd_connect_timeout_s),
+		.help = "RBD: the mount fails when the monitors, the key check or the image's "
+			"open take longer",
+	},
+	[TUN_BREAK_LOCK] = {
+		"break_lock", TK_BOOL, 0, NULL, RANGE(0, 1), .def = 0, OPT(break_lock),
+		.help = "RBD: the image's lock is held by a dead client: blocklist it and "
+			"take the lock",
 	},
 	[TUN_QUEUE_DEPTH] = {
 		"queue_depth", TK_UINT, 0, NULL, RANGE(1, 4096), .def = 64, OPT(queue_depth),

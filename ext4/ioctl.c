@@ -451,8 +451,8 @@ void ext4_bmap(fuse_req_t req, fuse_ino_t fino, size_t blocksize, uint64_t idx)
 /* ---- FITRIM ------------------------------------------------------------------- */
 
 /*
- * Discard device blocks [blk, blk+n): BLKDISCARD, NBD TRIM, or a hole in
- * an image file.
+ * Discard device blocks [blk, blk+n): BLKDISCARD, NBD TRIM, an RBD
+ * discard, or a hole in an image file.
  */
 static int trim_discard(struct wbfs *w, uint64_t blk, uint64_t n)
 {
@@ -460,7 +460,7 @@ static int trim_discard(struct wbfs *w, uint64_t blk, uint64_t n)
 	uint64_t seq = devlog_on ? devlog_discard_issued(r[0], r[1]) : 0;
 	int ret;
 
-	if (w->nbd)
+	if (w->nbd || w->rbd)
 		ret = blkdev_discard(w->dev_fd, r[0], r[1]);
 	else if (w->is_blkdev)
 		ret = ioctl(w->dev_fd, BLKDISCARD, r) ? -errno : 0;

@@ -314,13 +314,43 @@ static int nbd_open(struct wbfs *w, const char *uri, bool ro)
 	return 0;
 }
 
+/*
+ * An RBD image: io_engine=rbd (any other engine given is refused), its
+ * size is the image's, a read-write open holds its exclusive lock.
+ */
+static int rbd_open(struct wbfs *w, const char *spec, bool ro)
+{
+	const struct wbcfs_options *o = &w->opts;
+	struct rbdev_conf c = { .conf = o->ceph_conf, .id = o->ceph_id,
+				.keyring = o->ceph_keyring, .ro = ro, .break_lock = o->break_lock,
+				.timeout_s = o->rbd_timeout_s,
+				.connect_timeout_s = o->rbd_connect_timeout_s };
+	int ret;
+
+	if (o->io_engine_given && o->io_engine != IO_ENGINE_RBD) {
+		msg_dev(spec, "io_engine=%s cannot drive an RBD image (it uses io_engine=rbd)",
+			io_engine_name(o->io_engine));
+		return -EINVAL;
+	}
+	ret = rbdev_open(&w->rbd, spec, &c, msg_stream());
+	if (ret)
+		return ret;
+	w->opts.io_engine = IO_ENGINE_RBD;
+	w->dev_fd = rbdev_fd(w->rbd);
+	w->dev_bytes = rbdev_size(w->rbd);
+	return 0;
+}
+
 static void dev_close(struct wbfs *w)
 {
 	if (w->nbd)
 		nbdev_close(w->nbd);	/* its fd goes with it */
+	else if (w->rbd)
+		rbdev_close(w->rbd);	/* and its lock */
 	else
 		close(w->dev_fd);
 	w->nbd = NULL;
+	w->rbd = NULL;
 	w->dev_fd = -1;
 }
 
@@ -331,8 +361,12 @@ static int dev_open(struct wbfs *w, const char *dev, bool ro)
 
 	if (nbdev_is_uri(dev))
 		return nbd_open(w, dev, ro);
-	if (w->opts.io_engine == IO_ENGINE_NBD) {
-		msg_dev(dev, "io_engine=nbd is for NBD exports (nbd://, nbd+unix://...)");
+	if (rbdev_is_spec(dev))
+		return rbd_open(w, dev, ro);
+	if (w->opts.io_engine == IO_ENGINE_NBD || w->opts.io_engine == IO_ENGINE_RBD) {
+		msg_dev(dev, "io_engine=%s is for %s", io_engine_name(w->opts.io_engine),
+			w->opts.io_engine == IO_ENGINE_NBD ? "NBD exports (nbd://, nbd+unix://...)"
+							   : "RBD images (rbd:POOL/IMAGE)");
 		return -EINVAL;
 	}
 	if (stat(dev, &st) < 0) {
@@ -502,7 +536,14 @@ static int fsck_nbd(const char *uri)
 static int run_fsck(const char *dev)
 {
 	const char *argv[] = { "e2fsck", "-p", dev, NULL };
-	int status = nbdev_is_uri(dev) ? fsck_nbd(dev) : run_prog(argv);
+	int status;
+
+	if (rbdev_is_spec(dev)) {
+		msg_dev(dev, "fsck: e2fsck cannot reach an RBD image from here; check an rbd "
+			"export of it");
+		return -EOPNOTSUPP;
+	}
+	status = nbdev_is_uri(dev) ? fsck_nbd(dev) : run_prog(argv);
 
 	if (status < 0 || status >= 4) {
 		msg_dev(dev, "e2fsck -p failed (exit %d); run e2fsck by hand", status);
@@ -596,6 +637,8 @@ static int cache_and_bdi(struct wbfs *w, const char *dev)
 		return ret;
 	if (w->nbd)
 		snprintf(name, sizeof(name), "%s", nbdev_name(w->nbd));
+	else if (w->rbd)
+		snprintf(name, sizeof(name), "%s", rbdev_name(w->rbd));
 	else if (fstat(w->dev_fd, &st) == 0 && w->is_blkdev)
 		snprintf(name, sizeof(name), "%u:%u", major(st.st_rdev), minor(st.st_rdev));
 	else

@@ -114,11 +114,14 @@ struct wb_ctx {
 	struct bdi *b;
 	bool pool;			/* a pool thread: waits for room in the device's
 					 * queue before each write (get_request_wait) */
-	struct io_engine *eng;		/* the engine in use: own_eng, or nbd_eng while
-					 * a pool thread visits an NBD device */
+	struct io_engine *eng;		/* the engine in use: own_eng, or nbd_eng
+					 * (rbd_eng) while a pool thread visits an
+					 * NBD device (an RBD image) */
 	struct io_engine own_eng;	/* this worker's engine */
 	struct io_engine nbd_eng;	/* pool threads: for NBD devices, made on first use */
 	bool nbd_eng_ready;
+	struct io_engine rbd_eng;	/* pool threads: for RBD images, made on first use */
+	bool rbd_eng_ready;
 	struct page *pages[WB_BATCH];	/* current batch */
 	uint64_t idx[WB_BATCH];		/* its page indices */
 	uint64_t pblk[WB_BATCH];	/* and device blocks (map_pages) */

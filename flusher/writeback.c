@@ -851,8 +851,8 @@ struct wb_ctx *wb_pool_ctx_create(enum io_engine_type engine, unsigned queue_dep
 	if (!x)
 		return NULL;
 	x->pool = true;
-	/* NBD devices get an engine of their own (wb_pool_visit) */
-	if (engine == IO_ENGINE_NBD)
+	/* NBD and RBD devices get an engine of their own (wb_pool_visit) */
+	if (engine == IO_ENGINE_NBD || engine == IO_ENGINE_RBD)
 		engine = IO_ENGINE_URING;
 	/* requests carry inject_err only for a bdi created with fault_inject */
 	wb_engine_init(x, name, engine, queue_depth, true);
@@ -865,6 +865,8 @@ void wb_pool_ctx_destroy(struct wb_ctx *x)
 	io_engine_exit(x->eng);
 	if (x->nbd_eng_ready)
 		io_engine_exit(&x->nbd_eng);
+	if (x->rbd_eng_ready)
+		io_engine_exit(&x->rbd_eng);
 	free(x);
 }
 
@@ -884,6 +886,14 @@ long wb_pool_visit(struct wb_ctx *x, struct bdi *b, enum wb_reason why, long bud
 			x->nbd_eng_ready = true;
 		}
 		x->eng = &x->nbd_eng;
+	} else if (b->engine == IO_ENGINE_RBD) {
+		if (!x->rbd_eng_ready) {
+			if (io_engine_init(&x->rbd_eng, IO_ENGINE_RBD, x->own_eng.queue_depth))
+				return 0;
+			io_engine_set_fault_inject(&x->rbd_eng, true);
+			x->rbd_eng_ready = true;
+		}
+		x->eng = &x->rbd_eng;
 	}
 	x->b = b;
 	if (why == WB_REASON_BACKGROUND) {

@@ -170,7 +170,7 @@ static int journal_blocks(const char *dev, int fd, ext2_ino_t ino, uint64_t **ma
 	errcode_t err;
 	int ret;
 
-	if (nbdev_of_fd(fd)) {
+	if (nbdev_of_fd(fd) || rbdev_of_fd(fd)) {
 		/* not the URI: ext2fs_open2 takes what follows a '?' for io options */
 		jio_fd = fd;
 		err = ext2fs_open2("nbd", NULL, flags & ~EXT2_FLAG_DIRECT_IO, 0, 0, &jio_manager, &fs);
@@ -208,9 +208,17 @@ out_close:
 static int open_writable(const char *dev, int ro_fd)
 {
 	struct nbdev *nbd = nbdev_of_fd(ro_fd);
+	struct rbdev *rbd = rbdev_of_fd(ro_fd);
 	int fd, bdev_ro = 0;
 	struct stat st;
 
+	if (rbd) {
+		if (!rbdev_read_only(rbd))
+			return ro_fd;
+		fprintf(msg_stream(), "wbcfs: %s: filesystem needs journal recovery but the RBD image is open read-only (a snapshot, or -o ro); run e2fsck\n",
+			dev);
+		return -EROFS;
+	}
 	if (nbd) {
 		if (!nbdev_info(nbd)->read_only)
 			return ro_fd;

@@ -268,6 +268,7 @@ struct wbfs {
 					 * flusher threads, shared by its devices */
 	int dev_fd;			/* O_RDWR|O_DIRECT (O_RDONLY for ro); or nbd's */
 	struct nbdev *nbd;		/* an NBD export (dev_path is its URI); else NULL */
+	struct rbdev *rbd;		/* an RBD image (dev_path is rbd:...); else NULL */
 	bool is_blkdev;
 	const char *dev_path;
 	uint64_t dev_bytes;

@@ -23,6 +23,14 @@ WBCFS_DEVICE=nbd serves each device a test mounts through wbcfs by nbdkit
 the same suite then runs over NBD, and its oracles (e2fsck, the kernel's
 ext4) still read the device once the daemon and the server are gone.
 
+WBCFS_DEVICE=rbd does the same over Ceph RBD: a tools/ceph-dev cluster
+(started at the first mount, stopped in cleanup) gets each device as an
+image (`rbd import`, at its first mount), wbcfs mounts rbd:rbd/IMAGE, and
+after each unmount or kill the extents the image changed since its import
+(`rbd diff` from a snapshot) are copied back onto the device for the
+oracles. A test that writes the device itself between mounts is not
+followed (the image is kept).
+
 Exit codes: 0 pass, 1 fail, 77 skip (meson's convention).
 """
 
@@ -295,6 +303,7 @@ class Mount:
         self.log = log          # daemon log file path
         self.mounted = True
         self.nbdkit = None      # WBCFS_DEVICE=nbd: the server of dev
+        self.rbd = None         # WBCFS_DEVICE=rbd: (env, device) to copy back
 
     def daemon_log(self):
         if not self.log or not os.path.exists(self.log):
@@ -514,9 +523,14 @@ class T_Env:
             if tra == "uring":
                 t_uring_switch_on()
         log = os.path.join(self.tmp, "wbcfs-%d.log" % len(self.mounts))
-        nbdkit, src = None, dev
+        nbdkit, src, rbd = None, dev, None
         if os.environ.get("WBCFS_DEVICE") == "nbd" and dev.startswith("/"):
             nbdkit, src = self._nbd_serve(dev, "ro" in opts)
+        if os.environ.get("WBCFS_DEVICE") == "rbd" and dev.startswith("/"):
+            src, rbd = self._rbd_image(dev), (self, dev)
+            if dev in self._rbd_dead:
+                self._rbd_dead.discard(dev)
+                opts = list(opts) + ["break_lock"]
         cmd = [binp, src, mnt, "-f"] + list(extra_args)
         if opts:
             cmd += ["-o", ",".join(opts)]
@@ -528,6 +542,7 @@ class T_Env:
         m = Mount(mnt, dev, "wbcfs", proc, log)
         m.mounted = False
         m.nbdkit = nbdkit
+        m.rbd = rbd
         self.mounts.append(m)
         end = time.monotonic() + timeout
         while True:
@@ -579,6 +594,74 @@ class T_Env:
                 raise TFail("nbdkit did not serve %s on %s" % (dev, sock))
             time.sleep(0.02)
         return proc, "nbd+unix:///?socket=" + sock
+
+    def _rbd_image(self, dev):
+        """WBCFS_DEVICE=rbd: the image standing for @dev (imported at its
+        first mount, with a snapshot 'base' to diff against); returns its
+        rbd: name."""
+        if not hasattr(self, "_rbd"):
+            if not shutil.which("ceph-mon") or not shutil.which("rbd"):
+                raise TSkip("WBCFS_DEVICE=rbd: the ceph packages are not installed")
+            d = os.path.join(self.tmp, "ceph")
+            top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            tool = os.path.join(top, "tools", "ceph-dev")
+            self.undo.append(lambda: t_run([tool, "stop", d], check=False, timeout=120))
+            p = t_run([tool, "start", d], timeout=240)
+            os.environ["CEPH_CONF"] = p.stdout.strip().splitlines()[-1].split("=", 1)[1]
+            self._rbd = {}
+            self._rbd_dead = set()
+        if dev not in self._rbd:
+            name = "img%d" % len(self._rbd)
+            # a loop device's backing file reads faster than the device
+            back = t_run(["losetup", "-nO", "BACK-FILE", dev], check=False,
+                         quiet=True).stdout.strip() if dev.startswith("/dev/loop") else ""
+            t_run(["rbd", "import", "--no-progress", back or dev, "rbd/" + name],
+                  timeout=600)
+            t_run(["rbd", "snap", "create", "rbd/%s@base" % name])
+            self._rbd[dev] = name
+        return "rbd:rbd/" + self._rbd[dev]
+
+    def _rbd_copy_back(self, dev):
+        """Write onto @dev what its image changed since 'base' (rbd
+        export-diff's stream: its writes and zeroed ranges), then move
+        'base' to now, so the oracles read what wbcfs wrote."""
+        import struct
+        name = self._rbd[dev]
+        diff = os.path.join(self.tmp, name + ".diff")
+        if os.path.exists(diff):
+            os.unlink(diff)
+        t_run(["rbd", "export-diff", "--no-progress", "--from-snap", "base",
+               "rbd/" + name, diff], timeout=600)
+        n_ext = 0
+        with open(diff, "rb") as f:
+            fdo = os.open(dev, os.O_WRONLY)
+            try:
+                t_check(f.readline() == b"rbd diff v1\n", "rbd export-diff: not a v1 diff")
+                while True:
+                    tag = f.read(1)
+                    if tag in (b"", b"e"):
+                        break
+                    if tag in (b"f", b"t"):         # from/to snapshot names
+                        f.read(struct.unpack("<I", f.read(4))[0])
+                    elif tag == b"s":               # the image's size
+                        f.read(8)
+                    elif tag in (b"w", b"z"):       # data, or zeros
+                        off, n = struct.unpack("<QQ", f.read(16))
+                        n_ext += 1
+                        while n:
+                            k = min(n, 4 * MIB)
+                            t_write_all(fdo, f.read(k) if tag == b"w" else bytes(k), off)
+                            off += k
+                            n -= k
+                    else:
+                        raise TFail("rbd export-diff: unknown record %r" % tag)
+                os.fsync(fdo)
+            finally:
+                os.close(fdo)
+        os.unlink(diff)
+        t_run(["rbd", "snap", "rm", "--no-progress", "rbd/%s@base" % name])
+        t_run(["rbd", "snap", "create", "rbd/%s@base" % name])
+        t_log("rbd: %d extents of rbd/%s copied back to %s" % (n_ext, name, dev))
 
     def _check_transport(self, m, opts):
         """transport=uring|dev must be what serves the mount."""
@@ -646,6 +729,7 @@ class T_Env:
         m.mounted = False
         self.wait_daemon(m, timeout)
         _nbd_stop(m)
+        _rbd_stop(m)
         if m in self.mounts:
             self.mounts.remove(m)
         t_log("unmounted %s in %.2fs" % (m.mnt, time.monotonic() - t0))
@@ -661,6 +745,7 @@ class T_Env:
         m.proc.send_signal(signal.SIGKILL)
         m.proc.wait(60)
         t_log("daemon pid %d killed with SIGKILL" % m.pid)
+        _rbd_stop(m, killed=True)
         for _ in range(tries):
             if not t_is_mounted(m.mnt):
                 break
@@ -800,6 +885,17 @@ class T_Env:
             if t_is_mounted(m.mnt) and run(["umount", m.mnt]) != 0:
                 run(["umount", "-l", m.mnt])
         _nbd_stop(m)
+
+
+def _rbd_stop(m, killed=False):
+    """WBCFS_DEVICE=rbd: m's daemon is gone: its image's changes go onto
+    the device, for the oracles. A killed daemon still holds the image's
+    lock: the next mount of the device breaks it."""
+    r, m.rbd = m.rbd, None
+    if r:
+        r[0]._rbd_copy_back(r[1])
+        if killed:
+            r[0]._rbd_dead.add(r[1])
 
 
 def _nbd_stop(m):

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * I/O engines: one small interface, one source file per engine (io_uring,
- * libaio, psync; nbd for NBD devices). An engine instance belongs to one thread; requests are
+ * libaio, psync; nbd for NBD devices, rbd for RBD images). An engine instance belongs to one thread; requests are
  * queued, submitted in batches, and completed through their callback from
  * engine_reap() on that thread.
  */
@@ -17,6 +17,7 @@ enum io_engine_type {
 	IO_ENGINE_AIO,
 	IO_ENGINE_PSYNC,
 	IO_ENGINE_NBD,		/* an NBD device (nbdev.h) */
+	IO_ENGINE_RBD,		/* a Ceph RBD image (rbdev.h) */
 	NR_IO_ENGINES
 };
 

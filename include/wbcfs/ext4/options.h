@@ -61,6 +61,12 @@ struct wbcfs_options {
 	bool io_engine_given;		/* io_engine= was on the command line */
 	unsigned nbd_retry_s;		/* NBD reconnect interval, s; 0 = never [5] */
 	unsigned nbd_timeout_s;		/* NBD: no reply this long = connection dead; 0 = never [30] */
+	unsigned rbd_timeout_s;		/* RBD: an OSD request fails after this; 0 = never [30] */
+	unsigned rbd_connect_timeout_s;	/* RBD: mon, auth and image open bound [10] */
+	bool break_lock;		/* RBD: take the image's lock from a dead holder */
+	char ceph_conf[PATH_MAX];	/* RBD: ceph.conf; "" = $CEPH_CONF, then librados' */
+	char ceph_id[64];		/* RBD: client id (client.ID); "" = admin */
+	char ceph_keyring[PATH_MAX];	/* RBD: keyring; "" = the conf's */
 	unsigned queue_depth;		/* 1-4096; default 64 */
 	enum flusher_model flusher_model;	/* default FLUSHER_MODEL_BDI */
 	unsigned pdflush_min;		/* pdflush_threads=MIN[-MAX]: the pool's bounds, */
