@@ -4,18 +4,18 @@
 tools/ceph-dev cluster with three bluestore OSDs (pool size 3, min_size 2),
 one image, one mount (rbd_timeout=5), for every case.
 
-  a. one OSD killed during a dd (oflag=dsync, fed through a pipe so that
-     it is still writing after the kill) and, after the OSD is back,
-     again during dbench: no error anywhere (dd and dbench exit 0,
-     /.wbcfs/rbd counts no failed request).
-  b. the mon killed while a writer fsyncs files in a loop, and restarted
-     on its data (fsyncs completed while it was gone, and after): no error.
-  c. every OSD killed: an fsync of a file of several writeback batches
+  a. one OSD killed while dbench runs and a dd (oflag=dsync, fed through
+     a pipe so that it still writes after the kill) writes: no error
+     anywhere (dd and dbench exit 0, /.wbcfs/rbd counts no failed request).
+  b. with that OSD still down, the mon killed while a writer fsyncs files
+     in a loop, and restarted on its data (fsyncs completed while it was
+     gone, and after): no error.
+  c. every OSD killed (the other two): an fsync of a file of several writeback batches
      fails with EIO, the first request's timeout marking the cluster
      unreachable (/.wbcfs/rbd: reachable 0, fewer timeouts than the file's
      requests: the rest failed at once), the daemon lives and fails a
-     second fsync as well. The OSDs started again (bluestore keeps the
-     data): the cluster answers again (said once in the daemon's log), the
+     second fsync as well. The three OSDs started again (bluestore keeps
+     the data): the cluster answers again (said once in the daemon's log), the
      same fd's fsync succeeds, a new file is written.
   Unmounted (exit 0, nothing reported lost): `rbd export` is e2fsck -fn
   clean and the kernel's ext4 reads every file fsync'ed in a-c, with its
@@ -80,58 +80,56 @@ def no_failures(m, what):
          "/.wbcfs/rbd failed, timeouts, reachable after %s" % what)
 
 
+def start_dbench(env, m):
+    """dbench, 4 clients for 10 s, once it executes; None without dbench."""
+    dbench = shutil.which("dbench")
+    loadfile = "/usr/share/dbench/client.txt"
+    if not dbench or not os.path.exists(loadfile):
+        t_log("dbench or its client.txt not installed: dd alone")
+        return None
+    out = os.path.join(env.tmp, "dbench.out")
+    with open(out, "w") as f:
+        p = subprocess.Popen([dbench, "-D", m.mnt, "-t", "10", "-c", loadfile, "4"],
+                             stdout=f, stderr=subprocess.STDOUT)
+    p.out = out
+    wait_for("dbench executing", lambda: "execute" in open(out).read())
+    return p
+
+
 def case_a(env, cl, m, files):
-    t_step("a. one OSD of three killed during a dd: no error")
+    t_step("a. one OSD of three killed during a dd and dbench: no error")
     data = pattern(32 * MIB, 1)
     path = os.path.join(m.mnt, "dd")
+    db = start_dbench(env, m)
     dd = subprocess.Popen(["dd", "of=" + path, "bs=1M", "iflag=fullblock", "oflag=dsync",
                            "status=none"], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
+        # fed through a pipe: dd writes after the kill whatever the speed
         dd.stdin.write(data[:8 * MIB])
         dd.stdin.flush()
         wait_for("dd's first 8 MiB", lambda: os.path.getsize(path) >= 8 * MIB)
         ceph_dev(cl, "stop-osds", "1")
         t_log("osd.1 killed with dd at %d MiB" % (os.path.getsize(path) // MIB))
+        t_check(db is None or db.poll() is None, "dbench still running when osd.1 was killed")
         dd.stdin.write(data[8 * MIB:])
         dd.stdin.close()
         dd.wait(LONG_S)
         err = dd.stderr.read()
+        rc = db.wait(LONG_S) if db else 0
     finally:
-        if dd.poll() is None:
-            dd.kill()
-            dd.wait()
+        for p in (dd, db):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
     t_eq((dd.returncode, err.decode().strip()), (0, ""), "dd's exit and errors")
     files["dd"] = hashlib.sha256(data).hexdigest()
-    no_failures(m, "the dd")
-
-    t_step("a. osd.1 back, killed again during dbench: no error")
-    ceph_dev(cl, "start-osds", "1")
-    dbench = shutil.which("dbench")
-    loadfile = "/usr/share/dbench/client.txt"
-    if not dbench or not os.path.exists(loadfile):
-        t_log("dbench or its client.txt not installed: that part skipped")
-        return
-    out = os.path.join(env.tmp, "dbench.out")
-    with open(out, "w") as f:
-        p = subprocess.Popen([dbench, "-D", m.mnt, "-t", "10", "-c", loadfile, "4"],
-                             stdout=f, stderr=subprocess.STDOUT)
-    try:
-        wait_for("dbench executing", lambda: "execute" in open(out).read())
-        # the same OSD: the other two hold every object, recovered or not
-        ceph_dev(cl, "stop-osds", "1")
-        t_check(p.poll() is None, "dbench still running when osd.1 was killed")
-        rc = p.wait(LONG_S)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    text = open(out).read()
-    t_log("dbench: " + " | ".join(l.strip() for l in text.splitlines()
-                                  if "Throughput" in l or "ERROR" in l or "failed" in l))
-    t_check(rc == 0 and "ERROR" not in text, "dbench exit %d:\n%s" % (rc, text[-3000:]))
-    no_failures(m, "dbench")
-    ceph_dev(cl, "start-osds", "1")
-    shutil.rmtree(os.path.join(m.mnt, "clients"))
+    if db:
+        text = open(db.out).read()
+        t_log("dbench: " + " | ".join(l.strip() for l in text.splitlines()
+                                      if "Throughput" in l or "ERROR" in l or "failed" in l))
+        t_check(rc == 0 and "ERROR" not in text, "dbench exit %d:\n%s" % (rc, text[-3000:]))
+        shutil.rmtree(os.path.join(m.mnt, "clients"))
+    no_failures(m, "dd and dbench")
 
 
 def case_b(env, cl, m, files):
@@ -159,7 +157,10 @@ def case_b(env, cl, m, files):
             wait_for("%d more fsyncs" % n, lambda: done[0] >= k or not th.is_alive())
         after(3)
         ceph_dev(cl, "stop-mon")
-        after(3)            # the OSDs go on without it
+        # the OSDs go on without it: fsyncs for a while (its clients notice)
+        gone = time.monotonic()
+        after(3)
+        wait_for("2 s", lambda: time.monotonic() - gone >= 2)
         t_log("%d fsyncs so far, mon down" % done[0])
         ceph_dev(cl, "start-mon")
         after(3)
