@@ -10,12 +10,12 @@ one image, one mount (rbd_timeout=5), for every case.
   b. with that OSD still down, the mon killed while a writer fsyncs files
      in a loop, and restarted on its data (fsyncs completed while it was
      gone, and after): no error.
-  c. every OSD killed (the other two): an fsync of a file of several writeback batches
+  c. every OSD killed (the two others): an fsync of a file of several writeback batches
      fails with EIO, the first request's timeout marking the cluster
      unreachable (/.wbcfs/rbd: reachable 0, fewer timeouts than the file's
      requests: the rest failed at once), the daemon lives and fails a
-     second fsync as well. The three OSDs started again (bluestore keeps
-     the data): the cluster answers again (said once in the daemon's log), the
+     second fsync as well. Two OSDs started again (bluestore keeps the
+     data; two are min_size): the cluster answers again (said once in the daemon's log), the
      same fd's fsync succeeds, a new file is written.
   Unmounted (exit 0, nothing reported lost): `rbd export` is e2fsck -fn
   clean and the kernel's ext4 reads every file fsync'ed in a-c, with its
@@ -208,9 +208,11 @@ def case_c(env, cl, m, files):
             t_eq(e.errno, errno.EIO, "second fsync's errno")
         t_log("second fsync failed after %.1f s" % (time.monotonic() - t0))
 
-        t_step("c. the OSDs back: the cluster answers again, writing resumes")
-        ceph_dev(cl, "start-osds")
+        t_step("c. two OSDs back: the cluster answers again, writing resumes")
+        ceph_dev(cl, "start-osds", "0", "2")     # min_size: osd.1 may stay down
+        t0 = time.monotonic()
         wait_for("reachable again", lambda: ctl_rbd(m)["reachable"] == "1")
+        t_log("reachable again %.1f s after the OSDs were up" % (time.monotonic() - t0))
         # the data stayed dirty: the same fd's fsync writes them now (a PG
         # still peering may time out once more: then again, once answered)
         end = time.monotonic() + LONG_S
@@ -224,6 +226,7 @@ def case_c(env, cl, m, files):
                         "returned" % LONG_S)
                 t_log("fsync after the OSDs returned: EIO again; retrying")
                 wait_for("reachable again", lambda: ctl_rbd(m)["reachable"] == "1")
+        t_log("the fsync that failed, again: written")
     finally:
         os.close(fd)
     files["late"] = hashlib.sha256(data).hexdigest()
