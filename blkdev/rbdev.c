@@ -23,6 +23,18 @@
  * take it by breaking it, which blocklists this one: its requests fail
  * with EBLOCKLISTED (ESHUTDOWN), and from the first such failure this
  * device fails every write before it is issued.
+ *
+ * An unreachable cluster. With every OSD that holds a placement group gone,
+ * each request to it fails after rbd_timeout (ETIMEDOUT), but only once it
+ * has waited that long, and the flushers write a file in batches, each
+ * drained before the next is mapped: an fsync of many batches would wait
+ * out the timeout once per batch (and librbd's object-map updates, one
+ * object at a time, stretch a batch to several), hours for a large file
+ * with the default 30 s. So the first timeout marks the device unreachable:
+ * from then on every request fails at once with EIO, as a failed one
+ * would, and a prober thread reads the image's first block, once a second
+ * at most, until the cluster answers; then requests go to librbd again.
+ * The data stay dirty and are written then (Device errors).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -35,8 +47,11 @@
 #ifdef WBCFS_HAVE_RBD
 #include <rados/librados.h>
 #include <rbd/librbd.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+
+#include "wbcfs/lib/clock.h"
 
 #define RBDEV_MAX	64
 /* librados' EBLOCKLISTED: a client blocklisted by the cluster */
@@ -54,6 +69,15 @@ struct rbdev {
 	bool locked;			/* we hold the exclusive lock */
 	atomic_bool lost;		/* blocklisted: writes fail before librbd */
 	atomic_ulong requests, failed;
+	/* an unreachable cluster: requests fail at once until the prober's read answers */
+	unsigned timeout_s;		/* rbd_timeout; 0: no timeout, no prober */
+	atomic_bool down;		/* a request timed out, no answer since */
+	_Atomic uint64_t down_since_ms;
+	atomic_ulong timeouts;		/* requests that failed with ETIMEDOUT */
+	int probe_fd;			/* eventfd: wakes the prober (down, or closing) */
+	atomic_bool closing;
+	pthread_t prober;
+	bool prober_started;
 };
 
 struct rbd_aio {
@@ -111,10 +135,11 @@ bool rbdev_lost(const struct rbdev *d)
 int rbdev_show(const struct rbdev *d, char *buf, size_t size)
 {
 	int n = snprintf(buf, size, "name %s\nimage %s\nsize %llu\nread_only %d\nlock %s\n"
-			 "requests %lu\nfailed %lu\n", d->name, d->spec,
-			 (unsigned long long)d->size, d->ro,
+			 "requests %lu\nfailed %lu\nreachable %d\ntimeouts %lu\n", d->name,
+			 d->spec, (unsigned long long)d->size, d->ro,
 			 atomic_load(&d->lost) ? "lost" : d->locked ? "held" : "none",
-			 atomic_load(&d->requests), atomic_load(&d->failed));
+			 atomic_load(&d->requests), atomic_load(&d->failed),
+			 !atomic_load(&d->down), atomic_load(&d->timeouts));
 
 	return n < 0 ? 0 : (size_t)n >= size ? (int)size - 1 : n;
 }
@@ -131,6 +156,67 @@ static void lock_lost(struct rbdev *d, int err)
 		d->spec, strerror(err));
 }
 
+static void wake_prober(struct rbdev *d)
+{
+	uint64_t one = 1;
+	ssize_t n = write(d->probe_fd, &one, sizeof(one));
+
+	(void)n;	/* a counter already set wakes it as well */
+}
+
+/* A request timed out: unreachable from now on, said once per outage. */
+static void cluster_down(struct rbdev *d, int err)
+{
+	atomic_fetch_add(&d->timeouts, 1);
+	if (!d->prober_started || atomic_exchange(&d->down, true))
+		return;
+	atomic_store(&d->down_since_ms, clock_now_ms());
+	fprintf(stderr, "wbcfs: %s: no answer from the cluster within %u s (%s): every request "
+		"fails at once with EIO until it answers again\n", d->spec, d->timeout_s,
+		strerror(err));
+	wake_prober(d);
+}
+
+/*
+ * While the cluster is unreachable: read the image's first block (an OSD
+ * op, under rbd_timeout like any request), at most once a second, until
+ * an OSD answers anything but a timeout.
+ */
+static void *prober_main(void *arg)
+{
+	struct rbdev *d = arg;
+	struct pollfd pfd = { .fd = d->probe_fd, .events = POLLIN };
+	char block[4096];
+	uint64_t v;
+	ssize_t n;
+
+	while (!atomic_load(&d->closing)) {
+		poll(&pfd, 1, -1);
+		n = read(d->probe_fd, &v, sizeof(v));	/* non-blocking: consumes the wake-up */
+		(void)n;
+		while (atomic_load(&d->down) && !atomic_load(&d->closing)) {
+			uint64_t t0 = clock_now_ms();
+			ssize_t r = rbd_read(d->image, 0, sizeof(block), block);
+
+			if (r != -ETIMEDOUT) {
+				atomic_store(&d->down, false);
+				fprintf(stderr, "wbcfs: %s: the cluster answers again, after %llu s "
+					"without: requests go to it again\n", d->spec,
+					(unsigned long long)(clock_now_ms() -
+							     atomic_load(&d->down_since_ms)) / 1000);
+				break;
+			}
+			/* a probe that failed at once waits out the second */
+			if (clock_now_ms() - t0 < 1000 &&
+			    poll(&pfd, 1, (int)(1000 - (clock_now_ms() - t0))) > 0) {
+				n = read(d->probe_fd, &v, sizeof(v));
+				(void)n;
+			}
+		}
+	}
+	return NULL;
+}
+
 /*
  * A request's end, on librbd's finisher thread. As a block device reports
  * errors: ENOSPC as itself, everything else (an OSD's EIO, a timeout, the
@@ -145,6 +231,8 @@ static void aio_done(rbd_completion_t c, void *arg)
 	atomic_fetch_add(&a->d->requests, 1);
 	if (r < 0) {
 		atomic_fetch_add(&a->d->failed, 1);
+		if (r == -ETIMEDOUT)
+			cluster_down(a->d, (int)-r);
 		if ((r == -EBLOCKLISTED || r == -EROFS) && a->op != RBDEV_READ && !a->d->ro)
 			lock_lost(a->d, (int)-r);
 		r = r == -ENOSPC ? -ENOSPC : -EIO;
@@ -188,6 +276,14 @@ void rbdev_submit(struct rbdev *d, enum rbdev_op op, const struct iovec *iov, in
 	if (op != RBDEV_READ && (d->ro || atomic_load(&d->lost))) {
 		free(a);
 		done(priv, d->ro ? -EROFS : -EIO);
+		return;
+	}
+	if (atomic_load(&d->down)) {
+		/* unreachable: as a request that timed out, without the wait */
+		free(a);
+		atomic_fetch_add(&d->requests, 1);
+		atomic_fetch_add(&d->failed, 1);
+		done(priv, -EIO);
 		return;
 	}
 	if (op == RBDEV_READ && off + len > d->size) {
@@ -459,6 +555,13 @@ static int take_lock(struct rbdev *d, const struct rbdev_conf *c, FILE *msg)
 
 static void rbdev_free(struct rbdev *d)
 {
+	if (d->prober_started) {
+		atomic_store(&d->closing, true);
+		wake_prober(d);
+		pthread_join(d->prober, NULL);	/* a probe in flight: rbd_timeout at most */
+	}
+	if (d->probe_fd >= 0)
+		close(d->probe_fd);
 	if (d->image) {
 		if (d->locked)
 			rbd_lock_release(d->image);
@@ -485,8 +588,10 @@ int rbdev_open(struct rbdev **out, const char *spec, const struct rbdev_conf *c,
 	if (!d)
 		return -ENOMEM;
 	d->fd = eventfd(0, EFD_CLOEXEC);
+	d->probe_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	d->spec = strdup(spec);
-	if (d->fd < 0 || !d->spec) {
+	d->timeout_s = c->timeout_s;
+	if (d->fd < 0 || d->probe_fd < 0 || !d->spec) {
 		rbdev_free(d);
 		return -ENOMEM;
 	}
@@ -575,6 +680,14 @@ int rbdev_open(struct rbdev **out, const char *spec, const struct rbdev_conf *c,
 		ret = take_lock(d, c, msg);
 		if (ret)
 			goto fail;
+	}
+	if (d->timeout_s) {
+		ret = -pthread_create(&d->prober, NULL, prober_main, d);
+		if (ret) {
+			fprintf(msg, "wbcfs: %s: cannot start a thread: %s\n", spec, strerror(-ret));
+			goto fail;
+		}
+		d->prober_started = true;
 	}
 	ret = rbdev_register(d);
 	if (ret) {

@@ -53,10 +53,10 @@ REFUSE_S = 30       # a refusal must come well before this
 class Cluster:
     """tools/ceph-dev start; stop is in env.undo (after the mounts go)."""
 
-    def __init__(self, env):
+    def __init__(self, env, osds=1):
         d = os.path.join(env.tmp, "ceph")
-        t_step("starting a one-OSD ceph cluster in %s" % d)
-        p = t_run([CEPH_DEV, "start", d], check=False, timeout=240)
+        t_step("starting a %d-OSD ceph cluster in %s" % (osds, d))
+        p = t_run([CEPH_DEV, "start", "-n", str(osds), d], check=False, timeout=240)
         # stopped in cleanup whatever happened (a failed start stops itself)
         env.undo.append(lambda: t_run([CEPH_DEV, "stop", d], check=False, timeout=120))
         if p.returncode != 0:

@@ -15,6 +15,10 @@
  * nothing more: its writes fail, the loss is reported once, and every
  * later write fails with EIO before it reaches librbd.
  *
+ * A request that times out (rbd_timeout) marks the cluster unreachable:
+ * every request then fails at once with EIO, until a prober thread's read
+ * gets an answer, rather than each waiting out the timeout again.
+ *
  * Built only with librbd (meson finds librbd-dev); without it rbdev_open
  * says so and fails with -ENOSYS.
  */
@@ -72,8 +76,9 @@ const char *rbdev_name(const struct rbdev *d);
 bool rbdev_lost(const struct rbdev *d);
 /**
  * The control file text (/.wbcfs/rbd): "key value" lines: name, image,
- * size, read_only, lock (held, lost, none), requests, failed. Returns
- * the length.
+ * size, read_only, lock (held, lost, none), requests, failed, reachable
+ * (0 while a timeout has marked the cluster unreachable), timeouts.
+ * Returns the length.
  */
 int rbdev_show(const struct rbdev *d, char *buf, size_t size);
 
